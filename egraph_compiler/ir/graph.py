@@ -95,6 +95,9 @@ class Graph:
     ``types`` gives the `TensorType` of every value (inputs, constants and node
     outputs). ``opset`` is the default-domain ONNX opset the graph was written for;
     ``symbols`` maps each symbolic dim name to its inclusive ``(low, high)`` range.
+    Operator semantics are ONNX opset-17 semantics whatever ``opset`` the model
+    came from (the importer converts), except that compile-time-constant axes,
+    splits, slice bounds, pads and clip bounds are held as attributes.
     """
 
     name: str
@@ -105,6 +108,9 @@ class Graph:
     types: Mapping[str, TensorType] = field(default_factory=dict)
     opset: int = 17
     symbols: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    # Values of small integer tensors known at compile time as symbolic vectors,
+    # e.g. Shape(x) = (B, S, 768): filled by `shapes` (SoD² RDP value propagation).
+    shape_values: Mapping[str, tuple[Dim, ...]] = field(default_factory=dict)
 
     def producer(self) -> dict[str, Node]:
         """Map every node output name to the node producing it."""
