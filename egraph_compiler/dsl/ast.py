@@ -138,6 +138,8 @@ class POp:
     inputs: tuple[Pattern, ...]
     attrs: tuple[tuple[str, Expr], ...] = ()
     span: Span = NO_SPAN
+    # Span of each attribute *name* in ``attrs`` (same order), for diagnostics.
+    attr_spans: tuple[Span, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +175,7 @@ class AttrDecl:
     type: AttrType
     default: Expr | None = None
     span: Span = NO_SPAN
+    type_span: Span = NO_SPAN
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +198,9 @@ class OpDecl:
     requires: Expr | None = None
     outputs: int = 1
     span: Span = NO_SPAN
+    name_span: Span = NO_SPAN
+    # Spans of the mapping, layout and dynamism class names, in that order.
+    class_spans: tuple[Span, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +217,9 @@ class Rule:
     flags: frozenset[str] = frozenset()
     doc: str = ""
     span: Span = NO_SPAN
+    name_span: Span = NO_SPAN
+    # ``(flag, span)`` in source order; ``flags`` is the set for consumers.
+    flag_spans: tuple[tuple[str, Span], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +234,7 @@ class Saturate:
 
     rulesets: tuple[str, ...]
     span: Span = NO_SPAN
+    name_spans: tuple[Span, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +244,7 @@ class RunTimes:
     rulesets: tuple[str, ...]
     times: int
     span: Span = NO_SPAN
+    name_spans: tuple[Span, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +276,8 @@ class FuseEntry:
     result: str | None
     verdict: Literal["fuse", "break", "profile"]
     span: Span = NO_SPAN
+    # Spans of first, second, result (NO_SPAN when absent) and verdict.
+    part_spans: tuple[Span, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,3 +294,54 @@ class RuleSet:
 
     def rules_in(self, ruleset: str) -> tuple[Rule, ...]:
         return tuple(r for r in self.rules if r.ruleset == ruleset)
+
+
+# ---------------------------------------------------------------- one source file
+# The parser's output for a single file, items in source order (comments kept, so
+# the formatter can reprint the file). `dsl.load_rules` merges files into a RuleSet.
+
+
+@dataclass(frozen=True, slots=True)
+class UseDecl:
+    """``use "other.dnnr"``; ``path`` is as written, resolved against the using file."""
+
+    path: str
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, slots=True)
+class Comment:
+    """A block of ``#`` lines that is not a rule's doc comment (text without ``#``)."""
+
+    lines: tuple[str, ...]
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, slots=True)
+class LimitItem:
+    name: str
+    value: int | float
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsDecl:
+    """``limits { nodes = N; iterations = N; seconds = S }`` as written."""
+
+    items: tuple[LimitItem, ...]
+    span: Span = NO_SPAN
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleDecl:
+    steps: tuple[ScheduleStep, ...]
+    span: Span = NO_SPAN
+
+
+Item = Union[UseDecl, Comment, OpDecl, RulesetDecl, Rule, FuseEntry, LimitsDecl, ScheduleDecl]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    file: str
+    items: tuple[Item, ...] = ()
