@@ -9,7 +9,7 @@ reads the fusion table.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +104,7 @@ class Index:
     span: Span = NO_SPAN
 
 
-Expr = Union[Var, Name, Num, Str, ListLit, Call, BinOp, UnOp, Index]
+Expr = Var | Name | Num | Str | ListLit | Call | BinOp | UnOp | Index
 
 
 # ---------------------------------------------------------------- patterns
@@ -153,7 +153,7 @@ class PCompute:
     span: Span = NO_SPAN
 
 
-Pattern = Union[PVar, PConst, POp, PCompute]
+Pattern = PVar | PConst | POp | PCompute
 
 
 # ---------------------------------------------------------------- declarations
@@ -254,7 +254,7 @@ class Repeat:
     span: Span = NO_SPAN
 
 
-ScheduleStep = Union[Saturate, RunTimes, Repeat]
+ScheduleStep = Saturate | RunTimes | Repeat
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,7 +338,7 @@ class ScheduleDecl:
     span: Span = NO_SPAN
 
 
-Item = Union[UseDecl, Comment, OpDecl, RulesetDecl, Rule, FuseEntry, LimitsDecl, ScheduleDecl]
+Item = UseDecl | Comment | OpDecl | RulesetDecl | Rule | FuseEntry | LimitsDecl | ScheduleDecl
 
 
 @dataclass(frozen=True, slots=True)

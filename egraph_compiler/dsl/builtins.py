@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from egraph_compiler.dsl import shape_builtins
+
 # What an argument or a result is. "tensor" is a pattern variable bound to a tensor
 # (an e-class); "ints"/"list" are int lists (attributes such as perm, shapes).
 ArgKind = Literal[
@@ -125,36 +127,115 @@ def _b(
 _BUILTINS: tuple[Builtin, ...] = (
     # Tensor facts: `egraph` evaluates them from its analyses, `verify` encodes them.
     _b("rank", ("tensor",), "int", "tensor_fact", "Number of dimensions of ?x."),
-    _b("shape", ("tensor",), "shape", "tensor_fact",
-       "Tuple of the dims of ?x; a dim may be symbolic (B, S*B)."),
-    _b("dim", ("tensor", "int"), "dim", "tensor_fact", "Dim i of ?x (negative i counts from the end)."),
-    _b("numel", ("tensor",), "dim", "tensor_fact", "Number of elements of ?x (product of its dims)."),
-    _b("dtype", ("tensor",), "dtype", "tensor_fact",
-       "Element type of ?x; compare with a bare dtype name: dtype(?x) == float32."),
+    _b(
+        "shape",
+        ("tensor",),
+        "shape",
+        "tensor_fact",
+        "Tuple of the dims of ?x; a dim may be symbolic (B, S*B).",
+    ),
+    _b(
+        "dim",
+        ("tensor", "int"),
+        "dim",
+        "tensor_fact",
+        "Dim i of ?x (negative i counts from the end).",
+    ),
+    _b(
+        "numel",
+        ("tensor",),
+        "dim",
+        "tensor_fact",
+        "Number of elements of ?x (product of its dims).",
+    ),
+    _b(
+        "dtype",
+        ("tensor",),
+        "dtype",
+        "tensor_fact",
+        "Element type of ?x; compare with a bare dtype name: dtype(?x) == float32.",
+    ),
     _b("is_const", ("tensor",), "bool", "tensor_fact", "?x is a compile-time constant tensor."),
-    _b("same_shape", ("tensor", "tensor"), "bool", "tensor_fact", "?a and ?b have provably equal shapes."),
-    _b("broadcastable", ("tensor", "tensor"), "bool", "tensor_fact",
-       "?a and ?b broadcast together (numpy rules)."),
-    _b("nonzero", ("tensor",), "bool", "tensor_fact",
-       "Every element of ?x is provably non-zero (false when unknown)."),
-    _b("positive", ("tensor",), "bool", "tensor_fact",
-       "Every element of ?x is provably > 0, e.g. produced by Exp (false when unknown)."),
-    _b("nonneg", ("tensor",), "bool", "tensor_fact",
-       "Every element of ?x is provably >= 0, e.g. produced by Relu/Abs/Sqrt (false when unknown)."),
+    _b(
+        "same_shape",
+        ("tensor", "tensor"),
+        "bool",
+        "tensor_fact",
+        "?a and ?b have provably equal shapes.",
+    ),
+    _b(
+        "broadcastable",
+        ("tensor", "tensor"),
+        "bool",
+        "tensor_fact",
+        "?a and ?b broadcast together (numpy rules).",
+    ),
+    _b(
+        "nonzero",
+        ("tensor",),
+        "bool",
+        "tensor_fact",
+        "Every element of ?x is provably non-zero (false when unknown).",
+    ),
+    _b(
+        "positive",
+        ("tensor",),
+        "bool",
+        "tensor_fact",
+        "Every element of ?x is provably > 0, e.g. produced by Exp (false when unknown).",
+    ),
+    _b(
+        "nonneg",
+        ("tensor",),
+        "bool",
+        "tensor_fact",
+        "Every element of ?x is provably >= 0, e.g. produced by Relu/Abs/Sqrt (false when unknown).",
+    ),
     # Int-list arithmetic, with pure Python implementations.
-    _b("compose", ("ints", "ints"), "ints", "int_list",
-       "Perm of Transpose(Transpose(x, p), q) as one Transpose: r[i] = p[q[i]].", compose),
+    _b(
+        "compose",
+        ("ints", "ints"),
+        "ints",
+        "int_list",
+        "Perm of Transpose(Transpose(x, p), q) as one Transpose: r[i] = p[q[i]].",
+        compose,
+    ),
     _b("invert", ("ints",), "ints", "int_list", "Inverse permutation: r[p[i]] = i.", invert),
     _b("is_identity", ("ints",), "bool", "int_list", "p == [0, 1, ..., len(p) - 1].", is_identity),
     _b("len", ("list",), "int", "int_list", "Length of a list.", length),
     _b("permute", ("list", "ints"), "list", "int_list", "Reorder a list: r[i] = l[p[i]].", permute),
-    _b("normalize_axes", ("ints", "int"), "ints", "int_list",
-       "Negative axes made positive (axis + rank), then sorted.", normalize_axes),
+    _b(
+        "normalize_axes",
+        ("ints", "int"),
+        "ints",
+        "int_list",
+        "Negative axes made positive (axis + rank), then sorted.",
+        normalize_axes,
+    ),
     _b("concat", ("list", "list"), "list", "int_list", "List concatenation a ++ b.", concat),
     _b("range", ("int",), "ints", "int_list", "[0, 1, ..., n - 1].", int_range),
+    # ONNX shape functions (rules/layout.dnnr); dims may be symbolic. A tensor variable
+    # passed bare means its value (a small int tensor: a Reshape target, a Shape output).
+    _b("reshape_shape", ("list", "list"), "list", "int_list",
+       "Output shape of Reshape(shape, target), allowzero=0: 0 copies a dim, one -1 is inferred.",
+       shape_builtins.reshape_shape),
+    _b("squeeze_shape", ("list", "ints"), "list", "int_list",
+       "Output shape of Squeeze(shape, axes); no axes drops every 1.", shape_builtins.squeeze_shape),
+    _b("unsqueeze_shape", ("list", "ints"), "list", "int_list",
+       "Output shape of Unsqueeze(shape, axes).", shape_builtins.unsqueeze_shape),
+    _b("flatten_shape", ("list", "int"), "list", "int_list",
+       "Output shape of Flatten(shape, axis).", shape_builtins.flatten_shape),
+    _b("reshape_target", ("list", "list"), "ints", "int_list",
+       "Constant Reshape target from shape a to shape b: ints as is, 0 copies a same-index "
+       "symbolic dim, one -1; no match when none exists.", shape_builtins.reshape_target),
     # Right-hand-side constant constructors (`PCompute`).
-    _b("scalar", ("number",), "tensor", "constructor",
-       "Rank-0 tensor of a number or float attribute, in the dtype of the surrounding op."),
+    _b(
+        "scalar",
+        ("number",),
+        "tensor",
+        "constructor",
+        "Rank-0 tensor of a number or float attribute, in the dtype of the surrounding op.",
+    ),
     _b("vector", ("ints",), "tensor", "constructor", "1-D int64 tensor of an int list."),
     # Scalar functions for elementwise semantics (`op Exp(a) : ... = exp(a)`).
     _b("exp", ("float",), "float", "scalar", "e ** x."),
@@ -225,8 +306,19 @@ LIMIT_NAMES: dict[str, str] = {
 
 # Bare names a guard may compare with: `dtype(?x) == float32`, booleans.
 DTYPE_NAMES: tuple[str, ...] = (
-    "float16", "bfloat16", "float32", "float64",
-    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bool",
 )
 GUARD_CONSTANTS: tuple[str, ...] = ("true", "false")
 

@@ -41,8 +41,9 @@ class TensorAttr:
 
     @staticmethod
     def from_numpy(array: np.ndarray) -> TensorAttr:
-        array = np.ascontiguousarray(array)
-        return TensorAttr(str(array.dtype), tuple(array.shape), array.tobytes())
+        array = np.asarray(array)
+        # tobytes() is C-ordered; np.ascontiguousarray would turn a 0-d array into 1-d.
+        return TensorAttr(str(array.dtype), tuple(array.shape), array.tobytes(order="C"))
 
 
 AttrValue = Union[int, float, str, tuple[int, ...], tuple[float, ...], tuple[str, ...], TensorAttr]

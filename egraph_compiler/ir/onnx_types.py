@@ -63,7 +63,7 @@ def tensor_to_numpy(tensor: TensorProto, where: str) -> np.ndarray:
 
 
 def numpy_to_tensor(array: np.ndarray, name: str) -> TensorProto:
-    return numpy_helper.from_array(np.ascontiguousarray(array), name)
+    return numpy_helper.from_array(np.asarray(array), name)
 
 
 def attribute_value(attr: AttributeProto, where: str) -> AttrValue:

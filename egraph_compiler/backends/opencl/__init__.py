@@ -1,0 +1,42 @@
+"""The OpenCL backend: an `ExecutionPlan` in, an artefact directory out; and its runner.
+
+- `build(execution_plan, out_dir, params=None) -> Artefact` writes ``kernels.cl``
+  (one kernel per distinct fusion block; identical blocks share a kernel),
+  ``plan.json`` (tensors, arena offsets, launches in order) and the weights.
+- `load(out_dir, device=None) -> CompiledModel`; ``CompiledModel.run(inputs)``
+  returns the outputs by name. The default device is PoCL's; ``device`` picks any
+  platform or device whose name contains the string.
+- `compile_graph(graph, out_dir, fuse=True)`: fusion → plan → build in one call
+  (for tests and the benchmark; the pipeline calls the stages itself).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from egraph_compiler.backends.opencl.build import Artefact, build_artefact
+from egraph_compiler.backends.opencl.kernels import KernelParams
+from egraph_compiler.backends.opencl.runtime import CompiledModel, OpenClError
+from egraph_compiler.fusion import ProfileDb, plan_fusion
+from egraph_compiler.ir.graph import Graph
+from egraph_compiler.plan import ExecutionPlan, plan_memory
+
+
+def build(execution_plan: ExecutionPlan, out_dir: str | Path,
+          params: KernelParams | None = None) -> Artefact:
+    """Write the artefact of ``execution_plan`` into ``out_dir``."""
+    return build_artefact(execution_plan, out_dir, params)
+
+
+def load(out_dir: str | Path, device: str | None = None) -> CompiledModel:
+    """Load an artefact written by `build` onto an OpenCL device (PoCL by default)."""
+    return CompiledModel(out_dir, device)
+
+
+def compile_graph(graph: Graph, out_dir: str | Path, fuse: bool = True, tables: object = None,
+                  profile_db: ProfileDb | None = None) -> Artefact:
+    return build(plan_memory(plan_fusion(graph, tables, profile_db, fuse=fuse)), out_dir)
+
+
+__all__ = ["Artefact", "CompiledModel", "KernelParams", "OpenClError", "build", "compile_graph",
+           "load"]

@@ -1,0 +1,313 @@
+"""Integer kernels: their specification, their HVX C code and a NumPy model of each.
+
+Activations are uint8 (int8 tensors are shifted by 128 at the graph boundary), weights
+int8, accumulation int32, requantisation as in `quant`. Tensors are NHWC, rows of a
+GEMM are output pixels (or matrix rows), columns are output channels.
+
+GEMM instruction families and their input layouts (GCD² §4.3, Fig. 4.2):
+- ``vrmpy`` 4-column: panels of 32 rows, 4 consecutive K values of a row in one word;
+  ``acc.w += vrmpy(x.ub, w.b)`` with the 4 weights of a column in a scalar.
+- ``vmpa``  2-column: panels of 64 rows, two K columns side by side as int16;
+  ``acc.w += vmpa(x.h, w.b)`` (the byte form would overflow its 16-bit sums).
+- ``vmpy``  1-column: panels of 128 rows, one K column per vector;
+  ``p.h = vmpy(x.ub, w.b)`` then ``acc.w += vadd(p0.h, p1.h)`` widening two columns.
+- ``scalar``: plain C loops (the fallback for any shape).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from egraph_compiler.backends.hexagon.quant import Requant, apply_requant
+
+FAMILIES = ("vrmpy", "vmpa", "vmpy", "scalar")
+# Rows per panel and K granularity of each family's layout.
+PANEL_ROWS = {"vrmpy": 32, "vmpa": 64, "vmpy": 128, "scalar": 1}
+K_STEP = {"vrmpy": 4, "vmpa": 2, "vmpy": 2, "scalar": 1}
+# Bytes per packed element: the 2-column layout widens to int16.
+PACK_BYTES = {"vrmpy": 1, "vmpa": 2, "vmpy": 1, "scalar": 1}
+
+
+def ceil_to(value: int, step: int) -> int:
+    return -(-value // step) * step
+
+
+@dataclass(frozen=True, slots=True)
+class ConvGeometry:
+    """im2col view of an NHWC input: GEMM row = (b, oy, ox), column k = (ky, kx, c)."""
+
+    batch: int
+    height: int
+    width: int
+    channels: int
+    kernel: tuple[int, int]
+    strides: tuple[int, int] = (1, 1)
+    pads: tuple[int, int] = (0, 0)  # top, left (bottom/right follow from the output size)
+    dilations: tuple[int, int] = (1, 1)
+    out_hw: tuple[int, int] = (0, 0)
+
+    @property
+    def rows(self) -> int:
+        return self.batch * self.out_hw[0] * self.out_hw[1]
+
+    @property
+    def depth(self) -> int:
+        return self.kernel[0] * self.kernel[1] * self.channels
+
+
+@dataclass(frozen=True, slots=True)
+class QGemm:
+    """``y[m, n] = rq(Σ_k x[m, k] · w[k, n] + bias[n])`` with ``x`` uint8 from ``geometry``."""
+
+    geometry: ConvGeometry
+    weights: np.ndarray  # int8 [K, N]
+    bias: np.ndarray  # int32 [N], already holding −zx·Σ_k w[k, n]
+    requant: Requant
+    x_zero_point: int  # value of padding pixels
+    family: str = "vrmpy"
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.geometry.rows, self.geometry.depth, int(self.weights.shape[1])
+
+
+def im2col(x: np.ndarray, g: ConvGeometry, pad_value: int) -> np.ndarray:
+    """[B, H, W, C] uint8 → [B·OH·OW, KH·KW·C] uint8 (the NumPy model of the packers)."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (oh, ow) = g.kernel, g.strides, g.pads, g.dilations, g.out_hw
+    padded = np.full((g.batch, g.height + 2 * ph + kh * dh, g.width + 2 * pw + kw * dw, g.channels),
+                     pad_value, dtype=np.uint8)
+    padded[:, ph:ph + g.height, pw:pw + g.width] = x
+    cols = np.empty((g.batch, oh, ow, kh, kw, g.channels), dtype=np.uint8)
+    for ky in range(kh):
+        for kx in range(kw):
+            cols[:, :, :, ky, kx] = padded[:, ky * dh: ky * dh + oh * sh: sh, kx * dw: kx * dw + ow * sw: sw][:, :oh, :ow]
+    return cols.reshape(g.rows, g.depth)
+
+
+def gemm_reference(op: QGemm, x: np.ndarray) -> np.ndarray:
+    cols = im2col(x, op.geometry, op.x_zero_point).astype(np.int64)
+    acc = cols @ op.weights.astype(np.int64) + op.bias.astype(np.int64)
+    return apply_requant(acc, op.requant)
+
+
+# ---- C generation --------------------------------------------------------------------
+
+
+def _c_array(name: str, ctype: str, values: np.ndarray, align: int = 128) -> str:
+    flat = np.asarray(values).reshape(-1)
+    body = ",".join(str(int(v)) for v in flat) or "0"
+    return f"static const {ctype} {name}[{max(1, flat.size)}] __attribute__((aligned({align}))) = {{{body}}};\n"
+
+
+def packed_weights(op: QGemm) -> tuple[str, np.ndarray, int]:
+    """Weights as the inner loop reads them: one scalar register per (column, K step)."""
+    m, k, n = op.shape
+    family = op.family
+    if family == "scalar":
+        return "i8", op.weights.astype(np.int8), n
+    nu = unroll_for(op)
+    n_pad = ceil_to(n, nu)
+    k_pad = ceil_to(k, K_STEP[family])
+    w = np.zeros((k_pad, n_pad), dtype=np.int64)
+    w[:k, :n] = op.weights
+    w &= 0xFF
+    if family == "vrmpy":
+        groups = w.reshape(k_pad // 4, 4, n_pad)
+        words = groups[:, 0] | groups[:, 1] << 8 | groups[:, 2] << 16 | groups[:, 3] << 24
+    elif family == "vmpa":
+        pairs = w.reshape(k_pad // 2, 2, n_pad)
+        words = pairs[:, 0] | pairs[:, 1] << 8 | pairs[:, 0] << 16 | pairs[:, 1] << 24
+    else:  # vmpy: the byte replicated, one word per K column
+        words = w | w << 8 | w << 16 | w << 24
+    words = words.T.astype(np.uint32).view(np.int32)  # [n_pad, K steps]
+    return "i32", words, n_pad
+
+
+def unroll_for(op: QGemm) -> int:
+    """Adaptive unrolling over output columns (GCD² §4.4.3): more for wide outputs."""
+    _, _, n = op.shape
+    limit = {"vrmpy": 4, "vmpa": 2, "vmpy": 2, "scalar": 1}[op.family]
+    return max(1, min(limit, n))
+
+
+def scratch_sizes(op: QGemm) -> tuple[int, int]:
+    """Bytes of the packed input and of the int32 accumulators."""
+    m, k, n = op.shape
+    rows = ceil_to(m, PANEL_ROWS[op.family])
+    k_pad = ceil_to(k, K_STEP[op.family])
+    n_pad = ceil_to(n, unroll_for(op))
+    if op.family == "scalar":
+        return 0, 0
+    return rows * k_pad * PACK_BYTES[op.family], rows * n_pad * 4
+
+
+def _pack_c(op: QGemm, name: str) -> str:
+    """Scalar C that writes the family layout straight from the NHWC input (im2col fused)."""
+    g = op.geometry
+    fam = op.family
+    m, k, _ = op.shape
+    rows_per_panel = PANEL_ROWS[fam]
+    k_pad = ceil_to(k, K_STEP[fam])
+    etype = "i16" if fam == "vmpa" else "u8"
+    # Packed offset of element (row m, column kk) for each layout.
+    if fam == "vrmpy":
+        offset = f"(mm / 32) * {k_pad * 32} + (kk / 4) * 128 + (mm % 32) * 4 + (kk % 4)"
+    elif fam == "vmpa":
+        offset = f"(mm / 64) * {k_pad * 64} + (kk / 2) * 128 + (kk % 2) * 64 + (mm % 64)"
+    else:
+        offset = f"(mm / 128) * {k_pad * 128} + kk * 128 + (mm % 128)"
+    kh, kw = g.kernel
+    sh, sw = g.strides
+    ph, pw = g.pads
+    dh, dw = g.dilations
+    oh, ow = g.out_hw
+    return f"""
+static void __attribute__((noinline)) {name}(const u8 *restrict x, {etype} *restrict packed) {{
+  int mm = 0;
+  for (int b = 0; b < {g.batch}; b++)
+  for (int oy = 0; oy < {oh}; oy++)
+  for (int ox = 0; ox < {ow}; ox++, mm++) {{
+    int kk = 0;
+    for (int ky = 0; ky < {kh}; ky++)
+    for (int kx = 0; kx < {kw}; kx++) {{
+      int iy = oy * {sh} - {ph} + ky * {dh}, ix = ox * {sw} - {pw} + kx * {dw};
+      int inside = iy >= 0 && iy < {g.height} && ix >= 0 && ix < {g.width};
+      const u8 *src = x + ((b * {g.height} + iy) * {g.width} + ix) * {g.channels};
+      for (int c = 0; c < {g.channels}; c++, kk++)
+        packed[{offset}] = inside ? src[c] : {op.x_zero_point};
+    }}
+    for (; kk < {k_pad}; kk++) packed[{offset}] = 0;
+  }}
+  (void)mm;
+}}
+"""
+
+
+def _gemm_c(op: QGemm, name: str, n_pad: int) -> str:
+    m, k, _ = op.shape
+    fam = op.family
+    nu = unroll_for(op)
+    rows = ceil_to(m, PANEL_ROWS[fam])
+    panels = rows // PANEL_ROWS[fam]
+    k_steps = ceil_to(k, K_STEP[fam]) // K_STEP[fam]
+    cols = range(nu)
+    if fam == "vrmpy":
+        init = "".join(f"    HVX_Vector a{j} = Q6_V_vzero();\n" for j in cols)
+        body = "      HVX_Vector xv = xp[s];\n" + "".join(
+            f"      a{j} = Q6_Vw_vrmpyacc_VwVubRb(a{j}, xv, w{j}[s]);\n" for j in cols)
+        store = "".join(f"    ((HVX_Vector *)(acc + (n + {j}) * {rows}))[p] = a{j};\n" for j in cols)
+        xdecl = f"const HVX_Vector *xp = (const HVX_Vector *)(packed + p * {k_steps * 128});"
+    elif fam == "vmpa":
+        init = "".join(f"    HVX_VectorPair a{j} = Q6_W_vcombine_VV(Q6_V_vzero(), Q6_V_vzero());\n" for j in cols)
+        body = "      HVX_VectorPair xv = xp[s];\n" + "".join(
+            f"      a{j} = Q6_Ww_vmpaacc_WwWhRb(a{j}, xv, w{j}[s]);\n" for j in cols)
+        store = "".join(f"    ((HVX_VectorPair *)(acc + (n + {j}) * {rows}))[p] = a{j};\n" for j in cols)
+        xdecl = f"const HVX_VectorPair *xp = (const HVX_VectorPair *)(packed + p * {k_steps * 128});"
+    else:
+        init = "".join(
+            f"    HVX_VectorPair e{j} = Q6_W_vcombine_VV(Q6_V_vzero(), Q6_V_vzero()), o{j} = e{j};\n" for j in cols)
+        body = "      HVX_Vector x0 = xp[2 * s], x1 = xp[2 * s + 1];\n" + "".join(
+            f"      HVX_VectorPair p{j} = Q6_Wh_vmpy_VubRb(x0, w{j}[2 * s]), q{j} = Q6_Wh_vmpy_VubRb(x1, w{j}[2 * s + 1]);\n"
+            f"      e{j} = Q6_Ww_vaddacc_WwVhVh(e{j}, Q6_V_lo_W(p{j}), Q6_V_lo_W(q{j}));\n"
+            f"      o{j} = Q6_Ww_vaddacc_WwVhVh(o{j}, Q6_V_hi_W(p{j}), Q6_V_hi_W(q{j}));\n" for j in cols)
+        store = "".join(
+            f"    ((HVX_VectorPair *)(acc + (n + {j}) * {rows}))[2 * p] = e{j};\n"
+            f"    ((HVX_VectorPair *)(acc + (n + {j}) * {rows}))[2 * p + 1] = o{j};\n" for j in cols)
+        xdecl = f"const HVX_Vector *xp = (const HVX_Vector *)(packed + p * {k_steps * 2 * 128});"
+    etype = "i16" if fam == "vmpa" else "u8"
+    wdecl = "".join(f"    const i32 *w{j} = wp + (n + {j}) * {k_steps * (2 if fam == 'vmpy' else 1)};\n" for j in cols)
+    return f"""
+void __attribute__((noinline)) {name}(const {etype} *restrict packed, const i32 *restrict wp, i32 *restrict acc) {{
+  for (int p = 0; p < {panels}; p++) {{
+    {xdecl}
+    for (int n = 0; n < {n_pad}; n += {nu}) {{
+{wdecl}{init}      for (int s = 0; s < {k_steps}; s++) {{
+{body}      }}
+{store}    }}
+  }}
+}}
+"""
+
+
+def _acc_index(op: QGemm) -> str:
+    """Where row ``m`` of column ``n`` lands in the accumulator buffer of each family."""
+    rows = ceil_to(op.shape[0], PANEL_ROWS[op.family])
+    if op.family == "vrmpy":
+        return f"n * {rows} + m"
+    if op.family == "vmpa":
+        return f"n * {rows} + (m / 64) * 64 + (m % 2) * 32 + (m % 64) / 2"
+    # vmpy: slots hold rows 4i, 4i+2, 4i+1, 4i+3
+    return f"n * {rows} + (m / 128) * 128 + (((m % 4) >> 1) | ((m % 2) << 1)) * 32 + (m % 128) / 4"
+
+
+def requant_c(mult: str, shift: str, channel: str, rq: Requant, value: str) -> str:
+    return (f"{{ i64 t = (i64)({value}) * {mult}[{channel}]; t = (t + ((i64)1 << ({shift}[{channel}] - 1))) >> {shift}[{channel}];"
+            f" t += {rq.zero_point}; t = t < {rq.lo} ? {rq.lo} : t > {rq.hi} ? {rq.hi} : t; y = (u8)t; }}")
+
+
+def gemm_c(op: QGemm, prefix: str) -> tuple[str, str]:
+    """(definitions, call) for one GEMM-shaped operator reading ``x`` and writing ``y``."""
+    m, k, n = op.shape
+    wtype, wdata, n_pad = packed_weights(op)
+    rq = op.requant
+    per_channel = len(rq.multiplier) > 1
+    ch = "n" if per_channel else "0"
+    defs = [
+        _c_array(f"{prefix}_w", wtype, wdata),
+        _c_array(f"{prefix}_bias", "i32", op.bias.astype(np.int64)),
+        _c_array(f"{prefix}_mult", "i32", np.asarray(rq.multiplier, dtype=np.int64)),
+        _c_array(f"{prefix}_shift", "i32", np.asarray(rq.shift, dtype=np.int64)),
+    ]
+    if op.family == "scalar":
+        g = op.geometry
+        defs.append(f"""
+static void __attribute__((noinline)) {prefix}(const u8 *restrict x, u8 *restrict out, u8 *restrict cols) {{
+  {prefix}_im2col(x, cols);
+  for (int m = 0; m < {m}; m++)
+    for (int n = 0; n < {n}; n++) {{
+      i32 a = {prefix}_bias[n];
+      for (int kk = 0; kk < {k}; kk++) a += (i32)cols[m * {k} + kk] * {prefix}_w[kk * {n} + n];
+      u8 y; {requant_c(prefix + "_mult", prefix + "_shift", ch, rq, "a")}
+      out[m * {n} + n] = y;
+    }}
+}}
+""")
+        defs.insert(0, _im2col_plain_c(g, op.x_zero_point, f"{prefix}_im2col"))
+        return "".join(defs), f"{prefix}({{x}}, {{y}}, (u8 *)dnnr_scratch_pack);"
+    etype = "i16" if op.family == "vmpa" else "u8"
+    defs.append(_pack_c(op, f"{prefix}_pack"))
+    defs.append(_gemm_c(op, f"{prefix}_gemm", n_pad))
+    defs.append(f"""
+static void __attribute__((noinline)) {prefix}_requant(const i32 *restrict acc, u8 *restrict out) {{
+  for (int m = 0; m < {m}; m++)
+    for (int n = 0; n < {n}; n++) {{
+      u8 y; {requant_c(prefix + "_mult", prefix + "_shift", ch, rq, f"acc[{_acc_index(op)}] + {prefix}_bias[n]")}
+      out[m * {n} + n] = y;
+    }}
+}}
+""")
+    call = (f"{prefix}_pack({{x}}, ({etype} *)dnnr_scratch_pack); "
+            f"{prefix}_gemm(({etype} *)dnnr_scratch_pack, {prefix}_w, (i32 *)dnnr_scratch_acc); "
+            f"{prefix}_requant((i32 *)dnnr_scratch_acc, {{y}});")
+    return "".join(defs), call
+
+
+def _im2col_plain_c(g: ConvGeometry, pad_value: int, name: str) -> str:
+    kh, kw = g.kernel
+    return f"""
+static void __attribute__((noinline)) {name}(const u8 *restrict x, u8 *restrict cols) {{
+  int kk = 0;
+  for (int b = 0; b < {g.batch}; b++)
+  for (int oy = 0; oy < {g.out_hw[0]}; oy++)
+  for (int ox = 0; ox < {g.out_hw[1]}; ox++)
+    for (int ky = 0; ky < {kh}; ky++)
+    for (int kx = 0; kx < {kw}; kx++) {{
+      int iy = oy * {g.strides[0]} - {g.pads[0]} + ky * {g.dilations[0]}, ix = ox * {g.strides[1]} - {g.pads[1]} + kx * {g.dilations[1]};
+      int inside = iy >= 0 && iy < {g.height} && ix >= 0 && ix < {g.width};
+      const u8 *src = x + ((b * {g.height} + iy) * {g.width} + ix) * {g.channels};
+      for (int c = 0; c < {g.channels}; c++) cols[kk++] = inside ? src[c] : {pad_value};
+    }}
+}}
+"""

@@ -1,0 +1,274 @@
+"""Soft-dependency-aware VLIW packing (GCD² Algorithm 1, score of eq. 4.4).
+
+Packets are built bottom-up: each new packet is seeded with the last unpacked
+instruction of the current critical path, then filled with *free* instructions
+(all their successors already packed, or in this packet through a soft or anti
+edge) chosen by
+
+    score = (order + pred) * w - |hi_lat - lat| * (1 - w) - p(i, packet)
+
+where ``p`` charges the stall of each soft dependency satisfied inside the packet.
+Modes: ``sda`` (the algorithm), ``soft-as-hard`` (soft edges forbid sharing a
+packet), ``soft-as-none`` (soft edges share packets without penalty).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from egraph_compiler.backends.hexagon.asm import AsmFile, Block, Insn, Packet, analyse
+from egraph_compiler.backends.hexagon.estimate import estimate_block
+from egraph_compiler.backends.hexagon.idg import Edge, Idg, Node, build_idg
+from egraph_compiler.backends.hexagon.machine import MachineModel
+
+MODES = ("sda", "soft-as-hard", "soft-as-none")
+
+
+@dataclass(frozen=True, slots=True)
+class PackOptions:
+    mode: str = "sda"
+    w: float = 0.5  # weight of (order + pred) against latency similarity
+    penalty_scale: float = 4.0  # p = penalty_scale * stall cycles of the soft edge
+    # Functions whose loads never alias their stores (our kernels use restrict pointers).
+    restrict_functions: frozenset[str] = frozenset()
+    # Also try these (w, penalty_scale) settings and keep the block's best estimate
+    # (the paper tunes w and p empirically; we tune per block).
+    sweep: tuple[tuple[float, float], ...] = ((0.5, 4.0), (0.2, 4.0), (0.8, 1.0), (0.5, 0.0))
+    # Never return a block with more packets or more estimated cycles than the input.
+    guard: bool = True
+
+
+def _critical_heights(idg: Idg, remaining: set[int], mode: str) -> dict[int, int]:
+    """Longest latency-weighted path from the block entry to each remaining node."""
+    height: dict[int, int] = {}
+    for index in idg.topo:
+        node = idg.nodes[index]
+        if node.index not in remaining:
+            continue
+        best = 0
+        for edge in node.preds:
+            if edge.src in remaining and edge.kind != "anti":
+                weight = idg.nodes[edge.src].latency if (edge.kind == "hard" or mode == "soft-as-hard") else 0
+                best = max(best, height[edge.src] + weight)
+        height[node.index] = best
+    return height
+
+
+def _order_and_preds(idg: Idg) -> tuple[dict[int, int], dict[int, int]]:
+    order: dict[int, int] = {}
+    ancestors: dict[int, set[int]] = {}
+    for index in idg.topo:
+        node = idg.nodes[index]
+        order[node.index] = max((order[e.src] + 1 for e in node.preds), default=0)
+        seen: set[int] = set()
+        for edge in node.preds:
+            if True:
+                seen.add(edge.src)
+                seen |= ancestors[edge.src]
+        ancestors[node.index] = seen
+    return order, {k: len(v) for k, v in ancestors.items()}
+
+
+def _may_share(edge: Edge, mode: str) -> bool:
+    if edge.kind == "anti":
+        return True
+    return edge.kind == "soft" and mode != "soft-as-hard"
+
+
+def _is_free(node: Node, packed: set[int], current: set[int], mode: str) -> bool:
+    for edge in node.succs:
+        if edge.dst in packed:
+            continue
+        if edge.dst in current and _may_share(edge, mode):
+            continue
+        return False
+    # A consumer already in this packet that reads us through a *hard* edge rules us out;
+    # that is covered above. A producer must also not need to be *after* us: preds are
+    # unpacked by construction (bottom-up), nothing more to check.
+    return True
+
+
+def _effective_insns(members: list[Node], idg: Idg) -> list[Insn]:
+    """The packet's instructions with the classes they get once ``.cur``/``.new`` are applied."""
+    inside = {m.index for m in members}
+    out: list[Insn] = []
+    for node in members:
+        for insn in node.insns:
+            cur = any(e.soft_kind == "cur_load" and e.dst in inside and idg.nodes[e.dst].insns and
+                      insn in node.insns for e in node.succs)
+            out.append(_with_cur(insn, cur))
+    return out
+
+
+def _with_cur(insn: Insn, cur: bool) -> Insn:
+    text = _set_cur(insn.text, cur)
+    return insn if text == insn.text else replace(insn, text=text)
+
+
+_CUR_LOAD = re.compile(r"^(v\d+)(\.cur)?(\s*=\s*vmem)")
+
+
+def _set_cur(text: str, cur: bool) -> str:
+    if not _CUR_LOAD.match(text):
+        return text
+    return _CUR_LOAD.sub(lambda m: m.group(1) + (".cur" if cur else "") + m.group(3), text)
+
+
+def _fits(members: list[Node], idg: Idg, model: MachineModel) -> bool:
+    insns = _effective_insns(members, idg)
+    classes = [model.classify(i.text) for i in insns]
+    if any(i.barrier for i in insns) and len(members) > 1:
+        return False
+    return model.packet_fits(classes, sum(i.extenders for i in insns))
+
+
+def _soft_stall(node: Node, current: set[int], idg: Idg, model: MachineModel) -> int:
+    stall = 0
+    for edge in node.succs:
+        if edge.kind == "soft" and edge.dst in current:
+            stall += model.soft_penalty.get(edge.soft_kind, 1)
+    for edge in node.preds:
+        if edge.kind == "soft" and edge.src in current:
+            stall += model.soft_penalty.get(edge.soft_kind, 1)
+    return stall
+
+
+def pack_idg(idg: Idg, model: MachineModel, options: PackOptions) -> list[list[Node]]:
+    """Algorithm 1 on one block's IDG; returns packets in execution order."""
+    mode = options.mode
+    if mode not in MODES:
+        raise ValueError(f"unknown packing mode {mode!r}; expected one of {MODES}")
+    remaining = {n.index for n in idg.nodes}
+    packed: set[int] = set()
+    order, preds = _order_and_preds(idg)
+    built: list[list[Node]] = []
+    while remaining:
+        heights = _critical_heights(idg, remaining, mode)
+        controls = [idg.nodes[i] for i in sorted(remaining) if idg.nodes[i].control]
+        if not built and controls:
+            current_nodes = list(controls)  # branches end the block: they seed the last packet
+        else:
+            sinks = [i for i in remaining if _is_free(idg.nodes[i], packed, set(), mode)]
+            seed = max(sinks, key=lambda i: (heights[i] + idg.nodes[i].latency, i))
+            current_nodes = [idg.nodes[seed]]
+        current = {n.index for n in current_nodes}
+        while len(current_nodes) < 4 and not any(n.barrier for n in current_nodes):
+            hi_lat = max(n.latency for n in current_nodes)
+            best: tuple[float, int] | None = None
+            for i in sorted(remaining - current):
+                node = idg.nodes[i]
+                if node.barrier or not _is_free(node, packed, current, mode):
+                    continue
+                if not _fits(current_nodes + [node], idg, model):
+                    continue
+                score = (order[i] + preds[i]) * options.w - abs(hi_lat - node.latency) * (1 - options.w)
+                if mode == "sda":
+                    score -= options.penalty_scale * _soft_stall(node, current, idg, model)
+                if best is None or score > best[0]:
+                    best = (score, i)
+            if best is None:
+                break
+            current_nodes.append(idg.nodes[best[1]])
+            current.add(best[1])
+        built.append(current_nodes)
+        remaining -= current
+        packed |= current
+    built.reverse()
+    return built
+
+
+# ---- rendering ---------------------------------------------------------------------
+
+_NEW_STORE = re.compile(r"(=\s*)([vr]\d+)(\.new)?$")
+_NEW_PRED = re.compile(r"^if\s*\((!?)(p\d)(\.new)?\)")
+
+
+def _render_insn(insn: Insn, node: Node, placement: dict[int, int], idg: Idg) -> str:
+    here = placement[node.index]
+    text = insn.text
+    if ";" in text:
+        return text  # compound compare-and-jump: self-contained
+    cur = any(e.soft_kind == "cur_load" and placement[e.dst] == here for e in node.succs)
+    text = _set_cur(text, cur)
+    shared = {e.register for e in node.preds if e.kind == "soft" and placement[e.src] == here
+              and e.soft_kind in ("new_store", "new_pred")}
+    internal = {r for r in insn.new_uses if any(r in other.defs for other in node.insns if other is not insn)}
+    if _NEW_STORE.search(text) and text.lstrip().startswith(("vmem", "mem", "if")):
+        match = _NEW_STORE.search(text)
+        assert match is not None
+        reg = match.group(2)
+        new = reg in shared or reg in internal
+        text = text[: match.start()] + match.group(1) + reg + (".new" if new else "")
+    pred = _NEW_PRED.match(text)
+    if pred:
+        reg = pred.group(2)
+        new = reg in shared or reg in internal
+        text = f"if ({pred.group(1)}{reg}{'.new' if new else ''})" + text[pred.end():]
+    return text
+
+
+def render_block(packets: list[list[Node]], idg: Idg) -> list[Packet]:
+    placement = {node.index: k for k, packet in enumerate(packets) for node in packet}
+    out: list[Packet] = []
+    for k, packet in enumerate(packets):
+        insns = [
+            replace(insn, text=_render_insn(insn, node, placement, idg))
+            for node in packet for insn in node.insns
+        ]
+        out.append(Packet(insns, endloop=idg.endloop if k == len(packets) - 1 else ""))
+    return out
+
+
+def pack_block(block: Block, model: MachineModel, options: PackOptions, restrict: bool) -> Block:
+    if not block.packets:
+        return block
+    idg = build_idg(block, restrict=restrict)
+    settings = [(options.w, options.penalty_scale)]
+    if options.mode == "sda":
+        settings += [s for s in options.sweep if s not in settings]
+    best: tuple[tuple[int, int], Block] | None = None
+    for w, scale in settings:
+        tuned = replace(options, w=w, penalty_scale=scale)
+        packets = render_block(pack_idg(idg, model, tuned), idg)
+        candidate = Block([Packet([analyse(i.text, model) for i in p.insns], p.endloop) for p in packets])
+        key = (estimate_block(candidate, model), len(candidate.packets))
+        if best is None or key < best[0]:
+            best = (key, candidate)
+    assert best is not None
+    if options.guard:
+        original = (estimate_block(block, model), len(block.packets))
+        if best[0][1] > original[1] or best[0][0] > original[0]:
+            return block
+    return best[1]
+
+
+def format_asm(asm: AsmFile) -> str:
+    lines: list[str] = []
+    for item in asm.items:
+        if isinstance(item, str):
+            lines.append(item)
+            continue
+        for packet in item.packets:
+            lines.append("\t{")
+            lines.extend(f"\t\t{insn.text}" for insn in packet.insns)
+            lines.append("\t}" + (f" {packet.endloop}" if packet.endloop else ""))
+    return "\n".join(lines) + "\n"
+
+
+_FUNCTION_LABEL = re.compile(r"^([A-Za-z_]\w*):")
+
+
+def pack_asm(asm: AsmFile, model: MachineModel, options: PackOptions) -> AsmFile:
+    """Re-pack every block of a parsed file; lines other than packets are kept."""
+    items: list[str | Block] = []
+    function = ""
+    for item in asm.items:
+        if isinstance(item, str):
+            match = _FUNCTION_LABEL.match(item)
+            if match:
+                function = match.group(1)
+            items.append(item)
+        else:
+            items.append(pack_block(item, model, options, function in options.restrict_functions))
+    return AsmFile(items)

@@ -1,0 +1,304 @@
+"""The shared walk: a block's data-flow tree, evaluated lazily at an index.
+
+``value(scope, name, index)`` returns a C expression for element ``index`` of
+value ``name``: a load from a kernel argument, or the operator that produces it
+applied to its operands read at their own (backward-mapped) indices. Layout
+operators only transform the index (SmartMem index comprehension), so Reshape,
+Transpose, Slice, Concat, Pad, Expand, Gather, Tile never touch memory.
+Results are memoised per scope on (value, index): a common sub-tree of the DFT
+is emitted once (DNNFusion §3.4.4). Spine values (downstream of the anchor) are
+*pinned* to the variable holding them for the current work-item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from egraph_compiler.backends.opencl import spelling as sp
+from egraph_compiler.fusion import index as ix
+from egraph_compiler.fusion.view import GraphView
+from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.ir.graph import Node
+
+Index = tuple[ix.IExpr, ...]
+
+
+class Scope:
+    def __init__(self, parent: Scope | None = None) -> None:
+        self.parent = parent
+        self.lines: list[str] = []
+        self.memo: dict[tuple[str, Index], str] = {}
+
+    def find(self, key: tuple[str, Index]) -> str | None:
+        scope: Scope | None = self
+        while scope is not None:
+            if key in scope.memo:
+                return scope.memo[key]
+            scope = scope.parent
+        return None
+
+    def child(self) -> Scope:
+        return Scope(self)
+
+    def emit(self, line: str) -> None:
+        self.lines.append(line)
+
+    def nest(self, header: str, body: Scope) -> None:
+        self.lines.append(header + " {")
+        self.lines.extend("  " + line for line in body.lines)
+        self.lines.append("}")
+
+
+def ctype(dtype: str) -> str:
+    try:
+        return sp.C_TYPES[dtype]
+    except KeyError:
+        raise ModelError(f"the OpenCL backend has no element type for {dtype}") from None
+
+
+class ValueEmitter:
+    def __init__(self, view: GraphView, members: Sequence[int], params: dict[str, str]) -> None:
+        self.view = view
+        self.members = set(members)
+        self.params = params
+        self.pinned: dict[str, str] = {}
+        self.counter = 0
+
+    def fresh(self, stem: str = "t") -> str:
+        self.counter += 1
+        return f"{stem}{self.counter}"
+
+    # -- the walk ------------------------------------------------------------------
+    def value(self, scope: Scope, name: str, index: Index) -> str:
+        if name in self.pinned:
+            return self.pinned[name]
+        key = (name, index)
+        found = scope.find(key)
+        if found is not None:
+            return found
+        constant = self.view.constants.get(name)
+        if constant is not None and np.size(constant) == 1:
+            return sp.literal(np.asarray(constant).reshape(()).item(), str(np.asarray(constant).dtype))
+        if name in self.params:
+            shape = self.view.shape(name)
+            offset = ix.render(ix.linearize(index, shape))
+            result = self.assign(scope, self.view.dtype(name), f"{self.params[name]}[{offset}]")
+        else:
+            producer = self.view.producer_index.get(name)
+            if producer is None or producer not in self.members:
+                raise ModelError(f"internal error: value '{name}' is not reachable in its block")
+            result = self.node_value(scope, self.view.nodes[producer], name, index)
+        scope.memo[key] = result
+        return result
+
+    def assign(self, scope: Scope, dtype: str, expr: str) -> str:
+        var = self.fresh()
+        scope.emit(f"const {ctype(dtype)} {var} = {expr};")
+        return var
+
+    def index_var(self, scope: Scope, expr: ix.IExpr, lo: int, hi: int) -> ix.IExpr:
+        """Bind an index to a C variable whose range a guard has established."""
+        if isinstance(expr, int):
+            return expr
+        var = self.fresh("j")
+        scope.emit(f"const int {var} = {ix.render(expr)};")
+        return ix.IVar(var, lo, hi)
+
+    def node_value(self, scope: Scope, node: Node, out: str, index: Index) -> str:
+        op = node.op
+        handler = getattr(self, f"_op_{op}", None)
+        if handler is not None:
+            return handler(scope, node, out, index)
+        return self._elementwise(scope, node, out, index)
+
+    # -- elementwise ----------------------------------------------------------------
+    def _operands(self, scope: Scope, node: Node, out: str, index: Index) -> list[str]:
+        out_shape = self.view.shape(out)
+        operands = []
+        for k, name in enumerate(node.inputs):
+            if not name:
+                operands.append("")
+                continue
+            if node.op == "BatchNormalization" and k > 0:  # per-channel parameters
+                in_index: Index = (index[1] if len(index) > 1 else 0,)
+            else:
+                in_index = ix.broadcast_index(index, out_shape, self.view.shape(name))
+            operands.append(self.value(scope, name, in_index))
+        return operands
+
+    def _elementwise(self, scope: Scope, node: Node, out: str, index: Index) -> str:
+        dtype = self.view.dtype(out)
+        in_dtype = self.view.dtype(node.inputs[0]) if node.inputs else dtype
+        args = self._operands(scope, node, out, index)
+        op = node.op
+        if op == "Cast":
+            expr = f"(({ctype(dtype)})({args[0]} != 0))" if dtype == "bool" else \
+                f"(({ctype(dtype)}){args[0]})"
+        elif op == "Clip":
+            lo, hi = node.attr("min"), node.attr("max")
+            expr = args[0]
+            if lo is not None:
+                expr = f"fmax({expr}, {sp.literal(lo, dtype)})" if dtype.startswith("float") \
+                    else f"max({expr}, {sp.literal(lo, dtype)})"
+            if hi is not None:
+                expr = f"fmin({expr}, {sp.literal(hi, dtype)})" if dtype.startswith("float") \
+                    else f"min({expr}, {sp.literal(hi, dtype)})"
+        elif op == "Where":
+            expr = f"(({args[0]}) ? {args[1]} : {args[2]})"
+        elif op == "Mod":
+            expr = f"fmod({args[0]}, {args[1]})" if dtype.startswith("float") else \
+                f"({args[0]} % {args[1]})"
+        elif op in sp.VARIADIC:
+            table = sp.VARIADIC if dtype.startswith("float") else sp.VARIADIC_INT
+            expr = args[0]
+            for arg in args[1:]:
+                expr = table[op].format(expr, arg)
+            if op == "Mean":
+                expr = f"({expr} / {sp.literal(len(args), dtype)})"
+        elif op in sp.COMPARE_OPS:
+            expr = f"(({ctype(dtype)}){sp.COMPARE_OPS[op].format(*args)})"
+        else:
+            table = sp.FLOAT_OPS if in_dtype.startswith("float") else sp.INT_OPS
+            if op not in table:
+                raise ModelError(f"the OpenCL backend cannot generate {op} for {in_dtype}")
+            expr = self._format(table[op], node, args, dtype)
+        return self.assign(scope, dtype, expr)
+
+    @staticmethod
+    def _format(template: str, node: Node, args: list[str], dtype: str) -> str:
+        text = template.replace("{T}", ctype(dtype))
+        while "{a:" in text:
+            start = text.index("{a:")
+            end = text.index("}", start)
+            name = text[start + 3:end]
+            value = node.attr(name, sp.ATTR_DEFAULTS.get((node.op, name)))
+            text = text[:start] + sp.literal(float(value), "float32") + text[end + 1:]
+        return text.format(*args)
+
+    # -- layout: index comprehension -------------------------------------------------
+    def _reshape(self, scope: Scope, node: Node, out: str, index: Index) -> str:
+        source = node.inputs[0]
+        in_index = ix.reshape_index(index, self.view.shape(out), self.view.shape(source))
+        return self.value(scope, source, in_index)
+
+    _op_Reshape = _op_Flatten = _op_Squeeze = _op_Unsqueeze = _reshape
+
+    def _op_Transpose(self, scope: Scope, node: Node, out: str, index: Index) -> str:
+        rank = len(index)
+        perm = node.attr("perm") or tuple(reversed(range(rank)))
+        in_index: list[ix.IExpr] = [0] * rank
+        for k, p in enumerate(perm):  # type: ignore[union-attr]
+            in_index[p] = index[k]
+        return self.value(scope, node.inputs[0], tuple(in_index))
+
+    def _op_Expand(self, scope: Scope, node: Node, out: str, index: Index) -> str:
+        source = node.inputs[0]
+        return self.value(scope, source, ix.broadcast_index(index, self.view.shape(out),
+                                                             self.view.shape(source)))
+
+    def _op_Tile(self, scope: Scope, node: Node, out: str, index: Index) -> str:
+        source = node.inputs[0]
+        shape = self.view.shape(source)
+        return self.value(scope, source, tuple(ix.mod(i, s) for i, s in zip(index, shape)))
+
+    def _op_Slice(self, scope: Scope, node: Node, out: str, index: Index) -> str:
+        source = node.inputs[0]
+        shape = self.view.shape(source)
+        rank = len(shape)
+        starts, ends = node.attr("starts", ()), node.attr("ends", ())
+        axes = node.attr("axes") or tuple(range(len(starts)))  # type: ignore[arg-type]
+        steps = node.attr("steps") or (1,) * len(starts)  # type: ignore[arg-type]
+        in_index = list(index)
+        for start, end, axis, step in zip(starts, ends, axes, steps):  # type: ignore[arg-type]
+            axis = axis + rank if axis < 0 else axis
+            first, _, stride = slice(start, end, step).indices(shape[axis])
+            in_index[axis] = ix.add(first, ix.mul(index[axis], stride))
+        return self.value(scope, source, tuple(in_index))
+
+    def _op_Split(self, scope: Scope, node: Node, out: str, index: Index) -> str:
+        source = node.inputs[0]
+        rank = len(index)
+        axis = int(node.attr("axis", 0))  # type: ignore[arg-type]
+        axis = axis + rank if axis < 0 else axis
+        offset = 0
+        for name in node.outputs:
+            if name == out:
+                break
+            offset += self.view.shape(name)[axis] if name else 0
+        in_index = list(index)
+        in_index[axis] = ix.add(index[axis], offset)
+        return self.value(scope, source, tuple(in_index))
+
+    def _op_Concat(self, scope: Scope, node: Node, out: str, index: Index) -> str:
+        rank = len(index)
+        axis = int(node.attr("axis", 0))  # type: ignore[arg-type]
+        axis = axis + rank if axis < 0 else axis
+        dtype = self.view.dtype(out)
+        result = self.fresh()
+        scope.emit(f"{ctype(dtype)} {result};")
+        pos = self.index_var(scope, index[axis], *ix.value_range(index[axis]))
+        offset, first = 0, True
+        parts = [name for name in node.inputs if name and self.view.shape(name)[axis] > 0]
+        for k, name in enumerate(parts):
+            size = self.view.shape(name)[axis]
+            body = scope.child()
+            local = list(index)
+            local[axis] = self.index_var(body, ix.add(pos, -offset), 0, size - 1)
+            body.emit(f"{result} = {self.value(body, name, tuple(local))};")
+            last = k == len(parts) - 1
+            cond = "" if last else f"if ({ix.render(pos)} < {offset + size})"
+            header = cond if first else ("else" if last else "else " + cond)
+            scope.nest(header or "", body) if header else scope.lines.extend(body.lines)
+            first = False
+            offset += size
+        return result
+
+    def _op_Pad(self, scope: Scope, node: Node, out: str, index: Index) -> str:
+        source = node.inputs[0]
+        shape = self.view.shape(source)
+        rank = len(shape)
+        pads = tuple(node.attr("pads", (0,) * 2 * rank))  # type: ignore[arg-type]
+        axes = node.attr("axes")
+        begin = [0] * rank
+        if axes is not None:
+            for k, axis in enumerate(axes):  # type: ignore[union-attr]
+                begin[axis % rank] = pads[k]
+        else:
+            begin = list(pads[:rank])
+        mode = node.attr("mode", "constant")
+        if mode != "constant":
+            raise ModelError(f"Pad mode '{mode}' is not supported by the OpenCL backend")
+        dtype = self.view.dtype(out)
+        result = self.fresh()
+        scope.emit(f"{ctype(dtype)} {result} = {sp.literal(float(node.attr('value', 0.0)), dtype)};")
+        raw = [ix.add(i, -b) for i, b in zip(index, begin)]
+        conds = [f"({ix.render(r)}) >= 0 && ({ix.render(r)}) < {s}"
+                 for r, s, b in zip(raw, shape, begin) if not _within(r, s)]
+        body = scope.child()
+        local = tuple(r if _within(r, s) else self.index_var(body, r, 0, s - 1)
+                      for r, s in zip(raw, shape))
+        body.emit(f"{result} = {self.value(body, source, local)};")
+        if conds:
+            scope.nest(f"if ({' && '.join(conds)})", body)
+        else:
+            scope.lines.extend(body.lines)
+        return result
+
+    def _op_Gather(self, scope: Scope, node: Node, out: str, index: Index) -> str:
+        data, indices = node.inputs[0], node.inputs[1]
+        shape = self.view.shape(data)
+        axis = int(node.attr("axis", 0)) % len(shape)  # type: ignore[arg-type]
+        rank_i = len(self.view.shape(indices))
+        raw = self.value(scope, indices, tuple(index[axis:axis + rank_i]))
+        var = self.fresh("g")
+        scope.emit(f"int {var} = (int)({raw}); if ({var} < 0) {var} += {shape[axis]};")
+        position = ix.IOpaque(var, 0, shape[axis] - 1, frozenset({var}))
+        in_index = (*index[:axis], position, *index[axis + rank_i:])
+        return self.value(scope, data, in_index)
+
+
+def _within(expr: ix.IExpr, size: int) -> bool:
+    lo, hi = ix.value_range(expr)
+    return lo >= 0 and hi < size

@@ -1,0 +1,601 @@
+"""One OpenCL kernel per fusion block, by kernel kind.
+
+- ``pointwise``: one work-item per output element; everything lazily evaluated.
+- ``conv``: Conv (grouped, depthwise, 1-3 spatial dims) tiled TC output channels ×
+  TW output columns per work-item, prologue fused into the operand loads.
+- ``matmul``: MatMul (batched, broadcast) and Gemm, TM × TN register tiles.
+- ``pool``: MaxPool, AveragePool, LRN, one output per work-item.
+- ``reduce``: Reduce*, ArgMax/ArgMin, global pools — a work-group reduction in
+  local memory when the reduced extent is large, a serial loop when small.
+- ``rownorm``: Softmax, LogSoftmax, LayerNormalization — one work-group per row,
+  two reductions, then the normalised row through the epilogue.
+
+Every anchor's result goes through the same epilogue: the spine of the block
+evaluated at the anchor's index and stored at each output's forward index.
+Tile and work-group sizes are `KernelParams` fields, written as ``#define``s.
+Sources use ``KNAME`` as the kernel name; the builder names each distinct
+source by its hash, so identical blocks share one compiled kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from egraph_compiler.backends.opencl import spelling as sp
+from egraph_compiler.backends.opencl.emit import Scope, ValueEmitter, ctype
+from egraph_compiler.fusion import index as ix
+from egraph_compiler.fusion.blocks import Block
+from egraph_compiler.fusion.structure import BlockStructure, analyse
+from egraph_compiler.fusion.view import GraphView
+from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.ir.graph import Node
+
+
+UNROLL = "__attribute__((opencl_unroll_hint)) "
+
+
+@dataclass(frozen=True)
+class KernelParams:
+    """Tunable sizes (``dnnr tune`` may change them per kernel kind)."""
+
+    work_group: int = 64
+    conv_tile_channels: int = 8
+    conv_tile_width: int = 4
+    depthwise_tile_width: int = 8
+    matmul_tile_m: int = 4
+    matmul_tile_n: int = 4
+    reduce_work_group: int = 64
+    serial_reduce_below: int = 32
+
+
+@dataclass(frozen=True)
+class Kernel:
+    source: str
+    args: tuple[str, ...]
+    global_size: int
+    local_size: int
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class _Gen:
+    def __init__(self, view: GraphView, block: Block, params: KernelParams) -> None:
+        self.view, self.block, self.params = view, block, params
+        shape = analyse(view, frozenset(block.nodes))
+        if isinstance(shape, str):
+            raise ModelError(f"block {block.id} cannot be generated: {shape}")
+        self.shape: BlockStructure = shape
+        self.args: list[str] = []
+        loads: dict[str, str] = {}
+        for value in block.inputs:
+            constant = view.constants.get(value)
+            if constant is not None and np.size(constant) == 1:
+                continue
+            loads[value] = f"in{len(self.args)}"
+            self.args.append(value)
+        self.n_inputs = len(self.args)
+        self.stores: dict[str, str] = {}
+        for k, value in enumerate(block.outputs):
+            self.stores[value] = f"out{k}"
+            self.args.append(value)
+        self.em = ValueEmitter(view, block.nodes, loads)
+        self.defines: list[str] = []
+
+    # -- shared pieces ------------------------------------------------------------------
+    def signature(self, local: int) -> str:
+        params = []
+        for k, value in enumerate(self.args):
+            qual = "const " if k < self.n_inputs else ""
+            name = f"in{k}" if k < self.n_inputs else self.stores[value]
+            params.append(f"__global {qual}{ctype(self.view.dtype(value))}* restrict {name}")
+        defines = "".join(f"#define {d}\n" for d in self.defines)
+        return (f"{defines}__kernel __attribute__((reqd_work_group_size({local}, 1, 1)))\n"
+                f"void KNAME({', '.join(params)})")
+
+    def finish(self, body: Scope, total: int, local: int) -> Kernel:
+        lines = "\n".join("  " + line for line in body.lines)
+        undefs = "".join(f"#undef {d.split()[0]}\n" for d in self.defines)
+        source = f"{self.signature(local)} {{\n{lines}\n}}\n{undefs}"
+        global_size = _cdiv(max(total, 1), local) * local
+        return Kernel(source, tuple(self.args), global_size, local)
+
+    def declare_iteration(self, scope: Scope, exprs: tuple[ix.IExpr, ...]) -> None:
+        """Bind ``i0, i1, …`` (the block's iteration variables) for the epilogue."""
+        for k, (expr, size) in enumerate(zip(exprs, self.shape.iteration_shape)):
+            if size != 1:
+                scope.emit(f"const int i{k} = {ix.render(expr)};")
+
+    def epilogue(self, scope: Scope, anchor_var: str) -> None:
+        node = self.view.nodes[self.shape.anchor]  # type: ignore[index]
+        self.em.pinned = {node.outputs[0]: anchor_var}
+        for n in self.shape.spine:
+            spine_node = self.view.nodes[n]
+            out = spine_node.outputs[0]
+            var = self.em.node_value(scope, spine_node, out, self.shape.forward[out])
+            self.em.pinned[out] = var
+        for value, store in self.stores.items():
+            offset = ix.linearize(self.shape.forward[value], self.view.shape(value))
+            scope.emit(f"{store}[{ix.render(offset)}] = {self.em.pinned[value]};")
+
+    def anchor(self) -> Node:
+        return self.view.nodes[self.shape.anchor]  # type: ignore[index]
+
+    def ivar(self, name: str, size: int) -> ix.IExpr:
+        return ix.IVar(name, 0, size - 1) if size > 1 else 0
+
+    # -- pointwise ----------------------------------------------------------------------
+    def pointwise(self) -> Kernel:
+        local = self.params.work_group
+        total = max((self.view.numel(v) for v in self.block.outputs), default=0)
+        scope = Scope()
+        scope.emit("const int gid = get_global_id(0);")
+        scope.emit(f"if (gid >= {total}) return;")
+        for value, store in self.stores.items():
+            numel = self.view.numel(value)
+            body = scope.child() if numel < total else scope
+            flat = self.ivar("gid", numel)
+            result = self.em.value(body, value, ix.delinearize(flat, self.view.shape(value)))
+            body.emit(f"{store}[gid] = {result};")
+            if body is not scope:
+                scope.nest(f"if (gid < {numel})", body)
+        return self.finish(scope, total, local)
+
+    # -- conv -----------------------------------------------------------------------------
+    def conv(self) -> Kernel:
+        node = self.anchor()
+        x_name, w_name = node.inputs[0], node.inputs[1]
+        bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
+        x_shape, w_shape = self.view.shape(x_name), self.view.shape(w_name)
+        out_shape = self.view.shape(node.outputs[0])
+        spatial = len(x_shape) - 2
+        group = int(node.attr("group", 1))  # type: ignore[arg-type]
+        cout, cg = w_shape[0], w_shape[1]
+        cout_g = cout // group
+        kernel = w_shape[2:]
+        strides = tuple(node.attr("strides") or (1,) * spatial)  # type: ignore[arg-type]
+        dil = tuple(node.attr("dilations") or (1,) * spatial)  # type: ignore[arg-type]
+        begin = _pads_begin(node, x_shape[2:], out_shape[2:], kernel, strides, dil)
+        depthwise = group > 1 and cg == 1
+        tw = self.params.depthwise_tile_width if depthwise else self.params.conv_tile_width
+        tw = max(1, min(tw, out_shape[-1]))
+        if group == 1:
+            tc = max(1, min(self.params.conv_tile_channels, cout))
+        else:
+            tc = next(t for t in (self.params.conv_tile_channels, 4, 2, 1) if cout_g % t == 0)
+        self.defines += [f"TC {tc}", f"TW {tw}"]
+        n_ct, n_wt = _cdiv(cout, tc), _cdiv(out_shape[-1], tw)
+        outer = out_shape[2:-1]
+        total = out_shape[0] * n_ct * int(np.prod(outer, dtype=np.int64)) * n_wt
+        s = Scope()
+        s.emit("const int gid = get_global_id(0);")
+        s.emit(f"if (gid >= {total}) return;")
+        s.emit("int r = gid;")
+        s.emit(f"const int wt = r % {n_wt}; r /= {n_wt};")
+        for d in reversed(range(len(outer))):
+            s.emit(f"const int o{d} = r % {outer[d]}; r /= {outer[d]};")
+        s.emit(f"const int ct = r % {n_ct}; r /= {n_ct};")
+        s.emit("const int n = r;")
+        s.emit("float acc[TC][TW];")
+        s.emit(UNROLL + "for (int a = 0; a < TC; ++a) " + UNROLL + "for (int b = 0; b < TW; ++b) acc[a][b] = 0.0f;")
+        n_var = self.ivar("n", out_shape[0])
+        ci = self.ivar("ci", cg)
+        channel: ix.IExpr = ci
+        if group > 1:
+            s.emit(f"const int gbase = ((ct * TC) / {cout_g}) * {cg};")
+            channel = ix.add(ix.IOpaque("gbase", 0, x_shape[1] - cg, frozenset({"gbase"})), ci)
+        qs = tuple(self.ivar(f"q{d}", k) for d, k in enumerate(kernel))
+        # weights for TC output channels
+        wbody = Scope(s)
+        wbody.emit(f"const int co = min(ct * TC + tc, {cout - 1});")
+        co = self.ivar("co", cout)
+        wbody.emit(f"wv[tc] = {self.em.value(wbody, w_name, (co, ci, *qs))};")
+        # inputs for TW output columns
+        xbody = Scope(s)
+        xbody.emit(f"const int ol = min(wt * TW + tw, {out_shape[-1] - 1});")
+        positions, conds = [], []
+        out_vars = [f"o{d}" for d in range(len(outer))] + ["ol"]
+        for d in range(spatial):
+            xbody.emit(f"const int p{d} = {out_vars[d]} * {strides[d]} - {begin[d]} + "
+                       f"{ix.render(qs[d])} * {dil[d]};")
+            positions.append(self.ivar(f"p{d}", x_shape[2 + d]))
+            conds.append(f"p{d} >= 0 && p{d} < {x_shape[2 + d]}")
+        xbody.emit("float xv = 0.0f;")
+        guarded = Scope(xbody)
+        guarded.emit(f"xv = {self.em.value(guarded, x_name, (n_var, channel, *positions))};")
+        xbody.nest(f"if ({' && '.join(conds)})", guarded)
+        xbody.emit(UNROLL + "for (int tc = 0; tc < TC; ++tc) acc[tc][tw] = mad(wv[tc], xv, acc[tc][tw]);")
+        inner = Scope(s)
+        inner.emit("float wv[TC];")
+        inner.nest(UNROLL + "for (int tc = 0; tc < TC; ++tc)", wbody)
+        inner.nest(UNROLL + "for (int tw = 0; tw < TW; ++tw)", xbody)
+        for d in reversed(range(spatial)):
+            loop = Scope(s)
+            loop.nest(f"for (int q{d} = 0; q{d} < {kernel[d]}; ++q{d})", inner)
+            inner = loop
+        s.nest(f"for (int ci = 0; ci < {cg}; ++ci)", inner)
+        fin = Scope(s)
+        fin.emit("const int co = ct * TC + tc; const int ol = wt * TW + tw;")
+        done = Scope(fin)
+        value = "acc[tc][tw]"
+        if bias is not None:
+            value = f"(acc[tc][tw] + {self.em.value(done, bias, (self.ivar('co', cout),))})"
+        self.declare_iteration(done, (n_var, ix.IVar("co", 0, cout - 1),
+                                      *(ix.IVar(v, 0, 0) for v in out_vars)))
+        self.epilogue(done, value)
+        fin.nest(f"if (co < {cout} && ol < {out_shape[-1]})", done)
+        tiles = Scope(s)
+        tiles.nest(UNROLL + "for (int tw = 0; tw < TW; ++tw)", fin)
+        s.nest(UNROLL + "for (int tc = 0; tc < TC; ++tc)", tiles)
+        return self.finish(s, total, self.params.work_group)
+
+    # -- matmul / gemm -----------------------------------------------------------------
+    def matmul(self) -> Kernel:
+        node = self.anchor()
+        a_name, b_name = node.inputs[0], node.inputs[1]
+        a_shape, b_shape = self.view.shape(a_name), self.view.shape(b_name)
+        out_shape = self.view.shape(node.outputs[0])
+        gemm = node.op == "Gemm"
+        trans_a = gemm and bool(node.attr("transA", 0))
+        trans_b = gemm and bool(node.attr("transB", 0))
+        a_vec, b_vec = len(a_shape) == 1, len(b_shape) == 1
+        m_size = 1 if a_vec else (a_shape[-1] if trans_a else a_shape[-2])
+        k_size = a_shape[-1] if (a_vec or not trans_a) else a_shape[-2]
+        n_size = 1 if b_vec else (b_shape[-2] if trans_b else b_shape[-1])
+        batch = out_shape[:len(out_shape) - (0 if a_vec else 1) - (0 if b_vec else 1)]
+        tm = max(1, min(self.params.matmul_tile_m, m_size))
+        tn = max(1, min(self.params.matmul_tile_n, n_size))
+        self.defines += [f"TM {tm}", f"TN {tn}"]
+        n_mt, n_nt = _cdiv(m_size, tm), _cdiv(n_size, tn)
+        total = int(np.prod(batch, dtype=np.int64)) * n_mt * n_nt
+        s = Scope()
+        s.emit("const int gid = get_global_id(0);")
+        s.emit(f"if (gid >= {total}) return;")
+        s.emit("int r = gid;")
+        s.emit(f"const int nt = r % {n_nt}; r /= {n_nt};")
+        s.emit(f"const int mt = r % {n_mt}; r /= {n_mt};")
+        for d in reversed(range(len(batch))):
+            s.emit(f"const int b{d} = r % {batch[d]}; r /= {batch[d]};")
+        bidx = tuple(self.ivar(f"b{d}", size) for d, size in enumerate(batch))
+        s.emit("float acc[TM][TN];")
+        s.emit(UNROLL + "for (int a = 0; a < TM; ++a) " + UNROLL + "for (int b = 0; b < TN; ++b) acc[a][b] = 0.0f;")
+        k = self.ivar("k", k_size)
+        m, nn = self.ivar("m", m_size), self.ivar("nn", n_size)
+        abody = Scope(s)
+        abody.emit(f"const int m = min(mt * TM + tm, {m_size - 1});")
+        if a_vec:
+            a_index: tuple[ix.IExpr, ...] = (k,)
+        else:
+            a_batch = ix.broadcast_index(bidx, batch, a_shape[:-2]) if batch else ()
+            a_index = (*a_batch, k, m) if trans_a else (*a_batch, m, k)
+        abody.emit(f"av[tm] = {self.em.value(abody, a_name, a_index)};")
+        bbody = Scope(s)
+        bbody.emit(f"const int nn = min(nt * TN + tn, {n_size - 1});")
+        if b_vec:
+            b_index: tuple[ix.IExpr, ...] = (k,)
+        else:
+            b_batch = ix.broadcast_index(bidx, batch, b_shape[:-2]) if batch else ()
+            b_index = (*b_batch, nn, k) if trans_b else (*b_batch, k, nn)
+        bbody.emit(f"bv[tn] = {self.em.value(bbody, b_name, b_index)};")
+        loop = Scope(s)
+        loop.emit("float av[TM]; float bv[TN];")
+        loop.nest(UNROLL + "for (int tm = 0; tm < TM; ++tm)", abody)
+        loop.nest(UNROLL + "for (int tn = 0; tn < TN; ++tn)", bbody)
+        loop.emit(UNROLL + "for (int tm = 0; tm < TM; ++tm) " + UNROLL + "for (int tn = 0; tn < TN; ++tn) "
+                  "acc[tm][tn] = mad(av[tm], bv[tn], acc[tm][tn]);")
+        s.nest(f"for (int k = 0; k < {k_size}; ++k)", loop)
+        fin = Scope(s)
+        fin.emit("const int m = mt * TM + tm; const int nn = nt * TN + tn;")
+        done = Scope(fin)
+        value = "acc[tm][tn]"
+        if gemm:
+            alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
+            value = f"({sp.literal(alpha, 'float32')} * acc[tm][tn])"
+            if len(node.inputs) > 2 and node.inputs[2] and beta != 0.0:
+                c_name = node.inputs[2]
+                c_index = ix.broadcast_index((m, nn), (m_size, n_size), self.view.shape(c_name))
+                cval = self.em.value(done, c_name, c_index)
+                value = f"({value} + {sp.literal(beta, 'float32')} * {cval})"
+        out_index = (*bidx, *(() if a_vec else (m,)), *(() if b_vec else (nn,)))
+        self.declare_iteration(done, out_index)
+        self.epilogue(done, value)
+        fin.nest(f"if (m < {m_size} && nn < {n_size})", done)
+        tiles = Scope(s)
+        tiles.nest(UNROLL + "for (int tn = 0; tn < TN; ++tn)", fin)
+        s.nest(UNROLL + "for (int tm = 0; tm < TM; ++tm)", tiles)
+        return self.finish(s, total, self.params.work_group)
+
+    # -- pooling and LRN ---------------------------------------------------------------
+    def pool(self) -> Kernel:
+        node = self.anchor()
+        x_name = node.inputs[0]
+        x_shape = self.view.shape(x_name)
+        out_shape = self.view.shape(node.outputs[0])
+        extra = node.outputs[1] if len(node.outputs) > 1 else ""
+        if extra and (extra in self.view.consumer_indices or extra in self.view.graph_outputs):
+            raise ModelError("MaxPool's Indices output is not supported by the OpenCL backend")
+        total = int(np.prod(out_shape, dtype=np.int64))
+        s = Scope()
+        s.emit("const int gid = get_global_id(0);")
+        s.emit(f"if (gid >= {total}) return;")
+        gid = self.ivar("gid", total)
+        idx = tuple(self.ivar(f"i{k}", size) for k, size in enumerate(out_shape))
+        self.declare_iteration(s, ix.delinearize(gid, out_shape))
+        if node.op == "LRN":
+            value = self._lrn(s, node, x_name, x_shape, idx)
+        else:
+            value = self._window(s, node, x_name, x_shape, out_shape, idx)
+        self.epilogue(s, value)
+        return self.finish(s, total, self.params.work_group)
+
+    def _window(self, s: Scope, node: Node, x_name: str, x_shape: tuple[int, ...],
+                out_shape: tuple[int, ...], idx: tuple[ix.IExpr, ...]) -> str:
+        spatial = len(x_shape) - 2
+        kernel = tuple(node.attr("kernel_shape"))  # type: ignore[arg-type]
+        strides = tuple(node.attr("strides") or (1,) * spatial)  # type: ignore[arg-type]
+        dil = tuple(node.attr("dilations") or (1,) * spatial)  # type: ignore[arg-type]
+        begin = _pads_begin(node, x_shape[2:], out_shape[2:], kernel, strides, dil)
+        pads = tuple(node.attr("pads") or (0,) * 2 * spatial)  # type: ignore[arg-type]
+        is_max = node.op == "MaxPool"
+        s.emit("float accv = -INFINITY;" if is_max else "float accv = 0.0f; int cnt = 0;")
+        body = Scope(s)
+        conds, positions = [], []
+        for d in range(spatial):
+            body.emit(f"const int p{d} = {ix.render(idx[2 + d])} * {strides[d]} - {begin[d]} + "
+                      f"q{d} * {dil[d]};")
+            conds.append(f"p{d} >= 0 && p{d} < {x_shape[2 + d]}")
+            positions.append(self.ivar(f"p{d}", x_shape[2 + d]))
+        guarded = Scope(body)
+        x = self.em.value(guarded, x_name, (idx[0], idx[1], *positions))
+        guarded.emit(f"accv = fmax(accv, {x});" if is_max else f"accv += {x}; cnt += 1;")
+        body.nest(f"if ({' && '.join(conds)})", guarded)
+        loop = body
+        for d in reversed(range(spatial)):
+            outer = Scope(s)
+            outer.nest(f"for (int q{d} = 0; q{d} < {kernel[d]}; ++q{d})", loop)
+            loop = outer
+        s.lines.extend(loop.lines)
+        if is_max:
+            return "accv"
+        if int(node.attr("count_include_pad", 0)):  # type: ignore[arg-type]
+            # window positions inside the padded input (not the ceil_mode overhang)
+            terms = []
+            for d in range(spatial):
+                lo = f"({ix.render(idx[2 + d])} * {strides[d]} - {begin[d]})"
+                hi_lim = x_shape[2 + d] + pads[d + spatial]
+                terms.append(f"(min({lo} + {(kernel[d] - 1) * dil[d] + 1}, {hi_lim}) - max({lo}, "
+                             f"{-begin[d]}))")
+            return f"(accv / (float)({' * '.join(terms)}))"
+        return "(accv / (float)cnt)"
+
+    def _lrn(self, s: Scope, node: Node, x_name: str, x_shape: tuple[int, ...],
+             idx: tuple[ix.IExpr, ...]) -> str:
+        size = int(node.attr("size"))  # type: ignore[arg-type]
+        alpha = float(node.attr("alpha", 1e-4))
+        beta = float(node.attr("beta", 0.75))
+        bias = float(node.attr("bias", 1.0))
+        lo, hi = (size - 1) // 2, _cdiv(size - 1, 2)
+        channels = x_shape[1]
+        s.emit("float sq = 0.0f;")
+        body = Scope(s)
+        cvar = self.ivar("cc", channels)
+        x = self.em.value(body, x_name, (idx[0], cvar, *idx[2:]))
+        body.emit(f"sq = mad({x}, {x}, sq);")
+        s.nest(f"for (int cc = max(0, {ix.render(idx[1])} - {lo}); "
+               f"cc <= min({channels - 1}, {ix.render(idx[1])} + {hi}); ++cc)", body)
+        center = self.em.value(s, x_name, idx)
+        return (f"({center} / pow({sp.literal(bias, 'float32')} + "
+                f"{sp.literal(alpha / size, 'float32')} * sq, {sp.literal(beta, 'float32')}))")
+
+    # -- reductions ----------------------------------------------------------------------
+    def reduce(self) -> Kernel:
+        node = self.anchor()
+        x_name = node.inputs[0]
+        x_shape = self.view.shape(x_name)
+        out_shape = self.view.shape(node.outputs[0])
+        rank = len(x_shape)
+        op = node.op
+        if op in ("GlobalAveragePool", "GlobalMaxPool"):
+            axes, keep = tuple(range(2, rank)), True
+        elif op in ("ArgMax", "ArgMin"):
+            axes, keep = (int(node.attr("axis", 0)) % rank,), bool(node.attr("keepdims", 1))
+        else:
+            given = node.attr("axes")
+            keep = bool(node.attr("keepdims", 1))
+            if given is None or len(given) == 0:  # type: ignore[arg-type]
+                axes = () if node.attr("noop_with_empty_axes", 0) else tuple(range(rank))
+            else:
+                axes = tuple(sorted(a % rank for a in given))  # type: ignore[union-attr]
+        reduced = tuple(x_shape[a] for a in axes)
+        length = int(np.prod(reduced, dtype=np.int64))
+        total = int(np.prod(out_shape, dtype=np.int64))
+        kept_axes = [a for a in range(rank) if a not in axes]
+
+        def input_index(out_idx: tuple[ix.IExpr, ...], r_idx: tuple[ix.IExpr, ...]
+                        ) -> tuple[ix.IExpr, ...]:
+            full: list[ix.IExpr] = [0] * rank
+            for k, a in enumerate(axes):
+                full[a] = r_idx[k]
+            for k, a in enumerate(kept_axes):
+                full[a] = out_idx[a] if keep else out_idx[k]
+            return tuple(full)
+
+        init, step, final = _REDUCERS["Max" if op == "GlobalMaxPool" else
+                                      "Mean" if op == "GlobalAveragePool" else op.replace("Reduce", "")]
+        out_idx = tuple(self.ivar(f"i{k}", size) for k, size in enumerate(out_shape))
+        serial = length < self.params.serial_reduce_below or op in ("ArgMax", "ArgMin")
+        s = Scope()
+        if serial:
+            local = self.params.work_group
+            s.emit("const int gid = get_global_id(0);")
+            s.emit(f"if (gid >= {total}) return;")
+            self.declare_iteration(s, ix.delinearize(self.ivar("gid", total), out_shape))
+            body = Scope(s)
+            r_idx = ix.delinearize(self.ivar("r", length), reduced)
+            x = self.em.value(body, x_name, input_index(out_idx, r_idx))
+            if op in ("ArgMax", "ArgMin"):
+                cmp = ">" if op == "ArgMax" else "<"
+                cmp += "=" if node.attr("select_last_index", 0) else ""
+                s.emit("float best = 0.0f; long besti = 0;")
+                body.emit(f"if (r == 0 || {x} {cmp} best) {{ best = {x}; besti = r; }}")
+                s.nest(f"for (int r = 0; r < {length}; ++r)", body)
+                self.epilogue(s, "besti")
+                return self.finish(s, total, local)
+            s.emit(f"float accv = {init};")
+            body.emit(f"accv = {step.format('accv', x)};")
+            s.nest(f"for (int r = 0; r < {length}; ++r)", body)
+            self.epilogue(s, final.format("accv", float(length)))
+            return self.finish(s, total, local)
+        local = min(self.params.reduce_work_group, 1 << max(length - 1, 1).bit_length())
+        self.defines.append(f"WG {local}")
+        s.emit("const int o = get_group_id(0); const int lid = get_local_id(0);")
+        s.emit("__local float red[WG];")
+        s.emit(f"float accv = {init};")
+        body = Scope(s)
+        out_vars = ix.delinearize(self.ivar("o", total), out_shape)
+        r_idx = ix.delinearize(self.ivar("r", length), reduced)
+        x = self.em.value(body, x_name, input_index(out_vars, r_idx))
+        body.emit(f"accv = {step.format('accv', x)};")
+        s.nest(f"for (int r = lid; r < {length}; r += WG)", body)
+        s.lines.extend(_tree_reduce(step, "accv"))
+        done = Scope(s)
+        self.declare_iteration(done, out_vars)
+        self.epilogue(done, final.format("red[0]", float(length)))
+        s.nest("if (lid == 0)", done)
+        return self.finish(s, total * local, local)
+
+    def rownorm(self) -> Kernel:
+        node = self.anchor()
+        x_name = node.inputs[0]
+        x_shape = self.view.shape(x_name)
+        rank = len(x_shape)
+        axis = int(node.attr("axis", -1)) % rank  # type: ignore[arg-type]
+        layer_norm = node.op == "LayerNormalization"
+        if layer_norm and any(o for o in node.outputs[1:]):
+            raise ModelError("LayerNormalization's Mean/InvStdDev outputs are not supported")
+        axes = tuple(range(axis, rank)) if layer_norm else (axis,)
+        reduced = tuple(x_shape[a] for a in axes)
+        outer_axes = [a for a in range(rank) if a not in axes]
+        outer = tuple(x_shape[a] for a in outer_axes)
+        length = int(np.prod(reduced, dtype=np.int64))
+        rows = int(np.prod(outer, dtype=np.int64))
+        local = min(self.params.reduce_work_group, 1 << max(length - 1, 1).bit_length())
+        self.defines.append(f"WG {local}")
+        o_idx = ix.delinearize(self.ivar("o", rows), outer)
+
+        def full(r_idx: tuple[ix.IExpr, ...]) -> tuple[ix.IExpr, ...]:
+            out: list[ix.IExpr] = [0] * rank
+            for k, a in enumerate(axes):
+                out[a] = r_idx[k]
+            for k, a in enumerate(outer_axes):
+                out[a] = o_idx[k]
+            return tuple(out)
+
+        s = Scope()
+        s.emit("const int o = get_group_id(0); const int lid = get_local_id(0);")
+        s.emit("__local float red[WG];")
+        r_idx = ix.delinearize(self.ivar("r", length), reduced)
+        first, second = ("fmax({0}, {1})", "({0} + {1})")
+        if layer_norm:
+            first = "({0} + {1})"
+        s.emit("float accv = -INFINITY;" if not layer_norm else "float accv = 0.0f;")
+        body = Scope(s)
+        x = self.em.value(body, x_name, full(r_idx))
+        body.emit(f"accv = {first.format('accv', x)};")
+        s.nest(f"for (int r = lid; r < {length}; r += WG)", body)
+        s.lines.extend(_tree_reduce(first, "accv"))
+        center = "(red[0] / %s)" % sp.literal(float(length), "float32") if layer_norm else "red[0]"
+        s.emit(f"const float center = {center};")
+        s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
+        s.emit("accv = 0.0f;")
+        body = Scope(s)
+        x = self.em.value(body, x_name, full(r_idx))
+        term = f"({x} - center) * ({x} - center)" if layer_norm else f"exp({x} - center)"
+        body.emit(f"accv += {term};")
+        s.nest(f"for (int r = lid; r < {length}; r += WG)", body)
+        s.lines.extend(_tree_reduce(second, "accv"))
+        if layer_norm:
+            eps = sp.literal(float(node.attr("epsilon", 1e-5)), "float32")
+            s.emit(f"const float scale = rsqrt(red[0] / {sp.literal(float(length), 'float32')} "
+                   f"+ {eps});")
+        else:
+            s.emit("const float total = red[0];")
+        body = Scope(s)
+        index = full(r_idx)
+        x = self.em.value(body, x_name, index)
+        if layer_norm:
+            gamma = self.em.value(body, node.inputs[1], ix.broadcast_index(
+                index, x_shape, self.view.shape(node.inputs[1])))
+            value = f"(({x} - center) * scale * {gamma})"
+            if len(node.inputs) > 2 and node.inputs[2]:
+                beta = self.em.value(body, node.inputs[2], ix.broadcast_index(
+                    index, x_shape, self.view.shape(node.inputs[2])))
+                value = f"({value} + {beta})"
+        elif node.op == "LogSoftmax":
+            value = f"({x} - center - log(total))"
+        else:
+            value = f"(exp({x} - center) / total)"
+        self.declare_iteration(body, index)
+        self.epilogue(body, value)
+        s.nest(f"for (int r = lid; r < {length}; r += WG)", body)
+        return self.finish(s, rows * local, local)
+
+
+_REDUCERS = {  # init, combine step, final (from the accumulated value and the count)
+    "Sum": ("0.0f", "({0} + {1})", "{0}"),
+    "Mean": ("0.0f", "({0} + {1})", "({0} / (float){1})"),
+    "Max": ("-INFINITY", "fmax({0}, {1})", "{0}"),
+    "Min": ("INFINITY", "fmin({0}, {1})", "{0}"),
+    "Prod": ("1.0f", "({0} * {1})", "{0}"),
+    "L1": ("0.0f", "({0} + fabs({1}))", "{0}"),
+    "L2": ("0.0f", "mad({1}, {1}, {0})", "sqrt({0})"),
+    "SumSquare": ("0.0f", "mad({1}, {1}, {0})", "{0}"),
+    "LogSum": ("0.0f", "({0} + {1})", "log({0})"),
+    "LogSumExp": ("0.0f", "({0} + exp({1}))", "log({0})"),
+    "ArgMax": ("", "", ""), "ArgMin": ("", "", ""),
+}
+
+
+def _combine_only(step: str) -> str:
+    """The combine step for partial results (L1/L2/… apply their map once, not twice)."""
+    if "fabs" in step or "mad" in step or "exp" in step:
+        return "({0} + {1})"
+    return step
+
+
+def _tree_reduce(step: str, var: str) -> list[str]:
+    combine = _combine_only(step).format("red[lid]", "red[lid + s]")
+    return [
+        f"red[lid] = {var};",
+        "barrier(CLK_LOCAL_MEM_FENCE);",
+        "for (int s = WG / 2; s > 0; s >>= 1) {",
+        f"  if (lid < s) red[lid] = {combine};",
+        "  barrier(CLK_LOCAL_MEM_FENCE);",
+        "}",
+    ]
+
+
+def _pads_begin(node: Node, in_sizes: tuple[int, ...], out_sizes: tuple[int, ...],
+                kernel: tuple[int, ...], strides: tuple[int, ...],
+                dil: tuple[int, ...]) -> tuple[int, ...]:
+    auto = node.attr("auto_pad", "NOTSET")
+    spatial = len(in_sizes)
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        out = []
+        for i, o, k, s, d in zip(in_sizes, out_sizes, kernel, strides, dil):
+            total = max((o - 1) * s + (k - 1) * d + 1 - i, 0)
+            out.append(total // 2 if auto == "SAME_UPPER" else total - total // 2)
+        return tuple(out)
+    if auto == "VALID":
+        return (0,) * spatial
+    pads = node.attr("pads") or (0,) * 2 * spatial
+    return tuple(pads[:spatial])  # type: ignore[index]
+
+
+def generate(view: GraphView, block: Block, params: KernelParams) -> Kernel:
+    """The kernel of one block."""
+    gen = _Gen(view, block, params)
+    return getattr(gen, block.kind)()

@@ -1,0 +1,115 @@
+"""Run an artefact with pyopencl (PoCL by default)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from egraph_compiler.ir.errors import DnnrError
+
+
+class OpenClError(DnnrError):
+    pass
+
+
+def _device(device: str | None):  # noqa: ANN202 - pyopencl has no stubs
+    import pyopencl as cl
+
+    platforms = cl.get_platforms()
+    if not platforms:
+        raise OpenClError("no OpenCL platform found (pip install pocl-binary-distribution)")
+    devices = [(p, d) for p in platforms for d in p.get_devices()]
+    if device is not None:
+        for p, d in devices:
+            if device.lower() in d.name.lower() or device.lower() in p.name.lower():
+                return d
+        names = ", ".join(f"{p.name}: {d.name}" for p, d in devices)
+        raise OpenClError(f"no OpenCL device matches '{device}' (found: {names})")
+    for p, d in devices:
+        if "portable" in p.name.lower() or "pocl" in p.name.lower():
+            return d
+    return devices[0][1]
+
+
+class CompiledModel:
+    """A loaded artefact: ``run({input name: array}) -> {output name: array}``."""
+
+    def __init__(self, out_dir: str | Path, device: str | None = None) -> None:
+        import pyopencl as cl
+
+        out = Path(out_dir)
+        try:
+            self.plan = json.loads((out / "plan.json").read_text())
+            source = (out / "kernels.cl").read_text()
+        except OSError as error:
+            raise OpenClError(f"{out} is not a dnnr OpenCL artefact: {error}") from None
+        os.environ.setdefault("PYOPENCL_NO_CACHE", "0")
+        self.device = _device(device)
+        self.context = cl.Context([self.device])
+        self.queue = cl.CommandQueue(self.context)
+        self.program = cl.Program(self.context, source).build(options=["-cl-fast-relaxed-math"]
+                                                              if False else [])
+        names = json.loads((out / "weights.json").read_text())
+        weights = np.load(out / "weights.npz")
+        mf = cl.mem_flags
+        self.buffers: dict[str, cl.Buffer] = {}
+        tensors = self.plan["tensors"]
+        self.constant_arrays = {n: weights[f"c{k}"] for k, n in enumerate(names)}
+        for name, array in self.constant_arrays.items():
+            data = np.ascontiguousarray(array).reshape(-1) if array.size else np.zeros(1, np.uint8)
+            self.buffers[name] = cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR,
+                                           hostbuf=data)
+        arena_size = max(int(self.plan["arena_bytes"]), 1)
+        self.arena = cl.Buffer(self.context, mf.READ_WRITE, arena_size)
+        for name, info in tensors.items():
+            if info["kind"] == "arena":
+                self.buffers[name] = self.arena.get_sub_region(info["offset"], info["nbytes"])
+            elif info["kind"] in ("input", "output"):
+                self.buffers[name] = cl.Buffer(self.context, mf.READ_WRITE,
+                                               max(int(info["nbytes"]), 1))
+        kernels = {k: cl.Kernel(self.program, k) for k in {la["kernel"] for la in self.plan["launches"]}}
+        self.launches = []
+        for launch in self.plan["launches"]:
+            kernel = kernels[launch["kernel"]].clone() if hasattr(cl.Kernel, "clone") else \
+                cl.Kernel(self.program, launch["kernel"])
+            kernel.set_args(*(self.buffers[a] for a in launch["args"]))
+            self.launches.append((kernel, (launch["global"],), (launch["local"],)))
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return [la["kernel"] for la in self.plan["launches"]]
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import pyopencl as cl
+
+        tensors = self.plan["tensors"]
+        for name in self.plan["inputs"]:
+            if name not in inputs:
+                raise OpenClError(f"missing input '{name}'")
+            info = tensors[name]
+            array = np.ascontiguousarray(inputs[name], dtype=info["dtype"])
+            if list(array.shape) != info["shape"]:
+                raise OpenClError(f"input '{name}' has shape {list(array.shape)}, the artefact "
+                                  f"was compiled for {info['shape']}")
+            if array.size:
+                cl.enqueue_copy(self.queue, self.buffers[name], array)
+        for kernel, global_size, local_size in self.launches:
+            cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
+        results = {}
+        for name in self.plan["outputs"]:
+            info = tensors[name]
+            if name in self.constant_arrays:
+                results[name] = np.array(self.constant_arrays[name])
+                continue
+            if name in inputs and info["kind"] == "input":
+                results[name] = np.array(inputs[name])
+                continue
+            array = np.empty(info["shape"], dtype=info["dtype"])
+            if array.size:
+                cl.enqueue_copy(self.queue, array, self.buffers[name])
+            results[name] = array
+        self.queue.finish()
+        return results

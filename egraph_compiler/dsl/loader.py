@@ -1,0 +1,132 @@
+"""Paths -> parsed files (``use`` resolved, each file once, cycles diagnosed) -> RuleSet."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from egraph_compiler.dsl import ast
+from egraph_compiler.dsl.diagnostics import Diagnostic, SourceLines, UseError
+from egraph_compiler.dsl.parser import ParsedFile, default_ruleset, parse_file
+
+
+@dataclass
+class Load:
+    """Every file of one load in load order (a file after the files it uses)."""
+
+    files: list[ParsedFile] = field(default_factory=list)
+    lines: SourceLines = field(default_factory=SourceLines)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+def expand_paths(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """A directory stands for its ``*.dnnr`` files, sorted by name."""
+    expanded: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            expanded.extend(sorted(p for p in path.glob("*.dnnr") if p.is_file()))
+        else:
+            expanded.append(path)
+    return expanded
+
+
+def load_files(paths: Sequence[str | os.PathLike[str]]) -> Load:
+    load = Load()
+    done: set[Path] = set()
+
+    def visit(path: Path, stack: list[tuple[Path, str]], via: ast.UseDecl | None) -> None:
+        key = path.resolve()
+        names = [name for k, name in stack]
+        if any(k == key for k, _ in stack):
+            cycle = names[[k for k, _ in stack].index(key) :] + [str(path)]
+            load.diagnostics.append(
+                load.lines.diagnostic(
+                    UseError,
+                    "'use' cycle: " + " -> ".join(cycle),
+                    via.span if via else ast.Span(str(path), 0, 0, 0, 0),
+                    "files may use each other only without cycles; "
+                    "move the shared declarations into a third file",
+                )
+            )
+            return
+        if key in done:
+            return
+        done.add(key)
+        file = str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            reason = (
+                "not UTF-8 text"
+                if isinstance(error, UnicodeDecodeError)
+                else (error.strerror or type(error).__name__).lower()
+            )
+            span = via.span if via else ast.Span(file, 0, 0, 0, 0)
+            load.diagnostics.append(
+                load.lines.diagnostic(UseError, f"cannot read '{file}': {reason}", span)
+            )
+            return
+        load.lines.add(file, text)
+        parsed = parse_file(text, file, load.lines)
+        for item in parsed.source.items:
+            if isinstance(item, ast.UseDecl):
+                target = Path(os.path.normpath(path.parent / item.path))
+                visit(target, [*stack, (key, file)], item)
+        load.files.append(parsed)
+        load.diagnostics.extend(parsed.errors)
+
+    for path in expand_paths(paths):
+        visit(path, [], None)
+    return load
+
+
+def _limits(decl: ast.LimitsDecl | None) -> ast.Limits:
+    if decl is None:
+        return ast.Limits()
+    values = {item.name: item.value for item in decl.items}
+    default = ast.Limits()
+    return ast.Limits(
+        nodes=int(values.get("nodes", default.nodes)),
+        iterations=int(values.get("iterations", default.iterations)),
+        seconds=float(values.get("seconds", default.seconds)),
+        span=decl.span,
+    )
+
+
+def build_ruleset(files: Sequence[ParsedFile]) -> ast.RuleSet:
+    """Merge checked files into one RuleSet (first definition wins on duplicates)."""
+    ops: dict[str, ast.OpDecl] = {}
+    rules: list[ast.Rule] = []
+    rulesets: dict[str, ast.RulesetDecl] = {}
+    fusion: list[ast.FuseEntry] = []
+    schedule: ast.ScheduleDecl | None = None
+    limits: ast.LimitsDecl | None = None
+    for parsed in files:
+        implicit = default_ruleset(parsed.source.file)
+        for item in parsed.source.items:
+            if isinstance(item, ast.OpDecl):
+                ops.setdefault(item.name, item)
+            elif isinstance(item, ast.Rule):
+                rules.append(item)
+                if item.ruleset == implicit and implicit not in rulesets:
+                    rulesets[implicit] = ast.RulesetDecl(implicit, item.span)
+            elif isinstance(item, ast.RulesetDecl):
+                rulesets.setdefault(item.name, item)
+            elif isinstance(item, ast.FuseEntry):
+                fusion.append(item)
+            elif isinstance(item, ast.ScheduleDecl):
+                schedule = schedule or item
+            elif isinstance(item, ast.LimitsDecl):
+                limits = limits or item
+    return ast.RuleSet(
+        ops=ops,
+        rules=tuple(rules),
+        rulesets=tuple(rulesets.values()),
+        schedule=schedule.steps if schedule else (),
+        limits=_limits(limits),
+        fusion=tuple(fusion),
+        files=tuple(parsed.source.file for parsed in files),
+    )

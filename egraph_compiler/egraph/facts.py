@@ -1,0 +1,177 @@
+"""Analysis rules: how facts (shape, dtype, constness, sign) reach e-classes that
+rewrites create. Original values get their facts from the loader.
+
+Natively in egglog: constness, dtype (first input's, with a table of exceptions),
+shape of unary elementwise ops, of binary ones whose operands agree, and of
+Transpose (``unstable-vec-map`` of ``vec-get``). Everything else goes through the
+shape oracle: a rule records the primitive key (input shapes, attributes, small
+input values) of every rewrite-created term in ``AskShape_<Op>``; Python computes
+the shape with `shape_rules` and answers in ``ShapeAns_<Op>``; a second rule sets
+it. Only terms marked ``Fresh`` (built by a rule) ask, so loading costs nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from egraph_compiler.egraph.schema import ABSENT, ATTR_SORT, OpSchema
+from egraph_compiler.egraph.shape_rules import SHAPE_FUNCTIONS, VALUE_INPUTS, shape_function
+from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.ir.onnx_types import dtype_from_onnx
+
+BOOL_OUTPUT = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Not", "And", "Or", "Xor", "IsNaN"}
+INT64_OUTPUT = {"Shape", "Size", "ArgMax", "ArgMin", "NonZero"}
+NO_DTYPE_RULE = {
+    "ConstantOfShape", "QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul",
+    "MatMulInteger", "ConvInteger", "Cast",
+}
+POSITIVE_OUTPUT = {"Exp", "Sigmoid", "Softmax", "Softplus"}
+NONNEG_OUTPUT = {"Relu", "Abs", "Sqrt", "Square"}
+SIGN_PRESERVING = {"Add", "Mul"}  # positive op positive is positive; same for nonneg
+
+
+def _onnx_dtype_table() -> str:
+    lines = []
+    for code in range(1, 17):
+        try:
+            lines.append(f'(set (OnnxDtype {code}) "{dtype_from_onnx(code, "")}")')
+        except ModelError:
+            continue
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeOracle:
+    """The key layout of one op's shape question."""
+
+    op: str
+    schema: OpSchema
+    shape_params: tuple[int, ...]  # params whose shape is in the key
+    value_params: tuple[int, ...]  # params whose int value is in the key
+
+    @property
+    def ask(self) -> str:
+        return f"AskShape_{self.op}"
+
+    @property
+    def answer(self) -> str:
+        return f"ShapeAns_{self.op}"
+
+    def key_sorts(self) -> list[str]:
+        sorts = ["IVec"] * (len(self.shape_params) + len(self.value_params))
+        return sorts + [ATTR_SORT[a.type] for a in self.schema.attrs]
+
+
+def _term(schema: OpSchema) -> tuple[str, list[str], list[str]]:
+    params = [f"x{i}" for i in range(len(schema.decl.params))]
+    attrs = [f"a{i}" for i in range(len(schema.attrs))]
+    args = params + attrs
+    return (f"({schema.egglog} {' '.join(args)})" if args else f"({schema.egglog})"), params, attrs
+
+
+def analysis_program(schemas: dict[str, OpSchema]) -> tuple[str, dict[str, ShapeOracle]]:
+    """egglog text of all analysis rules, and the shape oracles by op name."""
+    out = [_onnx_dtype_table()]
+    oracles: dict[str, ShapeOracle] = {}
+    for name, schema in schemas.items():
+        params = schema.decl.params
+        term, xs, attrs = _term(schema)
+        tensor = [i for i, p in enumerate(params) if not p.variadic]
+        # constness: all (non-variadic) inputs constant
+        if params and len(tensor) == len(params):
+            conds = " ".join(f"(is_const {xs[i]})" for i in tensor)
+            out.append(f"(rule ((= e {term}) {conds}) ((is_const e)) :ruleset analysis)")
+        # dtype
+        if name in BOOL_OUTPUT:
+            out.append(f'(rule ((= e {term})) ((set (dtype e) "bool")) :ruleset analysis)')
+        elif name in INT64_OUTPUT:
+            out.append(f'(rule ((= e {term})) ((set (dtype e) "int64")) :ruleset analysis)')
+        elif name == "Cast" and any(a.name == "to" for a in schema.attrs):
+            to = attrs[[a.name for a in schema.attrs].index("to")]
+            out.append(
+                f"(rule ((= e {term}) (= d (OnnxDtype {to}))) ((set (dtype e) d)) :ruleset analysis)"
+            )
+        elif name not in NO_DTYPE_RULE and params:
+            first = "(TCons h t)" if params[0].variadic else None
+            if first:
+                out.append(
+                    f"(rule ((= e {term}) (= {xs[0]} {first}) (= d (dtype h))) "
+                    f"((set (dtype e) d)) :ruleset analysis)"
+                )
+            else:
+                out.append(
+                    f"(rule ((= e {term}) (= d (dtype {xs[0]}))) ((set (dtype e) d)) :ruleset analysis)"
+                )
+        # sign facts
+        if name in POSITIVE_OUTPUT:
+            out.append(f"(rule ((= e {term})) ((positive e)) :ruleset analysis)")
+        if name in NONNEG_OUTPUT:
+            out.append(f"(rule ((= e {term})) ((nonneg e)) :ruleset analysis)")
+        if name in SIGN_PRESERVING and len(tensor) == 2:
+            for fact in ("positive", "nonneg"):
+                out.append(
+                    f"(rule ((= e {term}) ({fact} {xs[0]}) ({fact} {xs[1]})) (({fact} e)) "
+                    f":ruleset analysis)"
+                )
+        # native shapes
+        required = [i for i, p in enumerate(params) if not p.optional and not p.variadic]
+        special = name in SHAPE_FUNCTIONS and SHAPE_FUNCTIONS[name].__name__ != "_same"
+        if schema.decl.mapping == "one_to_one" and not special and len(required) == 1:
+            out.append(
+                f"(rule ((= e {term}) (= s (shape {xs[0]}))) ((set (shape e) s)) :ruleset analysis)"
+            )
+        elif name in SHAPE_FUNCTIONS and SHAPE_FUNCTIONS[name].__name__ == "_same" and required:
+            out.append(
+                f"(rule ((= e {term}) (= s (shape {xs[0]}))) ((set (shape e) s)) :ruleset analysis)"
+            )
+        elif schema.decl.mapping == "one_to_one" and not special and len(required) >= 2:
+            conds = " ".join(f"(= s (shape {xs[i]}))" for i in required)
+            out.append(f"(rule ((= e {term}) {conds}) ((set (shape e) s)) :ruleset analysis)")
+        if name == "Transpose" and [a.name for a in schema.attrs] == ["perm"]:
+            out.append(
+                f"(rule ((= e {term}) (= s (shape {xs[0]})) (> (vec-length {attrs[0]}) 0)) "
+                f'((set (shape e) (unstable-vec-map (unstable-fn "vec-get" s) {attrs[0]}))) '
+                f":ruleset analysis)"
+            )
+        # the shape oracle
+        if shape_function(name, schema.decl.mapping) is not None and params:
+            oracle = ShapeOracle(
+                name, schema, tuple(required) + tuple(i for i, p in enumerate(params) if p.variadic),
+                VALUE_INPUTS.get(name, ()),
+            )
+            oracles[name] = oracle
+            out.append(_oracle_rules(oracle, term, xs, attrs))
+    return "\n".join(out), oracles
+
+
+def _oracle_rules(oracle: ShapeOracle, term: str, xs: list[str], attrs: list[str]) -> str:
+    params = oracle.schema.decl.params
+    query = [f"(= e {term})", "(Fresh e)"]
+    keys = []
+    for i in oracle.shape_params:
+        fn = "lshape" if params[i].variadic else "shape"
+        query.append(f"(= s{i} ({fn} {xs[i]}))")
+        keys.append(f"s{i}")
+    for i in oracle.value_params:
+        query.append(f"(= v{i} (ivalue {xs[i]}))")
+        keys.append(f"v{i}")
+    keys += attrs
+    sorts = " ".join(oracle.key_sorts())
+    key = " ".join(keys)
+    q = " ".join(query)
+    return (
+        f"(relation {oracle.ask} ({sorts}))\n"
+        f"(function {oracle.answer} ({sorts}) IVec :merge old)\n"
+        f"(rule ({q}) (({oracle.ask} {key})) :ruleset analysis)\n"
+        f"(rule ({q} (= r ({oracle.answer} {key}))) ((set (shape e) r)) :ruleset analysis)"
+    )
+
+
+def decode_attrs(schema: OpSchema, values: list) -> dict:
+    """Attribute values from egglog back to Python, sentinels dropped (= absent)."""
+    attrs = {}
+    for attr, value in zip(schema.attrs, values, strict=True):
+        if value == ABSENT[attr.type]:
+            continue
+        attrs[attr.name] = value
+    return attrs

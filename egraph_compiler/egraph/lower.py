@@ -1,0 +1,431 @@
+"""Lower DSL rules one-to-one to egglog rules.
+
+``lhs => rhs when g`` becomes ``(rule (query of lhs, native parts of g)
+((union root rhs) (Prov t "name") (Fresh t)...) :ruleset rs_<set> :name "name")``.
+Pattern constants match all-equal constants through ``splat``; ``is_const``,
+``nonneg``, ``positive``, ``nonzero`` in a top-level conjunction of the guard are
+relation atoms; ``compose(?p, ?q)`` is native (``unstable-vec-map`` of
+``vec-get``). Every other guard conjunct or computed attribute is evaluated in
+Python, batched: rule ``name#ask`` records the primitive key (attribute values,
+shapes, dtypes, small constant values) in ``Ask_<k>``; Python answers the new keys
+after the iteration in ``Ok_<k>`` (guard true, with the computed values); rule
+``name`` then applies on ``Ok_<k>`` in the ruleset's ``__apply`` companion, run
+right after, so a guarded rule fires in the same iteration as an unguarded one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from egraph_compiler.dsl.ast import (
+    BinOp, Call, Expr, Index, ListLit, Name, Num, Pattern, PCompute, PConst, POp, PVar, Rule, Str,
+    UnOp, Var,
+)
+from egraph_compiler.egraph import text
+from egraph_compiler.egraph.guards import BOOL_FACTS
+from egraph_compiler.egraph.schema import ATTR_SORT, LoweringError, OpSchema, const_value, literal
+
+SHAPE_CALLS = ("rank", "shape", "dim", "numel", "same_shape", "broadcastable")
+KIND_SORT = dict(ATTR_SORT)
+
+
+def ruleset_name(name: str) -> str:
+    return f"rs_{name}"
+
+
+def apply_ruleset_name(name: str) -> str:
+    return f"rs_{name}__apply"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyColumn:
+    """One primitive column of an oracle key: what it is and how to decode it."""
+
+    var: str  # DSL variable name
+    what: str  # "attr" | "shape" | "dtype" | "value"
+    sort: str  # egglog sort
+    egg: str  # egglog variable
+
+
+@dataclass
+class GuardOracle:
+    index: int
+    rule_name: str
+    keys: list[KeyColumn]
+    checks: list[Expr]
+    computed: list[tuple[Expr, str]]  # (expression, result kind: attr kind | "scalar" | "vector")
+
+    @property
+    def ask(self) -> str:
+        return f"Ask_{self.index}"
+
+    @property
+    def ok(self) -> str:
+        return f"Ok_{self.index}"
+
+
+@dataclass
+class LoweredRule:
+    rule: Rule
+    egglog_name: str  # :name of the applying rule (counts fires)
+    ask_name: str | None  # :name of the recording rule (counts matches), if any
+    text: str
+    oracle: GuardOracle | None = None
+
+
+@dataclass
+class _Ctx:
+    schemas: dict[str, OpSchema]
+    rule: Rule
+    bound: dict[str, tuple[str, str]] = field(default_factory=dict)  # var -> (egg var, kind)
+    atoms: list[str] = field(default_factory=list)
+    counter: int = 0
+
+    def fresh(self, prefix: str = "_t") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def fail(self, message: str) -> LoweringError:
+        return LoweringError(f"{self.rule.span}: rule {self.rule.name}: {message}")
+
+
+def _schema(ctx: _Ctx, op: str) -> OpSchema:
+    if op not in ctx.schemas:
+        raise ctx.fail(f"operator '{op}' is not declared")
+    return ctx.schemas[op]
+
+
+def _bind(ctx: _Ctx, name: str, kind: str) -> str:
+    if name in ctx.bound:
+        egg, known = ctx.bound[name]
+        if known != kind:
+            raise ctx.fail(f"?{name} is used both as {known} and as {kind}")
+        return egg
+    egg = f"v_{name}"
+    ctx.bound[name] = (egg, kind)
+    return egg
+
+
+# ---------------------------------------------------------------- left-hand side
+
+
+def _lhs(ctx: _Ctx, pattern: Pattern) -> str:
+    """Add query atoms matching ``pattern``; return the egglog variable of its class."""
+    if isinstance(pattern, PVar):
+        return _bind(ctx, pattern.name, "tensor")
+    if isinstance(pattern, PConst):
+        var = ctx.fresh("_c")
+        ctx.atoms.append(f"(= {text.f64(float(pattern.value))} (splat {var}))")
+        ctx.atoms.append(f"(is_const {var})")
+        return var
+    if isinstance(pattern, PCompute):
+        raise ctx.fail(f"{pattern.func}(...) builds a constant and may only appear on a right-hand side")
+    schema = _schema(ctx, pattern.op)
+    args = _lhs_inputs(ctx, schema, pattern)
+    given = dict(pattern.attrs)
+    for attr in schema.attrs:
+        expr = given.pop(attr.name, None)
+        if expr is None:
+            args.append(ctx.fresh("_a"))
+        elif isinstance(expr, Var):
+            args.append(_bind(ctx, expr.name, attr.type))
+        else:
+            value = const_value(expr)
+            if attr.type in ("ints", "floats", "strings") and not isinstance(value, tuple):
+                value = (value,)
+            var = ctx.fresh("_a")
+            ctx.atoms.append(f"(= {var} {literal(attr.type, value)})")
+            args.append(var)
+    if given:
+        raise ctx.fail(f"{pattern.op} has no attribute '{next(iter(given))}'")
+    var = ctx.fresh()
+    ctx.atoms.append(f"(= {var} ({schema.egglog} {' '.join(args)}))" if args else f"(= {var} ({schema.egglog}))")
+    return var
+
+
+def _lhs_inputs(ctx: _Ctx, schema: OpSchema, pattern: POp) -> list[str]:
+    params = schema.decl.params
+    inputs = list(pattern.inputs)
+    args: list[str] = []
+    for i, param in enumerate(params):
+        if param.variadic:
+            args.append(_lhs_list(ctx, inputs[i:]))
+            inputs = []
+            break
+        if i < len(inputs):
+            args.append(_lhs(ctx, inputs[i]))
+        elif param.optional:
+            var = ctx.fresh("_o")
+            ctx.atoms.append(f"(= {var} (Absent))")
+            args.append(var)
+        else:
+            raise ctx.fail(f"{schema.name} needs input '{param.name}'")
+    if len(inputs) > len(params) and schema.variadic_index is None:
+        raise ctx.fail(f"{schema.name} takes {len(params)} input(s), the pattern gives {len(inputs)}")
+    return args
+
+
+def _lhs_list(ctx: _Ctx, items: list[Pattern]) -> str:
+    tail = ctx.fresh("_l")
+    ctx.atoms.append(f"(= {tail} (TNil))")
+    for item in reversed(items):
+        head = _lhs(ctx, item)
+        cell = ctx.fresh("_l")
+        ctx.atoms.append(f"(= {cell} (TCons {head} {tail}))")
+        tail = cell
+    return tail
+
+
+# ---------------------------------------------------------------- right-hand side
+
+
+@dataclass
+class _Rhs:
+    actions: list[str] = field(default_factory=list)
+    computed: list[tuple[Expr, str, str]] = field(default_factory=list)  # (expr, kind, egg var)
+    needs_dtype: bool = False
+
+
+def _native_value(ctx: _Ctx, expr: Expr, kind: str) -> str | None:
+    """egglog expression for an attribute value, or None when Python must compute it."""
+    if isinstance(expr, Var):
+        if expr.name in ctx.bound and ctx.bound[expr.name][1] == kind:
+            return ctx.bound[expr.name][0]
+        if expr.name in ctx.bound and kind == "float" and ctx.bound[expr.name][1] == "int":
+            return f"(to-f64 {ctx.bound[expr.name][0]})"
+        if expr.name not in ctx.bound:
+            raise ctx.fail(f"?{expr.name} on the right-hand side is not bound on the left")
+        return None
+    if isinstance(expr, (Num, Str, ListLit, UnOp, Name)):
+        try:
+            value = const_value(expr)
+        except LoweringError:
+            return None
+        if kind in ("ints", "floats", "strings") and not isinstance(value, tuple):
+            return None
+        try:
+            return literal(kind, value)
+        except (TypeError, ValueError):
+            return None
+    if isinstance(expr, Call) and expr.func == "compose" and kind == "ints" and len(expr.args) == 2:
+        p, q = expr.args
+        if isinstance(p, Var) and isinstance(q, Var) and all(
+            ctx.bound.get(v.name, ("", ""))[1] == "ints" for v in (p, q)
+        ):
+            pe, qe = ctx.bound[p.name][0], ctx.bound[q.name][0]
+            ctx.atoms.append(f"(= (vec-length {pe}) (vec-length {qe}))")
+            ctx.atoms.append(f"(> (vec-length {pe}) 0)")
+            return f'(unstable-vec-map (unstable-fn "vec-get" {pe}) {qe})'
+    return None
+
+
+def _value_or_computed(ctx: _Ctx, rhs: _Rhs, expr: Expr, kind: str) -> str:
+    native = _native_value(ctx, expr, kind)
+    if native is not None:
+        return native
+    _check_vars(ctx, expr)
+    var = f"r{len(rhs.computed)}"
+    rhs.computed.append((expr, kind, var))
+    return var
+
+
+def _check_vars(ctx: _Ctx, expr: Expr) -> None:
+    for name in _vars(expr):
+        if name not in ctx.bound:
+            raise ctx.fail(f"?{name} is not bound on the left-hand side")
+
+
+def _rhs(ctx: _Ctx, rhs: _Rhs, pattern: Pattern, root: str) -> str:
+    if isinstance(pattern, PVar):
+        if pattern.name not in ctx.bound or ctx.bound[pattern.name][1] != "tensor":
+            raise ctx.fail(f"?{pattern.name} on the right-hand side is not a tensor bound on the left")
+        return ctx.bound[pattern.name][0]
+    if isinstance(pattern, PConst):
+        rhs.needs_dtype = True
+        return f"(ScalarConst {text.f64(float(pattern.value))} _dt)"
+    if isinstance(pattern, PCompute):
+        if pattern.func == "scalar" and len(pattern.args) == 1:
+            rhs.needs_dtype = True
+            return f"(ScalarConst {_value_or_computed(ctx, rhs, pattern.args[0], 'float')} _dt)"
+        if pattern.func == "vector" and len(pattern.args) == 1:
+            return f"(VecConst {_value_or_computed(ctx, rhs, pattern.args[0], 'ints')})"
+        raise ctx.fail(f"unknown constant constructor {pattern.func}(...)")
+    schema = _schema(ctx, pattern.op)
+    params = schema.decl.params
+    inputs = list(pattern.inputs)
+    args: list[str] = []
+    for i, param in enumerate(params):
+        if param.variadic:
+            tail = "(TNil)"
+            for item in reversed(inputs[i:]):
+                tail = f"(TCons {_rhs(ctx, rhs, item, root)} {tail})"
+            args.append(tail)
+            inputs = []
+            break
+        if i < len(inputs):
+            args.append(_rhs(ctx, rhs, inputs[i], root))
+        elif param.optional:
+            args.append("(Absent)")
+        else:
+            raise ctx.fail(f"{schema.name} needs input '{param.name}'")
+    if len(inputs) > len(params) and schema.variadic_index is None:
+        raise ctx.fail(f"{schema.name} takes {len(params)} input(s), the pattern gives {len(inputs)}")
+    given = dict(pattern.attrs)
+    for attr in schema.attrs:
+        expr = given.pop(attr.name, None)
+        if expr is None:
+            args.append(literal(attr.type, schema.default(attr)))
+        else:
+            args.append(_value_or_computed(ctx, rhs, expr, attr.type))
+    if given:
+        raise ctx.fail(f"{pattern.op} has no attribute '{next(iter(given))}'")
+    term = ctx.fresh("_n")
+    body = f"({schema.egglog} {' '.join(args)})" if args else f"({schema.egglog})"
+    rhs.actions.append(f"(let {term} {body})")
+    rhs.actions.append(f"(Prov {term} {text.string(ctx.rule.name)})")
+    rhs.actions.append(f"(Fresh {term})")
+    return term
+
+
+# ---------------------------------------------------------------- guards
+
+
+def _conjuncts(expr: Expr | None) -> list[Expr]:
+    if expr is None:
+        return []
+    if isinstance(expr, BinOp) and expr.op == "and":
+        return _conjuncts(expr.lhs) + _conjuncts(expr.rhs)
+    return [expr]
+
+
+def _vars(expr: Expr) -> list[str]:
+    if isinstance(expr, Var):
+        return [expr.name]
+    found: list[str] = []
+    for child in _children(expr):
+        found += _vars(child)
+    return found
+
+
+def _children(expr: Expr) -> tuple[Expr, ...]:
+    if isinstance(expr, (BinOp,)):
+        return (expr.lhs, expr.rhs)
+    if isinstance(expr, UnOp):
+        return (expr.operand,)
+    if isinstance(expr, Index):
+        return (expr.base, expr.index)
+    if isinstance(expr, ListLit):
+        return expr.items
+    if isinstance(expr, Call):
+        return expr.args
+    return ()
+
+
+def _uses(expr: Expr, var: str, parent: str | None = None) -> set[str]:
+    """How a tensor variable is used: 'shape', 'dtype', 'value', 'bool:<fact>'."""
+    if isinstance(expr, Var):
+        if expr.name != var:
+            return set()
+        if parent in SHAPE_CALLS:
+            return {"shape"}
+        if parent == "dtype":
+            return {"dtype"}
+        if parent in BOOL_FACTS:
+            return {f"bool:{parent}"}
+        return {"value"}
+    func = expr.func if isinstance(expr, Call) else None
+    found: set[str] = set()
+    for child in _children(expr):
+        found |= _uses(child, var, func)
+    return found
+
+
+def _native_guard(ctx: _Ctx, expr: Expr) -> str | None:
+    if (
+        isinstance(expr, Call)
+        and expr.func in BOOL_FACTS
+        and len(expr.args) == 1
+        and isinstance(expr.args[0], Var)
+        and ctx.bound.get(expr.args[0].name, ("", ""))[1] == "tensor"
+    ):
+        return f"({expr.func} {ctx.bound[expr.args[0].name][0]})"
+    return None
+
+
+# ---------------------------------------------------------------- whole rules
+
+
+def lower_rule(
+    rule: Rule, schemas: dict[str, OpSchema], oracle_index: int, reverse: bool = False
+) -> LoweredRule:
+    lhs, rhs_pattern = (rule.rhs, rule.lhs) if reverse else (rule.lhs, rule.rhs)
+    name = f"{rule.name}#reverse" if reverse else rule.name
+    ctx = _Ctx(schemas, rule)
+    if not isinstance(lhs, POp):
+        raise ctx.fail("a left-hand side must be an operator pattern" + (" (reverse direction of <=>)" if reverse else ""))
+    root = _lhs(ctx, lhs)
+    python_checks: list[Expr] = []
+    for conjunct in _conjuncts(rule.guard):
+        native = _native_guard(ctx, conjunct)
+        if native is not None:
+            ctx.atoms.append(native)
+        else:
+            _check_vars(ctx, conjunct)
+            python_checks.append(conjunct)
+    rhs = _Rhs()
+    term = _rhs(ctx, rhs, rhs_pattern, root)
+    if rhs.needs_dtype:
+        ctx.atoms.append(f"(= _dt (dtype {root}))")
+    actions = rhs.actions + [f"(union {root} {term})"]
+    rs = ruleset_name(rule.ruleset)
+    if not python_checks and not rhs.computed:
+        body = f"(rule ({' '.join(ctx.atoms)}) ({' '.join(actions)}) :ruleset {rs} :name {text.string(name)})"
+        return LoweredRule(rule, name, None, body)
+    oracle = _oracle(ctx, oracle_index, name, python_checks, rhs)
+    key = " ".join(k.egg for k in oracle.keys)
+    results = " ".join(var for _, _, var in rhs.computed)
+    ask_name = f"{name}#ask"
+    sorts = " ".join(k.sort for k in oracle.keys)
+    result_sorts = " ".join(_result_sort(kind) for _, kind, _ in rhs.computed)
+    query = " ".join(ctx.atoms)
+    body = "\n".join([
+        f"(relation {oracle.ask} ({sorts}))",
+        f"(relation {oracle.ok} ({sorts} {result_sorts}))",
+        f"(rule ({query}) (({oracle.ask} {key})) :ruleset {rs} :name {text.string(ask_name)})",
+        f"(rule ({query} ({oracle.ok} {key} {results})) ({' '.join(actions)}) "
+        f":ruleset {apply_ruleset_name(rule.ruleset)} :name {text.string(name)})",
+    ])
+    return LoweredRule(rule, name, ask_name, body, oracle)
+
+
+def _result_sort(kind: str) -> str:
+    return KIND_SORT.get(kind, "i64")
+
+
+def _oracle(ctx: _Ctx, index: int, name: str, checks: list[Expr], rhs: _Rhs) -> GuardOracle:
+    exprs = checks + [expr for expr, _, _ in rhs.computed]
+    keys: list[KeyColumn] = []
+    names: list[str] = []
+    for expr in exprs:
+        for var in _vars(expr):
+            if var not in names:
+                names.append(var)
+    for var in names:
+        egg, kind = ctx.bound[var]
+        if kind != "tensor":
+            keys.append(KeyColumn(var, "attr", ATTR_SORT[kind], egg))
+            continue
+        uses: set[str] = set()
+        for expr in exprs:
+            uses |= _uses(expr, var)
+        for use in sorted(uses):
+            if use.startswith("bool:"):
+                raise ctx.fail(
+                    f"{use[5:]}(?{var}) is supported only as a top-level conjunct of the guard"
+                )
+            fn = {"shape": "shape", "dtype": "dtype", "value": "ivalue"}[use]
+            col = f"_k_{use}_{var}"
+            ctx.atoms.append(f"(= {col} ({fn} {egg}))")
+            keys.append(KeyColumn(var, use, "String" if use == "dtype" else "IVec", col))
+    computed = [(expr, kind) for expr, kind, _ in rhs.computed]
+    return GuardOracle(index, name, keys, checks, computed)

@@ -1,0 +1,168 @@
+"""Choose one e-node per needed e-class: a per-class fixpoint, then a DAG-aware
+improvement pass.
+
+The fixpoint gives every class the cheapest tree cost (a shared subterm counted
+per use) and never follows a cycle: a class gets a finite cost only through
+children that already have one. The improvement pass then tries each
+alternative of each used class and keeps a switch when the DAG cost — the sum
+of the own costs of the distinct classes reachable from the roots — goes down.
+Reference counts make each trial cost the size of the region that changes;
+heights prune the cycle check (a path from a child back to the class must climb
+through classes higher than it).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+
+from egraph_compiler.extract.view import EGraphView, ENode
+
+INF = float("inf")
+CAP = 1e300  # tree costs of deep DAGs explode; keep them finite and ordered
+
+
+def fixpoint(view: EGraphView, own: Callable[[ENode], float], prefer: Callable[[ENode], int]) -> dict[int, ENode]:
+    parents: dict[int, list[ENode]] = {}
+    for node in view.nodes:
+        for child in set(node.children):
+            parents.setdefault(child, []).append(node)
+    cost: dict[int, float] = {}
+    best: dict[int, ENode] = {}
+    queue: list[tuple[float, int, int]] = []
+
+    def node_cost(node: ENode) -> float:
+        total = own(node)
+        for child in node.children:
+            total += cost.get(child, INF)
+        return min(total, CAP)
+
+    def offer(node: ENode) -> None:
+        value = node_cost(node)
+        if value == INF:
+            return
+        current = best.get(node.eclass)
+        if current is None or (value, prefer(node), node.index) < (cost[node.eclass], prefer(current), current.index):
+            cost[node.eclass] = value
+            best[node.eclass] = node
+            heapq.heappush(queue, (value, node.eclass, node.index))
+
+    for node in view.nodes:
+        if not node.children:
+            offer(node)
+    while queue:
+        value, eclass, _ = heapq.heappop(queue)
+        if cost.get(eclass) != value:
+            continue
+        for parent in parents.get(eclass, []):
+            offer(parent)
+    return best
+
+
+class DagImprover:
+    def __init__(self, view: EGraphView, choice: dict[int, ENode], own: Callable[[ENode], float], roots: list[int]):
+        self.view, self.choice, self.own, self.roots = view, choice, own, roots
+        self.refs: dict[int, int] = {}
+        for root in roots:
+            self._add(root, [])
+        self._heights()
+
+    def _add(self, eclass: int, added: list[int]) -> None:
+        stack = [eclass]
+        while stack:
+            c = stack.pop()
+            self.refs[c] = self.refs.get(c, 0) + 1
+            if self.refs[c] == 1:
+                added.append(c)
+                stack.extend(self.choice[c].children)
+
+    def _remove(self, eclass: int, removed: list[int]) -> None:
+        stack = [eclass]
+        while stack:
+            c = stack.pop()
+            self.refs[c] -= 1
+            if self.refs[c] == 0:
+                removed.append(c)
+                stack.extend(self.choice[c].children)
+
+    def _heights(self) -> None:
+        height: dict[int, int] = {}
+        order: list[int] = []
+        seen: set[int] = set()
+        for root in self.roots:
+            stack = [(root, False)]
+            while stack:
+                c, done = stack.pop()
+                if done:
+                    order.append(c)
+                    continue
+                if c in seen:
+                    continue
+                seen.add(c)
+                stack.append((c, True))
+                stack.extend((child, False) for child in self.choice[c].children)
+        for c in order:
+            height[c] = 1 + max((height.get(ch, 0) for ch in self.choice[c].children), default=0)
+        self.height = height
+        self.order = order
+
+    def _reaches(self, start: tuple[int, ...], target: int) -> bool:
+        floor = self.height.get(target, 0)
+        stack = [c for c in start if c == target or self.height.get(c, floor + 1) > floor]
+        seen: set[int] = set()
+        while stack:
+            c = stack.pop()
+            if c == target:
+                return True
+            if c in seen or c not in self.choice:
+                continue
+            seen.add(c)
+            for child in self.choice[c].children:
+                if child == target or self.height.get(child, floor + 1) > floor:
+                    stack.append(child)
+        return False
+
+    def total(self) -> float:
+        return sum(self.own(self.choice[c]) for c, n in self.refs.items() if n > 0)
+
+    def improve(self, rounds: int = 3) -> None:
+        for _ in range(rounds):
+            improved = False
+            for eclass in list(reversed(self.order)):
+                if self.refs.get(eclass, 0) <= 0:
+                    continue
+                for alternative in self.view.classes.get(eclass, []):
+                    if self._try(eclass, alternative):
+                        improved = True
+            if not improved:
+                return
+            self._heights()
+
+    def _try(self, eclass: int, alternative: ENode) -> bool:
+        current = self.choice[eclass]
+        if alternative is current or any(ch not in self.choice for ch in alternative.children):
+            return False
+        if self._reaches(alternative.children, eclass):
+            return False
+        removed: list[int] = []
+        added: list[int] = []
+        for child in current.children:
+            self._remove(child, removed)
+        self.choice[eclass] = alternative
+        for child in alternative.children:
+            self._add(child, added)
+        gone, new = set(removed), set(added)
+        delta = self.own(alternative) - self.own(current)
+        delta += sum(self.own(self.choice[c]) for c in new - gone)
+        delta -= sum(self.own(self.choice[c]) for c in gone - new)
+        if delta < -1e-9:
+            self._heights()
+            return True
+        # revert
+        scratch: list[int] = []
+        for child in alternative.children:
+            self._remove(child, scratch)
+        self.choice[eclass] = current
+        for child in current.children:
+            self._add(child, scratch)
+        return False

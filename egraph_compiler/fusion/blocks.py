@@ -1,0 +1,59 @@
+"""Data only: the fusion plan handed to `plan` and the backends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from egraph_compiler.ir.graph import Graph
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fusion block = one generated kernel.
+
+    ``nodes`` are indices into ``graph.nodes`` (topological); ``mapping`` is the
+    fused mapping type (Table 3.3 result); ``kind`` the kernel shape
+    (pointwise/conv/matmul/pool/reduce/rownorm); ``store_maps`` gives, for every
+    value the block writes, its index as C text over the iteration variables
+    ``i0, i1, …`` (after strength reduction) — the index maps of the block."""
+
+    id: int
+    nodes: tuple[int, ...]
+    ops: tuple[str, ...]
+    mapping: str
+    kind: str
+    anchor: int | None
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    iteration_shape: tuple[int, ...]
+    store_maps: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Why a candidate was or was not fused (for the compile report)."""
+
+    block: int
+    candidate: str
+    verdict: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class FusionPlan:
+    graph: Graph
+    blocks: tuple[Block, ...]
+    decisions: tuple[Decision, ...] = ()
+
+    @property
+    def kernel_count(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def operator_count(self) -> int:
+        return sum(len(b.nodes) for b in self.blocks)
+
+    @property
+    def fusion_rate(self) -> float:
+        """DNNFusion's fusion rate: original layer count / fused layer count."""
+        return self.operator_count / max(self.kernel_count, 1)

@@ -1,0 +1,274 @@
+"""Index comprehension: integer index expressions with range-aware strength reduction.
+
+SmartMem §3.2.1: a layout operator fused into a block becomes index arithmetic.
+Reshape splits (``//``, ``%``), merges (``*``, ``+``) or keeps (identity) index
+dimensions; Transpose permutes them. Built naively (linearise, then delinearise)
+the arithmetic is full of redundant ``/`` and ``%``; the constructors below
+simplify as they build, using each sub-expression's value range:
+
+- ``(q*c + r) // c -> q + r // c`` and ``(q*c + r) % c -> r % c`` (floor semantics);
+- ``r // c -> 0`` and ``r % c -> r`` when ``0 <= r < c``;
+- ``x // a // b -> x // (a*b)``; ``x % a % b -> x % b`` when ``a % b == 0``;
+- a common factor ``g`` of every coefficient and the divisor cancels.
+
+So a merge followed by the matching split disappears entirely, which is what
+"eliminating" a Reshape/Transpose between two blocks means in generated code.
+Expressions are immutable and hash-consed by value; `render` prints C.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import gcd
+from typing import Union
+
+
+@dataclass(frozen=True, slots=True)
+class IVar:
+    """A loop or work-item index with an inclusive value range."""
+
+    name: str
+    lo: int
+    hi: int
+
+
+@dataclass(frozen=True, slots=True)
+class IOpaque:
+    """An index read from a tensor (Gather indices) or any C text with a known range."""
+
+    text: str
+    lo: int
+    hi: int
+    deps: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class IDiv:
+    num: IExpr
+    den: int
+
+
+@dataclass(frozen=True, slots=True)
+class IMod:
+    num: IExpr
+    den: int
+
+
+@dataclass(frozen=True, slots=True)
+class ISum:
+    """``const + sum(coeff * atom)``; atoms are never ISum, coefficients never 0."""
+
+    terms: tuple[tuple[Atom, int], ...]
+    const: int
+
+
+Atom = Union[IVar, IOpaque, IDiv, IMod]
+IExpr = Union[int, Atom, ISum]
+
+
+# ----------------------------------------------------------------- ranges
+
+
+def value_range(expr: IExpr) -> tuple[int, int]:
+    if isinstance(expr, int):
+        return expr, expr
+    if isinstance(expr, (IVar, IOpaque)):
+        return expr.lo, expr.hi
+    if isinstance(expr, IDiv):
+        lo, hi = value_range(expr.num)
+        return lo // expr.den, hi // expr.den
+    if isinstance(expr, IMod):
+        lo, hi = value_range(expr.num)
+        if lo >= 0 and hi < expr.den:
+            return lo, hi
+        return 0, expr.den - 1
+    lo = hi = expr.const
+    for atom, coeff in expr.terms:
+        alo, ahi = value_range(atom)
+        lo += min(alo * coeff, ahi * coeff)
+        hi += max(alo * coeff, ahi * coeff)
+    return lo, hi
+
+
+# ----------------------------------------------------------------- linear form
+
+
+def _linear(expr: IExpr) -> tuple[dict[Atom, int], int]:
+    if isinstance(expr, int):
+        return {}, expr
+    if isinstance(expr, ISum):
+        return dict(expr.terms), expr.const
+    return {expr: 1}, 0
+
+
+def _make(terms: dict[Atom, int], const: int) -> IExpr:
+    items = tuple(sorted(((a, c) for a, c in terms.items() if c != 0), key=lambda t: repr(t[0])))
+    if not items:
+        return const
+    if len(items) == 1 and const == 0 and items[0][1] == 1:
+        return items[0][0]
+    return ISum(items, const)
+
+
+def add(*exprs: IExpr) -> IExpr:
+    terms: dict[Atom, int] = {}
+    const = 0
+    for expr in exprs:
+        t, c = _linear(expr)
+        const += c
+        for atom, coeff in t.items():
+            terms[atom] = terms.get(atom, 0) + coeff
+    return _make(terms, const)
+
+
+def mul(expr: IExpr, factor: int) -> IExpr:
+    terms, const = _linear(expr)
+    return _make({a: c * factor for a, c in terms.items()}, const * factor)
+
+
+def floordiv(expr: IExpr, den: int) -> IExpr:
+    if den == 1:
+        return expr
+    if isinstance(expr, int):
+        return expr // den
+    lo, hi = value_range(expr)
+    if lo // den == hi // den:
+        return lo // den
+    if isinstance(expr, IDiv):
+        return floordiv(expr.num, expr.den * den)
+    terms, const = _linear(expr)
+    common = den
+    for coeff in terms.values():
+        common = gcd(common, coeff)
+    common = gcd(common, const)
+    if common > 1:
+        return floordiv(_make({a: c // common for a, c in terms.items()}, const // common),
+                        den // common)
+    quotient = {a: c // den for a, c in terms.items() if c % den == 0}
+    rest = {a: c for a, c in terms.items() if c % den != 0}
+    rest_expr = _make(rest, const % den)
+    rlo, rhi = value_range(rest_expr)
+    if rlo // den == rhi // den:
+        return add(_make(quotient, const // den), rlo // den)
+    if not quotient and const // den == 0:
+        return IDiv(rest_expr, den)
+    return add(_make(quotient, const // den), floordiv(rest_expr, den))
+
+
+def mod(expr: IExpr, den: int) -> IExpr:
+    if den == 1:
+        return 0
+    if isinstance(expr, int):
+        return expr % den
+    lo, hi = value_range(expr)
+    if 0 <= lo and hi < den:
+        return expr
+    if isinstance(expr, IMod) and expr.den % den == 0:
+        return mod(expr.num, den)
+    terms, const = _linear(expr)
+    reduced = {a: c % den for a, c in terms.items()}
+    if reduced != terms or const % den != const:
+        return mod(_make(reduced, const % den), den)
+    common = den
+    for coeff in terms.values():
+        common = gcd(common, coeff)
+    common = gcd(common, const)
+    if common > 1:
+        inner = mod(_make({a: c // common for a, c in terms.items()}, const // common),
+                    den // common)
+        return mul(inner, common)
+    return IMod(expr, den)
+
+
+# ----------------------------------------------------------------- layouts
+
+
+def linearize(index: tuple[IExpr, ...], shape: tuple[int, ...]) -> IExpr:
+    """Row-major flat offset of a multi-index (the merge dependency)."""
+    flat: IExpr = 0
+    for idx, size in zip(index, shape):
+        flat = add(mul(flat, size), idx)
+    return flat
+
+
+def delinearize(flat: IExpr, shape: tuple[int, ...]) -> tuple[IExpr, ...]:
+    """Multi-index of a flat row-major offset (the split dependency)."""
+    out: list[IExpr] = []
+    stride = 1
+    for size in reversed(shape):
+        out.append(mod(floordiv(flat, stride), size) if size != 1 else 0)
+        stride *= size
+    return tuple(reversed(out))
+
+
+def reshape_index(index: tuple[IExpr, ...], out_shape: tuple[int, ...],
+                  in_shape: tuple[int, ...]) -> tuple[IExpr, ...]:
+    """Input index of a Reshape read at output ``index`` (identity/split/merge)."""
+    return delinearize(linearize(index, out_shape), in_shape)
+
+
+def broadcast_index(index: tuple[IExpr, ...], out_shape: tuple[int, ...],
+                    in_shape: tuple[int, ...]) -> tuple[IExpr, ...]:
+    """Input index of a NumPy-broadcast operand read at output ``index``."""
+    lead = len(out_shape) - len(in_shape)
+    return tuple(0 if size == 1 else index[lead + k] for k, size in enumerate(in_shape))
+
+
+def strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    stride = 1
+    for size in reversed(shape):
+        out.append(stride)
+        stride *= size
+    return tuple(reversed(out))
+
+
+# ----------------------------------------------------------------- rendering
+
+
+def free_vars(expr: IExpr) -> frozenset[str]:
+    if isinstance(expr, int):
+        return frozenset()
+    if isinstance(expr, IVar):
+        return frozenset({expr.name})
+    if isinstance(expr, IOpaque):
+        return expr.deps
+    if isinstance(expr, (IDiv, IMod)):
+        return free_vars(expr.num)
+    out: frozenset[str] = frozenset()
+    for atom, _ in expr.terms:
+        out |= free_vars(atom)
+    return out
+
+
+def render(expr: IExpr) -> str:
+    """C text of an index expression (int arithmetic)."""
+    if isinstance(expr, int):
+        return str(expr)
+    if isinstance(expr, (IVar, IOpaque)):
+        return expr.text if isinstance(expr, IOpaque) else expr.name
+    if isinstance(expr, IDiv):
+        return f"(({render(expr.num)})/{expr.den})"
+    if isinstance(expr, IMod):
+        return f"(({render(expr.num)})%{expr.den})"
+    parts: list[str] = []
+    for atom, coeff in expr.terms:
+        text = render(atom)
+        if coeff == 1:
+            parts.append(text)
+        elif coeff == -1:
+            parts.append(f"-{text}")
+        else:
+            parts.append(f"{coeff}*{text}")
+    if expr.const:
+        parts.append(str(expr.const))
+    return " + ".join(parts).replace("+ -", "- ")
+
+
+def count_divmod(expr: IExpr) -> int:
+    """How many / and % an expression still needs (what strength reduction lowers)."""
+    if isinstance(expr, (int, IVar, IOpaque)):
+        return 0
+    if isinstance(expr, (IDiv, IMod)):
+        return 1 + count_divmod(expr.num)
+    return sum(count_divmod(atom) for atom, _ in expr.terms)

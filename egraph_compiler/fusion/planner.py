@@ -1,0 +1,256 @@
+"""DNNFusion's fusion plan exploration (seed 000 §3.4.3, Listing 3.1).
+
+Step I picks a seed: the unfused One-to-One operator with the smallest
+intermediate result (then Reorganize/Shuffle ones, then the rest — so layout
+operators are eliminated into their neighbours, SmartMem Table 5, and no
+operator is left without a block). Step II walks successors, Step III
+predecessors; each candidate is checked against the fusion table (green fuses,
+red stops, yellow asks the profile database or the cost model) and against the
+constraint check (`structure.analyse`: one anchor, a one-to-one spine, register
+and input limits, no cycle between blocks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from egraph_compiler.fusion import index as ix
+from egraph_compiler.fusion.blocks import Block, Decision, FusionPlan
+from egraph_compiler.fusion.profile_db import CostModel, ProfileDb, profile_key
+from egraph_compiler.fusion.structure import BlockStructure, analyse
+from egraph_compiler.fusion.tables import (
+    ANCHOR_OPS,
+    BREAK,
+    COMPILE_TIME_OPS,
+    MANY_TO_MANY,
+    ONE_TO_MANY,
+    ONE_TO_ONE,
+    PROFILE,
+    REORGANIZE,
+    SHUFFLE,
+    FusionTables,
+    role_of,
+)
+from egraph_compiler.fusion.view import GraphView
+from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.ir.fold import evaluate_node
+from egraph_compiler.ir.graph import Graph
+
+
+def fold_compile_time(graph: Graph) -> Graph:
+    """Evaluate shape computations and constant-only nodes once, at compile time."""
+    constants = dict(graph.constants)
+    kept = []
+    for node in graph.nodes:
+        data = [v for v in node.inputs if v]
+        shape_of = node.op in ("Shape", "Size") and data and _static(graph, data[0])
+        if node.op in COMPILE_TIME_OPS or shape_of or (data and all(v in constants for v in data)):
+            if shape_of:
+                dims = np.array(graph.types[data[0]].shape, dtype=np.int64)
+                values = [dims if node.op == "Shape" else np.array(dims.prod(), np.int64)]
+                if node.op == "Shape":
+                    start, end = node.attr("start", 0), node.attr("end", None)
+                    values = [dims[start:end]]
+            else:
+                args = [constants.get(v) if v else None for v in node.inputs]
+                if any(a is None for a, v in zip(args, node.inputs) if v):
+                    kept.append(node)
+                    continue
+                values = evaluate_node(node.op, node.attrs, args, len(node.outputs))
+            for name, value in zip(node.outputs, values):
+                if name:
+                    constants[name] = np.asarray(value)
+            continue
+        kept.append(node)
+    return replace(graph, nodes=tuple(kept), constants=constants)
+
+
+def _static(graph: Graph, value: str) -> bool:
+    tensor_type = graph.types.get(value)
+    return tensor_type is not None and tensor_type.shape is not None and all(
+        isinstance(d, int) for d in tensor_type.shape)
+
+
+class _Planner:
+    def __init__(self, view: GraphView, tables: FusionTables, profile_db: ProfileDb | None,
+                 cost: CostModel) -> None:
+        self.view, self.tables, self.db, self.cost = view, tables, profile_db, cost
+        self.block_of: dict[int, int] = {}
+        self.decisions: list[Decision] = []
+
+    # -- mapping types per edge ------------------------------------------------
+    def node_mapping(self, n: int) -> str:
+        node = self.view.nodes[n]
+        mapping = self.tables.mapping_of(node.op)
+        if mapping == ONE_TO_ONE and role_of(node.op) == "elementwise":
+            out = self.view.numel(node.outputs[0])
+            for v in self.view.data_inputs(node):
+                if v not in self.view.constants and self.view.numel(v) < out:
+                    return ONE_TO_MANY
+        return mapping
+
+    def edge_mapping(self, n: int, source: str) -> str:
+        """Mapping type of node ``n`` seen from its input ``source`` (DNNFusion: an
+        elementwise op is One-to-Many only for its broadcast operand)."""
+        node = self.view.nodes[n]
+        mapping = self.tables.mapping_of(node.op)
+        if mapping in (ONE_TO_ONE, ONE_TO_MANY) and role_of(node.op) == "elementwise":
+            same = self.view.numel(source) == self.view.numel(node.outputs[0])
+            return ONE_TO_ONE if same else ONE_TO_MANY
+        return mapping
+
+    # -- Listing 3.1 -------------------------------------------------------------
+    def seed_order(self, unfused: set[int]) -> int:
+        def priority(n: int) -> tuple[int, int, int]:
+            mapping = self.node_mapping(n)
+            group = 0 if mapping == ONE_TO_ONE else 1 if mapping in (REORGANIZE, SHUFFLE) else 2
+            return group, self.view.output_size(n), n
+        return min(unfused, key=priority)
+
+    def try_add(self, block: set[int], block_type: list[str], candidate: int, first: str,
+                second: str, via: str, block_id: int) -> bool:
+        result, verdict = self.tables.verdict(first, second)
+        label = f"{self.view.nodes[candidate].op}:{candidate}"
+        if verdict == BREAK or result is None:
+            self.decisions.append(Decision(block_id, label, BREAK, f"{first} then {second}"))
+            return False
+        shape = analyse(self.view, frozenset(block | {candidate}), self.block_of)
+        if isinstance(shape, str):
+            self.decisions.append(Decision(block_id, label, "constraint", shape))
+            return False
+        if verdict == PROFILE and not self.profitable(block, candidate, via, shape):
+            self.decisions.append(Decision(block_id, label, PROFILE, "not profitable"))
+            return False
+        block.add(candidate)
+        block_type[0] = result
+        self.decisions.append(Decision(block_id, label, verdict, f"{first} then {second}"))
+        return True
+
+    def profitable(self, block: set[int], candidate: int, via: str,
+                   shape: BlockStructure) -> bool:
+        anchor = shape.anchor
+        reference = self.view.nodes[anchor if anchor is not None else max(block)].op
+        numel = self.view.numel(via)
+        if self.db is not None:
+            known = self.db.lookup(profile_key(self.view.nodes[candidate].op, reference, numel))
+            if known is not None:
+                return known
+        op = self.view.nodes[candidate].op
+        flops = 0.0 if role_of(op) == "layout" else float(self.view.output_size(candidate))
+        reuse = 1.0
+        if anchor is not None and candidate in shape.prologue:
+            reuse = _reuse_factor(self.view, anchor)
+        nbytes = numel * 4
+        return self.cost.fuse_is_profitable(nbytes, flops, reuse)
+
+    def fuse_successor(self, op: int, succ: int, block: set[int], block_type: list[str],
+                       unfused: set[int], block_id: int) -> None:
+        if succ in block or succ not in unfused:
+            return
+        via = next(v for v in self.view.nodes[op].outputs if v in self.view.nodes[succ].inputs)
+        if not self.try_add(block, block_type, succ, block_type[0],
+                            self.edge_mapping(succ, via), via, block_id):
+            return
+        for nxt in self.view.successors(succ):
+            self.fuse_successor(succ, nxt, block, block_type, unfused, block_id)
+
+    def fuse_predecessor(self, op: int, pred: int, block: set[int], block_type: list[str],
+                         unfused: set[int], block_id: int) -> None:
+        if pred in block or pred not in unfused:
+            return
+        via = next(v for v in self.view.nodes[pred].outputs if v in self.view.nodes[op].inputs)
+        if not self.try_add(block, block_type, pred, self.node_mapping(pred), block_type[0],
+                            via, block_id):
+            return
+        for prev in self.view.predecessors(pred):
+            self.fuse_predecessor(pred, prev, block, block_type, unfused, block_id)
+
+    def run(self) -> list[set[int]]:
+        unfused = set(range(len(self.view.nodes)))
+        blocks: list[set[int]] = []
+        while unfused:
+            seed = self.seed_order(unfused)
+            block, block_type, block_id = {seed}, [self.node_mapping(seed)], len(blocks)
+            for succ in self.view.successors(seed):
+                self.fuse_successor(seed, succ, block, block_type, unfused, block_id)
+            for pred in self.view.predecessors(seed):
+                self.fuse_predecessor(seed, pred, block, block_type, unfused, block_id)
+            blocks.append(block)
+            unfused -= block
+            for n in block:
+                self.block_of[n] = block_id
+        return blocks
+
+
+def _reuse_factor(view: GraphView, anchor: int) -> float:
+    node = view.nodes[anchor]
+    out_shape = view.shape(node.outputs[0])
+    if node.op == "Conv":
+        kernel = view.shape(node.inputs[1])
+        return max(out_shape[1] / 8.0, 1.0) * float(np.prod(kernel[2:]))
+    if node.op in ("MatMul", "Gemm"):
+        return max(out_shape[-1] / 4.0, 1.0)
+    if node.op in ("MaxPool", "AveragePool"):
+        return float(np.prod(node.attr("kernel_shape", (1,))))
+    return 1.0
+
+
+def _order_blocks(view: GraphView, blocks: list[set[int]]) -> list[set[int]]:
+    """Topological order of the block graph (ties: smallest node index first)."""
+    owner = {n: b for b, members in enumerate(blocks) for n in members}
+    deps = {b: {owner[p] for n in members for p in view.predecessors(n)} - {b}
+            for b, members in enumerate(blocks)}
+    done: list[int] = []
+    ready = sorted((b for b in deps if not deps[b]), key=lambda b: min(blocks[b]))
+    placed: set[int] = set()
+    while ready:
+        b = ready.pop(0)
+        done.append(b)
+        placed.add(b)
+        for other, needs in deps.items():
+            if other not in placed and other not in ready and needs <= placed:
+                ready.append(other)
+        ready.sort(key=lambda x: min(blocks[x]))
+    if len(done) != len(blocks):
+        raise ModelError("internal error: the fusion blocks form a cycle")
+    return [blocks[b] for b in done]
+
+
+def plan_blocks(graph: Graph, tables: FusionTables, profile_db: ProfileDb | None = None,
+                cost: CostModel | None = None, fuse: bool = True) -> FusionPlan:
+    graph = fold_compile_time(graph)
+    view = GraphView(graph)
+    for node in graph.nodes:
+        if role_of(node.op) == "unsupported":
+            raise ModelError(f"operator {node.op} (node '{node.name}') is not supported by "
+                             "the fusion planner and code generators")
+    planner = _Planner(view, tables, profile_db, cost or CostModel())
+    groups = planner.run() if fuse else [{n} for n in range(len(graph.nodes))]
+    blocks: list[Block] = []
+    for block_id, members in enumerate(_order_blocks(view, groups)):
+        shape = analyse(view, frozenset(members))
+        if isinstance(shape, str):
+            raise ModelError(f"cannot generate code for {sorted(graph.nodes[n].op for n in members)}"
+                             f": {shape}")
+        blocks.append(_make_block(view, planner, block_id, members, shape))
+    return FusionPlan(graph, tuple(blocks), tuple(planner.decisions))
+
+
+def _make_block(view: GraphView, planner: _Planner, block_id: int, members: set[int],
+                shape: BlockStructure) -> Block:
+    ordered = tuple(sorted(members))
+    fused = planner.node_mapping(ordered[0])
+    for n in ordered[1:]:
+        result, _ = planner.tables.verdict(fused, planner.node_mapping(n))
+        fused = result or MANY_TO_MANY
+    if shape.anchor is not None:
+        fused = MANY_TO_MANY if view.nodes[shape.anchor].op in ANCHOR_OPS else fused
+    maps = []
+    for value in shape.outputs:
+        index = shape.forward.get(value)
+        text = ix.render(ix.linearize(index, view.shape(value))) if index is not None else "gid"
+        maps.append((value, text))
+    return Block(block_id, ordered, tuple(view.nodes[n].op for n in ordered), fused, shape.kind,
+                 shape.anchor, shape.inputs, shape.outputs, shape.iteration_shape, tuple(maps))

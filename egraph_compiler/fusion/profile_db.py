@@ -1,0 +1,82 @@
+"""Yellow cells of Table 3.3: a profile database, with a cost model behind it.
+
+The database is versioned JSON written by ``dnnr tune`` (see
+`egraph_compiler.backends.opencl.tune`)::
+
+    {"version": 1, "device": "...",
+     "entries": {"Transpose>MatMul@s16": {"fused_us": 12.0, "separate_us": 30.5}}}
+
+A key names the candidate operator, the block's anchor operator (or the block's
+last operator) and the *shape class* of the intermediate result: ``s`` + floor
+log2 of its element count. Missing keys fall back to `CostModel`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from egraph_compiler.ir.errors import DnnrError
+
+PROFILE_DB_VERSION = 1
+
+
+class ProfileDbError(DnnrError):
+    pass
+
+
+def shape_class(numel: int) -> str:
+    return f"s{int(math.log2(max(numel, 1)))}"
+
+
+def profile_key(candidate_op: str, block_op: str, numel: int) -> str:
+    return f"{candidate_op}>{block_op}@{shape_class(numel)}"
+
+
+@dataclass(frozen=True)
+class ProfileDb:
+    entries: dict[str, dict[str, float]] = field(default_factory=dict)
+    device: str = ""
+
+    @staticmethod
+    def load(path: str | Path) -> ProfileDb:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            raise ProfileDbError(f"cannot read profile database {path}: {error}") from None
+        if data.get("version") != PROFILE_DB_VERSION:
+            raise ProfileDbError(f"profile database {path} has version {data.get('version')}, "
+                                 f"this dnnr reads version {PROFILE_DB_VERSION}; re-run dnnr tune")
+        return ProfileDb(dict(data.get("entries", {})), str(data.get("device", "")))
+
+    def save(self, path: str | Path) -> None:
+        data = {"version": PROFILE_DB_VERSION, "device": self.device,
+                "entries": dict(sorted(self.entries.items()))}
+        Path(path).write_text(json.dumps(data, indent=1) + "\n")
+
+    def lookup(self, key: str) -> bool | None:
+        entry = self.entries.get(key)
+        if entry is None:
+            return None
+        return entry["fused_us"] <= entry["separate_us"]
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Analytic latency of fusing one more operator into a block (microseconds).
+
+    Separate: one more launch, and the intermediate written and read back once.
+    Fused: the operator's work repeated ``reuse`` times (a prologue operand of a
+    Conv/MatMul is re-read by every output tile that needs it)."""
+
+    launch_us: float = 8.0
+    bytes_per_us: float = 4000.0
+    flops_per_us: float = 4000.0
+
+    def fuse_is_profitable(self, intermediate_bytes: int, op_flops: float,
+                           reuse: float) -> bool:
+        separate = self.launch_us + 2.0 * intermediate_bytes / self.bytes_per_us
+        fused = op_flops * max(reuse - 1.0, 0.0) / self.flops_per_us
+        return fused <= separate

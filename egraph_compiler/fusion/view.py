@@ -1,0 +1,84 @@
+"""A read-only view of a `Graph` that fusion, planning and code generation share:
+static shapes, producers, consumers, and which inputs of a node carry data."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from egraph_compiler.ir.dims import shape_is_static
+from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.ir.graph import Graph, Node
+
+# Inputs that only carry a shape (read at compile time, never by a kernel).
+SHAPE_INPUTS = {"Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,)}
+
+
+class GraphView:
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.nodes = graph.nodes
+        self.constants = graph.constants
+        self.graph_inputs = tuple(v.name for v in graph.inputs)
+        self.graph_outputs = tuple(v.name for v in graph.outputs)
+
+    @cached_property
+    def producer_index(self) -> dict[str, int]:
+        return {out: i for i, node in enumerate(self.nodes) for out in node.outputs if out}
+
+    @cached_property
+    def consumer_indices(self) -> dict[str, list[int]]:
+        users: dict[str, list[int]] = {}
+        for i, node in enumerate(self.nodes):
+            for name in self.data_inputs(node):
+                if i not in users.setdefault(name, []):
+                    users[name].append(i)
+        return users
+
+    def data_inputs(self, node: Node) -> tuple[str, ...]:
+        skip = SHAPE_INPUTS.get(node.op, ())
+        return tuple(name for k, name in enumerate(node.inputs) if name and k not in skip)
+
+    def shape(self, value: str) -> tuple[int, ...]:
+        if value in self.constants:
+            return tuple(int(d) for d in np.shape(self.constants[value]))
+        tensor_type = self.graph.types.get(value)
+        if tensor_type is None or not shape_is_static(tensor_type.shape):
+            raise ModelError(f"value '{value}' has no static shape; the OpenCL backend needs "
+                             "static shapes (run shapes.infer_shapes and bind symbolic dims)")
+        return tuple(int(d) for d in tensor_type.shape)  # type: ignore[arg-type]
+
+    def dtype(self, value: str) -> str:
+        if value in self.constants:
+            return str(np.asarray(self.constants[value]).dtype)
+        tensor_type = self.graph.types.get(value)
+        if tensor_type is None:
+            raise ModelError(f"value '{value}' has no type")
+        return tensor_type.dtype
+
+    def numel(self, value: str) -> int:
+        return int(np.prod(self.shape(value), dtype=np.int64))
+
+    def nbytes(self, value: str) -> int:
+        return self.numel(value) * np.dtype(self.dtype(value)).itemsize
+
+    def successors(self, index: int) -> list[int]:
+        out: list[int] = []
+        for value in self.nodes[index].outputs:
+            for user in self.consumer_indices.get(value, []):
+                if user not in out:
+                    out.append(user)
+        return out
+
+    def predecessors(self, index: int) -> list[int]:
+        out: list[int] = []
+        for value in self.data_inputs(self.nodes[index]):
+            producer = self.producer_index.get(value)
+            if producer is not None and producer not in out:
+                out.append(producer)
+        return out
+
+    def output_size(self, index: int) -> int:
+        """Intermediate-result size (IRS) of a node, in elements."""
+        return sum(self.numel(v) for v in self.nodes[index].outputs if v)

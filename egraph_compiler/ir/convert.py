@@ -1,0 +1,319 @@
+"""Per-op conversion of ONNX opset 7–21 nodes to the IR's opset-17 meaning.
+
+Each rule takes a node as read (attributes decoded, inputs already renamed
+through removed Identity/Dropout nodes) and returns the IR nodes that replace
+it. Constant inputs that opset 17 (or later) takes for axes, splits, slice
+bounds, pads and clip bounds become attributes; a rule that meets a
+non-constant one keeps it as an input (opset-17 form).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import onnx
+
+from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.ir.graph import AttrValue, Node, TensorAttr
+
+CONTROL_FLOW = frozenset({
+    "If", "Loop", "Scan", "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
+    "SequenceInsert", "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence",
+    "Optional", "OptionalGetElement", "OptionalHasElement",
+})
+_REDUCE = frozenset({
+    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+    "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp",
+})
+# Attributes the IR holds that opset 17 takes as inputs (see Graph's docstring).
+IR_ONLY_ATTRS: dict[str, frozenset[str]] = {
+    "Unsqueeze": frozenset({"axes"}),
+    "Squeeze": frozenset({"axes"}),
+    "ReduceSum": frozenset({"axes"}),
+    "Split": frozenset({"split"}),
+    "Slice": frozenset({"starts", "ends", "axes", "steps"}),
+    "Pad": frozenset({"pads", "value", "axes"}),
+    "Clip": frozenset({"min", "max"}),
+}
+# Attributes of later opsets that are harmless to drop at their default value.
+_DROPPABLE = {
+    ("Cast", "saturate"): None, ("CastLike", "saturate"): None,
+    ("QuantizeLinear", "saturate"): None, ("QuantizeLinear", "output_dtype"): 0,
+    ("QuantizeLinear", "block_size"): 0, ("DequantizeLinear", "block_size"): 0,
+    ("Split", "num_outputs"): None, ("AveragePool", "dilations"): "ones",
+    ("BatchNormalization", "spatial"): 1, ("BatchNormalization", "is_test"): None,
+    ("BatchNormalization", "consumed_inputs"): None, ("BatchNormalization", "training_mode"): 0,
+    ("Resize", "antialias"): 0, ("Resize", "keep_aspect_ratio_policy"): "stretch",
+}
+
+
+class ImportContext(Protocol):
+    opset: int
+    constants: dict[str, np.ndarray]
+    alias: dict[str, str]
+
+    def fresh_value(self, base: str) -> str: ...
+    def add_constant(self, base: str, array: np.ndarray) -> str: ...
+    def rank_hint(self, name: str) -> int | None: ...
+
+
+def _with(node: Node, **changes: object) -> Node:
+    attrs = node.attr_dict
+    for key, value in changes.pop("attrs", {}).items():  # type: ignore[union-attr]
+        if value is None:
+            attrs.pop(key, None)
+        else:
+            attrs[key] = value
+    fields = {"op": node.op, "inputs": node.inputs, "outputs": node.outputs, "name": node.name}
+    fields.update(changes)
+    return Node(fields["op"], tuple(fields["inputs"]), tuple(fields["outputs"]),
+                tuple(sorted(attrs.items())), str(fields["name"]))
+
+
+class NodeConverter:
+    def __init__(self, ctx: ImportContext) -> None:
+        self.ctx = ctx
+
+    def convert(self, node: Node, label: str) -> list[Node]:
+        op = node.op
+        if op in CONTROL_FLOW:
+            raise ModelError(f"{label}: control flow is not supported")
+        rule = getattr(self, f"_convert_{op}", None)
+        if rule is None and op in _REDUCE:
+            rule = self._convert_reduce
+        converted = rule(node, label) if rule is not None else [node]
+        return [_opset17_attrs(out, label) for out in converted]
+
+    # -- helpers ---------------------------------------------------------------
+    def _const(self, name: str) -> np.ndarray | None:
+        return self.ctx.constants.get(name) if name else None
+
+    def _ints(self, node: Node, index: int) -> tuple[int, ...] | None:
+        """A constant int input as a tuple; None if absent or not constant."""
+        if index >= len(node.inputs) or not node.inputs[index]:
+            return None
+        value = self._const(node.inputs[index])
+        if value is None:
+            return None
+        return tuple(int(v) for v in value.reshape(-1))
+
+    def _move_to_attr(self, node: Node, index: int, attr: str, label: str) -> Node:
+        """Turn the optional constant input ``index`` into ``attr`` (trailing inputs only)."""
+        if index >= len(node.inputs):
+            return node
+        name = node.inputs[index]
+        if not name:
+            return _with(node, inputs=node.inputs[:index])
+        values = self._ints(node, index)
+        if values is None:
+            return node  # computed at run time: stays an input, opset-17 style
+        return _with(node, inputs=node.inputs[:index], attrs={attr: values})
+
+    # -- rules -----------------------------------------------------------------
+    def _convert_Identity(self, node: Node, label: str) -> list[Node]:
+        self.ctx.alias[node.outputs[0]] = node.inputs[0]
+        return []
+
+    def _convert_Dropout(self, node: Node, label: str) -> list[Node]:
+        if len(node.inputs) > 2 and node.inputs[2]:
+            training = self._const(node.inputs[2])
+            if training is None or bool(training.reshape(-1)[0]):
+                raise ModelError(f"{label}: Dropout in training mode is not supported")
+        self.ctx.alias[node.outputs[0]] = node.inputs[0]
+        if len(node.outputs) < 2 or not node.outputs[1]:
+            return []
+        # The inference-mode mask is all true: same shape as the input.
+        shape = self.ctx.fresh_value(f"{node.outputs[1]}_shape")
+        return [
+            Node("Shape", (node.inputs[0],), (shape,), name=f"{node.name}_mask_shape"),
+            Node("ConstantOfShape", (shape,), (node.outputs[1],),
+                 (("value", TensorAttr.from_numpy(np.ones(1, dtype=bool))),), f"{node.name}_mask"),
+        ]
+
+    def _convert_Unsqueeze(self, node: Node, label: str) -> list[Node]:
+        return [self._move_to_attr(node, 1, "axes", label)]
+
+    _convert_Squeeze = _convert_Unsqueeze
+
+    def _convert_reduce(self, node: Node, label: str) -> list[Node]:
+        converted = self._move_to_attr(node, 1, "axes", label)
+        noop = converted.attr("noop_with_empty_axes", 0)
+        converted = _with(converted, attrs={"noop_with_empty_axes": None})
+        axes = converted.attr("axes")
+        if len(converted.inputs) > 1:  # run-time axes: opset 17 has them only on ReduceSum
+            if node.op != "ReduceSum":
+                raise ModelError(f"{label}: {node.op} with run-time axes is not supported")
+            return [_with(converted, attrs={"noop_with_empty_axes": noop or None})]
+        if not axes and noop:
+            self.ctx.alias[node.outputs[0]] = node.inputs[0]
+            return []
+        if axes == ():
+            converted = _with(converted, attrs={"axes": None})
+        return [converted]
+
+    def _convert_Split(self, node: Node, label: str) -> list[Node]:
+        converted = self._move_to_attr(node, 1, "split", label)
+        if len(converted.inputs) > 1:
+            raise ModelError(f"{label}: Split with run-time sizes is not supported")
+        return [_with(converted, attrs={"num_outputs": None})]
+
+    def _convert_Slice(self, node: Node, label: str) -> list[Node]:
+        if self.ctx.opset < 10:
+            return [node]
+        bounds = [self._ints(node, i) for i in range(1, 5)]
+        present = [i for i in range(1, 5) if i < len(node.inputs) and node.inputs[i]]
+        if any(bounds[i - 1] is None for i in present):
+            return [node]  # run-time bounds: opset-17 form
+        attrs: dict[str, AttrValue] = {"starts": bounds[0], "ends": bounds[1]}
+        if bounds[2] is not None:
+            attrs["axes"] = bounds[2]
+        if bounds[3] is not None:
+            attrs["steps"] = bounds[3]
+        return [_with(node, inputs=node.inputs[:1], attrs=attrs)]
+
+    def _convert_Pad(self, node: Node, label: str) -> list[Node]:
+        mode = node.attr("mode", "constant")
+        if mode not in ("constant", "reflect", "edge"):
+            raise ModelError(f"{label}: Pad mode {mode!r} is not supported")
+        if self.ctx.opset < 11:
+            value = float(node.attr("value", 0.0))
+            return [_with(node, attrs={"value": value or None})]
+        pads, axes = self._ints(node, 1), self._ints(node, 3)
+        fill = self._const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros(1)
+        if pads is None or fill is None or (len(node.inputs) > 3 and node.inputs[3] and axes is None):
+            raise ModelError(f"{label}: Pad with run-time pads is not supported")
+        attrs: dict[str, AttrValue] = {"pads": pads, "axes": axes}
+        value = float(fill.reshape(-1)[0]) if fill.size else 0.0
+        attrs["value"] = value if value else None
+        return [_with(node, inputs=node.inputs[:1], attrs=attrs)]
+
+    def _convert_Clip(self, node: Node, label: str) -> list[Node]:
+        if self.ctx.opset < 11:
+            return [node]
+        attrs: dict[str, AttrValue] = {}
+        keep = list(node.inputs[:1])
+        for index, key in ((1, "min"), (2, "max")):
+            name = node.inputs[index] if index < len(node.inputs) else ""
+            if not name:
+                continue
+            value = self._const(name)
+            if value is None:
+                return [node]  # run-time bounds stay inputs
+            attrs[key] = float(value.reshape(-1)[0])
+        return [_with(node, inputs=keep, attrs=attrs)]
+
+    def _convert_Softmax(self, node: Node, label: str) -> list[Node]:
+        if self.ctx.opset >= 13:
+            return [_with(node, attrs={"axis": int(node.attr("axis", -1))})]
+        # Before opset 13 the input is coerced to 2-D at `axis`: flatten, normalise rows, reshape back.
+        axis = int(node.attr("axis", 1))
+        rank = self.ctx.rank_hint(node.inputs[0])
+        if rank is not None and axis in (-1, rank - 1):
+            return [_with(node, attrs={"axis": -1})]
+        x, out = node.inputs[0], node.outputs[0]
+        shape, flat, rows = (self.ctx.fresh_value(f"{out}_{s}") for s in ("shape", "flat", "rows"))
+        return [
+            Node("Shape", (x,), (shape,), name=f"{node.name}_shape"),
+            Node("Flatten", (x,), (flat,), (("axis", axis),), f"{node.name}_flatten"),
+            Node(node.op, (flat,), (rows,), (("axis", -1),), node.name),
+            Node("Reshape", (rows, shape), (out,), name=f"{node.name}_reshape"),
+        ]
+
+    _convert_LogSoftmax = _convert_Softmax
+    _convert_Hardmax = _convert_Softmax
+
+    def _convert_BatchNormalization(self, node: Node, label: str) -> list[Node]:
+        if node.attr("training_mode", 0):
+            raise ModelError(f"{label}: BatchNormalization in training mode is not supported")
+        if any(node.outputs[1:]):
+            raise ModelError(f"{label}: BatchNormalization's training outputs are not supported")
+        spatial = node.attr("spatial", 1)
+        base = _with(node, outputs=node.outputs[:1],
+                     attrs={"spatial": None, "is_test": None, "consumed_inputs": None, "training_mode": None})
+        if spatial:
+            return [base]
+        # spatial=0 (opset 7/8): statistics have shape (C, D1, ...), i.e. plain broadcasting.
+        x, scale, bias, mean, var = node.inputs[:5]
+        eps = self.ctx.add_constant(f"{node.name or 'bn'}_eps",
+                                    np.asarray(node.attr("epsilon", 1e-5), dtype=np.float32))
+        names = [self.ctx.fresh_value(f"{node.outputs[0]}_{s}") for s in ("centred", "var_eps", "std", "norm", "scaled")]
+        centred, var_eps, std, norm, scaled = names
+        return [
+            Node("Sub", (x, mean), (centred,), name=f"{node.name}_sub"),
+            Node("Add", (var, eps), (var_eps,), name=f"{node.name}_add_eps"),
+            Node("Sqrt", (var_eps,), (std,), name=f"{node.name}_sqrt"),
+            Node("Div", (centred, std), (norm,), name=f"{node.name}_div"),
+            Node("Mul", (norm, scale), (scaled,), name=f"{node.name}_scale"),
+            Node("Add", (scaled, bias), (node.outputs[0],), name=f"{node.name}_bias"),
+        ]
+
+    def _convert_Upsample(self, node: Node, label: str) -> list[Node]:
+        if self.ctx.opset < 9:
+            scales = np.asarray(node.attr("scales", ()), dtype=np.float32)
+        else:
+            scales = self._const(node.inputs[1])
+            if scales is None:
+                raise ModelError(f"{label}: Upsample with run-time scales is not supported")
+        return [self._resize_asymmetric(node, scales.astype(np.float32), label)]
+
+    def _resize_asymmetric(self, node: Node, scales: np.ndarray, label: str) -> Node:
+        """Upsample / Resize-10 as opset-17 Resize: asymmetric coordinates, floor rounding."""
+        if np.any(scales < 1):
+            raise ModelError(f"{label}: downsampling {node.op} before opset 11 is not supported")
+        mode = str(node.attr("mode", "nearest"))
+        if mode not in ("nearest", "linear"):
+            raise ModelError(f"{label}: {node.op} mode {mode!r} is not supported")
+        scales_name = self.ctx.add_constant(f"{node.outputs[0]}_scales", scales)
+        attrs = (("coordinate_transformation_mode", "asymmetric"), ("mode", mode), ("nearest_mode", "floor"))
+        return Node("Resize", (node.inputs[0], "", scales_name), node.outputs, attrs, node.name)
+
+    def _convert_Resize(self, node: Node, label: str) -> list[Node]:
+        if self.ctx.opset < 11:
+            scales = self._const(node.inputs[1])
+            if scales is None:
+                raise ModelError(f"{label}: Resize-10 with run-time scales is not supported")
+            return [self._resize_asymmetric(node, scales.astype(np.float32), label)]
+        if node.attr("axes") is not None:
+            raise ModelError(f"{label}: Resize with 'axes' (opset 18) is not supported")
+        if node.attr("coordinate_transformation_mode") == "half_pixel_symmetric":
+            raise ModelError(f"{label}: Resize coordinate mode 'half_pixel_symmetric' is not supported")
+        return [node]
+
+    def _convert_Scatter(self, node: Node, label: str) -> list[Node]:
+        return [_with(node, op="ScatterElements")]
+
+    def _convert_TopK(self, node: Node, label: str) -> list[Node]:
+        if self.ctx.opset >= 10:
+            return [node]
+        k = self.ctx.add_constant(f"{node.outputs[0]}_k", np.asarray([node.attr("k")], dtype=np.int64))
+        return [_with(node, inputs=(node.inputs[0], k), attrs={"k": None})]
+
+    def _convert_Constant(self, node: Node, label: str) -> list[Node]:
+        if node.attr("sparse_value") is not None or node.attr("value_string") is not None \
+                or node.attr("value_strings") is not None:
+            raise ModelError(f"{label}: sparse or string constants are not supported")
+        return [node]
+
+
+def _opset17_attrs(node: Node, label: str) -> Node:
+    """Drop later-opset attributes at their defaults; reject ops and attributes opset 17 lacks."""
+    if node.op == "Constant":
+        return node
+    try:
+        schema = onnx.defs.get_schema(node.op, 17, "")
+    except Exception:  # SchemaError: the op does not exist at opset 17
+        raise ModelError(f"{label}: op {node.op} has no import support in dnnr") from None
+    if schema.deprecated:
+        raise ModelError(f"{label}: op {node.op} is deprecated and has no import support")
+    allowed = set(schema.attributes) | IR_ONLY_ATTRS.get(node.op, frozenset())
+    dropped: dict[str, None] = {}
+    for key, value in node.attrs:
+        if key in allowed:
+            continue
+        default = _DROPPABLE.get((node.op, key), "<keep>")
+        if default is None or default == value or (default == "ones" and isinstance(value, tuple) and set(value) <= {1}):
+            dropped[key] = None
+            continue
+        raise ModelError(f"{label}: attribute {key}={value!r} has no opset-17 equivalent in dnnr")
+    return _with(node, attrs=dropped) if dropped else node

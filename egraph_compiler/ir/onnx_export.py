@@ -1,0 +1,166 @@
+"""`Graph` → ONNX opset 17.
+
+The IR holds constant axes, splits, slice bounds, pads and clip bounds as
+attributes; opset 17 wants most of them as inputs, so they become int64 (or
+element-typed) initializers here. Symbolic dims are written as ``dim_param``
+strings. Constants that are zero-stride broadcast views (folded
+ConstantOfShape fills) go back out as ConstantOfShape so a 500 MB fill stays a
+few bytes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.ir.graph import Graph, Node, TensorType
+from egraph_compiler.ir.onnx_types import (
+    dims_to_onnx,
+    dtype_to_onnx,
+    make_attribute,
+    numpy_to_tensor,
+)
+
+EXPORT_OPSET = 17
+_IR_VERSION = 8
+
+
+def to_onnx(graph: Graph) -> onnx.ModelProto:
+    """Export a `Graph` as an opset-17 `ModelProto` that passes ``onnx.checker``."""
+    return _Exporter(graph).run()
+
+
+def _is_splat(array: np.ndarray) -> bool:
+    return array.size > 1 and all(stride == 0 for stride in array.strides)
+
+
+class _Exporter:
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.initializers: list[tuple[str, np.ndarray]] = []
+        self.nodes: list[onnx.NodeProto] = []
+        self.names = {v.name for v in graph.inputs} | set(graph.constants)
+        self.names |= {o for n in graph.nodes for o in n.outputs}
+
+    def fresh(self, base: str) -> str:
+        index = 0
+        while f"{base}_{index}" in self.names:
+            index += 1
+        name = f"{base}_{index}"
+        self.names.add(name)
+        return name
+
+    def constant(self, base: str, array: np.ndarray) -> str:
+        name = self.fresh(base)
+        self.initializers.append((name, array))
+        return name
+
+    def dtype_of(self, value: str) -> str:
+        known = self.graph.types.get(value)
+        if known is not None:
+            return known.dtype
+        if value in self.graph.constants:
+            return str(self.graph.constants[value].dtype)
+        for v in self.graph.inputs:
+            if v.name == value:
+                return v.type.dtype
+        return "float32"
+
+    def rank_of(self, value: str) -> int | None:
+        known = self.graph.types.get(value)
+        if known is not None and known.shape is not None:
+            return len(known.shape)
+        if value in self.graph.constants:
+            return self.graph.constants[value].ndim
+        return None
+
+    def run(self) -> onnx.ModelProto:
+        graph = self.graph
+        for name in sorted(graph.constants):
+            array = graph.constants[name]
+            if _is_splat(array):
+                shape = self.constant(f"{name}_shape", np.asarray(array.shape, dtype=np.int64))
+                fill = numpy_to_tensor(np.asarray([array[(0,) * array.ndim]], dtype=array.dtype), "")
+                self.nodes.append(helper.make_node("ConstantOfShape", [shape], [name], name=self.fresh(f"{name}_fill"), value=fill))
+            else:
+                self.initializers.append((name, array))
+        for node in graph.nodes:
+            self.nodes.append(self.export_node(node))
+        inputs = [_value_info(v.name, v.type) for v in graph.inputs]
+        outputs = [_value_info(v.name, graph.types.get(v.name, v.type)) for v in graph.outputs]
+        proto = helper.make_graph(self.nodes, graph.name or "model", inputs, outputs)
+        model = helper.make_model(proto, opset_imports=[helper.make_opsetid("", EXPORT_OPSET)],
+                                  producer_name="dnnr")
+        model.ir_version = _IR_VERSION
+        for name, array in self.initializers:
+            _add_initializer(model.graph, name, array)
+        return model
+
+    def export_node(self, node: Node) -> onnx.NodeProto:
+        if node.domain not in ("", "ai.onnx"):
+            raise ModelError(f"node '{node.name}' ({node.op}) is in domain {node.domain!r}; cannot export")
+        attrs = node.attr_dict
+        inputs = list(node.inputs)
+        op = node.op
+        ints = lambda key, base: self.constant(f"{node.name}_{base}", np.asarray(attrs.pop(key), dtype=np.int64))  # noqa: E731
+        if op in ("Unsqueeze", "Squeeze", "ReduceSum") and "axes" in attrs:
+            inputs = inputs[:1] + [ints("axes", "axes")]
+        elif op == "Split" and "split" in attrs:
+            inputs = inputs[:1] + [ints("split", "split")]
+        elif op == "Slice" and "starts" in attrs:
+            inputs = inputs[:1] + [ints("starts", "starts"), ints("ends", "ends")]
+            if "axes" in attrs:
+                inputs.append(ints("axes", "axes"))
+            if "steps" in attrs:
+                if len(inputs) == 3:
+                    inputs.append("")
+                inputs.append(ints("steps", "steps"))
+        elif op == "Pad" and "pads" in attrs:
+            inputs = inputs[:1] + self._pad_inputs(node, attrs)
+        elif op == "Clip" and ("min" in attrs or "max" in attrs):
+            dtype = self.dtype_of(node.inputs[0])
+            bounds = [attrs.pop(k, None) for k in ("min", "max")]
+            inputs = inputs[:1] + [
+                "" if b is None else self.constant(f"{node.name}_{k}", np.asarray(b, dtype=dtype))
+                for b, k in zip(bounds, ("min", "max"), strict=True)
+            ]
+            while inputs and inputs[-1] == "":
+                inputs.pop()
+        proto = helper.make_node(op, inputs, list(node.outputs), name=node.name)
+        proto.attribute.extend(make_attribute(op, key, value) for key, value in sorted(attrs.items()))
+        return proto
+
+    def _pad_inputs(self, node: Node, attrs: dict) -> list[str]:
+        pads = list(attrs.pop("pads"))
+        axes = attrs.pop("axes", None)
+        if axes is not None:
+            rank = self.rank_of(node.inputs[0])
+            if rank is None:
+                raise ModelError(f"node '{node.name}' (Pad): pads on some axes need the input rank to export")
+            full = [0] * (2 * rank)
+            for i, axis in enumerate(axes):
+                axis = axis + rank if axis < 0 else axis
+                full[axis], full[axis + rank] = pads[i], pads[i + len(axes)]
+            pads = full
+        inputs = [self.constant(f"{node.name}_pads", np.asarray(pads, dtype=np.int64))]
+        value = attrs.pop("value", None)
+        if value is not None:
+            dtype = self.dtype_of(node.inputs[0])
+            inputs.append(self.constant(f"{node.name}_value", np.asarray(value, dtype=dtype)))
+        return inputs
+
+
+def _add_initializer(graph: onnx.GraphProto, name: str, array: np.ndarray) -> None:
+    """Write the tensor straight into the graph: one copy of the data, not three."""
+    array = np.asarray(array)
+    tensor = graph.initializer.add()
+    tensor.name = name
+    tensor.data_type = dtype_to_onnx(str(array.dtype))
+    tensor.dims.extend(int(d) for d in array.shape)
+    tensor.raw_data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes(order="C")
+
+
+def _value_info(name: str, tensor_type: TensorType) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, dtype_to_onnx(tensor_type.dtype), dims_to_onnx(tensor_type.shape))

@@ -1,0 +1,358 @@
+"""ONNX → `Graph`: read, validate, convert to the IR's opset-17 semantics, fold.
+
+`load_onnx` accepts a path, raw bytes or a `ModelProto` of default-domain opset
+7–21. Version differences are converted here (`convert.py` holds the per-op
+rules), so later stages only ever see opset-17 meaning with constant axes,
+splits, slice bounds, pads and clip bounds as attributes. Everything the model
+gets wrong is a `ModelError`; no protobuf or checker exception escapes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+
+from egraph_compiler.ir.convert import NodeConverter
+from egraph_compiler.ir.dims import DimExpr
+from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.ir.fold import KNOWN_OPS, evaluate_node
+from egraph_compiler.ir.graph import Graph, Node, TensorType, Value
+from egraph_compiler.ir.onnx_types import (
+    attribute_value,
+    dims_from_onnx,
+    dtype_from_onnx,
+    tensor_to_numpy,
+)
+
+MIN_OPSET, MAX_OPSET = 7, 21
+DEFAULT_SYMBOL_RANGE = (1, 2**31 - 1)
+# Folding is skipped for results above this many elements (ConstantOfShape is
+# exempt: it folds to a zero-stride broadcast view that costs no memory).
+FOLD_LIMIT = 1 << 26
+# Kept as nodes even on constant inputs: quantized weights stay int8 for the backends.
+_NEVER_FOLD = frozenset({"QuantizeLinear", "DequantizeLinear", "RandomNormal", "RandomUniform",
+                         "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"})
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+_CHECKER_LIMIT = 2**31 - 1  # protobuf's serialisation limit: bigger models skip the checker
+
+
+def load_onnx(source: str | Path | bytes | onnx.ModelProto) -> Graph:
+    """Import an ONNX model as a `Graph` (opset-17 semantics, constants folded)."""
+    model, raw = _read(source)
+    opset = _default_opset(model)
+    _reject_unsupported_nodes(model)
+    _run_checker(model, raw)
+    return _Importer(model, opset).run()
+
+
+def _read(source: str | Path | bytes | onnx.ModelProto) -> tuple[onnx.ModelProto, bytes | None]:
+    """The model, and its serialised bytes when we have them (the checker then skips re-serialising)."""
+    if isinstance(source, onnx.ModelProto):
+        return source, None
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        raw = bytes(source)
+        return _parse(raw, "<bytes>"), raw
+    path = Path(source)
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise ModelError(f"cannot read ONNX model {str(path)!r}: {error.strerror or error}") from None
+    model = _parse(raw, str(path))
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+        try:
+            onnx.load_external_data_for_model(model, str(path.parent))
+        except Exception as error:  # missing or unreadable side files
+            raise ModelError(f"{path}: cannot load external tensor data: {error}") from None
+        return model, None
+    return model, raw
+
+
+def _parse(raw: bytes, where: str) -> onnx.ModelProto:
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(raw)
+    except (DecodeError, RuntimeError, ValueError) as error:
+        raise ModelError(f"not a valid ONNX model: {where}: {error}") from None
+    if not model.HasField("graph"):
+        raise ModelError(f"not a valid ONNX model: {where}: no graph (truncated or not an ONNX file)")
+    return model
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    versions = [op.version for op in model.opset_import if op.domain in _DEFAULT_DOMAINS]
+    if not versions:
+        raise ModelError("not a valid ONNX model: no opset import for the default ONNX domain")
+    opset = versions[0]
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise ModelError(f"ONNX opset {opset} is not supported (dnnr reads opsets {MIN_OPSET}–{MAX_OPSET})")
+    return opset
+
+
+def _node_label(node: onnx.NodeProto, index: int) -> str:
+    return f"node '{node.name or f'#{index}'}' ({node.op_type})"
+
+
+def _reject_unsupported_nodes(model: onnx.ModelProto) -> None:
+    """Domains and subgraphs first: they get a clearer message than the checker's."""
+    for index, node in enumerate(model.graph.node):
+        if node.domain not in _DEFAULT_DOMAINS:
+            raise ModelError(
+                f"{_node_label(node, index)} is in domain {node.domain!r}; "
+                "dnnr supports only the default ONNX domain"
+            )
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            raise ModelError(f"{_node_label(node, index)} has a subgraph; control flow is not supported")
+
+
+def _run_checker(model: onnx.ModelProto, raw: bytes | None) -> None:
+    if raw is None:
+        if model.ByteSize() > _CHECKER_LIMIT:
+            return
+        raw = model.SerializeToString()
+    if len(raw) > _CHECKER_LIMIT:
+        return
+    try:
+        onnx.checker.check_model(raw)
+    except Exception as error:  # ValidationError, or anything the C++ checker throws on bad input
+        message = str(error).strip().splitlines()
+        raise ModelError(f"not a valid ONNX model: {message[0] if message else type(error).__name__}") from None
+
+
+class _Importer:
+    def __init__(self, model: onnx.ModelProto, opset: int) -> None:
+        self.model = model
+        self.opset = opset
+        self.graph = model.graph
+        self.constants: dict[str, np.ndarray] = {}
+        self.alias: dict[str, str] = {}
+        self.symbols: dict[str, tuple[int, int]] = {}
+        self.used_names: set[str] = set()
+        self.unknown_dims = 0
+        self._rank_hints: dict[str, int] | None = None
+
+    # -- helpers used by NodeConverter ---------------------------------------
+    def fresh_value(self, base: str) -> str:
+        index = 0
+        while f"{base}_{index}" in self.used_names:
+            index += 1
+        name = f"{base}_{index}"
+        self.used_names.add(name)
+        return name
+
+    def add_constant(self, base: str, array: np.ndarray) -> str:
+        name = self.fresh_value(base)
+        self.constants[name] = array
+        return name
+
+    def rank_hint(self, name: str) -> int | None:
+        """Rank of an original ONNX value from onnx.shape_inference, when it knows it."""
+        if self._rank_hints is None:
+            self._rank_hints = _infer_ranks(self.model)
+        return self._rank_hints.get(name)
+
+    def _fresh_dim(self) -> DimExpr:
+        self.unknown_dims += 1
+        name = f"unk{self.unknown_dims}"
+        while name in self.symbols:
+            self.unknown_dims += 1
+            name = f"unk{self.unknown_dims}"
+        self.symbols[name] = DEFAULT_SYMBOL_RANGE
+        return DimExpr.symbol(name)
+
+    def _value(self, info: onnx.ValueInfoProto, where: str) -> Value:
+        if not info.type.HasField("tensor_type"):
+            raise ModelError(f"{where} {info.name!r} is not a tensor; only tensor values are supported")
+        dtype = dtype_from_onnx(info.type.tensor_type.elem_type, f"{where} {info.name!r}")
+        shape = dims_from_onnx(info.type, self._fresh_dim)
+        for dim in shape or ():
+            if isinstance(dim, DimExpr):
+                for symbol in dim.symbols():
+                    self.symbols.setdefault(symbol, DEFAULT_SYMBOL_RANGE)
+        return Value(info.name, TensorType(dtype, shape))
+
+    # -- the walk --------------------------------------------------------------
+    def run(self) -> Graph:
+        graph = self.graph
+        if graph.sparse_initializer:
+            raise ModelError("sparse initializers are not supported")
+        for init in graph.initializer:
+            self.constants[init.name] = tensor_to_numpy(init, "initializer")
+        self.used_names = {i.name for i in graph.input} | set(self.constants)
+        self.used_names |= {o for n in graph.node for o in n.output if o}
+        inputs = tuple(self._value(i, "graph input") for i in graph.input if i.name not in self.constants)
+        nodes: list[Node] = []
+        converter = NodeConverter(self)
+        for index, proto in enumerate(graph.node):
+            label = _node_label(proto, index)
+            node = Node(
+                op=proto.op_type,
+                inputs=tuple(self.alias.get(i, i) for i in proto.input),
+                outputs=tuple(proto.output),
+                attrs=tuple(sorted((a.name, attribute_value(a, label)) for a in proto.attribute)),
+                name=proto.name,
+            )
+            for converted in converter.convert(node, label):
+                if not self._fold(converted, label):
+                    nodes.append(converted)
+        outputs = tuple(self._value(o, "graph output") for o in graph.output)
+        nodes = self._keep_output_names(nodes, outputs)
+        nodes = _dead_code_eliminated(nodes, {o.name for o in outputs})
+        return self._finish(inputs, outputs, nodes)
+
+    def _fold(self, node: Node, label: str) -> bool:
+        """Evaluate a node whose inputs are all constants; True when folded away."""
+        if node.op == "Constant":
+            self.constants[node.outputs[0]] = _constant_value(node, label)
+            return True
+        present = [i for i in node.inputs if i]
+        if node.op not in KNOWN_OPS or node.op in _NEVER_FOLD:
+            return False
+        if not all(i in self.constants for i in present):
+            return False
+        args = [self.constants[i] if i else None for i in node.inputs]
+        if node.op != "ConstantOfShape" and not _small_enough(node.op, args):
+            return False
+        try:
+            results = evaluate_node(node.op, node.attrs, args, num_outputs=len(node.outputs))
+        except ModelError as error:
+            raise ModelError(f"{label}: {error}") from None
+        for name, result in zip(node.outputs, results, strict=False):
+            if name:
+                self.constants[name] = result
+        return True
+
+    def _keep_output_names(self, nodes: list[Node], outputs: tuple[Value, ...]) -> list[Node]:
+        """A removed Identity/Dropout must not rename a graph output: rename its source instead."""
+        produced = {o for n in nodes for o in n.outputs}
+        output_names = {o.name for o in outputs}
+        renames: dict[str, str] = {}
+        extra: list[Node] = []
+        for out in outputs:
+            source = self.alias.get(out.name, out.name)
+            if source == out.name:
+                continue
+            if source in produced and source not in output_names and source not in renames:
+                renames[source] = out.name
+            else:
+                extra.append(Node("Identity", (source,), (out.name,)))
+        if renames:
+            nodes = [
+                Node(n.op, tuple(renames.get(i, i) for i in n.inputs), tuple(renames.get(o, o) for o in n.outputs),
+                     n.attrs, n.name, n.domain)
+                for n in nodes
+            ]
+            extra = [Node(n.op, tuple(renames.get(i, i) for i in n.inputs), n.outputs) for n in extra]
+        return nodes + extra
+
+    def _finish(self, inputs: tuple[Value, ...], outputs: tuple[Value, ...], nodes: list[Node]) -> Graph:
+        used = {i for n in nodes for i in n.inputs if i} | {o.name for o in outputs}
+        constants = {k: v for k, v in self.constants.items() if k in used}
+        output_values = []
+        for out in outputs:
+            if out.name in constants:
+                raise ModelError(f"graph output {out.name!r} is a constant; dnnr needs at least one computed output")
+            output_values.append(out)
+        types: dict[str, TensorType] = {v.name: v.type for v in inputs}
+        for name, array in constants.items():
+            types[name] = TensorType(str(array.dtype), tuple(int(d) for d in array.shape))
+        for out in output_values:
+            types.setdefault(out.name, out.type)
+        return Graph(
+            name=self.graph.name or "model",
+            inputs=inputs,
+            outputs=tuple(output_values),
+            nodes=tuple(_named(nodes)),
+            constants=constants,
+            types=types,
+            opset=self.opset,
+            symbols=dict(sorted(self.symbols.items())),
+        )
+
+
+def _small_enough(op: str, args: list[np.ndarray | None]) -> bool:
+    total = sum(a.size for a in args if a is not None)
+    if total > FOLD_LIMIT:
+        return False
+    if op in ("Expand", "Tile") and len(args) > 1 and args[1] is not None:
+        target = [int(d) for d in args[1].reshape(-1)]
+        if args[0] is None or any(d < 0 for d in target):
+            return True  # evaluate_node reports the bad shape
+        reps = np.prod(target, dtype=object) if target else 1
+        return int(reps) * max(args[0].size, 1) <= FOLD_LIMIT
+    return True
+
+
+def _constant_value(node: Node, label: str) -> np.ndarray:
+    attrs = node.attr_dict
+    if "value" in attrs:
+        return attrs["value"].to_numpy()
+    if "value_float" in attrs:
+        return np.asarray(attrs["value_float"], dtype=np.float32)
+    if "value_floats" in attrs:
+        return np.asarray(attrs["value_floats"], dtype=np.float32)
+    if "value_int" in attrs:
+        return np.asarray(attrs["value_int"], dtype=np.int64)
+    if "value_ints" in attrs:
+        return np.asarray(attrs["value_ints"], dtype=np.int64)
+    raise ModelError(f"{label}: Constant without a numeric value is not supported")
+
+
+def _dead_code_eliminated(nodes: list[Node], outputs: set[str]) -> list[Node]:
+    live = set(outputs)
+    kept: list[Node] = []
+    for node in reversed(nodes):
+        if any(o in live for o in node.outputs if o):
+            kept.append(node)
+            live.update(i for i in node.inputs if i)
+    kept.reverse()
+    return kept
+
+
+def _named(nodes: list[Node]) -> list[Node]:
+    """Give every node a unique non-empty name (keeping the model's where it is unique)."""
+    counts: dict[str, int] = {}
+    for node in nodes:
+        if node.name:
+            counts[node.name] = counts.get(node.name, 0) + 1
+    taken: set[str] = set()
+    named: list[Node] = []
+    for index, node in enumerate(nodes):
+        name = node.name if node.name and counts[node.name] == 1 else ""
+        if not name:
+            base = node.name or f"{node.op}_{index}"
+            name, suffix = base, 0
+            while name in taken or counts.get(name, 0):
+                suffix += 1
+                name = f"{base}_{suffix}"
+        taken.add(name)
+        named.append(Node(node.op, node.inputs, node.outputs, node.attrs, name, node.domain))
+    return named
+
+
+def _infer_ranks(model: onnx.ModelProto) -> dict[str, int]:
+    # Infer on a data-free copy: initializers become typed inputs, so a 500 MB model
+    # is not serialised twice just to learn ranks.
+    light = onnx.ModelProto()
+    light.ir_version = max(model.ir_version, 4)
+    light.opset_import.extend(model.opset_import)
+    graph = light.graph
+    graph.node.extend(model.graph.node)
+    graph.output.extend(model.graph.output)
+    inits = {t.name for t in model.graph.initializer}
+    graph.input.extend(i for i in model.graph.input if i.name not in inits)
+    graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                       for t in model.graph.initializer)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(light)
+    except Exception:  # only a hint: a model onnx cannot infer simply gets the general form
+        return {}
+    ranks: dict[str, int] = {}
+    graph = inferred.graph
+    for info in list(graph.input) + list(graph.value_info) + list(graph.output):
+        tensor_type = info.type.tensor_type
+        if tensor_type.HasField("shape"):
+            ranks[info.name] = len(tensor_type.shape.dim)
+    return ranks

@@ -1,0 +1,166 @@
+"""The shape-inference walk: forward rules per op, RDP value propagation, a backward pass.
+
+SoD²'s RDP idea: besides shapes, propagate the *values* of small integer tensors
+(Shape → Gather → Concat → Reshape chains) as symbolic dims, so a Reshape whose
+target is computed at run time still gets a symbolic output shape. A backward pass
+then fills shapes an op determines for its inputs (same-shape ops, Transpose).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from egraph_compiler.ir.dims import Dim, DimExpr
+from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.ir.graph import Graph, Node, TensorType, Value
+from egraph_compiler.shapes import rules, values
+
+DEFAULT_RANGE = (1, 2**31 - 1)
+VALUE_LIMIT = 64  # int tensors with at most this many elements get their values tracked
+
+
+class Context:
+    """What a rule sees: the node, its input types/values/constants, and fresh symbols."""
+
+    def __init__(self, state: _State, node: Node) -> None:
+        self.state = state
+        self.node = node
+        self.attrs = node.attr_dict
+        self.where = f"node '{node.name}' ({node.op})"
+        self.ranges = state.ranges
+
+    def has(self, index: int) -> bool:
+        return index < len(self.node.inputs) and bool(self.node.inputs[index])
+
+    def type(self, index: int) -> TensorType:
+        name = self.node.inputs[index]
+        if name not in self.state.types:
+            raise ModelError(f"{self.where}: input {name!r} has no type")
+        return self.state.types[name]
+
+    def shape(self, index: int) -> tuple[Dim, ...] | None:
+        return self.type(index).shape if self.has(index) else None
+
+    def need_shape(self, index: int) -> tuple[Dim, ...]:
+        shape = self.shape(index)
+        if shape is None:
+            raise _Unknown
+        return shape
+
+    def dtype(self, index: int) -> str:
+        return self.type(index).dtype
+
+    def value(self, index: int) -> tuple[Dim, ...] | None:
+        return self.state.values.get(self.node.inputs[index]) if self.has(index) else None
+
+    def const(self, index: int) -> np.ndarray | None:
+        return self.state.graph.constants.get(self.node.inputs[index]) if self.has(index) else None
+
+    def fresh(self) -> Dim:
+        return self.state.fresh()
+
+    def error(self, message: str) -> ModelError:
+        return ModelError(f"{self.where}: {message}")
+
+
+class _Unknown(Exception):
+    """An input's rank is unknown: the rule gives up and outputs get unknown shapes."""
+
+
+class _State:
+    def __init__(self, graph: Graph, ranges: dict[str, tuple[int, int]]) -> None:
+        self.graph = graph
+        self.ranges = ranges
+        self.types: dict[str, TensorType] = {}
+        self.values: dict[str, tuple[Dim, ...]] = {}
+        self.fresh_count = 0
+
+    def fresh(self) -> Dim:
+        while f"d{self.fresh_count}" in self.ranges:
+            self.fresh_count += 1
+        name = f"d{self.fresh_count}"
+        self.ranges[name] = (0, DEFAULT_RANGE[1])
+        return DimExpr.symbol(name)
+
+    def seed(self) -> None:
+        for value in self.graph.inputs:
+            self.types[value.name] = value.type
+            for dim in value.type.shape or ():
+                if isinstance(dim, DimExpr):
+                    for symbol in dim.symbols():
+                        self.ranges.setdefault(symbol, DEFAULT_RANGE)
+        for name, array in self.graph.constants.items():
+            self.types[name] = TensorType(str(array.dtype), tuple(int(d) for d in array.shape))
+            if array.dtype.kind in "iub" and array.ndim <= 1 and array.size <= VALUE_LIMIT:
+                self.values[name] = tuple(int(v) for v in array.reshape(-1))
+
+    def forward(self, node: Node) -> None:
+        ctx = Context(self, node)
+        rule = rules.RULES.get(node.op)
+        if rule is None:
+            raise ModelError(f"{ctx.where}: shape inference does not know op {node.op}")
+        try:
+            out_types = rule(ctx)
+        except _Unknown:
+            dtype = ctx.dtype(0) if ctx.has(0) else "float32"
+            out_types = [TensorType(dtype, None)] * len(node.outputs)
+        for name, out_type in zip(node.outputs, out_types, strict=False):
+            if name:
+                self.types[name] = out_type
+        if len(node.outputs) == 1 and node.outputs[0]:
+            out_type = self.types[node.outputs[0]]
+            if out_type.dtype.startswith(("int", "uint", "bool", "float")) and out_type.shape is not None \
+                    and len(out_type.shape) <= 1:
+                computed = values.propagate(ctx, out_type)
+                if computed is not None and len(computed) <= VALUE_LIMIT:
+                    self.values[node.outputs[0]] = computed
+
+    def backward(self, nodes: tuple[Node, ...]) -> bool:
+        """Fill unknown input shapes from outputs of ops that determine them; True if any."""
+        changed = False
+        for node in reversed(nodes):
+            if not node.inputs or not node.inputs[0] or not node.outputs[0]:
+                continue
+            source, out = self.types.get(node.inputs[0]), self.types.get(node.outputs[0])
+            if source is None or source.shape is not None or out is None or out.shape is None:
+                continue
+            shape: tuple[Dim, ...] | None = None
+            if node.op in rules.SAME_SHAPE:
+                shape = out.shape
+            elif node.op == "Transpose" and node.attr("perm") is not None:
+                perm = node.attr("perm")
+                inverse = [0] * len(perm)
+                for i, p in enumerate(perm):
+                    inverse[p] = i
+                shape = tuple(out.shape[i] for i in inverse)
+            if shape is not None:
+                self.types[node.inputs[0]] = TensorType(source.dtype, shape)
+                changed = True
+        return changed
+
+
+def infer_shapes(graph: Graph, *, symbols: dict[str, tuple[int, int]] | None = None) -> Graph:
+    """Return ``graph`` with ``types`` for every value, ``shape_values`` and symbol ranges.
+
+    ``symbols`` overrides the range of named dims (default ``[1, 2**31-1]``); unknown
+    dims get fresh symbols ``d0, d1, ...`` with range ``[0, 2**31-1]``.
+    """
+    ranges = dict(graph.symbols)
+    ranges.update(symbols or {})
+    state = _State(graph, ranges)
+    state.seed()
+    for node in graph.nodes:
+        state.forward(node)
+    if state.backward(graph.nodes):
+        for node in graph.nodes:
+            state.forward(node)
+    outputs = tuple(Value(o.name, state.types.get(o.name, o.type)) for o in graph.outputs)
+    return replace(
+        graph,
+        outputs=outputs,
+        types=dict(state.types),
+        shape_values=dict(state.values),
+        symbols=dict(sorted(state.ranges.items())),
+    )

@@ -1,0 +1,466 @@
+"""Forward shape rules, one function per op family (ONNX opset-17 semantics, IR attrs).
+
+A rule takes a `Context` and returns one `TensorType` per node output. Dims may be
+symbolic; a dim no rule can express becomes a fresh symbol, never a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+
+from egraph_compiler.ir.dims import Dim, dim_add, dim_floordiv, dim_mul
+from egraph_compiler.ir.graph import TensorType
+from egraph_compiler.ir.onnx_types import dtype_from_onnx
+from egraph_compiler.shapes.prover import prove_le
+from egraph_compiler.shapes.symbolic import broadcast, cancel_div, ceil_div, normalize_axis, product
+
+Rule = Callable[["Context"], list[TensorType]]  # noqa: F821 (Context lives in infer.py)
+INT_MAX = 2**62  # slice bounds at or beyond this mean "to the end"
+
+SAME_SHAPE = frozenset({
+    "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs", "Erf", "Reciprocal", "Floor", "Ceil",
+    "Round", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+    "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Clip",
+    "Identity", "Dropout", "Sign", "Softmax", "LogSoftmax", "Hardmax", "LRN", "BatchNormalization",
+    "InstanceNormalization", "MeanVarianceNormalization", "CumSum", "Mish", "Shrink", "ThresholdedRelu",
+    "Trilu", "Not", "IsNaN", "IsInf", "Cast", "CastLike", "QuantizeLinear", "DequantizeLinear",
+    "Gelu", "BitwiseNot", "PRelu", "RandomNormalLike", "RandomUniformLike", "EyeLike", "LpNormalization",
+})
+_BOOL_OUT = frozenset({"Not", "IsNaN", "IsInf", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
+                       "And", "Or", "Xor"})
+BROADCAST = frozenset({
+    "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "And", "Or", "Xor",
+    "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "BitShift", "BitwiseAnd",
+    "BitwiseOr", "BitwiseXor", "Where",
+})
+
+
+def _same(ctx) -> list[TensorType]:
+    node = ctx.node
+    dtype = ctx.dtype(0)
+    if node.op in _BOOL_OUT:
+        dtype = "bool"
+    elif node.op == "Cast":
+        dtype = dtype_from_onnx(int(ctx.attrs["to"]), ctx.where)
+    elif node.op == "CastLike":
+        dtype = ctx.dtype(1)
+    elif node.op == "QuantizeLinear":
+        dtype = ctx.dtype(2) if ctx.has(2) else "uint8"
+    elif node.op == "DequantizeLinear":
+        dtype = ctx.dtype(1)
+    shape = ctx.shape(0)
+    if node.op == "PRelu" and shape is not None and ctx.shape(1) is not None:
+        shape = broadcast([shape, ctx.shape(1)], ctx.ranges, ctx.fresh, ctx.where)
+    out = [TensorType(dtype, shape)]
+    if node.op == "BatchNormalization":
+        out += [TensorType(dtype, (ctx.need_shape(1)[0],))] * (len(node.outputs) - 1)
+    return out
+
+
+def _broadcast(ctx) -> list[TensorType]:
+    shapes = [ctx.need_shape(i) for i in range(len(ctx.node.inputs)) if ctx.has(i)]
+    shape = broadcast(shapes, ctx.ranges, ctx.fresh, ctx.where)
+    op = ctx.node.op
+    dtype = "bool" if op in _BOOL_OUT else ctx.dtype(1 if op == "Where" else 0)
+    return [TensorType(dtype, shape)]
+
+
+def _matmul_shape(ctx, a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...]:
+    if not a or not b:
+        raise ctx.error("MatMul operands must have rank >= 1")
+    a2 = (1, *a) if len(a) == 1 else a
+    b2 = (*b, 1) if len(b) == 1 else b
+    batch = broadcast([a2[:-2], b2[:-2]], ctx.ranges, ctx.fresh, ctx.where)
+    shape = (*batch, a2[-2], b2[-1])
+    if len(a) == 1:
+        shape = shape[:-2] + shape[-1:]
+    if len(b) == 1:
+        shape = shape[:-1]
+    return shape
+
+
+def _matmul(ctx) -> list[TensorType]:
+    op = ctx.node.op
+    if op == "QLinearMatMul":
+        return [TensorType(ctx.dtype(7), _matmul_shape(ctx, ctx.need_shape(0), ctx.need_shape(3)))]
+    dtype = "int32" if op == "MatMulInteger" else ctx.dtype(0)
+    return [TensorType(dtype, _matmul_shape(ctx, ctx.need_shape(0), ctx.need_shape(1)))]
+
+
+def _gemm(ctx) -> list[TensorType]:
+    a, b = ctx.need_shape(0), ctx.need_shape(1)
+    m = a[1] if ctx.attrs.get("transA", 0) else a[0]
+    n = b[0] if ctx.attrs.get("transB", 0) else b[1]
+    return [TensorType(ctx.dtype(0), (m, n))]
+
+
+def _window(ctx, spatial: tuple[Dim, ...], kernel: tuple[int, ...], transposed: bool = False) -> tuple[Dim, ...]:
+    """Output spatial dims of a conv/pool window: (H + pads - dilation*(k-1) - 1)//stride + 1."""
+    n = len(spatial)
+    strides = ctx.attrs.get("strides") or (1,) * n
+    dilations = ctx.attrs.get("dilations") or (1,) * n
+    pads = ctx.attrs.get("pads") or (0,) * (2 * n)
+    auto_pad = ctx.attrs.get("auto_pad", "NOTSET")
+    ceil_mode = ctx.attrs.get("ceil_mode", 0)
+    out: list[Dim] = []
+    for i, size in enumerate(spatial):
+        stride, extent = strides[i], dilations[i] * (kernel[i] - 1) + 1
+        if transposed:
+            out.append(_transposed_dim(ctx, i, size, stride, extent, pads, auto_pad, n))
+            continue
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            out.append(ceil_div(size, stride))
+            continue
+        total_pad = 0 if auto_pad == "VALID" else pads[i] + pads[i + n]
+        span = dim_add(size, total_pad - extent)
+        if ceil_mode:
+            span = dim_add(span, stride - 1)
+        out.append(dim_add(dim_floordiv(span, stride), 1))
+    return tuple(out)
+
+
+def _transposed_dim(ctx, i: int, size: Dim, stride: int, extent: int, pads, auto_pad: str, n: int) -> Dim:
+    output_shape = ctx.attrs.get("output_shape")
+    if output_shape:
+        return output_shape[-n + i]
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        return dim_mul(size, stride)
+    output_padding = (ctx.attrs.get("output_padding") or (0,) * n)[i]
+    total_pad = 0 if auto_pad == "VALID" else pads[i] + pads[i + n]
+    return dim_add(dim_mul(dim_add(size, -1), stride), output_padding + extent - total_pad)
+
+
+def _conv(ctx) -> list[TensorType]:
+    op = ctx.node.op
+    w_index = 3 if op == "QLinearConv" else 1
+    x, w = ctx.need_shape(0), ctx.need_shape(w_index)
+    kernel = ctx.attrs.get("kernel_shape") or tuple(w[2:])
+    if not all(isinstance(k, int) for k in kernel):
+        raise ctx.error("kernel dims must be static")
+    transposed = op == "ConvTranspose"
+    channels = dim_mul(w[1], ctx.attrs.get("group", 1)) if transposed else w[0]
+    spatial = _window(ctx, tuple(x[2:]), tuple(kernel), transposed)
+    dtype = {"QLinearConv": ctx.dtype(7) if ctx.has(7) else "uint8", "ConvInteger": "int32"}.get(op, ctx.dtype(0))
+    return [TensorType(dtype, (x[0], channels, *spatial))]
+
+
+def _pool(ctx) -> list[TensorType]:
+    x = ctx.need_shape(0)
+    kernel = tuple(ctx.attrs["kernel_shape"])
+    shape = (x[0], x[1], *_window(ctx, tuple(x[2:]), kernel))
+    out = [TensorType(ctx.dtype(0), shape)]
+    if len(ctx.node.outputs) > 1:
+        out.append(TensorType("int64", shape))
+    return out
+
+
+def _global_pool(ctx) -> list[TensorType]:
+    x = ctx.need_shape(0)
+    return [TensorType(ctx.dtype(0), (x[0], x[1], *(1,) * (len(x) - 2)))]
+
+
+def _flatten(ctx) -> list[TensorType]:
+    x = ctx.need_shape(0)
+    axis = normalize_axis(int(ctx.attrs.get("axis", 1)), len(x) + 1, ctx.where)
+    return [TensorType(ctx.dtype(0), (product(x[:axis]), product(x[axis:])))]
+
+
+def _reshape(ctx) -> list[TensorType]:
+    target = ctx.value(1)
+    x = ctx.shape(0)
+    if target is None:
+        length = ctx.need_shape(1)
+        if len(length) != 1 or not isinstance(length[0], int):
+            raise ctx.error("Reshape target must be a 1-D tensor of static length")
+        return [TensorType(ctx.dtype(0), tuple(ctx.fresh() for _ in range(length[0])))]
+    dims: list[Dim | None] = []
+    for i, dim in enumerate(target):
+        if dim == 0 and not ctx.attrs.get("allowzero", 0):
+            if x is None or i >= len(x):
+                raise ctx.error("Reshape copies a dim (0) the input does not have")
+            dims.append(x[i])
+        elif dim == -1:
+            dims.append(None)
+        else:
+            dims.append(dim)
+    if dims.count(None) > 1:
+        raise ctx.error("Reshape target has more than one -1")
+    if None in dims:
+        known = [d for d in dims if d is not None]
+        inferred = cancel_div(list(x), known) if x is not None else None
+        dims[dims.index(None)] = inferred if inferred is not None else ctx.fresh()
+    return [TensorType(ctx.dtype(0), tuple(dims))]  # type: ignore[arg-type]
+
+
+def _transpose(ctx) -> list[TensorType]:
+    x = ctx.need_shape(0)
+    perm = ctx.attrs.get("perm") or tuple(reversed(range(len(x))))
+    if sorted(perm) != list(range(len(x))):
+        raise ctx.error(f"perm {tuple(perm)} is not a permutation of rank {len(x)}")
+    return [TensorType(ctx.dtype(0), tuple(x[p] for p in perm))]
+
+
+def _concat(ctx) -> list[TensorType]:
+    shapes = [ctx.need_shape(i) for i in range(len(ctx.node.inputs)) if ctx.has(i)]
+    rank = len(shapes[0])
+    axis = normalize_axis(int(ctx.attrs["axis"]), rank, ctx.where)
+    if any(len(s) != rank for s in shapes):
+        raise ctx.error("Concat inputs have different ranks")
+    total: Dim = 0
+    for shape in shapes:
+        total = dim_add(total, shape[axis])
+    out = list(shapes[0])
+    out[axis] = total
+    for i in range(rank):  # a static dim on any input pins a symbolic one
+        if i != axis and not isinstance(out[i], int):
+            out[i] = next((s[i] for s in shapes if isinstance(s[i], int)), out[i])
+    return [TensorType(ctx.dtype(0), tuple(out))]
+
+
+def _split(ctx) -> list[TensorType]:
+    x = ctx.need_shape(0)
+    axis = normalize_axis(int(ctx.attrs.get("axis", 0)), len(x), ctx.where)
+    count = len(ctx.node.outputs)
+    sizes = ctx.attrs.get("split") or ctx.value(1)
+    if not sizes:
+        dim = x[axis]
+        if isinstance(dim, int):
+            chunk = -(-dim // count)
+            sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(count)]
+        else:
+            sizes = [dim_floordiv(dim, count)] * count
+    return [TensorType(ctx.dtype(0), x[:axis] + (size,) + x[axis + 1:]) for size in sizes]
+
+
+def _slice_dim(ctx, dim: Dim, start: int, end: int, step: int) -> Dim:
+    if isinstance(dim, int):
+        return len(range(*slice(start, end, step).indices(dim)))
+    if step == 1:
+        if start >= 0 and end >= INT_MAX and prove_le(start, dim, ctx.ranges):
+            return dim_add(dim, -start)
+        if start < 0 and end >= INT_MAX and prove_le(-start, dim, ctx.ranges):
+            return -start
+        if 0 <= start <= end < INT_MAX and prove_le(end, dim, ctx.ranges):
+            return end - start
+        if start >= 0 and end < 0 and prove_le(start - end, dim, ctx.ranges):
+            return dim_add(dim, end - start)
+        if start < 0 and end < 0 and prove_le(-start, dim, ctx.ranges):
+            return max(end - start, 0)
+    if step == -1 and start >= INT_MAX - 1 and end <= -INT_MAX:
+        return dim
+    return ctx.fresh()
+
+
+def _slice(ctx) -> list[TensorType]:
+    x = ctx.need_shape(0)
+    if "starts" in ctx.attrs:
+        starts, ends = ctx.attrs["starts"], ctx.attrs["ends"]
+        axes, steps = ctx.attrs.get("axes"), ctx.attrs.get("steps")
+    else:
+        starts, ends, axes, steps = (ctx.value(i) if ctx.has(i) else None for i in range(1, 5))
+        if starts is None or ends is None:
+            return [TensorType(ctx.dtype(0), tuple(ctx.fresh() for _ in x))]
+    axes = axes or tuple(range(len(starts)))
+    steps = steps or (1,) * len(starts)
+    out = list(x)
+    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
+        axis = normalize_axis(int(axis), len(x), ctx.where)
+        if not all(isinstance(v, int) for v in (start, end, step)):
+            out[axis] = ctx.fresh()
+            continue
+        out[axis] = _slice_dim(ctx, x[axis], start, end, step)
+    return [TensorType(ctx.dtype(0), tuple(out))]
+
+
+def _gather(ctx) -> list[TensorType]:
+    x, indices = ctx.need_shape(0), ctx.need_shape(1)
+    axis = normalize_axis(int(ctx.attrs.get("axis", 0)), len(x), ctx.where)
+    return [TensorType(ctx.dtype(0), x[:axis] + indices + x[axis + 1:])]
+
+
+def _gather_elements(ctx) -> list[TensorType]:
+    return [TensorType(ctx.dtype(0), ctx.need_shape(1))]
+
+
+def _scatter(ctx) -> list[TensorType]:
+    return [TensorType(ctx.dtype(0), ctx.need_shape(0))]
+
+
+def _axes_of(ctx, rank: int) -> tuple[int, ...] | None:
+    axes = ctx.attrs.get("axes")
+    if axes is None and ctx.has(1):
+        axes = ctx.value(1)
+        if axes is None:
+            raise ctx.error("axes computed at run time are not supported by shape inference")
+    if axes is None:
+        return None
+    return tuple(normalize_axis(int(a), rank, ctx.where) for a in axes)
+
+
+def _unsqueeze(ctx) -> list[TensorType]:
+    x = ctx.need_shape(0)
+    count = len(ctx.attrs.get("axes") or ctx.value(1) or ())
+    axes = _axes_of(ctx, len(x) + count) or ()
+    out: list[Dim] = list(x)
+    for axis in sorted(axes):
+        out.insert(axis, 1)
+    return [TensorType(ctx.dtype(0), tuple(out))]
+
+
+def _squeeze(ctx) -> list[TensorType]:
+    x = ctx.need_shape(0)
+    axes = _axes_of(ctx, len(x))
+    if axes is None:  # only static 1s are removed: a symbolic dim is never assumed to be 1
+        axes = tuple(i for i, d in enumerate(x) if d == 1)
+    for axis in axes:
+        if isinstance(x[axis], int) and x[axis] != 1:
+            raise ctx.error(f"cannot squeeze axis {axis} of size {x[axis]}")
+    return [TensorType(ctx.dtype(0), tuple(d for i, d in enumerate(x) if i not in axes))]
+
+
+def _reduce(ctx) -> list[TensorType]:
+    x = ctx.need_shape(0)
+    axes = _axes_of(ctx, len(x))
+    if not axes:
+        axes = tuple(range(len(x)))
+    keep = ctx.attrs.get("keepdims", 1)
+    out = tuple((1 if keep else None) if i in axes else d for i, d in enumerate(x))
+    return [TensorType(ctx.dtype(0), tuple(d for d in out if d is not None))]
+
+
+def _argreduce(ctx) -> list[TensorType]:
+    x = ctx.need_shape(0)
+    axis = normalize_axis(int(ctx.attrs.get("axis", 0)), len(x), ctx.where)
+    keep = ctx.attrs.get("keepdims", 1)
+    out = tuple((1 if keep else None) if i == axis else d for i, d in enumerate(x))
+    return [TensorType("int64", tuple(d for d in out if d is not None))]
+
+
+def _shape(ctx) -> list[TensorType]:
+    x = ctx.need_shape(0)
+    start, end = int(ctx.attrs.get("start", 0)), ctx.attrs.get("end")
+    dims = x[slice(start, None if end is None else int(end))]
+    return [TensorType("int64", (len(dims),))]
+
+
+def _size(ctx) -> list[TensorType]:
+    return [TensorType("int64", ())]
+
+
+def _constant_of_shape(ctx) -> list[TensorType]:
+    value = ctx.attrs.get("value")
+    dtype = value.dtype if value is not None else "float32"
+    dims = ctx.value(0)
+    if dims is None:
+        length = ctx.need_shape(0)
+        dims = tuple(ctx.fresh() for _ in range(length[0] if isinstance(length[0], int) else 0))
+    return [TensorType(dtype, tuple(dims))]
+
+
+def _range(ctx) -> list[TensorType]:
+    start, limit, delta = (ctx.value(i) for i in range(3))
+    if start is None or limit is None or delta is None:
+        return [TensorType(ctx.dtype(0), (ctx.fresh(),))]
+    s, lim, d = start[0], limit[0], delta[0]
+    if all(isinstance(v, int) for v in (s, lim, d)):
+        return [TensorType(ctx.dtype(0), (max(-(-(lim - s) // d), 0),))]
+    if d == 1 and prove_le(s, lim, ctx.ranges):
+        return [TensorType(ctx.dtype(0), (dim_add(lim, dim_mul(s, -1)),))]
+    return [TensorType(ctx.dtype(0), (ctx.fresh(),))]
+
+
+def _expand(ctx) -> list[TensorType]:
+    x = ctx.need_shape(0)
+    target = ctx.value(1)
+    if target is None:
+        length = ctx.need_shape(1)[0]
+        target = tuple(ctx.fresh() for _ in range(length if isinstance(length, int) else 0))
+    return [TensorType(ctx.dtype(0), broadcast([x, tuple(target)], ctx.ranges, ctx.fresh, ctx.where))]
+
+
+def _tile(ctx) -> list[TensorType]:
+    x, repeats = ctx.need_shape(0), ctx.value(1)
+    if repeats is None:
+        return [TensorType(ctx.dtype(0), tuple(ctx.fresh() for _ in x))]
+    return [TensorType(ctx.dtype(0), tuple(dim_mul(d, r) for d, r in zip(x, repeats, strict=True)))]
+
+
+def _pad(ctx) -> list[TensorType]:
+    x = ctx.need_shape(0)
+    pads = ctx.attrs.get("pads")
+    if pads is None:
+        return [TensorType(ctx.dtype(0), tuple(ctx.fresh() for _ in x))]
+    axes = ctx.attrs.get("axes") or tuple(range(len(x)))
+    out = list(x)
+    for i, axis in enumerate(axes):
+        axis = normalize_axis(int(axis), len(x), ctx.where)
+        out[axis] = dim_add(out[axis], pads[i] + pads[i + len(axes)])
+    return [TensorType(ctx.dtype(0), tuple(out))]
+
+
+def _resize(ctx) -> list[TensorType]:
+    x = ctx.need_shape(0)
+    sizes = ctx.value(3)
+    if sizes is not None:
+        return [TensorType(ctx.dtype(0), tuple(sizes))]
+    scales = ctx.const(2)
+    if scales is None:
+        return [TensorType(ctx.dtype(0), tuple(ctx.fresh() for _ in x))]
+    out: list[Dim] = []
+    for dim, scale in zip(x, scales.reshape(-1).tolist(), strict=True):
+        ratio = Fraction(scale)  # floor(dim * scale), exactly
+        out.append(dim_floordiv(dim_mul(dim, ratio.numerator), ratio.denominator))
+    return [TensorType(ctx.dtype(0), tuple(out))]
+
+
+def _layer_norm(ctx) -> list[TensorType]:
+    x = ctx.need_shape(0)
+    axis = normalize_axis(int(ctx.attrs.get("axis", -1)), len(x), ctx.where)
+    stats = tuple(d if i < axis else 1 for i, d in enumerate(x))
+    return [TensorType(ctx.dtype(0), x), TensorType("float32", stats), TensorType("float32", stats)][: len(ctx.node.outputs)]
+
+
+def _topk(ctx) -> list[TensorType]:
+    x, k = ctx.need_shape(0), ctx.value(1)
+    axis = normalize_axis(int(ctx.attrs.get("axis", -1)), len(x), ctx.where)
+    out = list(x)
+    out[axis] = k[0] if k is not None else ctx.fresh()
+    return [TensorType(ctx.dtype(0), tuple(out)), TensorType("int64", tuple(out))]
+
+
+def _nonzero(ctx) -> list[TensorType]:
+    return [TensorType("int64", (len(ctx.need_shape(0)), ctx.fresh()))]
+
+
+def _depth_space(ctx) -> list[TensorType]:
+    n, c, h, w = ctx.need_shape(0)
+    block = int(ctx.attrs["blocksize"])
+    if ctx.node.op == "DepthToSpace":
+        return [TensorType(ctx.dtype(0), (n, dim_floordiv(c, block * block), dim_mul(h, block), dim_mul(w, block)))]
+    return [TensorType(ctx.dtype(0), (n, dim_mul(c, block * block), dim_floordiv(h, block), dim_floordiv(w, block)))]
+
+
+def _dynamic_quantize(ctx) -> list[TensorType]:
+    return [TensorType("uint8", ctx.shape(0)), TensorType("float32", ()), TensorType("uint8", ())]
+
+
+RULES: dict[str, Rule] = {op: _same for op in SAME_SHAPE}
+RULES.update({op: _broadcast for op in BROADCAST})
+RULES.update({
+    "MatMul": _matmul, "MatMulInteger": _matmul, "QLinearMatMul": _matmul, "Gemm": _gemm,
+    "Conv": _conv, "ConvTranspose": _conv, "ConvInteger": _conv, "QLinearConv": _conv,
+    "MaxPool": _pool, "AveragePool": _pool, "LpPool": _pool,
+    "GlobalAveragePool": _global_pool, "GlobalMaxPool": _global_pool, "GlobalLpPool": _global_pool,
+    "Flatten": _flatten, "Reshape": _reshape, "Transpose": _transpose, "Concat": _concat,
+    "Split": _split, "Slice": _slice, "Gather": _gather, "GatherElements": _gather_elements,
+    "ScatterElements": _scatter, "ScatterND": _scatter, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
+    "ArgMax": _argreduce, "ArgMin": _argreduce, "Shape": _shape, "Size": _size,
+    "ConstantOfShape": _constant_of_shape, "Range": _range, "Expand": _expand, "Tile": _tile,
+    "Pad": _pad, "Resize": _resize, "LayerNormalization": _layer_norm, "TopK": _topk,
+    "NonZero": _nonzero, "DepthToSpace": _depth_space, "SpaceToDepth": _depth_space,
+    "DynamicQuantizeLinear": _dynamic_quantize,
+})
+RULES.update({op: _reduce for op in (
+    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+    "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")})

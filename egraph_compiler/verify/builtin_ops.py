@@ -1,0 +1,326 @@
+"""Documented encodings for operators declared ``= builtin NAME``.
+
+Each built-in gives, for the SMT encoding, its result rank, its symbolic shape
+with well-formedness conditions and its element at a symbolic index; for the
+NumPy replay, a reference implementation; and the finite domain of each of its
+enumerated attributes for a given input rank (permutations, axes, flags).
+
+| name | inputs | attributes | meaning |
+|---|---|---|---|
+| reduce_sum / reduce_prod / reduce_max / reduce_min / reduce_mean | data | axes: ints ([] = all), keepdims: int | ONNX Reduce* |
+| matmul | a, b | | NumPy matmul, ranks >= 2 (batch dims broadcast) |
+| gemm | a, b, c? | alpha, beta: float; transA, transB: int | ONNX Gemm, rank 2 |
+| transpose | x | perm: ints ([] = reversed) | ``out[i] = x[j]`` with ``j[perm[k]] = i[k]`` |
+| squeeze / unsqueeze | x | axes: ints | drop / insert size-1 axes |
+| bitshift | x, y | direction: string ("LEFT" / "RIGHT") | unsigned ``x << y`` / ``x >> y``, ``y`` < bit width |
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+import z3
+
+from egraph_compiler.dsl import ast
+from egraph_compiler.verify.encode import Cell, Dims, Encoder, Illformed, broadcast, project
+from egraph_compiler.verify.semantics import OpSemantics
+from egraph_compiler.verify.text import op_text
+
+
+class Undefined(Exception):
+    """The NumPy reference found the operation undefined on these inputs."""
+
+
+class Builtin:
+    name = ""
+    integer_only = False
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        return None
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        raise NotImplementedError
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        raise NotImplementedError
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        raise NotImplementedError
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        raise NotImplementedError
+
+
+def _subsets(rank: int) -> list[list[int]]:
+    return [list(c) for k in range(1, rank + 1) for c in itertools.combinations(range(rank), k)]
+
+
+def _axes(attrs: dict[str, Any], rank: int, key: str = "axes") -> list[int]:
+    axes = list(attrs.get(key) or [])
+    if not axes:
+        return list(range(rank))
+    if any(not isinstance(a, int) or a < -rank or a >= rank for a in axes):
+        raise Illformed("axis out of range")
+    normal = sorted({a % rank for a in axes})
+    if len(normal) != len(axes):
+        raise Illformed("repeated axis")
+    return normal
+
+
+class Reduce(Builtin):
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.name = f"reduce_{kind}"
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        if attr == "axes":
+            return _subsets(in_ranks[0]) or [[]]
+        if attr == "keepdims":
+            return [1, 0]
+        if attr == "noop_with_empty_axes":
+            return [0]
+        return None
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        axes = _axes(attrs, in_ranks[0])
+        return in_ranks[0] if attrs.get("keepdims", 1) else in_ranks[0] - len(axes)
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        (d,) = dims[:1]
+        axes = _axes(attrs, len(d))
+        if attrs.get("keepdims", 1):
+            return [1 if k in axes else x for k, x in enumerate(d)], []
+        return [x for k, x in enumerate(d) if k not in axes], []
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        child = node.inputs[0]
+        d, _ = enc.shape_of(child)
+        axes = _axes(attrs, len(d))
+        keep = attrs.get("keepdims", 1)
+        outer = [i for k, i in enumerate(idx) if not keep or k not in axes]
+
+        def body(t: list[Any]) -> Cell:
+            j: list[Any] = []
+            rest = iter(outer)
+            reduced = iter(t)
+            for k in range(len(d)):
+                j.append(next(reduced) if k in axes else next(rest))
+            return enc.value_of(child, j)
+
+        value, defined = enc.reduce(node, outer, [d[k] for k in axes], body, self.kind)
+        if self.kind == "mean":
+            count = math.prod(d[k] for k in axes) if axes else 1
+            value = value / z3.ToReal(count) if enc.domain.name == "real" else None
+            if value is None:
+                raise Illformed("reduce_mean is modelled over the reals only")
+        return value, defined
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        x = inputs[0]
+        axes = tuple(_axes(attrs, x.ndim))
+        keep = bool(attrs.get("keepdims", 1))
+        fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min,
+              "mean": np.mean}[self.kind]
+        return np.asarray(fn(x, axis=axes, keepdims=keep), dtype=x.dtype)
+
+
+class Transpose(Builtin):
+    name = "transpose"
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        if attr == "perm":
+            # [] is an absent perm (reversed axes), as the e-graph binds it
+            return [[]] + [list(p) for p in itertools.permutations(range(in_ranks[0]))]
+        return None
+
+    @staticmethod
+    def perm(attrs: dict[str, Any], rank: int) -> list[int]:
+        perm = list(attrs.get("perm") or [])
+        if not perm:
+            return list(reversed(range(rank)))
+        if sorted(perm) != list(range(rank)):
+            raise Illformed(f"perm {perm} is not a permutation of rank {rank}")
+        return perm
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        return len(self.perm(attrs, in_ranks[0]))
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        perm = self.perm(attrs, len(dims[0]))
+        return [dims[0][p] for p in perm], []
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        perm = self.perm(attrs, len(idx))
+        j: list[Any] = [0] * len(idx)
+        for k, p in enumerate(perm):
+            j[p] = idx[k]
+        return enc.value_of(node.inputs[0], j)
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        return np.transpose(inputs[0], self.perm(attrs, inputs[0].ndim))
+
+
+class Squeeze(Builtin):
+    name = "squeeze"
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        return _subsets(in_ranks[0]) if attr == "axes" else None
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        return in_ranks[0] - len(_axes(attrs, in_ranks[0]))
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        axes = _axes(attrs, len(dims[0]))
+        return ([d for k, d in enumerate(dims[0]) if k not in axes],
+                [dims[0][k] == 1 for k in axes])
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        rank = len(idx) + len(attrs.get("axes") or [])
+        axes = _axes(attrs, rank)
+        rest = iter(idx)
+        return enc.value_of(node.inputs[0], [0 if k in axes else next(rest)
+                                             for k in range(rank)])
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        x = inputs[0]
+        axes = tuple(_axes(attrs, x.ndim))
+        if any(x.shape[a] != 1 for a in axes):
+            raise Undefined("squeeze of an axis whose size is not 1")
+        return np.squeeze(x, axis=axes)
+
+
+class Unsqueeze(Builtin):
+    name = "unsqueeze"
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        return [[a] for a in range(in_ranks[0] + 1)] if attr == "axes" else None
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        rank = in_ranks[0] + len(attrs.get("axes") or [])
+        _axes(attrs, rank)
+        return rank
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        rank = len(dims[0]) + len(attrs.get("axes") or [])
+        axes = _axes(attrs, rank)
+        rest = iter(dims[0])
+        return [1 if k in axes else next(rest) for k in range(rank)], []
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        axes = _axes(attrs, len(idx))
+        return enc.value_of(node.inputs[0], [i for k, i in enumerate(idx) if k not in axes])
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        rank = inputs[0].ndim + len(attrs.get("axes") or [])
+        return np.expand_dims(inputs[0], tuple(_axes(attrs, rank)))
+
+
+class MatMul(Builtin):
+    name = "matmul"
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        if min(in_ranks[:2]) < 2:
+            raise Illformed("matmul of rank < 2 is not modelled")
+        return max(in_ranks[:2])
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        a, b = dims[0], dims[1]
+        batch, wf = broadcast([a[:-2], b[:-2]])
+        return batch + [a[-2], b[-1]], wf + [a[-1] == b[-2]]
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        a_dims, _ = enc.shape_of(node.inputs[0])
+        b_dims, _ = enc.shape_of(node.inputs[1])
+        batch = idx[:-2]
+        a_batch = project(a_dims[:-2], batch)
+        b_batch = project(b_dims[:-2], batch)
+        dom = enc.domain
+
+        def body(t: list[Any]) -> Cell:
+            va, da = enc.value_of(node.inputs[0], a_batch + [idx[-2], t[0]])
+            vb, db = enc.value_of(node.inputs[1], b_batch + [t[0], idx[-1]])
+            return dom.binop("*", va, vb), z3.And(da, db)
+
+        return enc.reduce(node, idx, [a_dims[-1]], body, "sum")
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        return np.matmul(inputs[0], inputs[1])
+
+
+class BitShift(Builtin):
+    name = "bitshift"
+    integer_only = True
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        return ["LEFT", "RIGHT"] if attr == "direction" else None
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        return max(in_ranks[:2])
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        return broadcast(dims[:2])
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        cells = [enc.value_of(child, project(enc.shape_of(child)[0], idx))
+                 for child in node.inputs[:2]]
+        (x, dx), (y, dy) = cells
+        dom = enc.domain
+        left = str(attrs.get("direction", "LEFT")).upper() == "LEFT"
+        width = dom.width if dom.is_bv else 32
+        if dom.is_bv:
+            value = x << y if left else z3.LShR(x, y)
+            ok = z3.ULT(y, width)
+        elif dom.name == "int":
+            power = z3.IntVal(1)
+            for s in range(width - 1, -1, -1):
+                power = z3.If(y == s, z3.IntVal(2 ** s), power)
+            value = x * power if left else x / power
+            ok = y < width
+        else:
+            raise Illformed("bitshift is an integer operation")
+        return value, z3.And(dx, dy, ok)
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        x, y = inputs[0], inputs[1]
+        width = x.dtype.itemsize * 8 if x.dtype != np.int64 else 32
+        if np.any(y >= width):
+            raise Undefined("shift by at least the bit width")
+        left = str(attrs.get("direction", "LEFT")).upper() == "LEFT"
+        if x.dtype == np.int64:  # the unbounded-integer tier: no wrapping
+            xo, yo = x.astype(object), y.astype(object)
+            out = xo * (2 ** yo) if left else xo // (2 ** yo)
+            return np.asarray(out, dtype=object)
+        return np.left_shift(x, y.astype(x.dtype)) if left else np.right_shift(
+            x, y.astype(x.dtype))
+
+
+BUILTINS: dict[str, Builtin] = {b.name: b for b in [
+    Reduce("sum"), Reduce("prod"), Reduce("max"), Reduce("min"), Reduce("mean"),
+    Transpose(), Squeeze(), Unsqueeze(), MatMul(), BitShift(),
+]}
+_ALIASES = {"reducesum": "reduce_sum", "reduceprod": "reduce_prod", "reducemax": "reduce_max",
+            "reducemin": "reduce_min", "reducemean": "reduce_mean", "bit_shift": "bitshift",
+            "mat_mul": "matmul"}
+
+
+def lookup_builtin(name: str) -> Builtin | None:
+    key = name.lower()
+    return BUILTINS.get(_ALIASES.get(key, key))
+
+
+def load_semantics(ops: dict[str, ast.OpDecl]) -> dict[str, OpSemantics]:
+    """Every declared operator's meaning (elementwise expression, built-in or opaque)."""
+    return {name: OpSemantics(decl, decl.semantics,
+                              lookup_builtin(decl.builtin) if decl.builtin else None,
+                              op_text(decl))
+            for name, decl in ops.items()}

@@ -1,0 +1,84 @@
+"""Verdicts on disk, keyed by the rule's text, the semantics of the operators it
+uses, the z3 version and this verifier's version: an unchanged library re-verifies
+instantly, and editing an operator's `= expr` re-checks the rules that use it."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import z3
+
+from egraph_compiler.dsl import ast
+from egraph_compiler.verify.normalize import canonical, strip_spans
+from egraph_compiler.verify.semantics import OpSemantics
+from egraph_compiler.verify.text import rule_text
+from egraph_compiler.verify.verdict import Counterexample, TensorValue, Verdict
+
+VERIFIER_VERSION = "1"
+
+
+def default_cache_dir(ruleset: ast.RuleSet) -> Path:
+    """``$DNNR_CACHE_DIR/verify``, else ``.dnnr-cache/verify`` under the rules' root."""
+    env = os.environ.get("DNNR_CACHE_DIR")
+    if env:
+        return Path(env) / "verify"
+    files = [Path(f).resolve() for f in ruleset.files] or [Path.cwd()]
+    root = Path(os.path.commonpath([str(f.parent) for f in files]))
+    if root.name == "rules":
+        root = root.parent
+    return root / ".dnnr-cache" / "verify"
+
+
+def cache_key(rule: ast.Rule, sems: dict[str, OpSemantics], timeout_s: float) -> str:
+    canon = canonical(rule, {n: s.decl for n, s in sems.items()})
+    stripped = strip_spans(rule)
+    assert isinstance(stripped, ast.Rule)
+    parts = [VERIFIER_VERSION, z3.get_version_string(), rule_text(stripped), str(timeout_s)]
+    parts += [sems[op].text for op in canon.ops if op in sems]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def load(directory: Path, key: str) -> Verdict | None:
+    path = directory / f"{key}.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return verdict_from_json(data)
+
+
+def store(directory: Path, key: str, verdict: Verdict) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f"{key}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(verdict_to_json(verdict)))
+    tmp.replace(directory / f"{key}.json")
+
+
+def verdict_to_json(verdict: Verdict) -> dict[str, Any]:
+    data = dataclasses.asdict(verdict)
+    data["ok"] = verdict.ok
+    return data
+
+
+def verdict_from_json(data: dict[str, Any]) -> Verdict:
+    data = dict(data)
+    data.pop("ok", None)
+    cex = data.get("counterexample")
+    if cex is not None:
+        def tensor(t: dict[str, Any] | None) -> TensorValue | None:
+            if t is None:
+                return None
+            return TensorValue(t["name"], tuple(t["shape"]), t["dtype"], tuple(t["values"]))
+
+        data["counterexample"] = Counterexample(
+            cex["tier"], tuple(tensor(t) for t in cex["inputs"]),  # type: ignore[misc]
+            tuple(tuple(a) for a in cex["attrs"]), tensor(cex["lhs"]), tensor(cex["rhs"]),
+            cex["replay"], cex["explanation"])
+    for name in ("tiers", "notes"):
+        data[name] = tuple(data.get(name, ()))
+    return Verdict(**data)

@@ -1,0 +1,387 @@
+"""The refinement check of one rule in one tier, stage by stage.
+
+For every configuration (`configs.py`), with ``L``/``R`` the two sides:
+1. applicability: ``wf(L) and guard`` is satisfiable for some configuration;
+2. shape: ``wf(L) and guard`` implies ``wf(R)`` and equal ranks and dims;
+3. definedness: at every in-bounds index, ``L`` is defined iff ``R`` is. Both
+   ways: an e-graph merge is symmetric, so extraction may put ``L`` where ``R``
+   was (a rule that only *removes* undefined behaviour, such as
+   ``Div(?x, ?x) => 1``, would otherwise let extraction add it back);
+4. value: where both are defined, the elements are equal (bit-exact in IEEE tiers).
+Reductions are unrolled for lengths <= 4 (a model there is a real counterexample),
+then proved for every length by induction over a prefix ``m`` (base m = 1, step
+m -> m + 1), all reductions of the rule sharing one enumeration of their index
+space. If the induction does not close, the verdict is `unknown`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import z3
+
+from egraph_compiler.dsl import ast
+from egraph_compiler.verify import evalexpr
+from egraph_compiler.verify.builtin_ops import Undefined
+from egraph_compiler.verify.configs import enumerate_configs
+from egraph_compiler.verify.encode import Config, DoesNotFire, Encoder, Illformed, Unsupported
+from egraph_compiler.verify.fuzz import FuzzFinding, compare, fuzz
+from egraph_compiler.verify.normalize import CanonRule
+from egraph_compiler.verify.scalar import Domain
+from egraph_compiler.verify.semantics import OpSemantics
+from egraph_compiler.verify.verdict import Counterexample, TensorValue
+
+MAX_CONFIGS = 4000
+
+
+@dataclass
+class TierResult:
+    tier: str
+    status: str  # proved | failed | unknown
+    stage: str = ""
+    message: str = ""
+    counterexample: Counterexample | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class _Sides:
+    enc: Encoder
+    guard: Any
+    lhs_dims: list[Any]
+    wf_lhs: list[Any]
+    rhs_dims: list[Any] | None
+    wf_rhs: list[Any]
+    rhs_error: str
+    guard_expr: ast.Expr | None = None
+
+
+def _build(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Config,
+           guard: ast.Expr | None, mode: str = "bounded", m: Any = None) -> _Sides | None:
+    enc = Encoder(sems, Domain(tier), config, dict(canon.const_values), mode, m)
+    try:
+        lhs_dims, wf_lhs = enc.shape_of(canon.lhs)
+        guard_term = enc.guard(guard)
+    except (Illformed, evalexpr.NotApplicable):
+        return None
+    if guard_term is False:
+        return None
+    if guard_term is True:
+        guard_term = z3.BoolVal(True)
+    try:
+        rhs_dims, wf_rhs = enc.shape_of(canon.rhs)
+        error = ""
+        if len(rhs_dims) != len(lhs_dims):
+            error = f"RHS has rank {len(rhs_dims)}, LHS rank {len(lhs_dims)}"
+    except DoesNotFire:
+        return None
+    except (Illformed, evalexpr.NotApplicable) as err:
+        rhs_dims, wf_rhs, error = None, [], f"RHS is ill-formed: {err}"
+    return _Sides(enc, guard_term, lhs_dims, wf_lhs, rhs_dims, wf_rhs, error, guard)
+
+
+def _dims_equal(sides: _Sides) -> list[Any]:
+    assert sides.rhs_dims is not None
+    return [a == b for a, b in zip(sides.lhs_dims, sides.rhs_dims)]
+
+
+class _Solver:
+    def __init__(self, timeout_s: float) -> None:
+        self.solver = z3.Solver()
+        self.solver.set("timeout", max(1, int(timeout_s * 1000)))
+
+    def check(self, facts: list[Any], small: list[Any] | None = None) -> tuple[str, Any]:
+        s = self.solver
+        s.push()
+        s.add(*facts)
+        result = s.check()
+        model = None
+        if result == z3.sat:
+            model = s.model()
+            if small:
+                s.push()
+                s.add(*small)
+                if s.check() == z3.sat:
+                    model = s.model()
+                s.pop()
+        s.pop()
+        return str(result), model
+
+
+def _small_dims(sides: _Sides) -> list[Any]:
+    return [d <= 3 for var, _ in sides.enc.config.ranks for d in sides.enc.shape(var)]
+
+
+def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
+               guard: ast.Expr | None, timeout_s: float, use_fuzz: bool = True) -> TierResult:
+    start = time.monotonic()
+    deadline = start + timeout_s
+    try:
+        configs = list(enumerate_configs(canon, sems))
+    except Unsupported as err:
+        return TierResult(tier, "unknown", "semantics", str(err))
+    if len(configs) > MAX_CONFIGS:
+        return TierResult(tier, "unknown", "semantics",
+                          f"{len(configs)} configurations to check (limit {MAX_CONFIGS})")
+    if use_fuzz:
+        found = fuzz(canon, sems, tier, [c for c, _ in configs][:64], guard)
+        if found is not None:
+            cex = _from_fuzz(found, tier)
+            return TierResult(tier, "failed", found.stage, found.explanation, cex,
+                              time.monotonic() - start)
+    applicable = False
+    unknown: TierResult | None = None
+    spurious: TierResult | None = None
+    for config, values_needed in configs:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return TierResult(tier, "unknown", "", f"timeout after {timeout_s:.1f} s",
+                              None, time.monotonic() - start)
+        try:
+            outcome = _check_config(canon, sems, tier, config, values_needed, guard, left)
+        except Unsupported as err:
+            return TierResult(tier, "unknown", "semantics", str(err), None,
+                              time.monotonic() - start)
+        if outcome is None:
+            continue
+        applicable = True
+        if outcome.status == "proved":
+            continue
+        outcome.seconds = time.monotonic() - start
+        if outcome.status == "failed":
+            if outcome.counterexample is None or outcome.counterexample.replay == "CONFIRMED":
+                return outcome
+            spurious = spurious or outcome
+        else:
+            unknown = unknown or outcome
+    elapsed = time.monotonic() - start
+    if not applicable:
+        return TierResult(tier, "failed", "applicability",
+                          "the left-hand side (with its guard) never matches anything",
+                          None, elapsed)
+    if spurious is not None:
+        spurious.status = "unknown"
+        spurious.message += " (the only counterexamples found are SPURIOUS)"
+        return spurious
+    if unknown is not None:
+        unknown.seconds = elapsed
+        return unknown
+    return TierResult(tier, "proved", "", "", None, elapsed)
+
+
+def _check_config(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Config,
+                  values_needed: bool, guard: ast.Expr | None,
+                  timeout_s: float) -> TierResult | None:
+    """None when the LHS does not apply under ``config``; else this config's result."""
+    sides = _build(canon, sems, tier, config, guard)
+    if sides is None:
+        return None
+    solver = _Solver(min(timeout_s, 20.0))
+    enc = sides.enc
+    base = enc.background() + sides.wf_lhs + [sides.guard]
+    status, model = solver.check(base, _small_dims(sides))
+    if status == "unsat":
+        return None
+    if status == "unknown":
+        return TierResult(tier, "unknown", "applicability", f"Z3 unknown ({config.describe()})")
+    if sides.rhs_error:
+        return _failure(canon, sems, tier, sides, model, "shape", sides.rhs_error)
+    shape_ok = z3.And(*sides.wf_rhs, *_dims_equal(sides))
+    status, model = solver.check(base + [z3.Not(shape_ok)], _small_dims(sides))
+    if status != "unsat":
+        return _failure(canon, sems, tier, sides, model, "shape",
+                        "RHS shape differs from LHS shape or RHS is ill-formed", status)
+    if not values_needed:
+        return TierResult(tier, "proved")
+    try:
+        idx = [z3.Int(f"i{k}") for k in range(len(sides.lhs_dims))]
+        vl, dl = enc.value_of(canon.lhs, idx)
+        vr, dr = enc.value_of(canon.rhs, idx)
+    except Illformed as err:
+        return _failure(canon, sems, tier, sides, model, "shape", str(err))
+    inside = [z3.And(i >= 0, i < d) for i, d in zip(idx, sides.lhs_dims)]
+    facts = (enc.background() + sides.wf_lhs + [sides.guard] + sides.wf_rhs
+             + _dims_equal(sides) + inside + enc.bounds)
+    status, model = solver.check(facts + [dl != dr], _small_dims(sides))
+    if status != "unsat":
+        return _failure(canon, sems, tier, sides, model, "definedness",
+                        "one side is undefined where the other is defined", status)
+    status, model = solver.check(facts + [dl, dr, z3.Not(enc.domain.equal(vl, vr))],
+                                 _small_dims(sides))
+    if status != "unsat":
+        return _failure(canon, sems, tier, sides, model, "value", "LHS and RHS values differ",
+                        status)
+    if enc.bounds:
+        return _induction(canon, sems, tier, config, guard, timeout_s)
+    return TierResult(tier, "proved")
+
+
+def _failure(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, sides: _Sides,
+             model: Any, stage: str, message: str, status: str = "sat") -> TierResult:
+    if status == "unknown" or model is None:
+        return TierResult(tier, "unknown", stage,
+                          f"Z3 returned unknown ({sides.enc.config.describe()})")
+    cex = _counterexample(canon, sems, tier, sides, model, message)
+    return TierResult(tier, "failed", stage, message, cex)
+
+
+# ---------------------------------------------------------------- induction
+def _induction(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Config,
+               guard: ast.Expr | None, timeout_s: float) -> TierResult:
+    m = z3.Int("m")
+    built = []
+    for point in (z3.IntVal(1), m, m + 1):
+        sides = _build(canon, sems, tier, config, guard, "induction", point)
+        assert sides is not None and sides.rhs_dims is not None
+        idx = [z3.Int(f"i{k}") for k in range(len(sides.lhs_dims))]
+        vl, dl = sides.enc.value_of(canon.lhs, idx)
+        vr, dr = sides.enc.value_of(canon.rhs, idx)
+        goal = z3.And(dl == dr, z3.Implies(z3.And(dl, dr), sides.enc.domain.equal(vl, vr)))
+        inside = [z3.And(i >= 0, i < d) for i, d in zip(idx, sides.lhs_dims)]
+        built.append((sides, goal, inside))
+    signatures = {tuple(z3.simplify(e).sexpr() if not isinstance(e, int) else str(e)
+                        for e in r.extents) for s, _, _ in built for r in s.enc.reductions}
+    if len(signatures) != 1:
+        return TierResult(tier, "unknown", "value", "holds for reduced lengths <= 4; the "
+                          "reductions differ in their index spaces, so no induction")
+    first = built[0][0].enc.reductions[0]
+    enum = [z3.Function(f"E{k}", z3.IntSort(), z3.IntSort()) for k in range(len(first.extents))]
+    total = math.prod(first.extents)
+
+    def point(at: Any) -> tuple[list[Any], list[Any]]:
+        index = [f(at) for f in enum]
+        return index, [z3.And(t >= 0, t < e) for t, e in zip(index, first.extents)]
+
+    solver = _Solver(min(timeout_s, 20.0))
+    # base: prefixes of length 1
+    sides, goal, inside = built[0]
+    facts = []
+    index, in_range = point(z3.IntVal(0))
+    for r in sides.enc.reductions:
+        value, ok = r.body(index)
+        facts += [r.partial(1, *r.outer) == value, r.partial_defined(1, *r.outer) == ok]
+    base = (sides.wf_lhs + [sides.guard] + sides.wf_rhs + _dims_equal(sides) + inside
+            + in_range + facts)
+    status, _ = solver.check(sides.enc.background() + base + [z3.Not(goal)])
+    if status != "unsat":
+        return TierResult(tier, "unknown", "value", "holds for reduced lengths <= 4; the "
+                          f"induction base did not close (Z3: {status})")
+    # step: prefix m -> m + 1
+    (s_m, goal_m, inside_m), (s_next, goal_next, _) = built[1], built[2]
+    index, in_range = point(m)
+    facts = []
+    for r in s_next.enc.reductions:
+        value, ok = r.body(index)
+        facts += [r.partial(m + 1, *r.outer) == r.combine(r.partial(m, *r.outer), value),
+                  r.partial_defined(m + 1, *r.outer) == z3.And(r.partial_defined(m, *r.outer),
+                                                               ok)]
+    step = (s_m.wf_lhs + [s_m.guard] + s_m.wf_rhs + _dims_equal(s_m) + inside_m + in_range
+            + facts + [m >= 1, m < total, goal_m, s_next.guard])
+    background = s_m.enc.background() + s_next.enc.background()
+    status, _ = solver.check(background + step + [z3.Not(goal_next)])
+    if status != "unsat":
+        return TierResult(tier, "unknown", "value", "holds for reduced lengths <= 4; the "
+                          f"induction step did not close (Z3: {status})")
+    return TierResult(tier, "proved")
+
+
+# ---------------------------------------------------------------- counterexamples
+def _number(value: z3.ExprRef, domain: Domain) -> float | int:
+    if domain.is_float:
+        raise AssertionError("FP values go through fpToIEEEBV")
+    if z3.is_int_value(value) or z3.is_bv_value(value):
+        return value.as_long()
+    if z3.is_rational_value(value):
+        return value.numerator_as_long() / value.denominator_as_long()
+    if z3.is_algebraic_value(value):
+        return float(value.approx(20).as_decimal(17).rstrip("?"))
+    return 0
+
+
+def _element(model: z3.ModelRef, term: z3.ExprRef, domain: Domain) -> float | int:
+    if domain.is_float:
+        bits = model.eval(z3.fpToIEEEBV(term), model_completion=True).as_long()
+        ebits, sbits = term.sort().ebits(), term.sort().sbits()
+        width = ebits + sbits
+        if width == 16 and domain.name == "bf16":
+            return float(np.array([bits << 16], dtype=np.uint32).view(np.float32)[0])
+        dtype = {16: np.float16, 32: np.float32}[width]
+        return float(np.array([bits], dtype=f"uint{width}").view(dtype)[0])
+    return _number(model.eval(term, model_completion=True), domain)
+
+
+def _counterexample(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, sides: _Sides,
+                    model: Any, message: str) -> Counterexample:
+    enc = sides.enc
+    domain = enc.domain
+    tensors: dict[str, np.ndarray] = {}
+    for var, _rank in enc.config.ranks:
+        shape = tuple(model.eval(d, model_completion=True).as_long() for d in enc.shape(var))
+        if var.startswith("#"):
+            tensors[var] = np.full(shape, dict(canon.const_values)[var], dtype=domain.dtype)
+            continue
+        touched = {}
+        for idx, term in enc.touched.get(var, []):
+            key = tuple(model.eval(i, model_completion=True).as_long()
+                        if not isinstance(i, int) else i for i in idx)
+            touched[key] = term
+        array = np.ones(shape, dtype=object)
+        for key, term in touched.items():
+            if all(0 <= k < s for k, s in zip(key, shape)):
+                array[key] = _element(model, term, domain)
+        tensors[var] = np.asarray(array.astype(float) if not domain.is_integer else
+                                  array.astype(np.int64)).astype(domain.dtype)
+    attrs = dict(enc.config.attrs)
+    for name, term in enc.symbolic_attrs.items():
+        attrs[name] = _number(model.eval(term, model_completion=True), Domain("real"))
+    found = compare(canon, sems, domain, tensors, attrs, sides.guard_expr)
+    return _render(canon, tier, tensors, attrs, found, message, sems, domain)
+
+
+def _from_fuzz(found: FuzzFinding, tier: str) -> Counterexample:
+    return Counterexample(tier, _inputs(found.tensors), _attrs(found.attrs),
+                          _tensor("LHS", found.lhs), _tensor("RHS", found.rhs), "CONFIRMED",
+                          found.explanation + " (found by the NumPy fuzz)")
+
+
+def _render(canon: CanonRule, tier: str, tensors: dict[str, np.ndarray], attrs: dict[str, Any],
+            found: Any, message: str, sems: dict[str, OpSemantics],
+            domain: Domain) -> Counterexample:
+    if isinstance(found, FuzzFinding):
+        return Counterexample(tier, _inputs(tensors), _attrs(attrs), _tensor("LHS", found.lhs),
+                              _tensor("RHS", found.rhs), "CONFIRMED", message)
+    from egraph_compiler.verify.replay import Runner
+
+    runner = Runner(sems, domain, tensors, attrs)
+    results = []
+    for side in (canon.lhs, canon.rhs):
+        try:
+            results.append(runner.run(side))
+        except (Undefined, Illformed, Unsupported):
+            results.append(None)
+    why = "the left side does not match these inputs" if found == "skip" else "NumPy agrees"
+    return Counterexample(tier, _inputs(tensors), _attrs(attrs), _tensor("LHS", results[0]),
+                          _tensor("RHS", results[1]), "SPURIOUS", f"{message}; {why}")
+
+
+def _inputs(tensors: dict[str, np.ndarray]) -> tuple[TensorValue, ...]:
+    return tuple(t for name, a in tensors.items() if not name.startswith("#")
+                 if (t := _tensor(f"?{name}", a)) is not None)
+
+
+def _attrs(attrs: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple((f"?{k}" if not k.startswith("_") else k.lstrip("_"), str(v))
+                 for k, v in sorted(attrs.items()))
+
+
+def _tensor(name: str, array: np.ndarray | None) -> TensorValue | None:
+    if array is None:
+        return None
+    flat = np.asarray(array).reshape(-1)
+    values = tuple(int(v) if isinstance(v, (int, np.integer)) else float(v) for v in flat)
+    return TensorValue(name, tuple(int(d) for d in np.shape(array)), str(np.asarray(array).dtype),
+                       values)

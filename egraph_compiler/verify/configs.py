@@ -1,0 +1,159 @@
+"""The finite part of a rule's meaning, enumerated: a rank (0..3) for each tensor
+variable and a value for each attribute variable bound to a permutation, axes or
+flags. Dims, element values and float attributes stay symbolic.
+
+Enumerating permutations at rank <= 3 (at most 6 per variable) is exhaustive and
+cheaper than the one-hot encoding of DESIGN §4 at these ranks; layout rules are
+thereby checked at rank 3, where a wrongly ordered composition shows.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+from egraph_compiler.dsl import ast
+from egraph_compiler.verify import evalexpr
+from egraph_compiler.verify.encode import Config, Illformed, Unsupported
+from egraph_compiler.verify.normalize import CanonRule, subpatterns
+from egraph_compiler.verify.semantics import OpSemantics
+
+RANKS = (0, 1, 2, 3)
+_RANK_SENSITIVE = {"rank", "shape", "dim", "numel", "same_shape", "broadcastable"}
+
+
+class _RankFacts:
+    def __init__(self, ranks: dict[str, int]) -> None:
+        self.ranks = ranks
+
+    def rank(self, var: str) -> int:
+        return self.ranks[var]
+
+    def shape(self, var: str) -> list[Any]:
+        raise evalexpr.NotApplicable("shape is symbolic")
+
+    def element_fact(self, kind: str, var: str) -> Any:
+        raise evalexpr.NotApplicable("element facts are symbolic")
+
+    def is_const(self, var: str) -> Any:
+        raise evalexpr.NotApplicable("symbolic")
+
+    def dtype(self, var: str) -> str:
+        raise evalexpr.NotApplicable("symbolic")
+
+
+def rank_of(p: ast.Pattern, sems: dict[str, OpSemantics], ranks: dict[str, int],
+            attrs: dict[str, Any]) -> int:
+    if isinstance(p, ast.PVar):
+        return ranks[p.name]
+    if isinstance(p, ast.PConst):
+        return 0
+    if isinstance(p, ast.PCompute):
+        return 0 if p.func == "scalar" else 1
+    in_ranks = [rank_of(i, sems, ranks, attrs) for i in p.inputs]
+    sem = sems[p.op]
+    if sem.builtin is None:
+        return max(in_ranks, default=0)
+    values: dict[str, Any] = {}
+    for name, expr in p.attrs:
+        try:
+            values[name] = evalexpr.evaluate(expr, attrs, _RankFacts(ranks))
+        except evalexpr.NotApplicable:
+            values[name] = None
+    return sem.builtin.out_rank(in_ranks, values)
+
+
+def rank_free_vars(canon: CanonRule, sems: dict[str, OpSemantics]) -> set[str]:
+    """Variables reached only through elementwise operators and not named by a
+    rank-sensitive guard: a lower rank is the same as rank 3 with leading 1s, so
+    their values need checking at rank 3 only (shapes are checked at every rank)."""
+    bound: set[str] = set()
+
+    def walk(p: ast.Pattern, under_shaper: bool) -> None:
+        if isinstance(p, ast.PVar):
+            if under_shaper:
+                bound.add(p.name)
+        elif isinstance(p, ast.POp):
+            shaper = under_shaper or sems[p.op].elementwise is None
+            for child in p.inputs:
+                walk(child, shaper)
+
+    walk(canon.lhs, False)
+    walk(canon.rhs, False)
+    if canon.guard is not None:
+        bound |= _guard_rank_vars(canon.guard)
+    return {v for v in canon.tensor_vars if v not in bound}
+
+
+def _guard_rank_vars(expr: ast.Expr) -> set[str]:
+    found: set[str] = set()
+
+    def walk(e: Any) -> None:
+        if isinstance(e, ast.Call):
+            if e.func in _RANK_SENSITIVE:
+                found.update(a.name for a in e.args if isinstance(a, ast.Var))
+            for a in e.args:
+                walk(a)
+        elif isinstance(e, ast.BinOp):
+            walk(e.lhs)
+            walk(e.rhs)
+        elif isinstance(e, (ast.UnOp,)):
+            walk(e.operand)
+        elif isinstance(e, ast.Index):
+            walk(e.base)
+            walk(e.index)
+        elif isinstance(e, ast.ListLit):
+            for item in e.items:
+                walk(item)
+
+    walk(expr)
+    return found
+
+
+def enumerate_configs(canon: CanonRule, sems: dict[str, OpSemantics],
+                      ranks: tuple[int, ...] = RANKS) -> Iterator[tuple[Config, bool]]:
+    """Every configuration, with whether its values must be checked (see
+    `rank_free_vars`)."""
+    free = rank_free_vars(canon, sems)
+    top = max(ranks)
+    nodes = [p for p in subpatterns(canon.lhs) if isinstance(p, ast.POp)]
+    for combo in itertools.product(ranks, repeat=len(canon.tensor_vars)):
+        rank_map = dict(zip(canon.tensor_vars, combo))
+        values_needed = all(rank_map[v] == top for v in free)
+        for attrs in _assign(nodes, 0, {}, sems, rank_map):
+            yield Config(tuple(rank_map.items()), tuple(sorted(attrs.items()))), values_needed
+
+
+def _assign(nodes: list[ast.POp], i: int, attrs: dict[str, Any],
+            sems: dict[str, OpSemantics], ranks: dict[str, int]) -> Iterator[dict[str, Any]]:
+    if i == len(nodes):
+        yield dict(attrs)
+        return
+    node = nodes[i]
+    sem = sems[node.op]
+    unbound = [(name, e.name) for name, e in node.attrs
+               if isinstance(e, ast.Var) and e.name not in attrs]
+    if not unbound:
+        yield from _assign(nodes, i + 1, attrs, sems, ranks)
+        return
+    try:
+        in_ranks = [rank_of(c, sems, ranks, attrs) for c in node.inputs]
+    except Illformed:
+        return
+    types = {a.name: a.type for a in sem.decl.attrs}
+    domains: list[list[Any]] = []
+    names: list[str] = []
+    for attr, var in unbound:
+        domain = sem.builtin.attr_domain(attr, in_ranks) if sem.builtin is not None else None
+        if domain is None:
+            if types.get(attr) in ("float", "int"):
+                continue  # stays symbolic
+            raise Unsupported(f"attribute `{attr}` of {node.op} has no finite domain to "
+                              "enumerate")
+        names.append(var)
+        domains.append(domain)
+    for values in itertools.product(*domains):
+        attrs2 = dict(attrs)
+        attrs2.update(zip(names, values))
+        yield from _assign(nodes, i + 1, attrs2, sems, ranks)

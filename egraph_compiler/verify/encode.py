@@ -1,0 +1,379 @@
+"""Tensor patterns in Z3 (DESIGN §4): a tensor is an uninterpreted function of
+symbolic indices, its dims are z3 Ints (>= 1), a node is encoded as "its shape"
+plus "its element at a symbolic index, and whether that element is defined".
+
+One `Encoder` encodes both sides of one rule for one `Config` (ranks of the
+tensor variables, values of the enumerated attributes) in one tier (`Domain`).
+Reductions are unrolled for lengths <= `bound` ("bounded" mode) or become partial
+sums over a prefix of symbolic length ``m`` ("induction" mode; see `check.py`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from egraph_compiler.dsl import ast
+from egraph_compiler.verify import evalexpr
+from egraph_compiler.verify.scalar import Domain, Unsupported
+from egraph_compiler.verify.semantics import OpSemantics
+
+Dims = list[Any]  # z3 ArithRef or int
+Cell = tuple[z3.ExprRef, z3.BoolRef]  # (element value, element defined)
+
+
+class Illformed(Exception):
+    """The pattern has no meaning for this configuration (rank or attribute mismatch)."""
+
+
+class DoesNotFire(Illformed):
+    """A computed attribute cannot be evaluated (a built-in failed): the rewrite does
+    not fire, as in the e-graph, where the original node stays."""
+
+
+@dataclass(frozen=True)
+class Config:
+    ranks: tuple[tuple[str, int], ...]
+    attrs: tuple[tuple[str, Any], ...]
+
+    @property
+    def rank_of(self) -> dict[str, int]:
+        return dict(self.ranks)
+
+    @property
+    def attr_of(self) -> dict[str, Any]:
+        return dict(self.attrs)
+
+    def describe(self) -> str:
+        ranks = ", ".join(f"rank(?{v})={r}" for v, r in self.ranks if not v.startswith("#"))
+        attrs = ", ".join(f"?{a}={_show(v)}" for a, v in self.attrs)
+        return "; ".join(x for x in (ranks, attrs) if x)
+
+
+def _show(value: Any) -> str:
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
+@dataclass
+class Reduction:
+    """One reduction met in induction mode: partial results P(m, outer), D(m, outer)."""
+
+    key: str
+    outer: tuple[Any, ...]
+    extents: tuple[Any, ...]
+    body: Callable[[list[Any]], Cell]
+    combine: Callable[[Any, Any], Any]
+    partial: z3.FuncDeclRef
+    partial_defined: z3.FuncDeclRef
+
+
+def stable_key(obj: object) -> str:
+    return hashlib.sha1(repr(obj).encode()).hexdigest()[:10]
+
+
+@dataclass
+class Encoder:
+    sems: dict[str, OpSemantics]
+    domain: Domain
+    config: Config
+    consts: dict[str, float]
+    mode: str = "bounded"  # or "induction"
+    m: Any = None
+    bound: int = 4
+    touched: dict[str, list[tuple[tuple[Any, ...], z3.ExprRef]]] = field(default_factory=dict)
+    bounds: list[z3.BoolRef] = field(default_factory=list)
+    reductions: list[Reduction] = field(default_factory=list)
+    flags: dict[tuple[str, str], z3.BoolRef] = field(default_factory=dict)
+    symbolic_attrs: dict[str, z3.ExprRef] = field(default_factory=dict)
+    _shape_memo: dict[Any, tuple[Dims, list[Any]]] = field(default_factory=dict)
+    _value_memo: dict[Any, Cell] = field(default_factory=dict)
+    _in_body: bool = False
+
+    # ------------------------------------------------------------ tensor facts
+    def rank(self, var: str) -> int:
+        return self.config.rank_of[var]
+
+    def shape(self, var: str) -> Dims:
+        return [z3.Int(f"d_{var}_{k}") for k in range(self.rank(var))]
+
+    def element_fact(self, kind: str, var: str) -> z3.BoolRef:
+        key = (kind, var)
+        if key not in self.flags:
+            self.flags[key] = z3.Bool(f"{kind}_{var}")
+        return self.flags[key]
+
+    def is_const(self, var: str) -> z3.BoolRef:
+        return z3.BoolVal(True) if var.startswith("#") else z3.Bool(f"is_const_{var}")
+
+    def dtype(self, var: str) -> str:
+        return {"real": "float32", "int": "uint32"}.get(self.domain.name, self.domain.dtype)
+
+    def guard(self, expr: ast.Expr | None) -> Any:
+        if expr is None:
+            return True
+        return evalexpr.evaluate(expr, self.attr_env(), self)
+
+    def attr_env(self) -> dict[str, Any]:
+        env = dict(self.config.attrs)
+        env.update(self.symbolic_attrs)
+        return env
+
+    # ------------------------------------------------------------ attributes
+    def attrs(self, node: ast.POp) -> dict[str, Any]:
+        decl = self.sems[node.op].decl
+        types = {a.name: a.type for a in decl.attrs}
+        out: dict[str, Any] = {}
+        for name, expr in node.attrs:
+            if isinstance(expr, ast.Var) and expr.name not in self.config.attr_of:
+                if types.get(name) not in ("float", "int"):
+                    raise Unsupported(f"attribute ?{expr.name} of {node.op} is not enumerable")
+                make = z3.Real if types.get(name) == "float" else z3.Int
+                self.symbolic_attrs.setdefault(expr.name, make(f"attr_{expr.name}"))
+            try:
+                out[name] = evalexpr.evaluate(expr, self.attr_env(), self)
+            except evalexpr.NotApplicable as err:
+                raise DoesNotFire(f"{node.op}.{name}: {err}") from err
+        return out
+
+    # ------------------------------------------------------------ ranks and shapes
+    def rank_of(self, p: ast.Pattern) -> int:
+        if isinstance(p, ast.PVar):
+            return self.rank(p.name)
+        if isinstance(p, ast.PConst):
+            return 0
+        if isinstance(p, ast.PCompute):
+            return 0 if p.func == "scalar" else 1
+        sem = self.sems[p.op]
+        in_ranks = [self.rank_of(i) for i in p.inputs]
+        if sem.elementwise is not None or sem.builtin is None:
+            return max(in_ranks, default=0)
+        return sem.builtin.out_rank(in_ranks, self.attrs(p))
+
+    def shape_of(self, p: ast.Pattern) -> tuple[Dims, list[Any]]:
+        """Dims of the pattern's result and the conditions for it to be well-formed."""
+        if p in self._shape_memo:
+            return self._shape_memo[p]
+        if isinstance(p, ast.PVar):
+            result: tuple[Dims, list[Any]] = (self.shape(p.name), [])
+        elif isinstance(p, ast.PConst) or (isinstance(p, ast.PCompute) and p.func == "scalar"):
+            result = ([], [])
+        elif isinstance(p, ast.PCompute):
+            raise Unsupported(f"{p.func}() constants are not modelled")
+        else:
+            sem = self.sems[p.op]
+            children = [self.shape_of(i) for i in p.inputs]
+            wf = [c for _, conds in children for c in conds]
+            if sem.elementwise is not None:
+                dims, more = broadcast([d for d, _ in children])
+            elif sem.builtin is not None:
+                dims, more = sem.builtin.shape(self, p, [d for d, _ in children], self.attrs(p))
+            else:
+                raise Unsupported(f"{p.op} has no semantics (neither `= expr` nor `= builtin`)")
+            result = (dims, wf + more)
+        self._shape_memo[p] = result
+        return result
+
+    # ------------------------------------------------------------ values
+    def value_of(self, p: ast.Pattern, idx: list[Any]) -> Cell:
+        key = (p, tuple(z3.simplify(z3.IntVal(i) if isinstance(i, int) else i).sexpr()
+                        for i in idx))
+        if key in self._value_memo:
+            return self._value_memo[key]
+        result = self._value(p, idx)
+        self._value_memo[key] = result
+        return result
+
+    def _value(self, p: ast.Pattern, idx: list[Any]) -> Cell:
+        if isinstance(p, ast.PVar):
+            return self.var_element(p.name, idx), z3.BoolVal(True)
+        if isinstance(p, ast.PConst):
+            return self.domain.const(p.value), z3.BoolVal(True)
+        if isinstance(p, ast.PCompute):
+            value = evalexpr.evaluate(p.args[0], self.attr_env(), self)
+            return self.scalar_const(value), z3.BoolVal(True)
+        sem = self.sems[p.op]
+        if sem.elementwise is not None:
+            out_dims, _ = self.shape_of(p)
+            cells = [self.value_of(child, project(self.shape_of(child)[0], idx))
+                     for child in p.inputs]
+            return self.scalar_semantics(p, sem, [c[0] for c in cells],
+                                         z3.And(*[c[1] for c in cells]))
+        assert sem.builtin is not None
+        return sem.builtin.value(self, p, self.attrs(p), idx)
+
+    def var_element(self, var: str, idx: list[Any]) -> z3.ExprRef:
+        if var.startswith("#"):
+            return self.domain.const(self.consts[var])
+        sort = self.domain.sort
+        if not idx:
+            term = z3.Const(f"T_{var}_{self.domain.name}", sort)
+        else:
+            fn = z3.Function(f"T_{var}_{self.domain.name}", *([z3.IntSort()] * len(idx)), sort)
+            term = fn(*idx)
+        self.touched.setdefault(var, []).append((tuple(idx), term))
+        return term
+
+    def scalar_const(self, value: Any) -> z3.ExprRef:
+        if isinstance(value, z3.ExprRef):
+            if self.domain.name == "real":
+                return value if value.sort() == z3.RealSort() else z3.ToReal(value)
+            if self.domain.is_float:
+                return z3.fpRealToFP(z3.RNE(), value if value.sort() == z3.RealSort()
+                                     else z3.ToReal(value), self.domain.sort)
+            raise Unsupported("symbolic attribute in an integer tier")
+        return self.domain.const(value)
+
+    def scalar_semantics(self, node: ast.POp, sem: OpSemantics, operands: list[z3.ExprRef],
+                         defined: z3.BoolRef) -> Cell:
+        env: dict[str, Any] = {p.name: v for p, v in zip(sem.decl.params, operands)}
+        for name, value in self.attrs(node).items():
+            env[name] = value if isinstance(value, str) else self.scalar_const(value)
+        assert sem.elementwise is not None
+        term = scalar_expr(sem.elementwise, env, self.domain)
+        if sem.decl.requires is not None:
+            defined = z3.And(defined, scalar_expr(sem.decl.requires, env, self.domain))
+        return term, defined
+
+    # ------------------------------------------------------------ reductions
+    def reduce(self, node: ast.POp, outer: list[Any], extents: list[Any],
+               body: Callable[[list[Any]], Cell], kind: str) -> Cell:
+        """Combine ``body(t)`` over every ``t`` with ``0 <= t[k] < extents[k]``."""
+        combine = combiner(kind, self.domain)
+        if self.mode == "bounded":
+            self.bounds.extend(e <= self.bound for e in extents if not isinstance(e, int))
+            acc, defined = body([0] * len(extents))
+            for point in _grid(len(extents), self.bound):
+                if not any(point):
+                    continue
+                inside = z3.And(*[t < e for t, e in zip(point, extents)])
+                value, ok = body(list(point))
+                acc = z3.If(inside, combine(acc, value), acc)
+                defined = z3.And(defined, z3.Implies(inside, ok))
+            return acc, defined
+        if self._in_body:
+            raise Unsupported("nested reductions are checked for lengths <= 4 only")
+        key = stable_key((node, kind))
+        sort = self.domain.sort
+        ints = [z3.IntSort()] * (1 + len(outer))
+        partial = z3.Function(f"P_{key}_{self.domain.name}", *ints, sort)
+        partial_defined = z3.Function(f"D_{key}_{self.domain.name}", *ints, z3.BoolSort())
+
+        def guarded_body(t: list[Any]) -> Cell:
+            self._in_body = True
+            try:
+                return body(t)
+            finally:
+                self._in_body = False
+
+        self.reductions.append(Reduction(key, tuple(outer), tuple(extents), guarded_body,
+                                         combine, partial, partial_defined))
+        return partial(self.m, *outer), partial_defined(self.m, *outer)
+
+    # ------------------------------------------------------------ background facts
+    def background(self) -> list[z3.BoolRef]:
+        """Dims >= 1, unsigned integer elements, instantiated guard facts and axioms."""
+        facts: list[z3.BoolRef] = []
+        for var, rank in self.config.ranks:
+            facts.extend(d >= 1 for d in self.shape(var))
+        for var, cells in self.touched.items():
+            for _idx, term in cells:
+                facts.extend(self.domain.element_facts(term))
+        for (kind, var), flag in self.flags.items():
+            for _idx, term in self.touched.get(var, []):
+                facts.append(z3.Implies(flag, element_predicate(kind, term, self.domain)))
+        facts.extend(self.domain.axioms())
+        return facts
+
+
+def element_predicate(kind: str, term: z3.ExprRef, domain: Domain) -> z3.BoolRef:
+    zero = domain.const(0)
+    if kind == "nonzero":
+        return domain.binop("!=", term, zero)
+    if kind == "positive":
+        return domain.binop(">", term, zero)
+    return domain.binop(">=", term, zero)
+
+
+def combiner(kind: str, domain: Domain) -> Callable[[Any, Any], Any]:
+    if kind in ("sum", "mean"):
+        return lambda a, b: domain.binop("+", a, b)
+    if kind == "prod":
+        return lambda a, b: domain.binop("*", a, b)
+    if kind == "max":
+        return lambda a, b: domain.call("max", (a, b))
+    if kind == "min":
+        return lambda a, b: domain.call("min", (a, b))
+    raise Unsupported(f"unknown reduction {kind}")
+
+
+def _grid(n: int, bound: int) -> list[tuple[int, ...]]:
+    points: list[tuple[int, ...]] = [()]
+    for _ in range(n):
+        points = [p + (t,) for p in points for t in range(bound)]
+    return points
+
+
+def broadcast(shapes: list[Dims]) -> tuple[Dims, list[Any]]:
+    """NumPy broadcasting of symbolic shapes: result dims and when it is legal."""
+    rank = max((len(s) for s in shapes), default=0)
+    out: Dims = []
+    wf: list[Any] = []
+    for k in range(rank):
+        dim: Any = None
+        for shape in shapes:
+            pos = k - (rank - len(shape))
+            if pos < 0:
+                continue
+            d = shape[pos]
+            if dim is None:
+                dim = d
+            else:
+                wf.append(z3.Or(dim == d, dim == 1, d == 1))
+                dim = z3.If(dim == 1, d, dim)
+        out.append(dim)
+    return out, wf
+
+
+def project(dims: Dims, idx: list[Any]) -> list[Any]:
+    """The operand index that broadcasting reads for output index ``idx``."""
+    offset = len(idx) - len(dims)
+    return [z3.If(d == 1, 0, idx[offset + k]) for k, d in enumerate(dims)]
+
+
+def scalar_expr(expr: ast.Expr, env: dict[str, Any], domain: Domain) -> Any:
+    """An op's `= expr` / `requires expr` over operand elements, in ``domain``."""
+    def lift(value: Any) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return domain.const(value)
+        return value
+
+    def go(e: ast.Expr) -> Any:
+        if isinstance(e, ast.Num):
+            return domain.const(e.value)
+        if isinstance(e, ast.Str):
+            return e.value
+        if isinstance(e, ast.Name):
+            if e.name not in env:
+                if e.name in ("inf",):
+                    return domain.const(float("inf"))
+                raise Unsupported(f"unknown name `{e.name}` in operator semantics")
+            return env[e.name]
+        if isinstance(e, ast.UnOp):
+            value = go(e.operand)
+            return z3.Not(value) if e.op == "not" else domain.neg(value)
+        if isinstance(e, ast.BinOp):
+            a, b = go(e.lhs), go(e.rhs)
+            if isinstance(a, str) or isinstance(b, str):
+                if e.op in ("==", "!="):
+                    return z3.BoolVal((a == b) == (e.op == "=="))
+                raise Unsupported("string arithmetic in operator semantics")
+            return domain.binop(e.op, lift(a), lift(b))
+        if isinstance(e, ast.Call):
+            return domain.call(e.func, tuple(lift(go(a)) for a in e.args))
+        raise Unsupported(f"cannot encode {e!r} in operator semantics")
+
+    return go(expr)

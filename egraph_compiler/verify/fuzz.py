@@ -1,0 +1,149 @@
+"""Random and special-value testing in NumPy before any solver runs (DESIGN §4:
+it finds most counterexamples in milliseconds). Whatever it finds is a concrete,
+replayed counterexample; finding nothing proves nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from egraph_compiler.dsl import ast
+from egraph_compiler.verify.builtin_ops import Undefined
+from egraph_compiler.verify.encode import Config, Illformed, Unsupported
+from egraph_compiler.verify.normalize import CanonRule
+from egraph_compiler.verify.replay import Runner, same
+from egraph_compiler.verify.scalar import Domain
+from egraph_compiler.verify.semantics import OpSemantics
+
+_SPECIAL = {
+    "real": [0.0, 1.0, -1.0, 2.0, -2.0, 0.5, 3.0, -0.5, 4.0],
+    "float": [0.0, -0.0, 1.0, -1.0, 0.1, 3.0, -2.5, 1e30, -1e30, 1e-30, float("inf"),
+              float("-inf"), float("nan"), 65504.0, 6e-8],
+    "int": [0, 1, 2, 3, 5, 7, 8, 255],
+    "bv": [0, 1, 2, 3, 7, 128, 255, 200],
+}
+
+
+def _values(domain: Domain, shape: tuple[int, ...], rng: np.random.Generator,
+            shift: bool) -> np.ndarray:
+    size = int(np.prod(shape)) if shape else 1
+    if domain.is_bv or domain.name == "int":
+        pool = _SPECIAL["int" if domain.name == "int" or shift else "bv"]
+        if shift:
+            pool = [0, 1, 2, 3]
+        vals = rng.choice(pool, size)
+    else:
+        pool = _SPECIAL["float" if domain.is_float else "real"]
+        vals = np.where(rng.random(size) < 0.6, rng.choice(pool, size),
+                        np.round(rng.normal(0, 3, size), 2))
+    return np.asarray(vals).reshape(shape)
+
+
+class FuzzFinding:
+    def __init__(self, stage: str, tensors: dict[str, np.ndarray], attrs: dict[str, Any],
+                 lhs: np.ndarray | None, rhs: np.ndarray | None, explanation: str) -> None:
+        self.stage = stage
+        self.tensors = tensors
+        self.attrs = attrs
+        self.lhs = lhs
+        self.rhs = rhs
+        self.explanation = explanation
+
+
+def compare(canon: CanonRule, sems: dict[str, OpSemantics], domain: Domain,
+            tensors: dict[str, np.ndarray], attrs: dict[str, Any],
+            guard: ast.Expr | None) -> FuzzFinding | None | str:
+    """Run both sides. A `FuzzFinding` when they disagree, None when they agree,
+    "skip" when the left side does not apply to these inputs."""
+    runner = Runner(sems, domain, tensors, attrs)
+    try:
+        if not runner.guard(guard):
+            return "skip"
+        lhs: np.ndarray | None = runner.run(canon.lhs)
+    except Illformed:
+        return "skip"
+    except Undefined:
+        lhs = None
+    try:
+        rhs: np.ndarray | None = runner.run(canon.rhs)
+    except Illformed as err:
+        return FuzzFinding("shape", tensors, attrs, lhs, None, f"RHS is ill-formed: {err}")
+    except Undefined:
+        rhs = None
+    if lhs is not None and rhs is not None and lhs.shape != rhs.shape:
+        return FuzzFinding("shape", tensors, attrs, lhs, rhs,
+                           f"LHS shape {lhs.shape} != RHS shape {rhs.shape}")
+    if (lhs is None) != (rhs is None):
+        side = "RHS" if rhs is None else "LHS"
+        return FuzzFinding("definedness", tensors, attrs, lhs, rhs,
+                           f"{side} is undefined where the other side is defined")
+    if lhs is not None and rhs is not None and not same(lhs, rhs, domain):
+        return FuzzFinding("value", tensors, attrs, lhs, rhs, "LHS and RHS values differ")
+    return None
+
+
+def fuzz(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
+         configs: list[Config], guard: ast.Expr | None, trials: int = 0,
+         seed: int = 0, budget: int = 160) -> FuzzFinding | None:
+    """Up to ``budget`` random evaluations spread over ``configs`` (widest ranks first)."""
+    rng = np.random.default_rng(seed)
+    configs = sorted(configs, key=lambda c: -sum(r for _, r in c.ranks))[:32]
+    trials = trials or max(3, budget // max(1, len(configs)))
+    domain = Domain(tier)
+    shift_vars = _shift_amount_vars(canon)
+    for config in configs:
+        ranks = config.rank_of
+        for _ in range(trials):
+            sizes = [int(rng.choice([2, 3])) for _ in range(4)]
+            tensors: dict[str, np.ndarray] = {}
+            for var, rank in ranks.items():
+                shape = tuple(sizes[4 - rank + k] if rng.random() < 0.75 else 1
+                              for k in range(rank))
+                if var.startswith("#"):
+                    value = dict(canon.const_values)[var]
+                    tensors[var] = np.full(shape, value, dtype=domain.dtype)
+                else:
+                    values = _values(domain, shape, rng, var in shift_vars)
+                    with np.errstate(all="ignore"):
+                        tensors[var] = Runner(sems, domain, {}, {}).cast(values)
+            attrs = dict(config.attrs)
+            attrs.update({name: float(rng.choice([0.0, 1.0, -1.0, 0.5, 2.0]))
+                          for name in _float_attr_vars(canon, sems) if name not in attrs})
+            try:
+                found = compare(canon, sems, domain, tensors, attrs, guard)
+            except (Unsupported, KeyError, TypeError, ValueError, OverflowError):
+                return None
+            if isinstance(found, FuzzFinding):
+                return found
+    return None
+
+
+def _shift_amount_vars(canon: CanonRule) -> set[str]:
+    out: set[str] = set()
+
+    def walk(p: ast.Pattern) -> None:
+        if isinstance(p, ast.POp):
+            if p.op == "BitShift" and len(p.inputs) > 1 and isinstance(p.inputs[1], ast.PVar):
+                out.add(p.inputs[1].name)
+            for child in p.inputs:
+                walk(child)
+
+    walk(canon.lhs)
+    return out
+
+
+def _float_attr_vars(canon: CanonRule, sems: dict[str, OpSemantics]) -> list[str]:
+    names: list[str] = []
+
+    def walk(p: ast.Pattern) -> None:
+        if isinstance(p, ast.POp):
+            types = {a.name: a.type for a in sems[p.op].decl.attrs}
+            for name, expr in p.attrs:
+                if isinstance(expr, ast.Var) and types.get(name) in ("float", "int"):
+                    names.append(expr.name)
+            for child in p.inputs:
+                walk(child)
+
+    walk(canon.lhs)
+    return names

@@ -1,0 +1,142 @@
+"""A rule in the form the checker wants: spans stripped, every attribute explicit.
+
+- An attribute absent from a left-hand-side operator matches anything: it gets a
+  fresh attribute variable (``_Op1_axes``) so the checker enumerates it.
+- An attribute absent from a right-hand-side operator takes the value of the same
+  operator over the same inputs on the left (``ReduceSum(?b)`` on both sides is one
+  node), else the declared default, else stays absent (its ONNX meaning).
+- A constant on the left matches a constant tensor of *any* shape whose elements
+  all equal it: it becomes a tensor variable ``#c0`` with a fixed value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from egraph_compiler.dsl import ast
+
+
+def strip_spans(node: object) -> object:
+    """The same AST without source positions, so equal subtrees compare equal."""
+    if isinstance(node, tuple):
+        return tuple(strip_spans(item) for item in node)
+    if isinstance(node, frozenset):
+        return node
+    if not dataclasses.is_dataclass(node) or isinstance(node, type):
+        return node
+    changes: dict[str, object] = {}
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        if f.name == "span" or f.name.endswith("_span"):
+            changes[f.name] = ast.NO_SPAN
+        elif f.name.endswith("_spans"):
+            changes[f.name] = ()
+        elif f.name == "doc":
+            changes[f.name] = ""
+        else:
+            changes[f.name] = strip_spans(value)
+    return dataclasses.replace(node, **changes)  # type: ignore[type-var]
+
+
+@dataclass(frozen=True)
+class CanonRule:
+    rule: ast.Rule
+    lhs: ast.Pattern
+    rhs: ast.Pattern
+    guard: ast.Expr | None
+    tensor_vars: tuple[str, ...]  # left-hand side order; ``#cN`` are constants
+    const_values: tuple[tuple[str, float], ...]
+    ops: tuple[str, ...]
+    problems: tuple[str, ...]  # reasons the rule cannot be encoded at all
+
+
+class _Canon:
+    def __init__(self, ops: dict[str, ast.OpDecl]) -> None:
+        self.ops = ops
+        self.counter = 0
+        self.consts: list[tuple[str, float]] = []
+        self.tensor_vars: list[str] = []
+        self.problems: list[str] = []
+        self.lhs_nodes: list[ast.POp] = []
+        self.used: set[str] = set()
+
+    def lhs(self, p: ast.Pattern) -> ast.Pattern:
+        if isinstance(p, ast.PVar):
+            if p.name not in self.tensor_vars:
+                self.tensor_vars.append(p.name)
+            return p
+        if isinstance(p, ast.PConst):
+            name = f"#c{len(self.consts)}"
+            self.consts.append((name, p.value))
+            self.tensor_vars.append(name)
+            return ast.PVar(name)
+        if isinstance(p, ast.PCompute):
+            self.problems.append(f"`{p.func}(...)` may only appear on a right-hand side")
+            return p
+        inputs = tuple(self.lhs(i) for i in p.inputs)
+        attrs = dict(p.attrs)
+        decl = self.ops.get(p.op)
+        self.used.add(p.op)
+        if decl is None:
+            self.problems.append(f"unknown operator {p.op}")
+        else:
+            for attr in decl.attrs:
+                if attr.name not in attrs:
+                    self.counter += 1
+                    attrs[attr.name] = ast.Var(f"_{p.op}{self.counter}_{attr.name}")
+        node = ast.POp(p.op, inputs, tuple(sorted(attrs.items())))
+        self.lhs_nodes.append(node)
+        return node
+
+    def rhs(self, p: ast.Pattern) -> ast.Pattern:
+        if not isinstance(p, ast.POp):
+            return p
+        inputs = tuple(self.rhs(i) for i in p.inputs)
+        attrs = dict(p.attrs)
+        decl = self.ops.get(p.op)
+        self.used.add(p.op)
+        if decl is None:
+            self.problems.append(f"unknown operator {p.op}")
+            return ast.POp(p.op, inputs, tuple(sorted(attrs.items())))
+        twin = next((n for n in self.lhs_nodes if n.op == p.op and n.inputs == inputs), None)
+        for attr in decl.attrs:
+            if attr.name in attrs:
+                continue
+            if twin is not None:
+                attrs[attr.name] = dict(twin.attrs)[attr.name]
+            elif attr.default is not None:
+                attrs[attr.name] = attr.default
+            # else: absent, with its ONNX meaning (the built-in encoding knows it)
+        return ast.POp(p.op, inputs, tuple(sorted(attrs.items())))
+
+
+def canonical(rule: ast.Rule, ops: dict[str, ast.OpDecl]) -> CanonRule:
+    stripped = strip_spans(rule)
+    assert isinstance(stripped, ast.Rule)
+    canon = _Canon(ops)
+    lhs = canon.lhs(stripped.lhs)
+    rhs = canon.rhs(stripped.rhs)
+    for name in _pattern_vars(rhs):
+        if name not in canon.tensor_vars:
+            canon.problems.append(f"?{name} on the right-hand side is not bound on the left")
+    return CanonRule(rule, lhs, rhs, stripped.guard, tuple(canon.tensor_vars),
+                     tuple(canon.consts), tuple(sorted(canon.used)), tuple(canon.problems))
+
+
+def _pattern_vars(p: ast.Pattern) -> list[str]:
+    if isinstance(p, ast.PVar):
+        return [p.name]
+    if isinstance(p, ast.POp):
+        return [name for i in p.inputs for name in _pattern_vars(i)]
+    return []
+
+
+def subpatterns(p: ast.Pattern) -> list[ast.Pattern]:
+    """Every node of a pattern, children before parents."""
+    out: list[ast.Pattern] = []
+    if isinstance(p, ast.POp):
+        for child in p.inputs:
+            out.extend(subpatterns(child))
+    out.append(p)
+    return out

@@ -1,0 +1,101 @@
+"""When a rule fails: search for the missing guard, as DSL text to paste.
+
+Candidates, simplest first: element facts of one variable (``nonzero(?b)``,
+``positive(?b)``, ``nonneg(?b)``), ``same_shape(?a, ?b)``, ``rank(?c) == 0``,
+``dim(?c, k) == 1`` (broadcast along a reduced axis), equalities of string
+attributes, then conjunctions of two. A candidate must prove the rule; it is
+*degenerate* (dropped) when it forces a dim of some left-hand-side operator's
+result, or a reduced length, to be 1 where the original rule did not: such a
+guard makes the rule trivial ("dim == 1") rather than correct.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import z3
+
+from egraph_compiler.dsl import ast
+from egraph_compiler.verify.configs import enumerate_configs
+from egraph_compiler.verify.fuzz import fuzz
+from egraph_compiler.verify.normalize import CanonRule, subpatterns
+from egraph_compiler.verify.semantics import OpSemantics
+from egraph_compiler.verify.text import expr_text
+
+
+def candidates(canon: CanonRule, sems: dict[str, OpSemantics]) -> list[ast.Expr]:
+    names = [v for v in canon.tensor_vars if not v.startswith("#")]
+    out: list[ast.Expr] = []
+    for kind in ("nonzero", "positive", "nonneg"):
+        out += [ast.Call(kind, (ast.Var(v),)) for v in names]
+    out += [ast.Call("same_shape", (ast.Var(a), ast.Var(b)))
+            for a, b in itertools.combinations(names, 2)]
+    out += [ast.BinOp("==", ast.Call("rank", (ast.Var(v),)), ast.Num(0)) for v in names]
+    for v in names:
+        out += [ast.BinOp("==", ast.Call("dim", (ast.Var(v), ast.Num(k))), ast.Num(1))
+                for k in range(3)]
+    for p in subpatterns(canon.lhs):
+        if isinstance(p, ast.POp):
+            builtin = sems[p.op].builtin
+            for attr, expr in p.attrs:
+                if isinstance(expr, ast.Var) and not expr.name.startswith("_") and builtin:
+                    for value in builtin.attr_domain(attr, [0, 0]) or []:
+                        if isinstance(value, str):
+                            out.append(ast.BinOp("==", expr, ast.Str(value)))
+    return out
+
+
+def _and(a: ast.Expr | None, b: ast.Expr) -> ast.Expr:
+    return b if a is None else ast.BinOp("and", a, b)
+
+
+def search(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
+           prove: Callable[[ast.Expr], bool], max_smt: int = 8) -> str:
+    """The first non-degenerate guard that proves the rule, as DSL text ("" if none)."""
+    singles = candidates(canon, sems)
+    configs = [c for c, _ in enumerate_configs(canon, sems)][:48]
+
+    def survives_fuzz(extra: ast.Expr) -> bool:
+        return fuzz(canon, sems, tier, configs, _and(canon.guard, extra), trials=8) is None
+
+    passing = [c for c in singles if survives_fuzz(c)]
+    pairs = [ast.BinOp("and", a, b) for a, b in itertools.combinations(singles, 2)]
+    tried = 0
+    for candidate in passing + [p for p in pairs if survives_fuzz(p)]:
+        if tried >= max_smt:
+            break
+        tried += 1
+        guard = _and(canon.guard, candidate)
+        if not prove(guard):
+            continue
+        if degenerate(canon, sems, tier, candidate):
+            continue
+        return expr_text(candidate)
+    return ""
+
+
+def degenerate(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
+               candidate: ast.Expr) -> bool:
+    """True when the rule can match with every operator dim >= 2, but not under
+    ``candidate``."""
+    return _nontrivial(canon, sems, tier, canon.guard) and not _nontrivial(
+        canon, sems, tier, _and(canon.guard, candidate))
+
+
+def _nontrivial(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
+                guard: ast.Expr | None) -> bool:
+    from egraph_compiler.verify.check import _build
+
+    for config, _ in enumerate_configs(canon, sems):
+        sides = _build(canon, sems, tier, config, guard)
+        if sides is None:
+            continue
+        dims = [d for p in subpatterns(canon.lhs) if isinstance(p, ast.POp)
+                for d in sides.enc.shape_of(p)[0] if not isinstance(d, int)]
+        solver = z3.Solver()
+        solver.set("timeout", 2000)
+        solver.add(*sides.enc.background(), *sides.wf_lhs, sides.guard, *[d >= 2 for d in dims])
+        if solver.check() == z3.sat:
+            return True
+    return False

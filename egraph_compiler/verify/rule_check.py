@@ -1,0 +1,76 @@
+"""One rule, every tier: the verdict, a replayed counterexample and a suggested guard."""
+
+from __future__ import annotations
+
+import time
+
+from egraph_compiler.dsl import ast
+from egraph_compiler.verify.check import TierResult, check_tier
+from egraph_compiler.verify.normalize import canonical
+from egraph_compiler.verify.preconditions import search
+from egraph_compiler.verify.semantics import OpSemantics
+from egraph_compiler.verify.verdict import Verdict
+
+FLOAT_TIERS = ("bf16", "fp16", "fp32")
+INT_TIERS = ("bv8", "bv16", "bv32")
+
+
+def tiers_for(rule: ast.Rule, sems: dict[str, OpSemantics], ops: tuple[str, ...]
+              ) -> tuple[str, tuple[str, ...]]:
+    """The exact tier every rule must pass, and the machine tiers checked besides."""
+    if any(sems[op].integer_only for op in ops if op in sems):
+        return "int", INT_TIERS
+    return "real", FLOAT_TIERS if "exact" in rule.flags else ()
+
+
+def verify_rule(rule: ast.Rule, sems: dict[str, OpSemantics], timeout_s: float = 60.0,
+                suggest: bool = True) -> Verdict:
+    start = time.monotonic()
+    canon = canonical(rule, {name: s.decl for name, s in sems.items()})
+    where = str(rule.span)
+    if canon.problems:
+        return Verdict(rule.name, where, "unknown", "semantics", (),
+                       "; ".join(canon.problems), seconds=time.monotonic() - start)
+    missing = [op for op in canon.ops if sems[op].elementwise is None
+               and sems[op].builtin is None]
+    if missing:
+        names = ", ".join(f"{op} (= builtin {sems[op].decl.builtin})" if sems[op].decl.builtin
+                          else op for op in missing)
+        return Verdict(rule.name, where, "unknown", "semantics", (),
+                       f"no verifier encoding for {names}", seconds=time.monotonic() - start)
+    exact_tier, machine_tiers = tiers_for(rule, sems, canon.ops)
+    result = check_tier(canon, sems, exact_tier, canon.guard, timeout_s)
+    notes: list[str] = []
+    if result.status != "proved":
+        guard, wrong = "", False
+        if result.status == "failed" and suggest and result.stage != "applicability":
+            left = max(5.0, timeout_s - (time.monotonic() - start))
+
+            def prove(g: ast.Expr) -> bool:
+                return check_tier(canon, sems, exact_tier, g, left / 4,
+                                  use_fuzz=False).status == "proved"
+
+            guard = search(canon, sems, exact_tier, prove)
+            wrong = not guard
+        return _verdict(rule, where, result, (), guard, wrong, notes, start)
+    proved = [exact_tier]
+    for tier in machine_tiers:
+        machine = check_tier(canon, sems, tier, canon.guard, timeout_s)
+        if machine.status != "proved":
+            notes.append(f"exact in the {exact_tier} tier, fails in {tier}")
+            return _verdict(rule, where, machine, tuple(proved), "", False, notes, start)
+        proved.append(tier)
+    if exact_tier == "real" and "exact" not in rule.flags:
+        notes.append("exact over the reals, not bit-exact in fp32 (not marked [exact])")
+    return Verdict(rule.name, where, "proved", "", tuple(proved), "", None, "", False,
+                   tuple(notes), time.monotonic() - start)
+
+
+def _verdict(rule: ast.Rule, where: str, result: TierResult, proved: tuple[str, ...],
+             guard: str, wrong: bool, notes: list[str], start: float) -> Verdict:
+    message = f"[{result.tier}] {result.message}".strip()
+    if result.status == "unknown":
+        message += f" (after {result.seconds:.1f} s)"
+    return Verdict(rule.name, where, "failed" if result.status == "failed" else "unknown",
+                   result.stage, proved, message, result.counterexample, guard, wrong,
+                   tuple(notes), time.monotonic() - start)

@@ -1,0 +1,227 @@
+"""Scalar arithmetic of one verification tier, and DSL scalar expressions in Z3.
+
+A `Domain` says how the elements of every tensor are modelled: ``real`` (exact
+reals), ``int`` (unbounded non-negative integers, the exact tier of integer
+rules), ``bf16``/``fp16``/``fp32`` (IEEE, round-to-nearest-even) or ``bv8`` ...
+``bv32`` (wrapping unsigned integers). Transcendental functions have no exact Z3
+theory: they are uninterpreted functions whose axioms are instantiated on the
+terms that actually occur (DESIGN §4: quantified axioms made Z3 say unknown).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import z3
+
+FLOAT_FORMATS = {"bf16": (8, 8), "fp16": (5, 11), "fp32": (8, 24)}
+NUMPY_DTYPE = {"real": "float64", "int": "int64", "bf16": "float32", "fp16": "float16",
+               "fp32": "float32", "bv8": "uint8", "bv16": "uint16", "bv32": "uint32"}
+# Scalar functions a `= expr` semantics may call (besides + - * / ** and comparisons).
+SCALAR_FUNCTIONS = ("exp", "log", "sqrt", "abs", "max", "min", "select", "tanh", "erf",
+                    "floor", "ceil", "round", "sign", "sin", "cos")
+
+
+class Unsupported(Exception):
+    """The encoding cannot express this rule (the verdict is `unknown`)."""
+
+
+@dataclass
+class Domain:
+    """The element model of one tier plus the function terms created so far."""
+
+    name: str
+    terms: list[tuple[str, tuple[z3.ExprRef, ...], z3.ExprRef]] = field(default_factory=list)
+    _seen: set[int] = field(default_factory=set)
+
+    # ---------------------------------------------------------------- sorts
+    @property
+    def is_float(self) -> bool:
+        return self.name in FLOAT_FORMATS
+
+    @property
+    def is_bv(self) -> bool:
+        return self.name.startswith("bv")
+
+    @property
+    def is_integer(self) -> bool:
+        return self.name == "int" or self.is_bv
+
+    @property
+    def width(self) -> int:
+        return int(self.name[2:]) if self.is_bv else 64
+
+    @property
+    def sort(self) -> z3.SortRef:
+        if self.name == "real":
+            return z3.RealSort()
+        if self.name == "int":
+            return z3.IntSort()
+        if self.is_float:
+            return z3.FPSort(*FLOAT_FORMATS[self.name])
+        return z3.BitVecSort(self.width)
+
+    @property
+    def dtype(self) -> str:
+        return NUMPY_DTYPE[self.name]
+
+    def const(self, value: float | int) -> z3.ExprRef:
+        if not self.is_float and isinstance(value, float) and not math.isfinite(value):
+            raise Unsupported(f"{value} has no exact value in the {self.name} tier")
+        if self.name == "real":
+            return z3.RealVal(value)
+        if self.name == "int":
+            return z3.IntVal(int(value))
+        if self.is_float:
+            return z3.FPVal(float(value), self.sort)
+        return z3.BitVecVal(int(value) % (1 << self.width), self.width)
+
+    def fresh(self, name: str) -> z3.ExprRef:
+        return z3.Const(name, self.sort)
+
+    def element_facts(self, term: z3.ExprRef) -> list[z3.BoolRef]:
+        """What every element satisfies: integer tensors are unsigned."""
+        return [term >= 0] if self.name == "int" else []
+
+    def equal(self, lhs: z3.ExprRef, rhs: z3.ExprRef) -> z3.BoolRef:
+        """Bit-exact equality in IEEE tiers (all NaNs alike, -0 != +0)."""
+        if self.is_float:
+            return z3.Or(z3.And(z3.fpIsNaN(lhs), z3.fpIsNaN(rhs)), lhs == rhs)
+        return lhs == rhs
+
+    # ---------------------------------------------------------------- arithmetic
+    def binop(self, op: str, a: z3.ExprRef | bool, b: z3.ExprRef | bool) -> z3.ExprRef:
+        if op == "and":
+            return z3.And(a, b)
+        if op == "or":
+            return z3.Or(a, b)
+        if self.is_float:
+            return self._fp_binop(op, a, b)
+        if self.is_bv:
+            table = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+                     "/": lambda: z3.UDiv(a, b), "//": lambda: z3.UDiv(a, b),
+                     "%": lambda: z3.URem(a, b), "<": lambda: z3.ULT(a, b),
+                     "<=": lambda: z3.ULE(a, b), ">": lambda: z3.UGT(a, b),
+                     ">=": lambda: z3.UGE(a, b)}
+        else:
+            div = (lambda: a / b) if self.name == "real" else (lambda: a / b)
+            table = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+                     "/": div, "//": lambda: self._floordiv(a, b), "%": lambda: a % b,
+                     "<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b,
+                     ">=": lambda: a >= b}
+        table["=="] = lambda: a == b
+        table["!="] = lambda: a != b
+        if op == "**":
+            return self._power(a, b)
+        return table[op]()
+
+    def _floordiv(self, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
+        if self.name == "int":
+            return a / b
+        return z3.ToReal(z3.ToInt(a / b))
+
+    def _fp_binop(self, op: str, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
+        rne = z3.RNE()
+        table = {"+": lambda: z3.fpAdd(rne, a, b), "-": lambda: z3.fpSub(rne, a, b),
+                 "*": lambda: z3.fpMul(rne, a, b), "/": lambda: z3.fpDiv(rne, a, b),
+                 "==": lambda: z3.fpEQ(a, b), "!=": lambda: z3.Not(z3.fpEQ(a, b)),
+                 "<": lambda: z3.fpLT(a, b), "<=": lambda: z3.fpLEQ(a, b),
+                 ">": lambda: z3.fpGT(a, b), ">=": lambda: z3.fpGEQ(a, b)}
+        if op == "**":
+            return self._power(a, b)
+        if op not in table:
+            return self.apply(op, (a, b))
+        return table[op]()
+
+    def _power(self, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
+        exponent = _literal_int(b)
+        if exponent is not None and 0 <= exponent <= 8:
+            result = self.const(1)
+            for _ in range(exponent):
+                result = self.binop("*", result, a)
+            return result
+        return self.apply("pow", (a, b))
+
+    def neg(self, a: z3.ExprRef) -> z3.ExprRef:
+        return z3.fpNeg(a) if self.is_float else -a
+
+    # ---------------------------------------------------------------- functions
+    def call(self, func: str, args: tuple[z3.ExprRef, ...]) -> z3.ExprRef:
+        if func == "abs":
+            (x,) = args
+            return z3.fpAbs(x) if self.is_float else z3.If(self.binop("<", x, self.const(0)),
+                                                            self.neg(x), x)
+        if func in ("max", "min"):
+            a, b = args
+            if self.is_float:
+                return z3.fpMax(a, b) if func == "max" else z3.fpMin(a, b)
+            pick_a = self.binop(">=" if func == "max" else "<=", a, b)
+            return z3.If(pick_a, a, b)
+        if func in ("where", "select"):
+            cond, a, b = args
+            return z3.If(cond, a, b)
+        if func == "sign":
+            (x,) = args
+            zero = self.const(0)
+            return z3.If(self.binop(">", x, zero), self.const(1),
+                         z3.If(self.binop("<", x, zero), self.const(-1), zero))
+        if func == "sqrt" and self.is_float:
+            return z3.fpSqrt(z3.RNE(), args[0])
+        return self.apply(func, args)
+
+    def apply(self, func: str, args: tuple[z3.ExprRef, ...]) -> z3.ExprRef:
+        """An uninterpreted function application, remembered for axiom instantiation."""
+        fn = z3.Function(f"{func}_{self.name}", *([self.sort] * len(args)), self.sort)
+        term = fn(*args)
+        if term.get_id() not in self._seen:
+            self._seen.add(term.get_id())
+            self.terms.append((func, args, term))
+        return term
+
+    def axioms(self) -> list[z3.BoolRef]:
+        """Facts about the transcendental terms that occur (one round of instantiation)."""
+        if self.is_float or self.is_bv:
+            return []
+        facts: list[z3.BoolRef] = []
+        zero, one = self.const(0), self.const(1)
+        for func, args, term in list(self.terms):
+            x = args[0]
+            if func == "exp":
+                facts.append(term > 0)
+                facts.append(z3.Implies(x == 0, term == one))
+                if z3.is_add(x) and x.num_args() == 2:
+                    facts.append(term == self.apply("exp", (x.arg(0),))
+                                 * self.apply("exp", (x.arg(1),)))
+                if z3.is_app(x) and x.decl().name() == f"log_{self.name}":
+                    facts.append(z3.Implies(x.arg(0) > 0, term == x.arg(0)))
+            elif func == "log":
+                facts.append(z3.Implies(x == 1, term == zero))
+                if z3.is_app(x) and x.decl().name() == f"exp_{self.name}":
+                    facts.append(term == x.arg(0))
+                if z3.is_mul(x) and x.num_args() == 2:
+                    a, b = x.arg(0), x.arg(1)
+                    facts.append(z3.Implies(z3.And(a > 0, b > 0), term == self.apply(
+                        "log", (a,)) + self.apply("log", (b,))))
+            elif func == "sqrt":
+                facts.append(z3.Implies(x >= 0, z3.And(term >= 0, term * term == x)))
+            elif func == "tanh" or func == "erf":
+                facts.append(z3.And(term > -1, term < 1))
+            elif func == "sigmoid":
+                facts.append(z3.And(term > 0, term < 1))
+        # exp(a+b) may have created exp(a) and exp(b): they need positivity too.
+        for func, _args, term in self.terms:
+            if func == "exp":
+                facts.append(term > 0)
+        return facts
+
+
+def _literal_int(term: z3.ExprRef) -> int | None:
+    if isinstance(term, int):
+        return term
+    simplified = z3.simplify(term)
+    if z3.is_int_value(simplified):
+        return simplified.as_long()
+    if z3.is_rational_value(simplified) and simplified.denominator_as_long() == 1:
+        return simplified.numerator_as_long()
+    return None
