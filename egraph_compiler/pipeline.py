@@ -78,10 +78,22 @@ def optimize(
     stats = saturation.stats
     report.nodes_after = optimised.op_counts()
     report.cost_after = _cost_json(extract.graph_cost(optimised))
-    report.rules_fired = {k: v for k, v in sorted(stats.rules_fired.items()) if v}
-    report.egraph = stats.summary()
+    report.rules_fired = {k: v for k, v in sorted(stats.rule_fires.items()) if v}
+    last = stats.iterations[-1] if stats.iterations else None
+    report.egraph = {
+        "iterations": len(stats.iterations),
+        "enodes": stats.e_nodes,
+        "eclasses": last.e_classes if last else None,
+        "stop_reason": stats.stop_reason,
+        "load_seconds": round(stats.load_seconds, 4),
+        "per_iteration": [
+            {"rulesets": it.ruleset, "enodes": it.e_nodes, "eclasses": it.e_classes,
+             "seconds": round(it.seconds, 4)}
+            for it in stats.iterations
+        ],
+    }
     if stats.stop_reason.startswith("limit:"):
-        report.limits_hit.append(stats.describe_stop())
+        report.limits_hit.append(stats.describe())
     report.provenance = {k: list(v) for k, v in sorted(extraction.provenance.items()) if v}
     report.rule_sources = {r.name: str(r.span) for r in rules.rules}
     return optimised, report

@@ -5,9 +5,11 @@ Other stages' tests import this module; the names below are a stable contract.
 Models
 - ``LIGHT_MODELS``: the nine ONNX "light" models shipped inside the onnx package (opset 9).
 - ``light_model(name)``: a fresh ``onnx.ModelProto`` of one of them.
-- ``randomize_weights(model, seed)``: a copy with every float constant (initializers and
-  ConstantOfShape fills, which become initializers) replaced by seeded random values of
-  a scale that keeps activations sane through deep nets.
+- ``randomize_weights(model, seed)``: a copy with every float constant tensor of rank >= 1
+  (initializers and ConstantOfShape fills, which become initializers) replaced by seeded
+  random values: He-scaled (variance 2/fan_in) for conv weights, 1/fan_in for Gemm/MatMul,
+  uniform(0.5, 1.5) for BatchNormalization scale/variance and multipliers, 0.1·N(0, 1) for
+  biases and means. Rank-0 floats (eps, 0.5, sqrt 2) are hyperparameters and stay.
 
 Running
 - ``random_inputs(model, seed, dims)``: seeded arrays for the model's real inputs; symbolic
@@ -72,6 +74,14 @@ def _role(name: str, consumers: dict[str, list[tuple[onnx.NodeProto, int]]]) -> 
     return "", None, -1
 
 
+def _uniform(rng: np.random.Generator, shape: tuple[int, ...], bound: float) -> np.ndarray:
+    """uniform(-bound, bound) in float32, computed in place."""
+    values = rng.random(shape, dtype=np.float32)
+    values -= np.float32(0.5)
+    values *= np.float32(2 * bound)
+    return values
+
+
 def _random_like(shape: tuple[int, ...], role: tuple[str, onnx.NodeProto | None, int], rng: np.random.Generator) -> np.ndarray:
     op, node, index = role
     if op == "BatchNormalization" and index in (1, 4):  # scale, variance: positive
@@ -87,10 +97,11 @@ def _random_like(shape: tuple[int, ...], role: tuple[str, onnx.NodeProto | None,
         # Classifier heads: LeCun scale (1/fan_in) keeps the logits from saturating softmax.
         trans_b = node is not None and any(a.name == "transB" and a.i for a in node.attribute)
         fan_in = shape[1] if op == "Gemm" and trans_b else shape[-2]
-        return (rng.standard_normal(shape, dtype=np.float32) / np.float32(math.sqrt(fan_in))).astype(np.float32)
+        return _uniform(rng, shape, math.sqrt(3.0 / fan_in))
     # He initialisation: variance 2/fan_in keeps ReLU activations at unit scale.
-    std = math.sqrt(2.0 / max(fan_in, 1))
-    return rng.standard_normal(shape, dtype=np.float32) * np.float32(std)
+    # Uniform with the He variance: as good here and much faster to draw for VGG's 140M weights.
+    bound = math.sqrt(3.0) * math.sqrt(2.0 / max(fan_in, 1))
+    return _uniform(rng, shape, bound)
 
 
 def randomize_weights(model: onnx.ModelProto, seed: int) -> onnx.ModelProto:
@@ -106,7 +117,7 @@ def randomize_weights(model: onnx.ModelProto, seed: int) -> onnx.ModelProto:
     inits = {t.name: t for t in graph.initializer}
     # Float initializers are rewritten in place (raw_data), saving copies of big tensors.
     for init in graph.initializer:
-        if init.data_type == TensorProto.FLOAT:
+        if init.data_type == TensorProto.FLOAT and len(init.dims) > 0:  # scalars are hyperparameters (eps, 0.5)
             array = _random_like(tuple(init.dims), _role(init.name, consumers), rng)
             del init.float_data[:]
             init.raw_data = array.tobytes()
@@ -182,6 +193,10 @@ def run_ort(model_or_bytes: onnx.ModelProto | bytes, inputs: Mapping[str, np.nda
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3
+    # One thread, no spinning: tests run two workers on two cores, and an oracle needs no speed.
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(raw, options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(names, dict(inputs)), strict=True))

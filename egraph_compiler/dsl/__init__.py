@@ -4,6 +4,7 @@ Entry points:
 - `load_rules(paths)`: parse, resolve ``use``, check, merge; raises `DslError` with
   every diagnostic (its str() is the full report).
 - `check(paths)`: the same checks, returning the diagnostics; never raises for bad input.
+  `render_report(diagnostics)` prints them as `load_rules` would ("found N errors").
 - `format_rules(ruleset_or_file)`: canonical text that re-parses to the same AST.
 - `builtins_reference()`: the documentation of the built-in functions and class names.
 """
@@ -14,7 +15,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from egraph_compiler.dsl.ast import RuleSet, SourceFile
+from egraph_compiler.dsl.ast import RuleSet, SourceFile, Span
 from egraph_compiler.dsl.builtins import BUILTINS, builtins_reference
 from egraph_compiler.dsl.check import check_files
 from egraph_compiler.dsl.diagnostics import (
@@ -29,6 +30,7 @@ from egraph_compiler.dsl.diagnostics import (
     UnknownNameError,
     UseError,
     error_for,
+    render_report,
 )
 from egraph_compiler.dsl.format import format_items, ruleset_items
 from egraph_compiler.dsl.loader import build_ruleset, load_files
@@ -52,6 +54,7 @@ __all__ = [
     "check",
     "format_rules",
     "load_rules",
+    "render_report",
 ]
 
 
@@ -66,25 +69,14 @@ def _diagnose(paths: list[PathLike]) -> tuple[list[Diagnostic], RuleSet | None]:
     diagnostics = list(load.diagnostics)
     try:
         diagnostics += check_files(load.files, load.lines)
-    except RecursionError:  # absurdly deep nesting; the parser itself copes
+    except RecursionError:  # an absurdly long chain such as a+a+...+a; the parser copes
+        span = Span(str(paths[0]) if paths else "<rules>", 0, 0, 0, 0)
         diagnostics.append(
-            load.lines.diagnostic(
-                DslParseError,
-                "expressions are nested too deeply",
-                load.files[-1].source.items[0].span
-                if load.files and load.files[-1].source.items
-                else _nowhere(paths),
-            )
+            load.lines.diagnostic(DslParseError, "expressions are nested too deeply", span)
         )
     order = {f.source.file: i for i, f in enumerate(load.files)}
     diagnostics.sort(key=lambda d: (order.get(d.span.file, -1), d.span.line, d.span.col))
     return diagnostics, (None if diagnostics else build_ruleset(load.files))
-
-
-def _nowhere(paths: list[PathLike]):  # noqa: ANN202
-    from egraph_compiler.dsl.ast import Span
-
-    return Span(str(paths[0]) if paths else "<rules>", 0, 0, 0, 0)
 
 
 def load_rules(paths: PathLike | Sequence[PathLike]) -> RuleSet:
@@ -126,7 +118,11 @@ def format_rules(source: RuleSet | SourceFile | PathLike) -> str:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise UseError(
-            [lines.diagnostic(UseError, f"cannot read '{path}': {error}", _nowhere([path]))]
+            [
+                lines.diagnostic(
+                    UseError, f"cannot read '{path}': {error}", Span(str(path), 0, 0, 0, 0)
+                )
+            ]
         ) from None
     lines.add(str(path), text)
     parsed = parse_file(text, str(path), lines)

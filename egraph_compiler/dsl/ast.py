@@ -14,6 +14,8 @@ from typing import Literal
 
 @dataclass(frozen=True, slots=True)
 class Span:
+    """Source range: 1-based line and column (lark's), ``end_col`` one past the last char."""
+
     file: str
     line: int
     col: int

@@ -6,9 +6,7 @@ file), as are rule names, ruleset names, the schedule and the limits.
 
 from __future__ import annotations
 
-import difflib
-import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from egraph_compiler.dsl import ast
@@ -34,91 +32,19 @@ from egraph_compiler.dsl.diagnostics import (
     UnboundVariableError,
     UnknownNameError,
 )
+from egraph_compiler.dsl.format import without_spans
+from egraph_compiler.dsl.names import (
+    arity_range,
+    describe_arity,
+    is_literal,
+    name_span,
+    suggest,
+    walk_expr,
+)
 from egraph_compiler.dsl.parser import ParsedFile
 
 TENSOR = "tensor"
 ATTRIBUTE = "attribute"
-
-
-def edit_distance(a: str, b: str) -> int:
-    """Levenshtein distance, counting a swap of neighbours as one edit."""
-    rows = [list(range(len(b) + 1))]
-    for i, ca in enumerate(a, 1):
-        row = [i]
-        for j, cb in enumerate(b, 1):
-            best = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (ca != cb))
-            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
-                best = min(best, rows[-2][j - 2] + 1)
-            row.append(best)
-        rows.append(row)
-    return rows[-1][-1]
-
-
-def _plausible(name: str, candidate: str) -> bool:
-    # difflib alone pairs unrelated words that share letters (Frobnicate ~ Concat).
-    common_prefix = len(os.path.commonprefix([name.lower(), candidate.lower()]))
-    return common_prefix >= 3 or edit_distance(name, candidate) <= max(2, len(name) // 3)
-
-
-def suggest(name: str, candidates: Iterable[str], prefix: str = "") -> str:
-    """``did you mean X?`` for the closest plausible candidate, or ""."""
-    pool = sorted(set(candidates))
-    folded = [c for c in pool if c.lower() == name.lower()]
-    close = folded or [
-        c for c in difflib.get_close_matches(name, pool, n=3, cutoff=0.6) if _plausible(name, c)
-    ]
-    return f"did you mean {prefix}{close[0]}?" if close else ""
-
-
-def name_span(span: ast.Span, name: str) -> ast.Span:
-    """The span of a name written at the start of ``span`` (an op or a call)."""
-    return ast.Span(span.file, span.line, span.col, span.line, span.col + len(name))
-
-
-def walk_expr(expr: ast.Expr) -> Iterator[ast.Expr]:
-    yield expr
-    children: tuple[ast.Expr, ...] = ()
-    if isinstance(expr, ast.ListLit):
-        children = expr.items
-    elif isinstance(expr, ast.Call):
-        children = expr.args
-    elif isinstance(expr, ast.BinOp):
-        children = (expr.lhs, expr.rhs)
-    elif isinstance(expr, ast.UnOp):
-        children = (expr.operand,)
-    elif isinstance(expr, ast.Index):
-        children = (expr.base, expr.index)
-    for child in children:
-        yield from walk_expr(child)
-
-
-def is_literal(expr: ast.Expr) -> bool:
-    if isinstance(expr, (ast.Num, ast.Str, ast.Name)):
-        return True
-    if isinstance(expr, ast.ListLit):
-        return all(is_literal(item) for item in expr.items)
-    return isinstance(expr, ast.UnOp) and expr.op == "-" and is_literal(expr.operand)
-
-
-def arity_range(op: ast.OpDecl) -> tuple[int, int | None]:
-    """(fewest, most) operands; most is None for a variadic op."""
-    required = [i for i, p in enumerate(op.params) if not p.optional and not p.variadic]
-    fewest = required[-1] + 1 if required else 0
-    most = None if any(p.variadic for p in op.params) else len(op.params)
-    return fewest, most
-
-
-def _operands(n: int) -> str:
-    return f"{n} operand" + ("" if n == 1 else "s")
-
-
-def describe_arity(op: ast.OpDecl) -> str:
-    fewest, most = arity_range(op)
-    if most is None:
-        return f"at least {_operands(fewest)}"
-    if fewest == most:
-        return _operands(fewest)
-    return f"{fewest} to {_operands(most)}"
 
 
 @dataclass
@@ -144,6 +70,7 @@ class Checker:
         self.rulesets: set[str] = set()
         self.rule_names: dict[str, ast.Rule] = {}
         self.fuse_cells: dict[tuple[str, str], ast.FuseEntry] = {}
+        self.rewrites: dict[object, ast.Rule] = {}
         self.schedule: ast.ScheduleDecl | None = None
         self.limits: ast.LimitsDecl | None = None
 
@@ -429,6 +356,7 @@ class Checker:
             )
         else:
             self.rule_names[rule.name] = rule
+        self.check_rewrite_is_new(rule)
         for flag, span in rule.flag_spans:
             if flag not in RULE_FLAGS:
                 hint = suggest(flag, RULE_FLAGS) or "rule flags: " + ", ".join(RULE_FLAGS)
@@ -468,6 +396,32 @@ class Checker:
         if rule.guard is not None:
             by = "both sides" if rule.bidirectional else "the left-hand side"
             self.check_expr(rule.guard, Scope("guard", bound=bound, lhs_ops=lhs_ops, bound_by=by))
+
+    def check_rewrite_is_new(self, rule: ast.Rule) -> None:
+        """A rule that repeats another (or rewrites a pattern to itself) only costs time."""
+        lhs, rhs, guard = without_spans((rule.lhs, rule.rhs, rule.guard))
+        if lhs == rhs:
+            self.error(
+                MisuseError,
+                f"rule '{rule.name}' rewrites a pattern to itself",
+                rule.name_span,
+                "delete it, or change one side",
+            )
+            return
+        keys = [(lhs, rhs, guard, rule.bidirectional)]
+        if rule.bidirectional:
+            keys.append((rhs, lhs, guard, True))
+        first = next((self.rewrites[k] for k in keys if k in self.rewrites), None)
+        if first is not None:
+            self.error(
+                DuplicateError,
+                f"rule '{rule.name}' is the same rewrite as rule '{first.name}'",
+                rule.name_span,
+                "delete one of them",
+                [(first.name_span, f"'{first.name}' is here")],
+            )
+            return
+        self.rewrites[keys[0]] = rule
 
     def check_bound_both_ways(
         self, rule: ast.Rule, lhs_vars: dict[str, str], rhs_vars: dict[str, str]
@@ -577,15 +531,6 @@ class Checker:
                             self.check_name_use(sub, Scope("pattern", lhs_ops=(op,) if op else ()))
             elif scope is not None:
                 self.check_expr(value, scope)
-        if op is not None and not matching:
-            for attr in op.attrs:
-                if attr.default is None and attr.name not in seen:
-                    self.error(
-                        ArityError,
-                        f"{op.name} on the right-hand side needs attribute '{attr.name}'",
-                        name_span(node.span, node.op),
-                        f"it has no default: write {op.name}(..., {attr.name}=...)",
-                    )
 
     def check_pcompute(self, node: ast.PCompute, matching: bool, scope: Scope | None) -> None:
         span = name_span(node.span, node.func)

@@ -91,6 +91,11 @@ class Diagnostic:
     source_line: str | None = None
     notes: tuple[Note, ...] = ()
 
+    @property
+    def code(self) -> str:
+        """The kind's name, e.g. ``UnknownNameError`` (for machine-readable output)."""
+        return self.kind.__name__
+
     def __str__(self) -> str:
         lines = [f"{_location(self.span)}: error: {self.message}"]
         lines += _excerpt(self.span, self.source_line, indent="")

@@ -21,12 +21,35 @@ class Load:
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
 
+def _identity(path: Path) -> Path:
+    """The key that makes a file load once; odd names (a NUL byte) cannot be resolved."""
+    try:
+        return path.resolve()
+    except (OSError, ValueError, RuntimeError):
+        return Path(os.path.abspath(path))
+
+
+def _unreadable_reason(error: Exception) -> str:
+    if isinstance(error, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror.lower()
+    return str(error) or type(error).__name__
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def expand_paths(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
     """A directory stands for its ``*.dnnr`` files, sorted by name."""
     expanded: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
+        if _is_dir(path):
             expanded.extend(sorted(p for p in path.glob("*.dnnr") if p.is_file()))
         else:
             expanded.append(path)
@@ -38,7 +61,7 @@ def load_files(paths: Sequence[str | os.PathLike[str]]) -> Load:
     done: set[Path] = set()
 
     def visit(path: Path, stack: list[tuple[Path, str]], via: ast.UseDecl | None) -> None:
-        key = path.resolve()
+        key = _identity(path)
         names = [name for k, name in stack]
         if any(k == key for k, _ in stack):
             cycle = names[[k for k, _ in stack].index(key) :] + [str(path)]
@@ -58,12 +81,8 @@ def load_files(paths: Sequence[str | os.PathLike[str]]) -> Load:
         file = str(path)
         try:
             text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            reason = (
-                "not UTF-8 text"
-                if isinstance(error, UnicodeDecodeError)
-                else (error.strerror or type(error).__name__).lower()
-            )
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            reason = _unreadable_reason(error)
             span = via.span if via else ast.Span(file, 0, 0, 0, 0)
             load.diagnostics.append(
                 load.lines.diagnostic(UseError, f"cannot read '{file}': {reason}", span)

@@ -9,9 +9,10 @@ Anything else reads "unexpected X; expected Y or Z" with terminals named in word
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import cache
 
-from lark import Lark, UnexpectedCharacters, UnexpectedInput
+from lark import Lark, Token, UnexpectedCharacters, UnexpectedInput
 from lark.exceptions import UnexpectedEOF, UnexpectedToken
 from lark.lexer import PatternStr
 
@@ -96,6 +97,26 @@ EXAMPLES: dict[str, tuple[str, tuple[str, ...]]] = {
         "a schedule or limits block ends with '}'",
         ("schedule { saturate a", "schedule { repeat 2 { saturate a }", "limits { nodes = 1"),
     ),
+    "expected an item: use, op, ruleset, rule, fuse, limits or schedule": (
+        "every item starts with one of these keywords; a rule's guard starts with 'when'",
+        (
+            "foo",
+            "transpose-id: Neg(?x) => ?x",
+            "Neg(?x) => ?x",
+            "rule r: Neg(?x) => ?x\nfoo",
+            "rule r: Neg(?x) => ?x rank(?x) > 1",
+            'use "a.dnnr"\nfoo',
+            "ruleset a\nfoo",
+            "fuse a then b : fuse\nfoo",
+            "limits { nodes = 1 }\nfoo",
+            "schedule { saturate a }\nfoo",
+            "rule r: Neg(?x) => ?x when rank(?x) > 1\nfoo",
+        ),
+    ),
+    "an op lists its operands in parentheses": (
+        "e.g. op Neg(a) : one_to_one ili_variable shape_determined = -a",
+        ("op Neg : one_to_one ili_variable shape_determined", "op Neg = a"),
+    ),
     "expected ':' and the mapping, layout and dynamism classes": (
         "an op reads: op Name(a, b) [attr: type] : mapping layout dynamism [= semantics]",
         (
@@ -151,6 +172,7 @@ EXAMPLES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 _ITEM_TERMINALS = {"USE", "OP", "RULESET", "RULE", "FUSE", "LIMITS", "SCHEDULE"}
+_EXPRESSION_START = {"VAR", "NUMBER", "NAME", "LPAR"}
 _OPERATOR_TERMINALS = {"MUL_OP", "ADD_OP", "COMP_OP", "AND", "OR", "__ANON_2"}
 _FRIENDLY = {
     "ARROW": "'=>' or '<=>'",
@@ -218,6 +240,9 @@ def _terminal_words(name: str, parser: Lark) -> str:
 def expected_words(names: set[str], parser: Lark) -> str:
     names = set(names)
     words: list[str] = []
+    if _EXPRESSION_START <= names:
+        names -= _EXPRESSION_START | {"OPNAME", "STRING", "LSQB", "MINUS", "NOT"}
+        words.append("an expression")
     if _ITEM_TERMINALS <= names:
         names -= _ITEM_TERMINALS
         words.append("the next item (rule, op, ...)")
@@ -237,13 +262,58 @@ def _found(error: UnexpectedInput) -> str:
         return f"character {error.char!r}"
     token = getattr(error, "token", None)
     if token is None or token.type == "$END":
-        return "end of file"
+        return "end of the item"
     value = str(token.value).split("\n")[0]
     return f"'{value[:30]}'"
 
 
+class JoinedKeyword(UnexpectedToken):
+    """A keyword glued to a word, e.g. ``whenn`` read as ``when`` + ``n``.
+
+    lark's contextual lexer matches a keyword as a prefix wherever a name is not
+    expected, so ``?x whenis_const(?x)`` would otherwise parse; `KeywordBoundary`
+    raises this instead."""
+
+    def __init__(self, keyword: Token, word: Token) -> None:
+        joined = Token(
+            "JOINED", f"{keyword}{word}", keyword.start_pos, keyword.line, keyword.column
+        )
+        super().__init__(joined, set())
+        self.keyword = str(keyword)
+        self.word = str(word)
+
+
+class KeywordBoundary:
+    """lark post-lexer: a keyword must not touch a name or number on either side."""
+
+    always_accept: tuple[str, ...] = ()
+
+    def __init__(self, keyword_types: set[str]) -> None:
+        self.keyword_types = keyword_types
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        previous: Token | None = None
+        for token in stream:
+            if previous is not None and previous.end_pos == token.start_pos:
+                keyword_first = previous.type in self.keyword_types and _wordy(token.value[:1])
+                keyword_second = token.type in self.keyword_types and _wordy(previous.value[-1:])
+                if keyword_first or keyword_second:
+                    raise JoinedKeyword(previous, token)
+            yield token
+            previous = token
+
+
+def _wordy(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
 def describe_parse_error(error: UnexpectedInput, text: str, parser: Lark) -> tuple[str, str]:
     """(message, hint) for a syntax error in ``text``."""
+    if isinstance(error, JoinedKeyword):
+        return (
+            f"'{error.keyword}{error.word}' reads as '{error.keyword}' followed by '{error.word}'",
+            f"separate them with a space, or fix the spelling of '{error.keyword}{error.word}'",
+        )
     if isinstance(error, UnexpectedCharacters) and error.char == '"':
         return "unterminated string", "a string ends with '\"' on the same line"
     if isinstance(error, UnexpectedCharacters):

@@ -1,23 +1,25 @@
 """Text of one `.dnnr` file -> `SourceFile` AST, every node with a `Span`.
 
 The grammar is `grammar/dnnr.lark` (LALR, contextual lexer). A syntax error does not
-stop the file: the broken item is reported, blanked out (newlines kept, so later
-positions do not move) and parsing resumes at the next line that starts an item.
+stop the file: each item (from a line starting with an item keyword to the next) is
+then parsed on its own, so every broken item is reported and the others are kept.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
+from typing import Any
 
-from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput, v_args
-from lark.exceptions import UnexpectedEOF, UnexpectedToken
+from lark import Lark, Token, Transformer, UnexpectedInput, v_args
+from lark.exceptions import UnexpectedEOF
+from lark.tree import Meta
 
 from egraph_compiler.dsl import ast
 from egraph_compiler.dsl.diagnostics import Diagnostic, DslParseError, SourceLines
-from egraph_compiler.dsl.parse_errors import describe_parse_error
+from egraph_compiler.dsl.parse_errors import KeywordBoundary, describe_parse_error
 
 GRAMMAR_PATH = Path(__file__).resolve().parents[2] / "grammar" / "dnnr.lark"
 
@@ -39,12 +41,15 @@ class ParsedFile:
 
 @cache
 def lark_parser() -> Lark:
+    grammar = GRAMMAR_PATH.read_text(encoding="utf-8")
+    keywords = set(re.findall(r'"([a-z]+)"', grammar))
     return Lark(
-        GRAMMAR_PATH.read_text(encoding="utf-8"),
+        grammar,
         parser="lalr",
         lexer="contextual",
         propagate_positions=True,
         maybe_placeholders=True,
+        postlex=KeywordBoundary({keyword.upper() for keyword in keywords}),
     )
 
 
@@ -54,43 +59,82 @@ def default_ruleset(file: str) -> str:
     return name if re.match(r"[a-z_]", name) else "_" + name
 
 
+# Parses are pure functions of (file, text): a file `use`d by many loads in one
+# process (ops files, the test suite) is parsed once. Diagnostics quote their
+# source line themselves, so a cached result does not depend on `lines`.
+_CACHE: dict[tuple[str, str], ParsedFile] = {}
+_CACHE_SIZE = 64
+
+
 def parse_file(text: str, file: str, lines: SourceLines) -> ParsedFile:
     """Parse ``text`` (the contents of ``file``); never raises for bad input."""
+    key = (file, text)
+    cached = _CACHE.get(key)
+    if cached is None:
+        cached = _parse_file(text, file, lines)
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = cached
+    return cached
+
+
+def _parse_file(text: str, file: str, lines: SourceLines) -> ParsedFile:
     result = ParsedFile(ast.SourceFile(file))
-    work = text
-    tree = None
-    while tree is None:
-        comments: list[Token] = []
-        try:
-            tree = _parse(work, comments)
-        except UnexpectedInput as error:
-            pos = _error_offset(error, work)
-            result.errors.append(_syntax_diagnostic(error, work, file, lines))
-            start, end = _broken_item(work, pos)
-            broken = work[start:end]
-            result.broken_ops.update(re.findall(r"\bop\s+([A-Z]\w*)", broken))
-            result.broken_rulesets.update(re.findall(r"\bruleset\s+([a-z_]\w*)", broken))
-            blanked = work[:start] + re.sub(r"[^\n]", " ", broken) + work[end:]
-            if blanked == work or len(result.errors) >= _MAX_PARSE_ERRORS:
-                return result
-            work = blanked
     try:
-        items = _ToAst(file).transform(tree)
+        trees = [lark_parser().parse(text)]
+    except UnexpectedInput as whole_file_error:
+        # Recover: parse each item (a chunk from one item-start line to the next) on its
+        # own, padded with newlines so positions stay those of the file. Two parses in
+        # all, however many items are broken.
+        trees = []
+        for start, end in _item_chunks(text):
+            padded = "\n" * text.count("\n", 0, start) + text[start:end]
+            try:
+                trees.append(lark_parser().parse(padded))
+            except UnexpectedInput as error:
+                result.errors.append(_syntax_diagnostic(error, padded, file, lines))
+                broken = text[start:end]
+                result.broken_ops.update(re.findall(r"\bop\s+([A-Z]\w*)", broken))
+                result.broken_rulesets.update(re.findall(r"\bruleset\s+([a-z_]\w*)", broken))
+                if len(result.errors) >= _MAX_PARSE_ERRORS:
+                    break
+        if not result.errors:  # an item split by a keyword line; report the real error
+            result.errors.append(_syntax_diagnostic(whole_file_error, text, file, lines))
+            return result
+    items: list[ast.Item] = []
+    try:
+        for tree in trees:
+            items += _ToAst(file).transform(tree)
     except RecursionError:  # lark's transformer recurses once per nesting level
         span = ast.Span(file, 1, 1, 1, 2)
         result.errors.append(
             lines.diagnostic(DslParseError, "expressions are nested too deeply", span)
         )
         return result
-    result.source = ast.SourceFile(file, _attach_comments(items, comments, work, file))
+    items = _assign_rulesets(items, file)
+    comments = _comment_tokens(text)
+    result.source = ast.SourceFile(file, _attach_comments(items, comments, text, file))
     return result
 
 
-def _parse(text: str, comments: list[Token]):  # noqa: ANN202 - a lark Tree
-    # Comments are ignored by the grammar; lex them separately to keep docs and blocks.
-    tree = lark_parser().parse(text)
-    comments.extend(_comment_tokens(text))
-    return tree
+def _item_chunks(text: str) -> list[tuple[int, int]]:
+    """[start, end) of the text before the first item line and of each item line onwards."""
+    starts = [m.start() for m in _ITEM_START.finditer(text)]
+    bounds = [0, *[s for s in starts if s > 0], len(text)]
+    return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if text[a:b].strip()]
+
+
+def _assign_rulesets(items: list[ast.Item], file: str) -> list[ast.Item]:
+    """A rule belongs to the ruleset of the last ``ruleset`` line above it (else the stem)."""
+    ruleset = default_ruleset(file)
+    assigned: list[ast.Item] = []
+    for item in items:
+        if isinstance(item, ast.RulesetDecl):
+            ruleset = item.name
+        elif isinstance(item, ast.Rule):
+            item = _replace_rule(item, ruleset=ruleset)
+        assigned.append(item)
+    return assigned
 
 
 def _comment_tokens(text: str) -> list[Token]:
@@ -106,39 +150,22 @@ def _comment_tokens(text: str) -> list[Token]:
     return found
 
 
-def _error_offset(error: UnexpectedInput, text: str) -> int:
-    if isinstance(error, UnexpectedCharacters):
-        return error.pos_in_stream
-    if isinstance(error, UnexpectedToken) and error.token.type != "$END":
-        return error.token.start_pos or 0
-    if isinstance(error, UnexpectedEOF):
-        return len(text)
-    return len(text)
-
-
-def _broken_item(text: str, pos: int) -> tuple[int, int]:
-    """The region to blank: from the item start before ``pos`` to the next item start."""
-    starts = [m.end() - len(m.group().lstrip()) for m in _ITEM_START.finditer(text)]
-    before = [s for s in starts if s < pos]
-    after = [s for s in starts if s >= pos and s > (before[-1] if before else -1)]
-    start = before[-1] if before else 0
-    end = after[0] if after else len(text)
-    if end <= start:
-        end = len(text)
-    return start, end
-
-
 def _syntax_diagnostic(
     error: UnexpectedInput, text: str, file: str, lines: SourceLines
 ) -> Diagnostic:
     message, hint = describe_parse_error(error, text, lark_parser())
     line = getattr(error, "line", None)
     col = getattr(error, "column", None)
-    if not isinstance(line, int) or line < 1 or not isinstance(col, int) or col < 1:
-        line = text.count("\n") + 1
-        col = len(text) - (text.rfind("\n") + 1) + 1
-    width = 1
     token = getattr(error, "token", None)
+    at_end = isinstance(error, UnexpectedEOF) or getattr(token, "type", None) == "$END"
+    if at_end and isinstance(getattr(token, "end_line", None), int) and token.end_line >= 1:
+        # lark's end token borrows the last real token's position: point just after it.
+        line, col = token.end_line, token.end_column
+    elif at_end or not isinstance(line, int) or line < 1 or not isinstance(col, int) or col < 1:
+        body = re.sub(r"#[^\n]*", "", text).rstrip()  # not at trailing comments or blanks
+        line = body.count("\n") + 1
+        col = len(body) - (body.rfind("\n") + 1) + 1
+    width = 1
     if isinstance(token, Token) and token.type != "$END" and token.value:
         width = len(str(token.value).split("\n")[0]) or 1
     span = ast.Span(file, line, col, line, col + width)
@@ -208,9 +235,7 @@ def _attach_comments(
     return tuple(item for _, item in keyed)
 
 
-def _replace_rule(rule: ast.Rule, **changes: object) -> ast.Rule:
-    from dataclasses import replace
-
+def _replace_rule(rule: ast.Rule, **changes: Any) -> ast.Rule:
     return replace(rule, **changes)
 
 
@@ -238,14 +263,14 @@ def _join(a: ast.Span, b: ast.Span) -> ast.Span:
 
 @v_args(meta=True)
 class _ToAst(Transformer):
-    """lark parse tree -> `ast` nodes. Rulesets are assigned in `start` (source order)."""
+    """lark parse tree -> `ast` nodes (rulesets are assigned afterwards, in source order)."""
 
     def __init__(self, file: str) -> None:
         super().__init__()
         self.file = file
 
     # -- helpers
-    def _span(self, meta) -> ast.Span:  # noqa: ANN001 - lark Meta
+    def _span(self, meta: Meta) -> ast.Span:
         if getattr(meta, "empty", True):
             return ast.Span(self.file, 1, 1, 1, 1)
         return ast.Span(self.file, meta.line, meta.column, meta.end_line, meta.end_column)
@@ -254,21 +279,13 @@ class _ToAst(Transformer):
         return ast.Span(self.file, tok.line, tok.column, tok.end_line, tok.end_column)
 
     # -- items
-    def start(self, meta, children):  # noqa: ANN001, ANN201
-        ruleset = default_ruleset(self.file)
-        items = []
-        for item in children:
-            if isinstance(item, ast.RulesetDecl):
-                ruleset = item.name
-            elif isinstance(item, ast.Rule):
-                item = _replace_rule(item, ruleset=ruleset)
-            items.append(item)
-        return items
+    def start(self, meta: Meta, children: list[Any]) -> Any:
+        return list(children)
 
-    def use(self, meta, children):  # noqa: ANN001, ANN201
+    def use(self, meta: Meta, children: list[Any]) -> Any:
         return ast.UseDecl(str(children[0])[1:-1], self._span(meta))
 
-    def op_decl(self, meta, children):  # noqa: ANN001, ANN201
+    def op_decl(self, meta: Meta, children: list[Any]) -> Any:
         name, params, attrs, outputs, mapping, layout, dynamism, semantics, requires = children
         sem_expr = semantics[1] if semantics and semantics[0] == "expr" else None
         builtin = semantics[1] if semantics and semantics[0] == "builtin" else None
@@ -288,47 +305,47 @@ class _ToAst(Transformer):
             class_spans=(self._tok(mapping), self._tok(layout), self._tok(dynamism)),
         )
 
-    def params(self, meta, children):  # noqa: ANN001, ANN201
+    def params(self, meta: Meta, children: list[Any]) -> Any:
         return children
 
-    def param_plain(self, meta, children):  # noqa: ANN001, ANN201
+    def param_plain(self, meta: Meta, children: list[Any]) -> Any:
         return ast.Param(str(children[0]), span=self._span(meta))
 
-    def param_optional(self, meta, children):  # noqa: ANN001, ANN201
+    def param_optional(self, meta: Meta, children: list[Any]) -> Any:
         return ast.Param(str(children[0]), optional=True, span=self._span(meta))
 
-    def param_variadic(self, meta, children):  # noqa: ANN001, ANN201
+    def param_variadic(self, meta: Meta, children: list[Any]) -> Any:
         return ast.Param(str(children[0]), variadic=True, span=self._span(meta))
 
-    def attr_decls(self, meta, children):  # noqa: ANN001, ANN201
+    def attr_decls(self, meta: Meta, children: list[Any]) -> Any:
         return children
 
-    def attr_decl(self, meta, children):  # noqa: ANN001, ANN201
+    def attr_decl(self, meta: Meta, children: list[Any]) -> Any:
         name, type_name, default = children
         return ast.AttrDecl(
             str(name),
             str(type_name),
             default,
             self._span(meta),
-            self._tok(type_name),  # type: ignore[arg-type]
+            self._tok(type_name),
         )
 
-    def outputs(self, meta, children):  # noqa: ANN001, ANN201
+    def outputs(self, meta: Meta, children: list[Any]) -> Any:
         return int(children[0])
 
-    def sem_expr(self, meta, children):  # noqa: ANN001, ANN201
+    def sem_expr(self, meta: Meta, children: list[Any]) -> Any:
         return ("expr", children[0])
 
-    def sem_builtin(self, meta, children):  # noqa: ANN001, ANN201
+    def sem_builtin(self, meta: Meta, children: list[Any]) -> Any:
         return ("builtin", str(children[0]))
 
-    def requires(self, meta, children):  # noqa: ANN001, ANN201
+    def requires(self, meta: Meta, children: list[Any]) -> Any:
         return children[0]
 
-    def ruleset_decl(self, meta, children):  # noqa: ANN001, ANN201
+    def ruleset_decl(self, meta: Meta, children: list[Any]) -> Any:
         return ast.RulesetDecl(str(children[0]), self._span(meta))
 
-    def rule(self, meta, children):  # noqa: ANN001, ANN201
+    def rule(self, meta: Meta, children: list[Any]) -> Any:
         name, flags, lhs, arrow, rhs, guard = children
         flag_spans = tuple(flags or ())
         return ast.Rule(
@@ -343,19 +360,19 @@ class _ToAst(Transformer):
             flag_spans=flag_spans,
         )
 
-    def flags(self, meta, children):  # noqa: ANN001, ANN201
+    def flags(self, meta: Meta, children: list[Any]) -> Any:
         return [(str(tok), self._tok(tok)) for tok in children]
 
-    def guard(self, meta, children):  # noqa: ANN001, ANN201
+    def guard(self, meta: Meta, children: list[Any]) -> Any:
         return children[0]
 
-    def fuse(self, meta, children):  # noqa: ANN001, ANN201
+    def fuse(self, meta: Meta, children: list[Any]) -> Any:
         first, second, result, verdict = children
         return ast.FuseEntry(
             str(first),
             str(second),
             None if result is None else str(result),
-            str(verdict),  # type: ignore[arg-type]
+            str(verdict),
             self._span(meta),
             (
                 self._tok(first),
@@ -365,25 +382,25 @@ class _ToAst(Transformer):
             ),
         )
 
-    def limits(self, meta, children):  # noqa: ANN001, ANN201
+    def limits(self, meta: Meta, children: list[Any]) -> Any:
         return ast.LimitsDecl(tuple(c for c in children if c is not None), self._span(meta))
 
-    def limit_item(self, meta, children):  # noqa: ANN001, ANN201
+    def limit_item(self, meta: Meta, children: list[Any]) -> Any:
         return ast.LimitItem(str(children[0]), _number(str(children[1])), self._span(meta))
 
-    def schedule(self, meta, children):  # noqa: ANN001, ANN201
+    def schedule(self, meta: Meta, children: list[Any]) -> Any:
         return ast.ScheduleDecl(tuple(c for c in children if c is not None), self._span(meta))
 
-    def name_list(self, meta, children):  # noqa: ANN001, ANN201
+    def name_list(self, meta: Meta, children: list[Any]) -> Any:
         return children
 
-    def saturate(self, meta, children):  # noqa: ANN001, ANN201
+    def saturate(self, meta: Meta, children: list[Any]) -> Any:
         names = children[0]
         return ast.Saturate(
             tuple(str(n) for n in names), self._span(meta), tuple(self._tok(n) for n in names)
         )
 
-    def run_times(self, meta, children):  # noqa: ANN001, ANN201
+    def run_times(self, meta: Meta, children: list[Any]) -> Any:
         names, times = children
         return ast.RunTimes(
             tuple(str(n) for n in names),
@@ -392,15 +409,15 @@ class _ToAst(Transformer):
             tuple(self._tok(n) for n in names),
         )
 
-    def repeat(self, meta, children):  # noqa: ANN001, ANN201
+    def repeat(self, meta: Meta, children: list[Any]) -> Any:
         times, *body = children
         return ast.Repeat(int(times), tuple(s for s in body if s is not None), self._span(meta))
 
     # -- patterns
-    def pvar(self, meta, children):  # noqa: ANN001, ANN201
+    def pvar(self, meta: Meta, children: list[Any]) -> Any:
         return ast.PVar(str(children[0])[1:], self._span(meta))
 
-    def pop(self, meta, children):  # noqa: ANN001, ANN201
+    def pop(self, meta: Meta, children: list[Any]) -> Any:
         name, args = children
         inputs = tuple(a for a in args or () if not isinstance(a, _AttrArg))
         attrs = [a for a in args or () if isinstance(a, _AttrArg)]
@@ -412,28 +429,28 @@ class _ToAst(Transformer):
             tuple(a.name_span for a in attrs),
         )
 
-    def pargs(self, meta, children):  # noqa: ANN001, ANN201
+    def pargs(self, meta: Meta, children: list[Any]) -> Any:
         return children
 
-    def pattr(self, meta, children):  # noqa: ANN001, ANN201
+    def pattr(self, meta: Meta, children: list[Any]) -> Any:
         name, value = children
         return _AttrArg(str(name), value, self._tok(name))
 
-    def pconst(self, meta, children):  # noqa: ANN001, ANN201
+    def pconst(self, meta: Meta, children: list[Any]) -> Any:
         return ast.PConst(children[0], self._span(meta))
 
-    def signed_number(self, meta, children):  # noqa: ANN001, ANN201
+    def signed_number(self, meta: Meta, children: list[Any]) -> Any:
         return _number(str(children[0]))
 
-    def neg_number(self, meta, children):  # noqa: ANN001, ANN201
+    def neg_number(self, meta: Meta, children: list[Any]) -> Any:
         return -_number(str(children[0]))
 
-    def pcompute(self, meta, children):  # noqa: ANN001, ANN201
+    def pcompute(self, meta: Meta, children: list[Any]) -> Any:
         name, *args = children
         return ast.PCompute(str(name), tuple(a for a in args if a is not None), self._span(meta))
 
     # -- expressions
-    def _fold(self, children: list, op: str | None) -> ast.Expr:  # noqa: ANN001
+    def _fold(self, children: list[Any], op: str | None) -> ast.Expr:
         """Left-fold ``a op b op c``; ``op`` None means the operator tokens are children."""
         result = children[0]
         rest = children[1:]
@@ -441,55 +458,55 @@ class _ToAst(Transformer):
         for i in range(0, len(rest), step):
             kind = op if op is not None else str(rest[i])
             rhs = rest[i] if op is not None else rest[i + 1]
-            result = ast.BinOp(kind, result, rhs, _join(result.span, rhs.span))  # type: ignore[arg-type]
+            result = ast.BinOp(kind, result, rhs, _join(result.span, rhs.span))
         return result
 
-    def or_expr(self, meta, children):  # noqa: ANN001, ANN201
+    def or_expr(self, meta: Meta, children: list[Any]) -> Any:
         return self._fold(children, "or")
 
-    def and_expr(self, meta, children):  # noqa: ANN001, ANN201
+    def and_expr(self, meta: Meta, children: list[Any]) -> Any:
         return self._fold(children, "and")
 
-    def comparison(self, meta, children):  # noqa: ANN001, ANN201
+    def comparison(self, meta: Meta, children: list[Any]) -> Any:
         return self._fold(children, None)
 
-    def sum(self, meta, children):  # noqa: ANN001, ANN201
+    def sum(self, meta: Meta, children: list[Any]) -> Any:
         return self._fold(children, None)
 
-    def product(self, meta, children):  # noqa: ANN001, ANN201
+    def product(self, meta: Meta, children: list[Any]) -> Any:
         return self._fold(children, None)
 
-    def power(self, meta, children):  # noqa: ANN001, ANN201
+    def power(self, meta: Meta, children: list[Any]) -> Any:
         return ast.BinOp("**", children[0], children[1], self._span(meta))
 
-    def not_(self, meta, children):  # noqa: ANN001, ANN201
+    def not_(self, meta: Meta, children: list[Any]) -> Any:
         return ast.UnOp("not", children[0], self._span(meta))
 
-    def neg(self, meta, children):  # noqa: ANN001, ANN201
+    def neg(self, meta: Meta, children: list[Any]) -> Any:
         operand = children[0]
         # `-3` is the number -3 (so `[-1, 2]` is a list of ints), but `--3` stays nested.
         if isinstance(operand, ast.Num) and not str(operand.value).startswith("-"):
             return ast.Num(-operand.value, self._span(meta))
         return ast.UnOp("-", operand, self._span(meta))
 
-    def index(self, meta, children):  # noqa: ANN001, ANN201
+    def index(self, meta: Meta, children: list[Any]) -> Any:
         return ast.Index(children[0], children[1], self._span(meta))
 
-    def var(self, meta, children):  # noqa: ANN001, ANN201
+    def var(self, meta: Meta, children: list[Any]) -> Any:
         return ast.Var(str(children[0])[1:], self._span(meta))
 
-    def call(self, meta, children):  # noqa: ANN001, ANN201
+    def call(self, meta: Meta, children: list[Any]) -> Any:
         name, *args = children
         return ast.Call(str(name), tuple(a for a in args if a is not None), self._span(meta))
 
-    def name(self, meta, children):  # noqa: ANN001, ANN201
+    def name(self, meta: Meta, children: list[Any]) -> Any:
         return ast.Name(str(children[0]), self._span(meta))
 
-    def number(self, meta, children):  # noqa: ANN001, ANN201
+    def number(self, meta: Meta, children: list[Any]) -> Any:
         return ast.Num(_number(str(children[0])), self._span(meta))
 
-    def string(self, meta, children):  # noqa: ANN001, ANN201
+    def string(self, meta: Meta, children: list[Any]) -> Any:
         return ast.Str(str(children[0])[1:-1], self._span(meta))
 
-    def list(self, meta, children):  # noqa: ANN001, ANN201
+    def list(self, meta: Meta, children: list[Any]) -> Any:
         return ast.ListLit(tuple(c for c in children if c is not None), self._span(meta))

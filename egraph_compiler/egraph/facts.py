@@ -159,11 +159,13 @@ def _oracle_rules(oracle: ShapeOracle, term: str, xs: list[str], attrs: list[str
     sorts = " ".join(oracle.key_sorts())
     key = " ".join(keys)
     q = " ".join(query)
+    match = f"ShapeMatch_{oracle.op}"
     return (
         f"(relation {oracle.ask} ({sorts}))\n"
+        f"(relation {match} (T {sorts}))\n"
         f"(function {oracle.answer} ({sorts}) IVec :merge old)\n"
-        f"(rule ({q}) (({oracle.ask} {key})) :ruleset analysis)\n"
-        f"(rule ({q} (= r ({oracle.answer} {key}))) ((set (shape e) r)) :ruleset analysis)"
+        f"(rule ({q}) (({oracle.ask} {key}) ({match} e {key})) :ruleset analysis)\n"
+        f"(rule (({match} e {key}) (= r ({oracle.answer} {key}))) ((set (shape e) r)) :ruleset analysis)"
     )
 
 

@@ -18,15 +18,35 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from egraph_compiler.dsl.ast import (
-    BinOp, Call, Expr, Index, ListLit, Name, Num, Pattern, PCompute, PConst, POp, PVar, Rule, Str,
-    UnOp, Var,
+    BinOp,
+    Call,
+    Expr,
+    Index,
+    ListLit,
+    Name,
+    Num,
+    Pattern,
+    PCompute,
+    PConst,
+    POp,
+    PVar,
+    Rule,
+    Str,
+    UnOp,
+    Var,
 )
 from egraph_compiler.egraph import text
 from egraph_compiler.egraph.guards import BOOL_FACTS
 from egraph_compiler.egraph.schema import ATTR_SORT, LoweringError, OpSchema, const_value, literal
 
 SHAPE_CALLS = ("rank", "shape", "dim", "numel", "same_shape", "broadcastable")
-KIND_SORT = dict(ATTR_SORT)
+# Variable kinds: "tensor" for a pattern variable bound to an e-class, else the
+# attribute kind; a tensor-valued attribute (a constant-table handle) is "tensorattr".
+KIND_SORT = {("tensorattr" if k == "tensor" else k): v for k, v in ATTR_SORT.items()}
+
+
+def _attr_kind(kind: str) -> str:
+    return "tensorattr" if kind == "tensor" else kind
 
 
 def ruleset_name(name: str) -> str:
@@ -121,6 +141,11 @@ def _lhs(ctx: _Ctx, pattern: Pattern) -> str:
     if isinstance(pattern, PCompute):
         raise ctx.fail(f"{pattern.func}(...) builds a constant and may only appear on a right-hand side")
     schema = _schema(ctx, pattern.op)
+    # the operator atom goes before its children's: egglog's planner follows the
+    # written order where sizes tie, and joining from the root avoids crossing
+    # children that share a variable (two Reshapes of the same target shape)
+    slot = len(ctx.atoms)
+    ctx.atoms.append("")
     args = _lhs_inputs(ctx, schema, pattern)
     given = dict(pattern.attrs)
     for attr in schema.attrs:
@@ -128,7 +153,7 @@ def _lhs(ctx: _Ctx, pattern: Pattern) -> str:
         if expr is None:
             args.append(ctx.fresh("_a"))
         elif isinstance(expr, Var):
-            args.append(_bind(ctx, expr.name, attr.type))
+            args.append(_bind(ctx, expr.name, _attr_kind(attr.type)))
         else:
             value = const_value(expr)
             if attr.type in ("ints", "floats", "strings") and not isinstance(value, tuple):
@@ -139,7 +164,7 @@ def _lhs(ctx: _Ctx, pattern: Pattern) -> str:
     if given:
         raise ctx.fail(f"{pattern.op} has no attribute '{next(iter(given))}'")
     var = ctx.fresh()
-    ctx.atoms.append(f"(= {var} ({schema.egglog} {' '.join(args)}))" if args else f"(= {var} ({schema.egglog}))")
+    ctx.atoms[slot] = f"(= {var} ({schema.egglog} {' '.join(args)}))" if args else f"(= {var} ({schema.egglog}))"
     return var
 
 
@@ -204,7 +229,7 @@ def _native_value(ctx: _Ctx, expr: Expr, kind: str) -> str | None:
         if kind in ("ints", "floats", "strings") and not isinstance(value, tuple):
             return None
         try:
-            return literal(kind, value)
+            return literal("tensor" if kind == "tensorattr" else kind, value)
         except (TypeError, ValueError):
             return None
     if isinstance(expr, Call) and expr.func == "compose" and kind == "ints" and len(expr.args) == 2:
@@ -220,7 +245,7 @@ def _native_value(ctx: _Ctx, expr: Expr, kind: str) -> str | None:
 
 
 def _value_or_computed(ctx: _Ctx, rhs: _Rhs, expr: Expr, kind: str) -> str:
-    native = _native_value(ctx, expr, kind)
+    native = _native_value(ctx, expr, _attr_kind(kind))
     if native is not None:
         return native
     _check_vars(ctx, expr)
@@ -374,28 +399,47 @@ def lower_rule(
             python_checks.append(conjunct)
     rhs = _Rhs()
     term = _rhs(ctx, rhs, rhs_pattern, root)
-    if rhs.needs_dtype:
-        ctx.atoms.append(f"(= _dt (dtype {root}))")
     actions = rhs.actions + [f"(union {root} {term})"]
     rs = ruleset_name(rule.ruleset)
     if not python_checks and not rhs.computed:
+        if rhs.needs_dtype:
+            ctx.atoms.append(f"(= _dt (dtype {root}))")
         body = f"(rule ({' '.join(ctx.atoms)}) ({' '.join(actions)}) :ruleset {rs} :name {text.string(name)})"
         return LoweredRule(rule, name, None, body)
     oracle = _oracle(ctx, oracle_index, name, python_checks, rhs)
+    query = " ".join(ctx.atoms)
     key = " ".join(k.egg for k in oracle.keys)
     results = " ".join(var for _, _, var in rhs.computed)
     ask_name = f"{name}#ask"
     sorts = " ".join(k.sort for k in oracle.keys)
     result_sorts = " ".join(_result_sort(kind) for _, kind, _ in rhs.computed)
-    query = " ".join(ctx.atoms)
+    # The apply rule joins a record of the match with the answer on the key
+    # columns. Re-matching the left-hand side there instead made egglog start from
+    # the small answer table and cross the shape lookups of every class sharing a
+    # shape (measured: seconds per iteration on densenet121).
+    carried = [root] + sorted({egg for egg, _ in ctx.bound.values()} - {root})
+    carried_sorts = ["T"] + [_sort_of(ctx, egg) for egg in carried[1:]]
+    match = f"Match_{oracle.index}"
+    apply_query = [f"({match} {' '.join(carried)} {key})", f"({oracle.ok} {key} {results})"]
+    if rhs.needs_dtype:
+        apply_query.append(f"(= _dt (dtype {root}))")
     body = "\n".join([
         f"(relation {oracle.ask} ({sorts}))",
         f"(relation {oracle.ok} ({sorts} {result_sorts}))",
-        f"(rule ({query}) (({oracle.ask} {key})) :ruleset {rs} :name {text.string(ask_name)})",
-        f"(rule ({query} ({oracle.ok} {key} {results})) ({' '.join(actions)}) "
+        f"(relation {match} ({' '.join(carried_sorts)} {sorts}))",
+        f"(rule ({query}) (({oracle.ask} {key}) ({match} {' '.join(carried)} {key})) "
+        f":ruleset {rs} :name {text.string(ask_name)})",
+        f"(rule ({' '.join(apply_query)}) ({' '.join(actions)}) "
         f":ruleset {apply_ruleset_name(rule.ruleset)} :name {text.string(name)})",
     ])
     return LoweredRule(rule, name, ask_name, body, oracle)
+
+
+def _sort_of(ctx: _Ctx, egg: str) -> str:
+    for bound_egg, kind in ctx.bound.values():
+        if bound_egg == egg:
+            return "T" if kind == "tensor" else KIND_SORT[kind]
+    raise ctx.fail(f"internal: unknown variable {egg}")
 
 
 def _result_sort(kind: str) -> str:
@@ -413,7 +457,7 @@ def _oracle(ctx: _Ctx, index: int, name: str, checks: list[Expr], rhs: _Rhs) -> 
     for var in names:
         egg, kind = ctx.bound[var]
         if kind != "tensor":
-            keys.append(KeyColumn(var, "attr", ATTR_SORT[kind], egg))
+            keys.append(KeyColumn(var, "attr", KIND_SORT[kind], egg))
             continue
         uses: set[str] = set()
         for expr in exprs:

@@ -7,6 +7,8 @@ since the last round, compute, and write the answers back as one program.
 
 from __future__ import annotations
 
+import re
+
 from egraph_compiler.egraph import guards, shape_rules, text
 from egraph_compiler.egraph.facts import ShapeOracle, decode_attrs
 from egraph_compiler.egraph.lower import GuardOracle
@@ -15,6 +17,7 @@ from egraph_compiler.egraph.tables import Tables
 from egraph_compiler.ir.dims import DimExpr
 
 READ_ALL = 1 << 40
+_SIZE = re.compile(r"\((\S+) (\d+)\)")
 
 
 class Oracles:
@@ -23,9 +26,20 @@ class Oracles:
         self.shape = list(shape.values())
         self.tables = tables
         self._seen: dict[str, set[tuple[str, ...]]] = {}
+        self._sizes: dict[str, int] = {}
         self.questions = 0
 
     def _new_rows(self, egraph, relations: list[str]) -> dict[str, list[tuple[str, ...]]]:
+        if not relations:
+            return {}
+        # printing a table costs its size: print only those that grew (one cheap
+        # `print-size` tells which)
+        sizes = dict(
+            (name, int(count))
+            for name, count in _SIZE.findall(str(egraph.run_program(*egraph.parse_program("(print-size)"))[0]))
+        )
+        relations = [r for r in relations if sizes.get(r, 0) > self._sizes.get(r, 0)]
+        self._sizes.update({r: sizes.get(r, 0) for r in relations})
         if not relations:
             return {}
         program = " ".join(f"(print-function {r} {READ_ALL} :mode csv)" for r in relations)

@@ -12,7 +12,16 @@ from collections.abc import Callable
 
 from egglog.bindings import EGraph
 
-from egraph_compiler.dsl.ast import Limits, Repeat, RuleSet, RunTimes, Saturate, ScheduleStep
+from egraph_compiler.dsl.ast import (
+    Limits,
+    OpDecl,
+    POp,
+    Repeat,
+    RuleSet,
+    RunTimes,
+    Saturate,
+    ScheduleStep,
+)
 from egraph_compiler.egraph import prelude
 from egraph_compiler.egraph.facts import analysis_program
 from egraph_compiler.egraph.load import load_rows, load_rule, write_tsv
@@ -153,12 +162,54 @@ class _Driver:
         return changed_any
 
 
+def _pattern_ops(pattern, found: set[str]) -> None:
+    if isinstance(pattern, POp):
+        found.add(pattern.op)
+        for item in pattern.inputs:
+            _pattern_ops(item, found)
+
+
+def relevant_ops(graph: Graph, rules: RuleSet) -> dict[str, OpDecl]:
+    """Declared ops the graph or a rule uses: egglog registers each constructor and
+    its analysis rules at ~4 ms a command, so the other ~70 ops would cost seconds."""
+    used = {node.op for node in graph.nodes}
+    for rule in rules.rules:
+        _pattern_ops(rule.lhs, used)
+        _pattern_ops(rule.rhs, used)
+    return {name: decl for name, decl in rules.ops.items() if name in used}
+
+
+def _run_chunked(egraph: EGraph, parts: list[str], size: int = 40) -> None:
+    """Run program text in small pieces: egglog parses a long program in
+    superlinear time (DESIGN §3)."""
+    for part in parts:
+        commands = _split_commands(part)
+        for start in range(0, len(commands), size):
+            _run(egraph, "\n".join(commands[start:start + size]))
+
+
+def _split_commands(program: str) -> list[str]:
+    commands, depth, current, in_string = [], 0, [], False
+    for ch in program:
+        current.append(ch)
+        if ch == '"':
+            in_string = not in_string
+        elif not in_string and ch == "(":
+            depth += 1
+        elif not in_string and ch == ")":
+            depth -= 1
+            if depth == 0:
+                commands.append("".join(current).strip())
+                current = []
+    return [c for c in commands if c]
+
+
 def saturate_graph(graph: Graph, rules: RuleSet, limits: Limits | None, progress: Progress | None) -> Saturation:
     start = time.perf_counter()
     limits = limits or rules.limits
-    schemas = make_schemas(rules.ops)
     tables = Tables()
-    loaded = load_rows(graph, schemas, tables)  # errors on undeclared ops before any egglog work
+    loaded = load_rows(graph, make_schemas(rules.ops), tables)  # undeclared ops fail here, early
+    schemas = make_schemas(relevant_ops(graph, rules))
 
     lowered: list[LoweredRule] = []
     for rule in rules.rules:
@@ -169,7 +220,7 @@ def saturate_graph(graph: Graph, rules: RuleSet, limits: Limits | None, progress
     rulesets = "\n".join(
         f"(ruleset {ruleset_name(n)})\n(ruleset {apply_ruleset_name(n)})" for n in _ruleset_names(rules)
     )
-    program = "\n".join([
+    parts = [
         prelude.SORTS,
         "\n".join(s.declaration() for s in schemas.values()),
         prelude.LOAD_RULES,
@@ -178,9 +229,9 @@ def saturate_graph(graph: Graph, rules: RuleSet, limits: Limits | None, progress
         analysis,
         rulesets,
         "\n".join(item.text for item in lowered),
-    ])
+    ]
     egraph = EGraph()
-    _run(egraph, program)
+    _run_chunked(egraph, parts)
     directory = tempfile.mkdtemp(prefix="dnnr-egraph-")
     try:
         inputs = write_tsv(loaded, directory)

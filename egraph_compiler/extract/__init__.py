@@ -80,14 +80,16 @@ def extract(saturation: Saturation, *, cost_model: CostModel | None = None) -> E
     def prefer(node: ENode) -> int:
         return 0 if (node.op, node.eclass) in original_ops else 1
 
-    choice = fixpoint(view, own, prefer)
+    tree_costs: dict[int, float] = {}
+    choice = fixpoint(view, own, prefer, tree_costs)
     roots = []
     for name, handle in saturation.outputs.items():
         eclass = view.value_class.get(int(handle[3:-1]))
         if eclass is None or eclass not in choice:
             raise ExtractionError(f"graph output '{name}' has no finite-cost program in the e-graph")
         roots.append(eclass)
-    improver = DagImprover(view, choice, own, roots)
+    free = {eclass for eclass, value in tree_costs.items() if value == 0.0}
+    improver = DagImprover(view, choice, own, roots, free)
     improver.improve()
     graph, provenance = decode(saturation, view, choice, shapes, dtypes)
     total = Cost(0.0, 0.0)

@@ -6,9 +6,8 @@ per use) and never follows a cycle: a class gets a finite cost only through
 children that already have one. The improvement pass then tries each
 alternative of each used class and keeps a switch when the DAG cost — the sum
 of the own costs of the distinct classes reachable from the roots — goes down.
-Reference counts make each trial cost the size of the region that changes;
-heights prune the cycle check (a path from a child back to the class must climb
-through classes higher than it).
+Reference counts make each trial cost the size of the region that changes; only
+an improving switch is checked for cycles.
 """
 
 from __future__ import annotations
@@ -22,50 +21,60 @@ INF = float("inf")
 CAP = 1e300  # tree costs of deep DAGs explode; keep them finite and ordered
 
 
-def fixpoint(view: EGraphView, own: Callable[[ENode], float], prefer: Callable[[ENode], int]) -> dict[int, ENode]:
+def fixpoint(
+    view: EGraphView, own: Callable[[ENode], float], prefer: Callable[[ENode], int],
+    costs: dict[int, float] | None = None,
+) -> dict[int, ENode]:
+    """Knuth's generalisation of Dijkstra to e-graphs: a class is settled when it
+    leaves the heap, and a node is only priced once all its children are settled,
+    so every choice points at classes settled earlier: no cycles, even when costs
+    tie or saturate at `CAP`."""
     parents: dict[int, list[ENode]] = {}
     for node in view.nodes:
         for child in set(node.children):
             parents.setdefault(child, []).append(node)
     cost: dict[int, float] = {}
     best: dict[int, ENode] = {}
-    queue: list[tuple[float, int, int]] = []
-
-    def node_cost(node: ENode) -> float:
-        total = own(node)
-        for child in node.children:
-            total += cost.get(child, INF)
-        return min(total, CAP)
+    settled: set[int] = set()
+    queue: list[tuple[float, int, int, int]] = []
 
     def offer(node: ENode) -> None:
-        value = node_cost(node)
-        if value == INF:
+        if node.eclass in settled or any(child not in settled for child in node.children):
             return
+        value = own(node)
+        for child in node.children:
+            value += cost[child]
+        value = min(value, CAP)
         current = best.get(node.eclass)
         if current is None or (value, prefer(node), node.index) < (cost[node.eclass], prefer(current), current.index):
             cost[node.eclass] = value
             best[node.eclass] = node
-            heapq.heappush(queue, (value, node.eclass, node.index))
+            heapq.heappush(queue, (value, prefer(node), node.index, node.eclass))
 
     for node in view.nodes:
         if not node.children:
             offer(node)
     while queue:
-        value, eclass, _ = heapq.heappop(queue)
-        if cost.get(eclass) != value:
+        value, _, index, eclass = heapq.heappop(queue)
+        if eclass in settled or best[eclass].index != index:
             continue
+        settled.add(eclass)
         for parent in parents.get(eclass, []):
             offer(parent)
+    if costs is not None:
+        costs.update(cost)
     return best
 
 
 class DagImprover:
-    def __init__(self, view: EGraphView, choice: dict[int, ENode], own: Callable[[ENode], float], roots: list[int]):
+    def __init__(self, view: EGraphView, choice: dict[int, ENode], own: Callable[[ENode], float],
+                 roots: list[int], free: set[int] | None = None):
         self.view, self.choice, self.own, self.roots = view, choice, own, roots
+        self.free = free or set()  # classes whose chosen subterm costs nothing: no switch helps
         self.refs: dict[int, int] = {}
         for root in roots:
             self._add(root, [])
-        self._heights()
+        self._order()
 
     def _add(self, eclass: int, added: list[int]) -> None:
         stack = [eclass]
@@ -85,8 +94,8 @@ class DagImprover:
                 removed.append(c)
                 stack.extend(self.choice[c].children)
 
-    def _heights(self) -> None:
-        height: dict[int, int] = {}
+    def _order(self) -> None:
+        """Post-order of the live classes (children first)."""
         order: list[int] = []
         seen: set[int] = set()
         for root in self.roots:
@@ -101,14 +110,10 @@ class DagImprover:
                 seen.add(c)
                 stack.append((c, True))
                 stack.extend((child, False) for child in self.choice[c].children)
-        for c in order:
-            height[c] = 1 + max((height.get(ch, 0) for ch in self.choice[c].children), default=0)
-        self.height = height
         self.order = order
 
     def _reaches(self, start: tuple[int, ...], target: int) -> bool:
-        floor = self.height.get(target, 0)
-        stack = [c for c in start if c == target or self.height.get(c, floor + 1) > floor]
+        stack = list(start)
         seen: set[int] = set()
         while stack:
             c = stack.pop()
@@ -117,9 +122,7 @@ class DagImprover:
             if c in seen or c not in self.choice:
                 continue
             seen.add(c)
-            for child in self.choice[c].children:
-                if child == target or self.height.get(child, floor + 1) > floor:
-                    stack.append(child)
+            stack.extend(self.choice[c].children)
         return False
 
     def total(self) -> float:
@@ -129,21 +132,28 @@ class DagImprover:
         for _ in range(rounds):
             improved = False
             for eclass in list(reversed(self.order)):
-                if self.refs.get(eclass, 0) <= 0:
+                if self.refs.get(eclass, 0) <= 0 or eclass in self.free:
                     continue
                 for alternative in self.view.classes.get(eclass, []):
                     if self._try(eclass, alternative):
                         improved = True
             if not improved:
                 return
-            self._heights()
+            self._order()
 
     def _try(self, eclass: int, alternative: ENode) -> bool:
         current = self.choice[eclass]
         if alternative is current or any(ch not in self.choice for ch in alternative.children):
             return False
-        if self._reaches(alternative.children, eclass):
+        if sorted(alternative.children) == sorted(current.children):
+            # same operands (a commuted twin, another attribute): only the op differs
+            if self.own(alternative) < self.own(current) - 1e-9:
+                self.choice[eclass] = alternative
+                return True
             return False
+        # Price the switch first: with reference counts this is safe even when the
+        # alternative would close a cycle (the class is live, so adding it again
+        # does not recurse); only an improving switch pays for the cycle check.
         removed: list[int] = []
         added: list[int] = []
         for child in current.children:
@@ -155,10 +165,8 @@ class DagImprover:
         delta = self.own(alternative) - self.own(current)
         delta += sum(self.own(self.choice[c]) for c in new - gone)
         delta -= sum(self.own(self.choice[c]) for c in gone - new)
-        if delta < -1e-9:
-            self._heights()
+        if delta < -1e-9 and not self._reaches(alternative.children, eclass):
             return True
-        # revert
         scratch: list[int] = []
         for child in alternative.children:
             self._remove(child, scratch)

@@ -36,6 +36,10 @@ class Decoder:
         self.value_of: dict[int, str] = {}
         self.multi: dict[int, list[str]] = {}  # class of a multi-output term -> its output names
         self.provenance: dict[str, tuple[str, ...]] = {}
+        self.max_out: dict[int, int] = {}  # class -> highest output index projected from it
+        for enode in view.nodes:
+            if enode.op == "Out":
+                self.max_out[enode.children[0]] = max(self.max_out.get(enode.children[0], 0), enode.prims[0])
         self.counter = 0
         self.taken: set[str] = set()  # value names already given to an emitted value
         self.taken_nodes: set[str] = set()  # original node names already reused
@@ -95,6 +99,8 @@ class Decoder:
         used = {i for n in self.nodes for i in n.inputs} | {v.name for v in outputs}
         constants = {k: v for k, v in self.constants.items() if k in used}
         types = {k: t for k, t in self.types.items() if k in used or k in self._produced()}
+        for name, array in constants.items():
+            types[name] = graph.types.get(name) or TensorType(str(array.dtype), tuple(int(d) for d in array.shape))
         for value in graph.inputs:
             types[value.name] = graph.types.get(value.name, value.type)
         for value in outputs:
@@ -126,16 +132,20 @@ class Decoder:
             return self.value_of[eclass]
         # iterative post-order over the chosen DAG (graphs are deep)
         stack: list[tuple[int, bool]] = [(eclass, False)]
+        open_classes: set[int] = set()
         while stack:
             current, ready = stack.pop()
             if current in self.value_of:
                 continue
             node = self.choice[current]
-            deps = self._deps(node)
             if not ready:
+                if current in open_classes:
+                    raise ModelError(f"internal: the chosen program has a cycle through e-class {current}")
+                open_classes.add(current)
                 stack.append((current, True))
-                stack.extend((d, False) for d in deps if d not in self.value_of)
+                stack.extend((d, False) for d in self._deps(node) if d not in self.value_of)
                 continue
+            open_classes.discard(current)
             self.value_of[current] = self._emit_node(current, node)
         return self.value_of[eclass]
 
@@ -258,7 +268,7 @@ class Decoder:
             if split:
                 return len(split)
             return len(original.outputs) if original else 1
-        used = 1 + max((n.prims[0] for n in self.view.nodes if n.op == "Out" and n.children[0] == node.eclass), default=0)
+        used = 1 + self.max_out.get(node.eclass, 0)
         if original is not None:
             return max(min(len(original.outputs), schema.decl.outputs), 1)
         return min(max(used, 1), schema.decl.outputs)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import gcd
-from typing import Union
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +61,8 @@ class ISum:
     const: int
 
 
-Atom = Union[IVar, IOpaque, IDiv, IMod]
-IExpr = Union[int, Atom, ISum]
+Atom = IVar | IOpaque | IDiv | IMod
+IExpr = int | Atom | ISum
 
 
 # ----------------------------------------------------------------- ranges
@@ -186,7 +185,7 @@ def mod(expr: IExpr, den: int) -> IExpr:
 def linearize(index: tuple[IExpr, ...], shape: tuple[int, ...]) -> IExpr:
     """Row-major flat offset of a multi-index (the merge dependency)."""
     flat: IExpr = 0
-    for idx, size in zip(index, shape):
+    for idx, size in zip(index, shape, strict=False):
         flat = add(mul(flat, size), idx)
     return flat
 

@@ -55,11 +55,11 @@ def fold_compile_time(graph: Graph) -> Graph:
                     values = [dims[start:end]]
             else:
                 args = [constants.get(v) if v else None for v in node.inputs]
-                if any(a is None for a, v in zip(args, node.inputs) if v):
+                if any(a is None for a, v in zip(args, node.inputs, strict=False) if v):
                     kept.append(node)
                     continue
                 values = evaluate_node(node.op, node.attrs, args, len(node.outputs))
-            for name, value in zip(node.outputs, values):
+            for name, value in zip(node.outputs, values, strict=False):
                 if name:
                     constants[name] = np.asarray(value)
             continue

@@ -103,6 +103,7 @@ _UNARY: dict[str, Callable[[Array], Array]] = {
     "Sign": np.sign,
     "Softplus": lambda x: np.log1p(np.exp(x)),
     "Softsign": lambda x: x / (1 + np.abs(x)),
+    "Square": lambda x: x * x,  # not ONNX: rewrites create it (rules/operators.dnnr)
     "Identity": lambda x: x,
     "Dropout": lambda x: x,
 }
@@ -453,6 +454,7 @@ _SIMPLE: dict[str, Callable[[Attrs, list[Array | None]], Array]] = {
     "Pad": lambda a, xs: _pad(a, xs[0]),
     "Softmax": lambda a, xs: _softmax(xs[0], _normalize_axis(int(a.get("axis", -1)), xs[0].ndim), False),
     "LogSoftmax": lambda a, xs: _softmax(xs[0], _normalize_axis(int(a.get("axis", -1)), xs[0].ndim), True),
+    "Einsum": lambda a, xs: np.einsum(str(a["equation"]), *xs).astype(xs[0].dtype),
     "ArgMax": lambda a, xs: _argminmax(a, xs[0], True),
     "ArgMin": lambda a, xs: _argminmax(a, xs[0], False),
     "NonZero": lambda a, xs: np.asarray(np.nonzero(xs[0]), dtype=np.int64),

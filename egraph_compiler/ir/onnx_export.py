@@ -94,6 +94,8 @@ class _Exporter:
         model = helper.make_model(proto, opset_imports=[helper.make_opsetid("", EXPORT_OPSET)],
                                   producer_name="dnnr")
         model.ir_version = _IR_VERSION
+        if any(not o.type.tensor_type.HasField("shape") for o in model.graph.output):
+            _fill_output_shapes(model, self.initializers)
         for name, array in self.initializers:
             _add_initializer(model.graph, name, array)
         return model
@@ -104,11 +106,17 @@ class _Exporter:
         attrs = node.attr_dict
         inputs = list(node.inputs)
         op = node.op
+        if op == "Square":  # a rule-language op with no ONNX counterpart
+            op, inputs = "Mul", inputs + inputs
         ints = lambda key, base: self.constant(f"{node.name}_{base}", np.asarray(attrs.pop(key), dtype=np.int64))  # noqa: E731
         if op in ("Unsqueeze", "Squeeze", "ReduceSum") and "axes" in attrs:
             inputs = inputs[:1] + [ints("axes", "axes")]
         elif op == "Split" and "split" in attrs:
             inputs = inputs[:1] + [ints("split", "split")]
+        elif op == "Split" and len(inputs) == 1:
+            sizes = self._uneven_split(node)
+            if sizes is not None:  # opset 18's last-chunk-smaller split needs explicit sizes at 17
+                inputs.append(self.constant(f"{node.name}_split", np.asarray(sizes, dtype=np.int64)))
         elif op == "Slice" and "starts" in attrs:
             inputs = inputs[:1] + [ints("starts", "starts"), ints("ends", "ends")]
             if "axes" in attrs:
@@ -132,6 +140,18 @@ class _Exporter:
         proto.attribute.extend(make_attribute(op, key, value) for key, value in sorted(attrs.items()))
         return proto
 
+    def _uneven_split(self, node: Node) -> list[int] | None:
+        known = self.graph.types.get(node.inputs[0])
+        if known is None or known.shape is None:
+            return None
+        axis = int(node.attr("axis", 0))
+        dim = known.shape[axis]
+        count = len(node.outputs)
+        if not isinstance(dim, int) or dim % count == 0:
+            return None
+        chunk = -(-dim // count)
+        return [min(chunk, max(dim - i * chunk, 0)) for i in range(count)]
+
     def _pad_inputs(self, node: Node, attrs: dict) -> list[str]:
         pads = list(attrs.pop("pads"))
         axes = attrs.pop("axes", None)
@@ -150,6 +170,32 @@ class _Exporter:
             dtype = self.dtype_of(node.inputs[0])
             inputs.append(self.constant(f"{node.name}_value", np.asarray(value, dtype=dtype)))
         return inputs
+
+
+def _fill_output_shapes(model: onnx.ModelProto, constants: list[tuple[str, np.ndarray]]) -> None:
+    """Graph outputs need a shape for the checker; without `shapes` types, ask ONNX's inference.
+
+    Called before the initializers are added, so no weight data is serialised here; the
+    constants are declared as typed inputs for the duration of the inference.
+    """
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    probe.graph.input.extend(
+        helper.make_tensor_value_info(name, dtype_to_onnx(str(array.dtype)), list(array.shape))
+        for name, array in constants
+    )
+    try:
+        inferred = onnx.shape_inference.infer_shapes(probe).graph
+    except Exception:  # inference is a convenience here; the missing shape is reported below
+        inferred = probe.graph
+    known = {v.name: v for v in list(inferred.value_info) + list(inferred.output)}
+    for output in model.graph.output:
+        found = known.get(output.name)
+        if not output.type.tensor_type.HasField("shape") and found is not None \
+                and found.type.tensor_type.HasField("shape"):
+            output.type.tensor_type.shape.CopyFrom(found.type.tensor_type.shape)
+        if not output.type.tensor_type.HasField("shape"):
+            raise ModelError(f"graph output {output.name!r} has no known shape; run `shapes` before export")
 
 
 def _add_initializer(graph: onnx.GraphProto, name: str, array: np.ndarray) -> None:

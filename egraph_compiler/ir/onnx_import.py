@@ -42,9 +42,10 @@ _CHECKER_LIMIT = 2**31 - 1  # protobuf's serialisation limit: bigger models skip
 def load_onnx(source: str | Path | bytes | onnx.ModelProto) -> Graph:
     """Import an ONNX model as a `Graph` (opset-17 semantics, constants folded)."""
     model, raw = _read(source)
+    where = str(source) if isinstance(source, (str, Path)) else "<model>"
     opset = _default_opset(model)
     _reject_unsupported_nodes(model)
-    _run_checker(model, raw)
+    _run_checker(model, raw, where)
     return _Importer(model, opset).run()
 
 
@@ -107,7 +108,7 @@ def _reject_unsupported_nodes(model: onnx.ModelProto) -> None:
             raise ModelError(f"{_node_label(node, index)} has a subgraph; control flow is not supported")
 
 
-def _run_checker(model: onnx.ModelProto, raw: bytes | None) -> None:
+def _run_checker(model: onnx.ModelProto, raw: bytes | None, where: str) -> None:
     if raw is None:
         if model.ByteSize() > _CHECKER_LIMIT:
             return
@@ -118,7 +119,8 @@ def _run_checker(model: onnx.ModelProto, raw: bytes | None) -> None:
         onnx.checker.check_model(raw)
     except Exception as error:  # ValidationError, or anything the C++ checker throws on bad input
         message = str(error).strip().splitlines()
-        raise ModelError(f"not a valid ONNX model: {message[0] if message else type(error).__name__}") from None
+        detail = message[0] if message else type(error).__name__
+        raise ModelError(f"not a valid ONNX model: {where}: {detail}") from None
 
 
 class _Importer:
@@ -192,7 +194,7 @@ class _Importer:
                 inputs=tuple(self.alias.get(i, i) for i in proto.input),
                 outputs=tuple(proto.output),
                 attrs=tuple(sorted((a.name, attribute_value(a, label)) for a in proto.attribute)),
-                name=proto.name,
+                name=proto.name or f"{proto.op_type}_{index}",
             )
             for converted in converter.convert(node, label):
                 if not self._fold(converted, label):

@@ -55,6 +55,14 @@ def tensor_to_numpy(tensor: TensorProto, where: str) -> np.ndarray:
     dtype_from_onnx(tensor.data_type, where)
     if tensor.data_location == TensorProto.EXTERNAL:
         raise ModelError(f"{where}: tensor {tensor.name!r} uses external data that was not loaded")
+    if tensor.HasField("raw_data") and tensor.data_type != TensorProto.BOOL:
+        # Fast path: a read-only view on the raw bytes (big weights are not copied twice).
+        dtype = np.dtype(_ONNX_TO_DTYPE[tensor.data_type]).newbyteorder("<")
+        raw = tensor.raw_data
+        count = int(np.prod(tensor.dims, dtype=np.int64)) if tensor.dims else 1
+        if len(raw) != count * dtype.itemsize:
+            raise ModelError(f"{where}: tensor {tensor.name!r} holds {len(raw)} bytes, expected {count * dtype.itemsize}")
+        return np.frombuffer(raw, dtype=dtype).reshape(tuple(tensor.dims)).astype(dtype.newbyteorder("="), copy=False)
     try:
         array = numpy_helper.to_array(tensor)
     except Exception as error:  # protobuf content is untrusted: any decode failure is the model's

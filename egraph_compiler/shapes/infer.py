@@ -8,6 +8,7 @@ then fills shapes an op determines for its inputs (same-shape ops, Transpose).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -75,6 +76,7 @@ class _State:
         self.ranges = ranges
         self.types: dict[str, TensorType] = {}
         self.values: dict[str, tuple[Dim, ...]] = {}
+        self.declared = {o.name: o.type for o in graph.outputs}
         self.fresh_count = 0
 
     def fresh(self) -> Dim:
@@ -103,11 +105,17 @@ class _State:
             raise ModelError(f"{ctx.where}: shape inference does not know op {node.op}")
         try:
             out_types = rule(ctx)
+        except (ValueError, IndexError, TypeError, KeyError, ZeroDivisionError) as error:
+            # Attributes come from the model: a malformed one must read as the model's fault.
+            raise ModelError(f"{ctx.where}: cannot infer shapes ({type(error).__name__}: {error})") from None
         except _Unknown:
             dtype = ctx.dtype(0) if ctx.has(0) else "float32"
             out_types = [TensorType(dtype, None)] * len(node.outputs)
         for name, out_type in zip(node.outputs, out_types, strict=False):
             if name:
+                declared = self.declared.get(name)
+                if out_type.shape is None and declared is not None and declared.shape is not None:
+                    out_type = TensorType(out_type.dtype, declared.shape)  # the model's own annotation
                 self.types[name] = out_type
         if len(node.outputs) == 1 and node.outputs[0]:
             out_type = self.types[node.outputs[0]]
@@ -164,3 +172,36 @@ def infer_shapes(graph: Graph, *, symbols: dict[str, tuple[int, int]] | None = N
         shape_values=dict(state.values),
         symbols=dict(sorted(state.ranges.items())),
     )
+
+
+def infer_node(
+    op: str,
+    attrs: Mapping[str, object],
+    input_types: Sequence[TensorType | None],
+    *,
+    num_outputs: int = 1,
+    values: Mapping[int, tuple[Dim, ...]] | None = None,
+    constants: Mapping[int, np.ndarray] | None = None,
+    symbols: Mapping[str, tuple[int, int]] | None = None,
+) -> tuple[list[TensorType], tuple[Dim, ...] | None]:
+    """Types of one op's outputs (and the RDP value of a single small int output).
+
+    For stages that build nodes one at a time (the e-graph): ``input_types[i]`` is None
+    for an absent optional input; ``values`` / ``constants`` are keyed by input index.
+    """
+    names = tuple(f"in{i}" if t is not None else "" for i, t in enumerate(input_types))
+    outputs = tuple(f"out{i}" for i in range(num_outputs))
+    node = Node(op, names, outputs, tuple(sorted(attrs.items())), name=f"{op}_probe")
+    constant_arrays = {f"in{i}": a for i, a in (constants or {}).items()}
+    graph = Graph("probe", (), (), (node,), constants=constant_arrays)
+    state = _State(graph, dict(symbols or {}))
+    for name, tensor_type in zip(names, input_types, strict=True):
+        if tensor_type is not None:
+            state.types[name] = tensor_type
+    for index, value in (values or {}).items():
+        state.values[f"in{index}"] = tuple(value)
+    for name, array in constant_arrays.items():
+        if array.dtype.kind in "iub" and array.ndim <= 1 and array.size <= VALUE_LIMIT:
+            state.values.setdefault(name, tuple(int(v) for v in array.reshape(-1)))
+    state.forward(node)
+    return [state.types[o] for o in outputs], state.values.get(outputs[0])

@@ -25,7 +25,7 @@ SAME_SHAPE = frozenset({
     "Identity", "Dropout", "Sign", "Softmax", "LogSoftmax", "Hardmax", "LRN", "BatchNormalization",
     "InstanceNormalization", "MeanVarianceNormalization", "CumSum", "Mish", "Shrink", "ThresholdedRelu",
     "Trilu", "Not", "IsNaN", "IsInf", "Cast", "CastLike", "QuantizeLinear", "DequantizeLinear",
-    "Gelu", "BitwiseNot", "PRelu", "RandomNormalLike", "RandomUniformLike", "EyeLike", "LpNormalization",
+    "Gelu", "Square", "BitwiseNot", "PRelu", "RandomNormalLike", "RandomUniformLike", "EyeLike", "LpNormalization",
 })
 _BOOL_OUT = frozenset({"Not", "IsNaN", "IsInf", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
                        "And", "Or", "Xor"})
@@ -66,11 +66,18 @@ def _broadcast(ctx) -> list[TensorType]:
     return [TensorType(dtype, shape)]
 
 
+def _same_dim(ctx, a: Dim, b: Dim, what: str) -> None:
+    """Static dims that must agree and do not are the model's error; symbolic ones are not guessed."""
+    if isinstance(a, int) and isinstance(b, int) and a != b:
+        raise ctx.error(f"{what} disagree: {a} vs {b}")
+
+
 def _matmul_shape(ctx, a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...]:
     if not a or not b:
         raise ctx.error("MatMul operands must have rank >= 1")
     a2 = (1, *a) if len(a) == 1 else a
     b2 = (*b, 1) if len(b) == 1 else b
+    _same_dim(ctx, a2[-1], b2[-2], "MatMul inner dims")
     batch = broadcast([a2[:-2], b2[:-2]], ctx.ranges, ctx.fresh, ctx.where)
     shape = (*batch, a2[-2], b2[-1])
     if len(a) == 1:
@@ -90,8 +97,11 @@ def _matmul(ctx) -> list[TensorType]:
 
 def _gemm(ctx) -> list[TensorType]:
     a, b = ctx.need_shape(0), ctx.need_shape(1)
-    m = a[1] if ctx.attrs.get("transA", 0) else a[0]
-    n = b[0] if ctx.attrs.get("transB", 0) else b[1]
+    if len(a) != 2 or len(b) != 2:
+        raise ctx.error("Gemm operands must be 2-D")
+    m, k = (a[1], a[0]) if ctx.attrs.get("transA", 0) else (a[0], a[1])
+    k2, n = (b[1], b[0]) if ctx.attrs.get("transB", 0) else (b[0], b[1])
+    _same_dim(ctx, k, k2, "Gemm inner dims")
     return [TensorType(ctx.dtype(0), (m, n))]
 
 
@@ -100,6 +110,12 @@ def _window(ctx, spatial: tuple[Dim, ...], kernel: tuple[int, ...], transposed: 
     n = len(spatial)
     strides = ctx.attrs.get("strides") or (1,) * n
     dilations = ctx.attrs.get("dilations") or (1,) * n
+    for key, length in (("strides", n), ("dilations", n), ("pads", 2 * n), ("kernel_shape", n)):
+        given = ctx.attrs.get(key)
+        if given is not None and len(given) != length:
+            raise ctx.error(f"{key} has {len(given)} values for {n} spatial dims")
+    if len(kernel) != n or any(v < 1 for v in (*kernel, *strides, *dilations)):
+        raise ctx.error(f"kernel {tuple(kernel)}, strides and dilations must be positive, one per spatial dim")
     pads = ctx.attrs.get("pads") or (0,) * (2 * n)
     auto_pad = ctx.attrs.get("auto_pad", "NOTSET")
     ceil_mode = ctx.attrs.get("ceil_mode", 0)
@@ -139,6 +155,10 @@ def _conv(ctx) -> list[TensorType]:
     if not all(isinstance(k, int) for k in kernel):
         raise ctx.error("kernel dims must be static")
     transposed = op == "ConvTranspose"
+    if len(x) != len(w) or len(kernel) != len(x) - 2:
+        raise ctx.error(f"input rank {len(x)}, weight rank {len(w)} and kernel {tuple(kernel)} disagree")
+    in_channels = w[0] if transposed else dim_mul(w[1], ctx.attrs.get("group", 1))
+    _same_dim(ctx, x[1], in_channels, "input channels")
     channels = dim_mul(w[1], ctx.attrs.get("group", 1)) if transposed else w[0]
     spatial = _window(ctx, tuple(x[2:]), tuple(kernel), transposed)
     dtype = {"QLinearConv": ctx.dtype(7) if ctx.has(7) else "uint8", "ConvInteger": "int32"}.get(op, ctx.dtype(0))
@@ -186,6 +206,9 @@ def _reshape(ctx) -> list[TensorType]:
             dims.append(dim)
     if dims.count(None) > 1:
         raise ctx.error("Reshape target has more than one -1")
+    if x is not None and None not in dims and all(isinstance(d, int) for d in (*x, *dims)) \
+            and product(x) != product(dims):  # type: ignore[arg-type]
+        raise ctx.error(f"cannot reshape {tuple(x)} to {tuple(dims)}")
     if None in dims:
         known = [d for d in dims if d is not None]
         inferred = cancel_div(list(x), known) if x is not None else None
@@ -212,6 +235,10 @@ def _concat(ctx) -> list[TensorType]:
         total = dim_add(total, shape[axis])
     out = list(shapes[0])
     out[axis] = total
+    for i in range(rank):
+        if i != axis:
+            for shape in shapes[1:]:
+                _same_dim(ctx, shapes[0][i], shape[i], f"Concat dim {i}")
     for i in range(rank):  # a static dim on any input pins a symbolic one
         if i != axis and not isinstance(out[i], int):
             out[i] = next((s[i] for s in shapes if isinstance(s[i], int)), out[i])
@@ -441,6 +468,26 @@ def _depth_space(ctx) -> list[TensorType]:
     return [TensorType(ctx.dtype(0), (n, dim_mul(c, block * block), dim_floordiv(h, block), dim_floordiv(w, block)))]
 
 
+def _einsum(ctx) -> list[TensorType]:
+    equation = str(ctx.attrs["equation"]).replace(" ", "")
+    if "..." in equation:
+        raise ctx.error("Einsum with an ellipsis is not supported by shape inference")
+    lhs, _, rhs = equation.partition("->")
+    terms = lhs.split(",")
+    sizes: dict[str, Dim] = {}
+    for index, term in enumerate(terms):
+        shape = ctx.need_shape(index)
+        if len(term) != len(shape):
+            raise ctx.error(f"Einsum term {term!r} does not match input rank {len(shape)}")
+        for letter, dim in zip(term, shape, strict=True):
+            if letter not in sizes or sizes[letter] == 1:
+                sizes[letter] = dim
+    if not _:
+        counts = {c: lhs.count(c) for c in set(lhs) - {","}}
+        rhs = "".join(sorted(c for c, n in counts.items() if n == 1))
+    return [TensorType(ctx.dtype(0), tuple(sizes[c] for c in rhs))]
+
+
 def _dynamic_quantize(ctx) -> list[TensorType]:
     return [TensorType("uint8", ctx.shape(0)), TensorType("float32", ()), TensorType("uint8", ())]
 
@@ -459,7 +506,7 @@ RULES.update({
     "ConstantOfShape": _constant_of_shape, "Range": _range, "Expand": _expand, "Tile": _tile,
     "Pad": _pad, "Resize": _resize, "LayerNormalization": _layer_norm, "TopK": _topk,
     "NonZero": _nonzero, "DepthToSpace": _depth_space, "SpaceToDepth": _depth_space,
-    "DynamicQuantizeLinear": _dynamic_quantize,
+    "DynamicQuantizeLinear": _dynamic_quantize, "Einsum": _einsum,
 })
 RULES.update({op: _reduce for op in (
     "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",

@@ -33,7 +33,13 @@ __all__ = ["Counterexample", "TensorValue", "Verdict", "render_json", "render_te
 
 def _work(args: tuple[ast.Rule, dict[str, ast.OpDecl], float]) -> Verdict:
     rule, ops, timeout_s = args
-    return verify_rule(rule, load_semantics(ops), timeout_s)
+    start = time.monotonic()
+    try:
+        return verify_rule(rule, load_semantics(ops), timeout_s)
+    except Exception as err:  # a verifier bug must not hide the other verdicts
+        return Verdict(rule.name, str(rule.span), "unknown", "semantics", (),
+                       f"internal error in the verifier: {type(err).__name__}: {err}",
+                       seconds=time.monotonic() - start)
 
 
 def verify_rules(ruleset: ast.RuleSet, *, jobs: int = 1, cache_dir: str | Path | None = None,

@@ -25,7 +25,15 @@ import numpy as np
 import z3
 
 from egraph_compiler.dsl import ast
-from egraph_compiler.verify.encode import Cell, Dims, Encoder, Illformed, broadcast, project
+from egraph_compiler.verify.encode import (
+    Cell,
+    Dims,
+    Encoder,
+    Illformed,
+    Unsupported,
+    broadcast,
+    project,
+)
 from egraph_compiler.verify.semantics import OpSemantics
 from egraph_compiler.verify.text import op_text
 
@@ -115,9 +123,9 @@ class Reduce(Builtin):
         value, defined = enc.reduce(node, outer, [d[k] for k in axes], body, self.kind)
         if self.kind == "mean":
             count = math.prod(d[k] for k in axes) if axes else 1
-            value = value / z3.ToReal(count) if enc.domain.name == "real" else None
-            if value is None:
-                raise Illformed("reduce_mean is modelled over the reals only")
+            if enc.domain.name != "real":
+                raise Unsupported("reduce_mean is modelled over the reals only")
+            value = value / z3.ToReal(z3.IntVal(count) if isinstance(count, int) else count)
         return value, defined
 
     def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:

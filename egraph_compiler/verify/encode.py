@@ -81,7 +81,7 @@ class Encoder:
     domain: Domain
     config: Config
     consts: dict[str, float]
-    mode: str = "bounded"  # or "induction"
+    mode: str = "bounded"  # or "prefix", "base", "step" (induction)
     m: Any = None
     bound: int = 4
     touched: dict[str, list[tuple[tuple[Any, ...], z3.ExprRef]]] = field(default_factory=dict)
@@ -170,7 +170,9 @@ class Encoder:
             if sem.elementwise is not None:
                 dims, more = broadcast([d for d, _ in children])
             elif sem.builtin is not None:
-                dims, more = sem.builtin.shape(self, p, [d for d, _ in children], self.attrs(p))
+                attrs = self.attrs(p)
+                sem.builtin.out_rank([len(d) for d, _ in children], attrs)  # validates ranks
+                dims, more = sem.builtin.shape(self, p, [d for d, _ in children], attrs)
             else:
                 raise Unsupported(f"{p.op} has no semantics (neither `= expr` nor `= builtin`)")
             result = (dims, wf + more)
@@ -244,9 +246,13 @@ class Encoder:
         """Combine ``body(t)`` over every ``t`` with ``0 <= t[k] < extents[k]``."""
         combine = combiner(kind, self.domain)
         if self.mode == "bounded":
-            self.bounds.extend(e <= self.bound for e in extents if not isinstance(e, int))
             acc, defined = body([0] * len(extents))
-            for point in _grid(len(extents), self.bound):
+            if kind == "sum" and self.domain.is_float:
+                acc = self.domain.binop("+", self.domain.const(0.0), acc)  # +0.0 + x, as NumPy
+            # at most 16 unrolled elements: lengths <= 4 on one axis, <= 2 on several
+            per_axis = self.bound if len(extents) == 1 else 2
+            self.bounds.extend(e <= per_axis for e in extents if not isinstance(e, int))
+            for point in _grid(len(extents), per_axis):
                 if not any(point):
                     continue
                 inside = z3.And(*[t < e for t, e in zip(point, extents)])
@@ -254,24 +260,33 @@ class Encoder:
                 acc = z3.If(inside, combine(acc, value), acc)
                 defined = z3.And(defined, z3.Implies(inside, ok))
             return acc, defined
+        # Induction modes (see check._induction): "prefix" is the reduction over the
+        # first m elements of an enumeration E of the index space, as an uninterpreted
+        # P(m); "base" is the first element alone; "step" is P(m) combined with the
+        # element E(m). All reductions of the rule share E (their extents are equal).
         if self._in_body:
             raise Unsupported("nested reductions are checked for lengths <= 4 only")
         key = stable_key((node, kind))
-        sort = self.domain.sort
         ints = [z3.IntSort()] * (1 + len(outer))
-        partial = z3.Function(f"P_{key}_{self.domain.name}", *ints, sort)
+        partial = z3.Function(f"P_{key}_{self.domain.name}", *ints, self.domain.sort)
         partial_defined = z3.Function(f"D_{key}_{self.domain.name}", *ints, z3.BoolSort())
-
-        def guarded_body(t: list[Any]) -> Cell:
-            self._in_body = True
-            try:
-                return body(t)
-            finally:
-                self._in_body = False
-
-        self.reductions.append(Reduction(key, tuple(outer), tuple(extents), guarded_body,
-                                         combine, partial, partial_defined))
-        return partial(self.m, *outer), partial_defined(self.m, *outer)
+        self.reductions.append(Reduction(key, tuple(outer), tuple(extents), body, combine,
+                                         partial, partial_defined))
+        if self.mode == "prefix":
+            return partial(self.m, *outer), partial_defined(self.m, *outer)
+        at = z3.IntVal(0) if self.mode == "base" else self.m
+        index = [z3.Function(f"E{k}", z3.IntSort(), z3.IntSort())(at)
+                 for k in range(len(extents))]
+        self.bounds.extend(z3.And(t >= 0, t < e) for t, e in zip(index, extents))
+        self._in_body = True
+        try:
+            value, ok = body(index)
+        finally:
+            self._in_body = False
+        if self.mode == "base":
+            return value, ok
+        return (combine(partial(self.m, *outer), value),
+                z3.And(partial_defined(self.m, *outer), ok))
 
     # ------------------------------------------------------------ background facts
     def background(self) -> list[z3.BoolRef]:

@@ -12,6 +12,7 @@ guard makes the rule trivial ("dim == 1") rather than correct.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable
 
 import z3
@@ -51,28 +52,34 @@ def _and(a: ast.Expr | None, b: ast.Expr) -> ast.Expr:
 
 
 def search(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
-           prove: Callable[[ast.Expr], bool], max_smt: int = 8) -> str:
-    """The first non-degenerate guard that proves the rule, as DSL text ("" if none)."""
+           prove: Callable[[ast.Expr], bool | None], deadline: float,
+           max_smt: int = 6) -> tuple[str, bool]:
+    """The first non-degenerate guard that proves the rule, as DSL text, and whether
+    the search was complete (every candidate refuted, none left untried)."""
     singles = candidates(canon, sems)
-    configs = [c for c, _ in enumerate_configs(canon, sems)][:48]
+    configs = [c for c, _ in enumerate_configs(canon, sems)]
 
     def survives_fuzz(extra: ast.Expr) -> bool:
-        return fuzz(canon, sems, tier, configs, _and(canon.guard, extra), trials=8) is None
+        return fuzz(canon, sems, tier, configs, _and(canon.guard, extra), budget=24) is None
 
-    passing = [c for c in singles if survives_fuzz(c)]
-    pairs = [ast.BinOp("and", a, b) for a, b in itertools.combinations(singles, 2)]
+    pairs = (ast.BinOp("and", a, b) for a, b in itertools.combinations(singles, 2))
     tried = 0
-    for candidate in passing + [p for p in pairs if survives_fuzz(p)]:
-        if tried >= max_smt:
-            break
+    complete = True
+    for candidate in itertools.chain(singles, itertools.islice(pairs, 150)):
+        if time.monotonic() > deadline or tried >= max_smt:
+            return "", False
+        if not survives_fuzz(candidate):
+            continue
         tried += 1
-        guard = _and(canon.guard, candidate)
-        if not prove(guard):
+        proved = prove(_and(canon.guard, candidate))
+        if proved is None:
+            complete = False
+        if not proved:
             continue
         if degenerate(canon, sems, tier, candidate):
             continue
-        return expr_text(candidate)
-    return ""
+        return expr_text(candidate), True
+    return "", complete
 
 
 def degenerate(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,

@@ -13,6 +13,7 @@ from egraph_compiler.verify.verdict import Verdict
 
 FLOAT_TIERS = ("bf16", "fp16", "fp32")
 INT_TIERS = ("bv8", "bv16", "bv32")
+SEARCH_SECONDS = 12.0  # for the precondition search of one failing rule
 
 
 def tiers_for(rule: ast.Rule, sems: dict[str, OpSemantics], ops: tuple[str, ...]
@@ -44,14 +45,20 @@ def verify_rule(rule: ast.Rule, sems: dict[str, OpSemantics], timeout_s: float =
     if result.status != "proved":
         guard, wrong = "", False
         if result.status == "failed" and suggest and result.stage != "applicability":
-            left = max(5.0, timeout_s - (time.monotonic() - start))
+            budget = min(SEARCH_SECONDS, max(2.0, timeout_s - (time.monotonic() - start)))
+            search_deadline = time.monotonic() + budget
 
-            def prove(g: ast.Expr) -> bool:
-                return check_tier(canon, sems, exact_tier, g, left / 4,
-                                  use_fuzz=False).status == "proved"
+            def prove(g: ast.Expr) -> bool | None:
+                left = search_deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                status = check_tier(canon, sems, exact_tier, g, left, use_fuzz=False).status
+                return None if status == "unknown" else status == "proved"
 
-            guard = search(canon, sems, exact_tier, prove)
-            wrong = not guard
+            guard, complete = search(canon, sems, exact_tier, prove, search_deadline)
+            wrong = not guard and complete
+            if not guard and not complete:
+                notes.append("the guard search ran out of time")
         return _verdict(rule, where, result, (), guard, wrong, notes, start)
     proved = [exact_tier]
     for tier in machine_tiers:

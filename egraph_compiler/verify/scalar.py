@@ -180,39 +180,50 @@ class Domain:
         return term
 
     def axioms(self) -> list[z3.BoolRef]:
-        """Facts about the transcendental terms that occur (one round of instantiation)."""
+        """Facts about the transcendental terms that occur, instantiated on them (a few
+        rounds, since an instance such as exp(a+b) = exp(a)*exp(b) creates terms)."""
         if self.is_float or self.is_bv:
             return []
         facts: list[z3.BoolRef] = []
+        done = 0
+        for _round in range(4):
+            todo = self.terms[done:]
+            done = len(self.terms)
+            if not todo:
+                break
+            for func, args, term in todo:
+                facts.extend(self._instances(func, args, term))
+        return facts
+
+    def _instances(self, func: str, args: tuple[z3.ExprRef, ...],
+                   term: z3.ExprRef) -> list[z3.BoolRef]:
+        facts: list[z3.BoolRef] = []
         zero, one = self.const(0), self.const(1)
-        for func, args, term in list(self.terms):
-            x = args[0]
-            if func == "exp":
-                facts.append(term > 0)
-                facts.append(z3.Implies(x == 0, term == one))
-                if z3.is_add(x) and x.num_args() == 2:
-                    facts.append(term == self.apply("exp", (x.arg(0),))
-                                 * self.apply("exp", (x.arg(1),)))
-                if z3.is_app(x) and x.decl().name() == f"log_{self.name}":
-                    facts.append(z3.Implies(x.arg(0) > 0, term == x.arg(0)))
-            elif func == "log":
-                facts.append(z3.Implies(x == 1, term == zero))
-                if z3.is_app(x) and x.decl().name() == f"exp_{self.name}":
-                    facts.append(term == x.arg(0))
-                if z3.is_mul(x) and x.num_args() == 2:
-                    a, b = x.arg(0), x.arg(1)
-                    facts.append(z3.Implies(z3.And(a > 0, b > 0), term == self.apply(
-                        "log", (a,)) + self.apply("log", (b,))))
-            elif func == "sqrt":
-                facts.append(z3.Implies(x >= 0, z3.And(term >= 0, term * term == x)))
-            elif func == "tanh" or func == "erf":
-                facts.append(z3.And(term > -1, term < 1))
-            elif func == "sigmoid":
-                facts.append(z3.And(term > 0, term < 1))
-        # exp(a+b) may have created exp(a) and exp(b): they need positivity too.
-        for func, _args, term in self.terms:
-            if func == "exp":
-                facts.append(term > 0)
+        x = args[0]
+        if len(args) == 1 and z3.is_app_of(x, z3.Z3_OP_ITE):
+            # f(if c then a else b) = if c then f(a) else f(b): reductions unroll to Ifs
+            return [term == z3.If(x.arg(0), self.apply(func, (x.arg(1),)),
+                                  self.apply(func, (x.arg(2),)))]
+        if func == "exp":
+            facts.append(term > 0)
+            facts.append(z3.Implies(x == 0, term == one))
+            if z3.is_add(x):
+                rest = x.arg(1) if x.num_args() == 2 else z3.Sum(*x.children()[1:])
+                facts.append(term == self.apply("exp", (x.arg(0),)) * self.apply("exp", (rest,)))
+            if z3.is_app(x) and x.decl().name() == f"log_{self.name}":
+                facts.append(z3.Implies(x.arg(0) > 0, term == x.arg(0)))
+        elif func == "log":
+            facts.append(z3.Implies(x == 1, term == zero))
+            if z3.is_app(x) and x.decl().name() == f"exp_{self.name}":
+                facts.append(term == x.arg(0))
+            if z3.is_mul(x) and x.num_args() == 2:
+                a, b = x.arg(0), x.arg(1)
+                facts.append(z3.Implies(z3.And(a > 0, b > 0), term == self.apply(
+                    "log", (a,)) + self.apply("log", (b,))))
+        elif func == "sqrt":
+            facts.append(z3.Implies(x >= 0, z3.And(term >= 0, term * term == x)))
+        elif func in ("tanh", "erf"):
+            facts.append(z3.And(term > -1, term < 1))
         return facts
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -32,7 +33,9 @@ class TensorValue:
 
 def _fmt(value: float | int) -> str:
     if isinstance(value, float):
-        return repr(value) if value != int(value) or abs(value) > 1e15 else f"{value:.1f}"
+        if math.isnan(value) or math.isinf(value) or abs(value) > 1e15:
+            return repr(value)
+        return repr(value) if value != int(value) else f"{value:.1f}"
     return str(value)
 
 

@@ -33,7 +33,9 @@ X4 = RNG.standard_normal((2, 3, 4, 5))
 @pytest.mark.parametrize(
     "p, q", list(itertools.product(itertools.permutations(range(3)), repeat=2))
 )
-def test_compose_is_transpose_of_transpose_at_rank_3(p: tuple[int, ...], q: tuple[int, ...]) -> None:
+def test_compose_is_transpose_of_transpose_at_rank_3(
+    p: tuple[int, ...], q: tuple[int, ...]
+) -> None:
     expected = np.transpose(np.transpose(X3, p), q)
     np.testing.assert_array_equal(np.transpose(X3, compose(p, q)), expected)
 
@@ -99,7 +101,13 @@ def test_registry_contains_the_helpers_contract() -> None:
 
 
 def test_class_sets_follow_the_seed_tables() -> None:
-    assert set(MAPPING_CLASSES) == {"one_to_one", "one_to_many", "many_to_many", "reorganize", "shuffle"}
+    assert set(MAPPING_CLASSES) == {
+        "one_to_one",
+        "one_to_many",
+        "many_to_many",
+        "reorganize",
+        "shuffle",
+    }
     assert set(LAYOUT_CLASSES) == {"ild_variable", "ild_fixed", "ili_variable", "ili_fixed"}
     assert len(DYNAMISM_CLASSES) == 4 and "execution_determined" in DYNAMISM_CLASSES
 

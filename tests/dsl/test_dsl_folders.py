@@ -93,4 +93,6 @@ def test_fail_file_reports_exactly_its_expected_diagnostics(path: Path) -> None:
     with pytest.raises(DslError) as raised:
         load_rules([path])
     assert len(raised.value.diagnostics) == len(expected)
-    assert str(raised.value).endswith(f"found {len(expected)} errors" if len(expected) > 1 else "found 1 error")
+    assert str(raised.value).endswith(
+        f"found {len(expected)} errors" if len(expected) > 1 else "found 1 error"
+    )

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from egraph_compiler.dsl import DslParseError, format_rules, load_rules
-from egraph_compiler.dsl import ast
+from egraph_compiler.dsl import DslParseError, ast, format_rules, load_rules
 from egraph_compiler.dsl.diagnostics import SourceLines
 from egraph_compiler.dsl.format import expr_text, without_spans
 from egraph_compiler.dsl.parser import parse_file
@@ -87,7 +86,9 @@ def test_expressions_keep_their_meaning(text: str) -> None:
     source = f"op N(a, b, c, d) : one_to_one ili_variable shape_determined = {text}\n"
     expr = parse(source, "e.dnnr").items[0].semantics
     printed = expr_text(expr)
-    again = parse(f"op N(a, b, c, d) : one_to_one ili_variable shape_determined = {printed}\n", "e.dnnr")
+    again = parse(
+        f"op N(a, b, c, d) : one_to_one ili_variable shape_determined = {printed}\n", "e.dnnr"
+    )
     assert without_spans(again.items[0].semantics) == without_spans(expr)
 
 

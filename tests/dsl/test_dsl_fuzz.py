@@ -15,7 +15,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from egraph_compiler.dsl import Diagnostic, DslError, check, load_rules
+from egraph_compiler.dsl import Diagnostic, DslError, check, format_rules, load_rules
+from egraph_compiler.dsl.diagnostics import SourceLines
+from egraph_compiler.dsl.format import without_spans
+from egraph_compiler.dsl.parser import parse_file
 
 HERE = Path(__file__).parent
 RULES = HERE.parents[1] / "rules"
@@ -25,6 +28,7 @@ WORKDIR = Path(tempfile.mkdtemp(prefix="dnnr-fuzz-"))
 for name, text in CORPUS.items():  # siblings, so `use` lines of a mutant resolve
     (WORKDIR / name).write_text(text, encoding="utf-8")
 TOKEN = re.compile(r'\s+|"[^"\n]*"|#[^\n]*|\?\w+|<=>|=>|->|\*\*|//|[=!<>]=|\w+|.', re.DOTALL)
+WINDOW = 30
 KEYWORDS = (
     "op rule ruleset use fuse then limits schedule saturate run repeat when requires builtin "
     "and or not inf ?x ?p Neg Add Transpose perm compose rank one_to_one ili_variable "
@@ -49,7 +53,11 @@ def assert_only_dsl_outcomes(text: str) -> None:
 
 @st.composite
 def mutants(draw: st.DrawFn) -> str:
-    text = CORPUS[draw(st.sampled_from(sorted(CORPUS)))]
+    # A window of a real file (with its `use` lines), so big rule files stay cheap.
+    lines = CORPUS[draw(st.sampled_from(sorted(CORPUS)))].splitlines(keepends=True)
+    start = draw(st.integers(0, max(len(lines) - WINDOW, 0)))
+    uses = [line for line in lines if line.startswith("use ")]
+    text = "".join(uses + lines[start : start + WINDOW])
     by_tokens = draw(st.booleans())
     pieces = TOKEN.findall(text) if by_tokens else list(text)
     for _ in range(draw(st.integers(1, 6))):
@@ -69,11 +77,15 @@ def mutants(draw: st.DrawFn) -> str:
     return "".join(pieces)
 
 
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(
+    max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @FAST
-@given(st.text(alphabet=st.sampled_from(list("aZ?x_(),[]{}:;=<>-+*/%.#\"\n 019")), max_size=80))
+@given(
+    st.text(alphabet=st.sampled_from(list('aZ?x_(),[]{}:;=<>-+*/%.#"\n 019\x00\t')), max_size=80)
+)
 def test_random_characters(text: str) -> None:
     assert_only_dsl_outcomes(text)
 
@@ -82,12 +94,27 @@ def test_random_characters(text: str) -> None:
 @given(st.lists(st.sampled_from(KEYWORDS), max_size=30).map(" ".join))
 def test_random_token_soup(text: str) -> None:
     assert_only_dsl_outcomes(text)
+    assert_format_round_trips(text)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def assert_format_round_trips(text: str) -> None:
+    """Whatever parses, formats to text that parses to the same AST."""
+    parsed = parse_file(text, "fuzz.dnnr", SourceLines())
+    if parsed.errors:
+        return
+    printed = format_rules(parsed.source)
+    again = parse_file(printed, "fuzz.dnnr", SourceLines())
+    assert again.errors == [], printed
+    assert without_spans(again.source) == without_spans(parsed.source)
+
+
+@settings(
+    max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(mutants())
 def test_mutated_rule_files(text: str) -> None:
     assert_only_dsl_outcomes(text)
+    assert_format_round_trips(text)
 
 
 def test_unmutated_corpus_is_accepted_or_diagnosed() -> None:

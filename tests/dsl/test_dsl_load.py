@@ -6,17 +6,22 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from lark import UnexpectedInput
 
 from egraph_compiler.dsl import (
     ArityError,
     DslError,
     DslParseError,
+    DuplicateError,
     UnknownNameError,
     UseError,
+    ast,
     check,
     load_rules,
 )
-from egraph_compiler.dsl import ast
+from egraph_compiler.dsl.diagnostics import SourceLines
+from egraph_compiler.dsl.parse_errors import EXAMPLES, describe_parse_error
+from egraph_compiler.dsl.parser import lark_parser, parse_file
 
 PASS = Path(__file__).parent / "pass"
 
@@ -58,7 +63,11 @@ def test_every_parsed_node_has_a_real_span() -> None:
     assert missing == []
     for _, span in spans:
         if span != ast.NO_SPAN:
-            assert span.line >= 1 and span.col >= 1 and (span.end_line, span.end_col) >= (span.line, span.col)
+            assert (
+                span.line >= 1
+                and span.col >= 1
+                and (span.end_line, span.end_col) >= (span.line, span.col)
+            )
 
 
 def test_ruleset_contents(tmp_path: Path) -> None:
@@ -71,9 +80,19 @@ def test_ruleset_contents(tmp_path: Path) -> None:
     assert fold.rhs == ast.POp(
         "Transpose",
         (ast.PVar("x", fold.rhs.inputs[0].span),),
-        (("perm", ast.Call("compose", (ast.Var("p", fold.rhs.attrs[0][1].args[0].span),
-                                       ast.Var("q", fold.rhs.attrs[0][1].args[1].span)),
-                           fold.rhs.attrs[0][1].span)),),
+        (
+            (
+                "perm",
+                ast.Call(
+                    "compose",
+                    (
+                        ast.Var("p", fold.rhs.attrs[0][1].args[0].span),
+                        ast.Var("q", fold.rhs.attrs[0][1].args[1].span),
+                    ),
+                    fold.rhs.attrs[0][1].span,
+                ),
+            ),
+        ),
         fold.rhs.span,
         fold.rhs.attr_spans,
     )
@@ -112,7 +131,9 @@ def test_directory_means_its_dnnr_files_sorted(tmp_path: Path) -> None:
 def test_use_is_relative_to_the_using_file_and_loads_once(tmp_path: Path) -> None:
     write(tmp_path, "lib/ops.dnnr", "op N(a) : one_to_one ili_variable shape_determined\n")
     write(tmp_path, "lib/x.dnnr", 'use "ops.dnnr"\nrule x: N(?a) => ?a\n')
-    main = write(tmp_path, "main.dnnr", 'use "lib/x.dnnr"\nuse "lib/ops.dnnr"\nrule m: N(N(?a)) => ?a\n')
+    main = write(
+        tmp_path, "main.dnnr", 'use "lib/x.dnnr"\nuse "lib/ops.dnnr"\nrule m: N(N(?a)) => ?a\n'
+    )
     ruleset = load_rules([main, tmp_path / "lib" / "ops.dnnr"])
     assert len(ruleset.files) == 3 and list(ruleset.ops) == ["N"]
     assert [r.name for r in ruleset.rules] == ["x", "m"]
@@ -164,9 +185,54 @@ def test_check_never_raises_for_unreadable_input(tmp_path: Path) -> None:
     assert "not UTF-8" in diagnostics[1].message
     with pytest.raises(UseError):
         load_rules([tmp_path / "missing.dnnr"])
+    odd = write(tmp_path, "odd.dnnr", 'use "a\x00b.dnnr"\nuse "."\n')
+    assert [d.kind for d in check([odd, tmp_path / "x\x00y.dnnr"])] == [UseError] * 3
 
 
 def test_ops_are_global_across_files_of_one_load(tmp_path: Path) -> None:
     rules = write(tmp_path, "rules.dnnr", "rule r: Late(?x) => ?x\n")
     ops = write(tmp_path, "ops.dnnr", "op Late(a) : one_to_one ili_variable shape_determined\n")
     assert check([rules]) != [] and check([rules, ops]) == []
+
+
+def test_duplicates_carry_the_first_definition_as_a_note(tmp_path: Path) -> None:
+    first = write(tmp_path, "a.dnnr", "op N(a) : one_to_one ili_variable shape_determined\n")
+    second = write(tmp_path, "b.dnnr", "\nop N(b) : one_to_one ili_variable shape_determined\n")
+    [diagnostic] = check([first, second])
+    assert diagnostic.kind is DuplicateError
+    assert (diagnostic.span.file, diagnostic.span.line, diagnostic.span.col) == (str(second), 2, 4)
+    [note] = diagnostic.notes
+    assert (note.span.file, note.span.line, note.span.col) == (str(first), 1, 4)
+    assert f"  {first}:1:4: note: first declared here\n  op N(a)" in str(diagnostic)
+
+
+def test_common_mistakes_get_named_parse_errors() -> None:
+    # Every example in the table is recognised as its own mistake.
+    parser = lark_parser()
+    for label, (_, examples) in EXAMPLES.items():
+        for text in examples:
+            with pytest.raises(UnexpectedInput) as raised:
+                parser.parse(text)
+            assert describe_parse_error(raised.value, text, parser)[0] == label, text
+
+
+def test_every_broken_item_is_reported_and_the_rest_kept(tmp_path: Path) -> None:
+    text = (
+        "op N(a) : one_to_one ili_variable shape_determined\n"
+        "rule a: N(?x => ?x\n"
+        "rule b: N(?x) => ?x\n"
+        "rule c: N(?x) ?x\n"
+        "rule d: N(N(?x)) => ?x\n"
+        "rule e: N(?x) => ?x when rank(?x\n"
+    )
+    path = write(tmp_path, "r.dnnr", text)
+    diagnostics = check([path])
+    assert [(d.span.line, d.kind) for d in diagnostics] == [
+        (2, DslParseError),
+        (4, DslParseError),
+        (6, DslParseError),
+    ]
+    assert "unclosed '('" in diagnostics[0].message and "unclosed '('" in diagnostics[2].message
+    assert diagnostics[2].span.col == len("rule e: N(?x) => ?x when rank(?x") + 1
+    parsed = parse_file(text, str(path), SourceLines())
+    assert [i.name for i in parsed.source.items if isinstance(i, ast.Rule)] == ["b", "d"]

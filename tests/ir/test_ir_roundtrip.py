@@ -10,7 +10,15 @@ import onnx
 import pytest
 
 from egraph_compiler.ir import check_graph, load_onnx, to_onnx
-from tests.modelzoo import BLOCKS, LIGHT_MODELS, assert_close, light_model, random_inputs, randomize_weights, run_ort
+from tests.modelzoo import (
+    BLOCKS,
+    LIGHT_MODELS,
+    assert_close,
+    light_model,
+    random_inputs,
+    randomize_weights,
+    run_ort,
+)
 
 
 @pytest.mark.parametrize("weights", ["shipped", "random"])

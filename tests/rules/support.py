@@ -25,6 +25,7 @@ from egraph_compiler.ir.graph import Graph
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
 FLOAT = TensorProto.FLOAT
+SYMBOL_VALUE = 2  # the value a symbolic dim takes in the feeds
 
 
 @dataclass
@@ -38,14 +39,16 @@ class ModelBuilder:
     feeds: dict[str, np.ndarray] = field(default_factory=dict)
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(17))
 
-    def input(self, name: str, shape: Sequence[int], low: float = -1.0, high: float = 1.0,
+    def input(self, name: str, shape: Sequence[int | str], low: float = -1.0, high: float = 1.0,
               dtype: int = FLOAT) -> str:
+        """A graph input; a str dim is symbolic, fed as ``SYMBOL_VALUE``."""
         self.inputs.append(helper.make_tensor_value_info(name, dtype, list(shape)))
         np_dtype = helper.tensor_dtype_to_np_dtype(dtype)
+        size = tuple(SYMBOL_VALUE if isinstance(d, str) else d for d in shape)
         if np.issubdtype(np_dtype, np.integer):
-            self.feeds[name] = self.rng.integers(int(low), int(high), size=tuple(shape)).astype(np_dtype)
+            self.feeds[name] = self.rng.integers(int(low), int(high), size=size).astype(np_dtype)
         else:
-            self.feeds[name] = self.rng.uniform(low, high, size=tuple(shape)).astype(np_dtype)
+            self.feeds[name] = self.rng.uniform(low, high, size=size).astype(np_dtype)
         return name
 
     def const(self, name: str, value: np.ndarray | float, dtype: type = np.float32) -> str:
@@ -60,12 +63,34 @@ class ModelBuilder:
         self.nodes.append(helper.make_node(op, list(inputs), [output], **attrs))
         return output
 
-    def output(self, name: str, shape: Sequence[int], dtype: int = FLOAT) -> None:
+    def output(self, name: str, shape: Sequence[int | str], dtype: int = FLOAT) -> None:
         self.outputs.append(helper.make_tensor_value_info(name, dtype, list(shape)))
 
-    def model(self) -> onnx.ModelProto:
-        graph = helper.make_graph(self.nodes, "rules_cases", self.inputs, self.outputs, self.initializers)
+    def model(self, only: Sequence[str] | None = None) -> onnx.ModelProto:
+        """The model of every case, or of the cases whose outputs are ``only``."""
+        nodes, outputs = self.nodes, self.outputs
+        if only is not None:
+            outputs = [o for o in self.outputs if o.name in only]
+            producer = {out: n for n in self.nodes for out in n.output}
+            keep: set[int] = set()
+            stack = list(only)
+            while stack:
+                node = producer.get(stack.pop())
+                if node is not None and id(node) not in keep:
+                    keep.add(id(node))
+                    stack.extend(node.input)
+            nodes = [n for n in self.nodes if id(n) in keep]
+        used = {i for n in nodes for i in n.input}
+        graph = helper.make_graph(
+            nodes, "rules_cases",
+            [i for i in self.inputs if i.name in used],
+            outputs,
+            [t for t in self.initializers if t.name in used],
+        )
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+    def feeds_for(self, model: onnx.ModelProto) -> dict[str, np.ndarray]:
+        return {i.name: self.feeds[i.name] for i in model.graph.input}
 
 
 def load(files: Sequence[str], schedule: Sequence[ScheduleStep] = ()) -> RuleSet:
@@ -90,14 +115,16 @@ def optimise(model: onnx.ModelProto, rules: RuleSet, cost_model: CostModel | Non
     before = shapes.infer_shapes(ir.load_onnx(model))
     saturation = egraph.saturate(before, rules)
     chosen = extract.extract(saturation, cost_model=cost_model) if cost_model else extract.extract(saturation)
-    return Optimised(before, shapes.infer_shapes(chosen.graph), saturation)
+    # The extracted graph carries the e-graph's types; `shapes` does not know the
+    # dnnr-internal operators (Square, Gelu), so it is not re-run here.
+    return Optimised(before, chosen.graph, saturation)
 
 
-def cone(graph: Graph, output: str) -> Graph:
-    """The subgraph computing ``output``: its producers, transitively."""
+def cone(graph: Graph, *outputs: str) -> Graph:
+    """The subgraph computing ``outputs``: their producers, transitively."""
     producer = graph.producer()
     needed: set[int] = set()
-    stack = [output]
+    stack = list(outputs)
     while stack:
         node = producer.get(stack.pop())
         if node is None or id(node) in needed:
@@ -105,8 +132,11 @@ def cone(graph: Graph, output: str) -> Graph:
         needed.add(id(node))
         stack.extend(i for i in node.inputs if i)
     nodes = tuple(n for n in graph.nodes if id(n) in needed)
-    outs = tuple(v for v in graph.outputs if v.name == output)
-    return dataclasses.replace(graph, nodes=nodes, outputs=outs)
+    outs = tuple(v for v in graph.outputs if v.name in outputs)
+    used = {i for n in nodes for i in n.inputs} | set(outputs)
+    ins = tuple(v for v in graph.inputs if v.name in used)
+    consts = {k: v for k, v in graph.constants.items() if k in used}
+    return dataclasses.replace(graph, inputs=ins, nodes=nodes, outputs=outs, constants=consts)
 
 
 def flops(graph: Graph, output: str) -> float:
@@ -117,8 +147,19 @@ def op_count(graph: Graph, output: str, op: str) -> int:
     return sum(1 for n in cone(graph, output).nodes if n.op == op)
 
 
+def lower_internal_ops(graph: Graph) -> Graph:
+    """dnnr-internal operators in their ONNX form (rules/README.md, "Internal
+    operators"), in case the exporter does not lower them itself."""
+    nodes = []
+    for node in graph.nodes:
+        if node.op == "Square":
+            node = dataclasses.replace(node, op="Mul", inputs=(node.inputs[0], node.inputs[0]))
+        nodes.append(node)
+    return dataclasses.replace(graph, nodes=tuple(nodes))
+
+
 def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The IR graph exported to ONNX and run by onnxruntime."""
     from tests.modelzoo import run_ort
 
-    return run_ort(ir.to_onnx(graph), dict(feeds))
+    return run_ort(ir.to_onnx(lower_internal_ops(graph)), dict(feeds))

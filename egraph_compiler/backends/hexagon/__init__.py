@@ -1,0 +1,188 @@
+"""Hexagon HVX backend: a QDQ-quantised `Graph` in, an artefact directory out.
+
+``build(graph, out_dir) -> Artefact`` lowers the graph to integer operators
+(`lower`), chooses an HVX instruction family and layout per operator (`select`),
+writes HVX C (`kernels`, `eltwise`), compiles it with clang, re-packs clang's
+assembly with our soft-dependency-aware VLIW packer (`packer`), assembles and links
+an ELF and writes ``report.txt``. ``load(out_dir).run(inputs) -> outputs`` runs the
+ELF under qemu-hexagon with float inputs/outputs (quantised at the boundary). Without
+clang/qemu, ``build`` still writes the C and ``run`` raises a `DnnrError` saying what
+to install.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from egraph_compiler.backends.hexagon import toolchain
+from egraph_compiler.backends.hexagon.eltwise import (
+    binary_c,
+    clip_c,
+    concat_rq_c,
+    depthwise_c,
+    depthwise_scratch,
+    pool_c,
+    softmax_c,
+)
+from egraph_compiler.backends.hexagon.kernels import ceil_to, gemm_c, scratch_sizes
+from egraph_compiler.backends.hexagon.lower import IntOp, Lowered, lower_qdq
+from egraph_compiler.backends.hexagon.program import Program, Step, build_program
+from egraph_compiler.backends.hexagon.select import Choice, Option, choose, gemm_options
+from egraph_compiler.ir.errors import DnnrError
+from egraph_compiler.ir.graph import Graph
+
+__all__ = ["Artefact", "Runner", "build", "load"]
+
+
+@dataclass(frozen=True, slots=True)
+class Artefact:
+    out_dir: Path
+    c_file: Path
+    asm_file: Path | None
+    elf: Path | None
+    report: str
+
+
+def _choose_families(lowered: Lowered) -> tuple[list[IntOp], dict[str, Choice]]:
+    options: list[tuple[str, list[Option]]] = []
+    for op in lowered.ops:
+        if op.kind == "gemm":
+            options.append((op.name, gemm_options(*op.spec.shape)))
+        elif op.kind == "depthwise":
+            g = op.spec.geometry
+            taps = g.kernel[0] * g.kernel[1]
+            vector = g.rows * (ceil_to(g.channels, 128) // 128) * (ceil_to(taps, 2) // 2) * 4 + g.rows * taps * g.channels
+            options.append((op.name, [Option("vmpy", vector, "per-lane vmpy, channels padded to 128"),
+                                      Option("scalar", g.rows * taps * g.channels * 2, "scalar MACs")]))
+    producer = {op.output: op.name for op in lowered.ops}
+    edges = [(producer[i], op.name) for op in lowered.ops for i in op.inputs if i in producer]
+    choices = choose(options, edges)
+    ops = [replace(op, spec=replace(op.spec, family=choices[op.name].option.family)) if op.name in choices else op
+           for op in lowered.ops]
+    return ops, choices
+
+
+def _program(lowered: Lowered, ops: list[IntOp]) -> tuple[Program, dict[str, str]]:
+    names: dict[str, str] = {}
+    for tensor in lowered.shapes:
+        names[tensor] = f"t{len(names)}"
+    program = Program(buffers={names[t]: int(np.prod(s)) for t, s in lowered.shapes.items()},
+                      inputs=[names[t] for t in lowered.inputs.values()],
+                      outputs=[names[t] for t in lowered.outputs.values()])
+    pack = acc = 128
+    emitters = {"gemm": gemm_c, "depthwise": depthwise_c, "binary": binary_c, "clip": clip_c,
+                "pool": pool_c, "concat": concat_rq_c, "softmax": softmax_c}
+    for index, op in enumerate(ops):
+        defs, call = emitters[op.kind](op.spec, f"op{index}_{op.kind}")
+        buffers = {"y": names[op.output]}
+        if op.kind == "binary":
+            buffers |= {"a": names[op.inputs[0]], "b": names[op.inputs[1]]}
+        elif op.kind == "concat":
+            buffers |= {f"x{i}": names[t] for i, t in enumerate(op.inputs)}
+        else:
+            buffers["x"] = names[op.inputs[0]]
+        program.steps.append(Step(defs, call, buffers))
+        if op.kind == "gemm":
+            p, a = scratch_sizes(op.spec)
+            g = op.spec.geometry
+            pack, acc = max(pack, p, g.rows * g.depth), max(acc, a)
+        elif op.kind == "depthwise":
+            p, a = depthwise_scratch(op.spec)
+            pack, acc = max(pack, p), max(acc, a)
+    program.scratch_pack, program.scratch_acc = pack + 256, acc + 256
+    return program, names
+
+
+def _report(ops: list[IntOp], choices: dict[str, Choice]) -> str:
+    lines = ["# dnnr hexagon report: instruction family per operator (estimated cycles)"]
+    for op in ops:
+        if op.name in choices:
+            c = choices[op.name]
+            alts = ", ".join(f"{o.family}={o.cycles}" for o in c.alternatives)
+            lines.append(f"{op.name:32s} {op.kind:9s} -> {c.option.family:6s} ({c.option.detail}); "
+                         f"options: {alts}; {c.reason}")
+        else:
+            lines.append(f"{op.name:32s} {op.kind:9s} -> scalar C (no HVX family offered)")
+    return "\n".join(lines) + "\n"
+
+
+def build(graph: Graph, out_dir: str | Path, mode: str = "sda") -> Artefact:
+    """Compile a QDQ-quantised graph to ``out_dir`` (C, clang and packed assembly, ELF, report)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    lowered = lower_qdq(graph)
+    ops, choices = _choose_families(lowered)
+    program, names = _program(lowered, ops)
+    report = _report(ops, choices)
+    meta = {
+        "inputs": {k: {"device": names[v], "shape": lowered.shapes[v], "scale": lowered.qparams[v].scale,
+                       "zero_point": lowered.qparams[v].zero_point, "signed": lowered.qparams[v].signed}
+                   for k, v in lowered.inputs.items()},
+        "outputs": {k: {"device": names[v], "shape": lowered.shapes[v], "scale": lowered.qparams[v].scale,
+                        "zero_point": lowered.qparams[v].zero_point, "signed": lowered.qparams[v].signed}
+                    for k, v in lowered.outputs.items()},
+        "input_order": list(lowered.inputs), "output_order": list(lowered.outputs),
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))
+    if not toolchain.have_toolchain():
+        (out / "model.c").write_text(program.c_source())
+        (out / "report.txt").write_text(report + "toolchain missing: no assembly or ELF\n")
+        return Artefact(out, out / "model.c", None, None, report)
+    result = build_program(program, out, mode=mode)
+    report += (f"packing: mode {mode}; {result.fallback_blocks} blocks rejected by llvm-mc, "
+               f"{result.crash_blocks} reverted after an llvm-mc crash (kept as clang packed them)\n")
+    (out / "report.txt").write_text(report)
+    return Artefact(out, result.c_file, result.packed_asm, result.elf, report)
+
+
+def _to_device(x: np.ndarray, info: dict) -> bytes:
+    q = np.rint(x.astype(np.float64) / info["scale"]) + info["zero_point"]  # ties to even, as ORT
+    q = np.clip(q, 0, 255).astype(np.uint8)
+    if q.ndim == 4:
+        q = q.transpose(0, 2, 3, 1)
+    return np.ascontiguousarray(q).tobytes()
+
+
+@dataclass(frozen=True, slots=True)
+class Runner:
+    out_dir: Path
+
+    def run_quantized(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Outputs as the ONNX integer tensors (uint8 or int8), NCHW."""
+        meta = json.loads((self.out_dir / "meta.json").read_text())
+        elf = self.out_dir / "model.elf"
+        if not elf.exists():
+            raise DnnrError(f"hexagon backend: {elf} was not built; {toolchain.INSTALL_HINT}")
+        stdin = b"".join(_to_device(np.asarray(inputs[name]), meta["inputs"][name]) for name in meta["input_order"])
+        raw = toolchain.run_elf(elf, stdin)
+        outputs, offset = {}, 0
+        for name in meta["output_order"]:
+            info = meta["outputs"][name]
+            shape = tuple(info["shape"])
+            size = int(np.prod(shape))
+            q = np.frombuffer(raw[offset:offset + size], dtype=np.uint8)
+            offset += size
+            q = q.reshape((shape[0], *shape[2:], shape[1])).transpose(0, 3, 1, 2) if len(shape) == 4 else q.reshape(shape)
+            outputs[name] = (q.astype(np.int16) - 128).astype(np.int8) if info["signed"] else q.copy()
+        return outputs
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Float outputs (dequantised), as the QDQ model's DequantizeLinear would give."""
+        meta = json.loads((self.out_dir / "meta.json").read_text())
+        result = {}
+        for name, q in self.run_quantized(inputs).items():
+            info = meta["outputs"][name]
+            zp = info["zero_point"] - (128 if info["signed"] else 0)
+            result[name] = ((q.astype(np.float32) - zp) * np.float32(info["scale"])).astype(np.float32)
+        return result
+
+
+def load(out_dir: str | Path) -> Runner:
+    """A runner for an artefact directory written by `build`."""
+    if not toolchain.have_toolchain():
+        raise DnnrError(f"hexagon backend: cannot run {out_dir}: qemu-hexagon/clang missing; {toolchain.INSTALL_HINT}")
+    return Runner(Path(out_dir))

@@ -89,8 +89,20 @@ def _registers(text: str) -> list[tuple[str, str]]:
     return found
 
 
+_ANALYSED: dict[tuple[int, str], Insn] = {}
+
+
 def analyse(text: str, model: MachineModel) -> Insn:
-    """Operands and class of one instruction given as clang prints it."""
+    """Operands and class of one instruction given as clang prints it (memoised)."""
+    key = (id(model), text)
+    found = _ANALYSED.get(key)
+    if found is None:
+        found = _analyse(text, model)
+        _ANALYSED[key] = found
+    return found
+
+
+def _analyse(text: str, model: MachineModel) -> Insn:
     klass = model.classify(text)
     extenders = text.count("##")
     body = text
@@ -106,7 +118,7 @@ def analyse(text: str, model: MachineModel) -> Insn:
     control = bool(_CONTROL.search(text))
     barrier = bool(_BARRIER.search(body))
     cur_def = tmp_def = False
-    loads = bool(re.search(r"\bmem\w*\(|deallocframe|dealloc_return", body))
+    loads = bool(re.search(r"\bv?mem\w*\(|deallocframe|dealloc_return", body))
     stores = False
     if ";" in body:  # a compound compare-and-jump: keep it whole
         control = True

@@ -304,3 +304,62 @@ static void __attribute__((noinline)) {prefix}({args}, u8 *restrict out) {{
 """
     call_args = ", ".join(f"{{x{i}}}" for i in range(len(op.channels)))
     return code, f"{prefix}({call_args}, {{y}});"
+
+
+def concat_rq_c(op, prefix: str) -> tuple[str, str]:
+    """Channel concat; inputs whose scale differs from the output's are requantised."""
+    total = sum(op.channels)
+    args = ", ".join(f"const u8 *restrict x{i}" for i in range(len(op.channels)))
+    body, offset = "", 0
+    for i, ch in enumerate(op.channels):
+        value = (f"(i64)((i32)x{i}[r * {ch} + c] - {op.zero_points[i]}) * {op.multipliers[i]}")
+        body += (f"    for (int c = 0; c < {ch}; c++) {{ i64 t = (({value}) + ((i64)1 << {ELEMENTWISE_SHIFT - 1})) >> {ELEMENTWISE_SHIFT};"
+                 f" t += {op.y_zero}; out[r * {total} + {offset} + c] = (u8)(t < 0 ? 0 : t > 255 ? 255 : t); }}\n")
+        offset += ch
+    code = f"""
+static void __attribute__((noinline)) {prefix}({args}, u8 *restrict out) {{
+  for (int r = 0; r < {op.rows}; r++) {{
+{body}  }}
+}}
+"""
+    call_args = ", ".join(f"{{x{i}}}" for i in range(len(op.channels)))
+    return code, f"{prefix}({call_args}, {{y}});"
+
+
+def concat_rq_reference(op, xs: list[np.ndarray]) -> np.ndarray:
+    parts = []
+    for x, zp, m in zip(xs, op.zero_points, op.multipliers):
+        t = ((x.astype(np.int64).reshape(op.rows, -1) - zp) * m + (1 << (ELEMENTWISE_SHIFT - 1))) >> ELEMENTWISE_SHIFT
+        parts.append(np.clip(t + op.y_zero, 0, 255))
+    return np.concatenate(parts, axis=1).astype(np.uint8)
+
+
+def softmax_c(op, prefix: str) -> tuple[str, str]:
+    """exp through a 256-entry table of exp(−d·s_x); 1/sum by Newton steps (no division)."""
+    table = ",".join(f"{v:.9e}f" for v in op.table)
+    code = f"""
+static const float {prefix}_exp[256] = {{{table}}};
+static float {prefix}_recip(float s) {{
+  union {{ float f; u32 u; }} v = {{ s }};
+  v.u = 0x7EF311C7u - v.u;
+  float r = v.f;
+  for (int i = 0; i < 4; i++) r = r * (2.0f - s * r);
+  return r;
+}}
+static void __attribute__((noinline)) {prefix}(const u8 *restrict x, u8 *restrict out) {{
+  for (int row = 0; row < {op.rows}; row++) {{
+    const u8 *xr = x + row * {op.length};
+    int mx = 0;
+    for (int i = 0; i < {op.length}; i++) if (xr[i] > mx) mx = xr[i];
+    float sum = 0.0f;
+    for (int i = 0; i < {op.length}; i++) sum += {prefix}_exp[mx - xr[i]];
+    float k = {prefix}_recip(sum) * {op.inv_y_scale:.9e}f;
+    for (int i = 0; i < {op.length}; i++) {{
+      float v = {prefix}_exp[mx - xr[i]] * k + 0.5f;
+      i32 q = (i32)v + {op.y_zero};
+      out[row * {op.length} + i] = (u8)(q > 255 ? 255 : q);
+    }}
+  }}
+}}
+"""
+    return code, f"{prefix}({{x}}, {{y}});"

@@ -39,30 +39,26 @@ class Node:
     barrier: bool = False
     succs: list[Edge] = field(default_factory=list)
     preds: list[Edge] = field(default_factory=list)
+    # Summaries of ``insns``, filled once by `_summarise`.
+    latency: int = 1
+    defs: frozenset[str] = frozenset()
+    uses: frozenset[str] = frozenset()
+    loads: bool = False
+    stores: bool = False
+    stack: bool = False
 
-    @property
-    def latency(self) -> int:
-        return max(insn.latency for insn in self.insns)
 
-    @property
-    def defs(self) -> frozenset[str]:
-        return frozenset().union(*(i.defs for i in self.insns))
-
-    @property
-    def uses(self) -> frozenset[str]:
-        return frozenset().union(*(i.uses for i in self.insns))
-
-    @property
-    def loads(self) -> bool:
-        return any(i.loads for i in self.insns)
-
-    @property
-    def stores(self) -> bool:
-        return any(i.stores for i in self.insns)
-
-    @property
-    def stack(self) -> bool:
-        return any(i.stack for i in self.insns)
+def _summarise(node: Node) -> Node:
+    insns = node.insns
+    node.latency = max(i.latency for i in insns)
+    node.defs = frozenset().union(*(i.defs for i in insns))
+    node.uses = frozenset().union(*(i.uses for i in insns))
+    node.loads = any(i.loads for i in insns)
+    node.stores = any(i.stores for i in insns)
+    node.stack = any(i.stack for i in insns)
+    node.control = any(i.control for i in insns)
+    node.barrier = any(i.barrier for i in insns)
+    return node
 
 
 @dataclass(slots=True)
@@ -242,10 +238,7 @@ def build_idg(block: Block, restrict: bool = False) -> Idg:
     """Dependency graph of ``block``; ``restrict``: loads never alias stores (C ``restrict``)."""
     groups = _atomic_groups(block)
     while True:
-        nodes = [
-            Node(i, insns, packet, control=any(x.control for x in insns), barrier=any(x.barrier for x in insns))
-            for i, (packet, insns) in enumerate(groups)
-        ]
+        nodes = [_summarise(Node(i, insns, packet)) for i, (packet, insns) in enumerate(groups)]
         edges: list[Edge] = []
         for i, a in enumerate(nodes):
             for b in nodes[i + 1:]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 MODEL_PATH = Path(__file__).with_name("machine_v67.json")
 _SCALAR_STORES = ("scalar_store", "scalar_nv_store")
+_CLASSIFIED: dict[tuple[int, str], InsnClass] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +40,12 @@ class MachineModel:
     slot_count: int
 
     def classify(self, text: str) -> InsnClass:
-        for pattern, klass in self.classes:
-            if pattern.search(text):
-                return klass
-        raise AssertionError("the last class matches everything")
+        key = (id(self), text)
+        found = _CLASSIFIED.get(key)
+        if found is None:
+            found = next(klass for pattern, klass in self.classes if pattern.search(text))
+            _CLASSIFIED[key] = found
+        return found
 
     @staticmethod
     def distance(producer: InsnClass, consumer: InsnClass) -> int:
@@ -51,14 +54,18 @@ class MachineModel:
 
     def packet_fits(self, members: list[InsnClass], extenders: int = 0) -> bool:
         """Slots (with immediate extenders taking a slot each) and HVX units."""
-        if len(members) + extenders > self.slot_count:
-            return False
-        needs = tuple(sorted((m.slots, m.blocks_slots, m.name in _SCALAR_STORES)
-                             for m in members))
-        if not _slots_assignable(needs, extenders):
-            return False
-        hvx = [m.unit_alternatives for m in members if m.unit_alternatives]
-        return _units_assignable(tuple(sorted(hvx)))
+        return _packet_fits(self.slot_count, tuple(sorted(members, key=lambda m: m.name)), extenders)
+
+
+@cache
+def _packet_fits(slot_count: int, members: tuple[InsnClass, ...], extenders: int) -> bool:
+    if len(members) + extenders > slot_count:
+        return False
+    needs = tuple(sorted((m.slots, m.blocks_slots, m.name in _SCALAR_STORES) for m in members))
+    if not _slots_assignable(needs, extenders):
+        return False
+    hvx = [m.unit_alternatives for m in members if m.unit_alternatives]
+    return _units_assignable(tuple(sorted(hvx)))
 
 
 @cache

@@ -34,7 +34,7 @@ class PackOptions:
     restrict_functions: frozenset[str] = frozenset()
     # Also try these (w, penalty_scale) settings and keep the block's best estimate
     # (the paper tunes w and p empirically; we tune per block).
-    sweep: tuple[tuple[float, float], ...] = ((0.5, 4.0), (0.2, 4.0), (0.8, 1.0), (0.5, 0.0))
+    sweep: tuple[tuple[float, float], ...] = ((0.5, 4.0), (0.8, 1.0))
     # Never return a block with more packets or more estimated cycles than the input.
     guard: bool = True
 
@@ -221,8 +221,8 @@ def render_block(packets: list[list[Node]], idg: Idg) -> list[Packet]:
 
 
 def pack_block(block: Block, model: MachineModel, options: PackOptions, restrict: bool) -> Block:
-    if not block.packets:
-        return block
+    if len(block.packets) < 2 and options.guard:
+        return block  # one packet: nothing to gain
     idg = build_idg(block, restrict=restrict)
     settings = [(options.w, options.penalty_scale)]
     if options.mode == "sda":

@@ -63,6 +63,7 @@ class BuildResult:
     packed_asm: Path
     elf: Path | None
     fallback_blocks: int  # blocks llvm-mc rejected, kept as clang packed them
+    crash_blocks: int = 0  # blocks llvm-mc crashed on (no diagnostic), kept as clang packed them
 
 
 def restrict_functions(asm_text: str) -> frozenset[str]:
@@ -77,23 +78,27 @@ def pack_text(asm_text: str, mode: str = "sda", guard: bool = True) -> tuple[str
     return format_asm(pack_asm(original, model, options)), original, pack_asm(original, model, options)
 
 
-def assemble_with_fallback(asm_text: str, out: Path, mode: str = "sda", guard: bool = True) -> tuple[str, int]:
-    """Pack; where llvm-mc rejects a packet, put back clang's packing of that block."""
+def assemble_with_fallback(asm_text: str, out: Path, mode: str = "sda", guard: bool = True) -> tuple[str, int, int]:
+    """Pack; where llvm-mc rejects a packet, put back clang's packing of that block.
+
+    Returns the text, the blocks llvm-mc rejected with a diagnostic, and the blocks
+    reverted because llvm-mc 14 crashed on them (a crash names no line; found by halving).
+    """
     model = load_machine_model()
     original = parse_asm(asm_text, model)
     options = PackOptions(mode=mode, restrict_functions=restrict_functions(asm_text), guard=guard)
     packed = pack_asm(original, model, options)
-    fallbacks = 0
+    fallbacks = crashes = 0
     for _ in range(50):
         text = format_asm(packed)
         out.write_text(text)
         errors = toolchain.assembler_errors(out)
         if not errors:
-            return text, fallbacks
+            return text, fallbacks, crashes
         bad_lines = {int(m) for m in re.findall(r":(\d+):\d+: error", errors)}
         if not bad_lines:  # llvm-mc crashed without a location: find the blocks by bisection
             packed, reverted = _bisect_blocks(original, packed, out)
-            fallbacks += reverted
+            crashes += reverted
             continue
         items = list(packed.items)
         line = 1
@@ -153,13 +158,13 @@ def build_program(program: Program, out_dir: Path, name: str = "model", mode: st
     packed_asm = out_dir / f"{name}.s"
     toolchain.compile_to_asm(c_file, clang_asm, opt=opt)
     text = clang_asm.read_text()
-    fallbacks = 0
+    fallbacks = crashes = 0
     if repack:
-        text, fallbacks = assemble_with_fallback(text, packed_asm, mode=mode)
+        text, fallbacks, crashes = assemble_with_fallback(text, packed_asm, mode=mode)
     else:
         packed_asm.write_text(text)
     obj = out_dir / f"{name}.o"
     elf = out_dir / f"{name}.elf"
     toolchain.assemble(packed_asm, obj)
     toolchain.link([obj], elf)
-    return BuildResult(c_file, clang_asm, packed_asm, elf, fallbacks)
+    return BuildResult(c_file, clang_asm, packed_asm, elf, fallbacks, crashes)

@@ -201,7 +201,7 @@ class ValueEmitter:
     def _op_Tile(self, scope: Scope, node: Node, out: str, index: Index) -> str:
         source = node.inputs[0]
         shape = self.view.shape(source)
-        return self.value(scope, source, tuple(ix.mod(i, s) for i, s in zip(index, shape)))
+        return self.value(scope, source, tuple(ix.mod(i, s) for i, s in zip(index, shape, strict=False)))
 
     def _op_Slice(self, scope: Scope, node: Node, out: str, index: Index) -> str:
         source = node.inputs[0]
@@ -211,7 +211,7 @@ class ValueEmitter:
         axes = node.attr("axes") or tuple(range(len(starts)))  # type: ignore[arg-type]
         steps = node.attr("steps") or (1,) * len(starts)  # type: ignore[arg-type]
         in_index = list(index)
-        for start, end, axis, step in zip(starts, ends, axes, steps):  # type: ignore[arg-type]
+        for start, end, axis, step in zip(starts, ends, axes, steps, strict=False):  # type: ignore[arg-type]
             axis = axis + rank if axis < 0 else axis
             first, _, stride = slice(start, end, step).indices(shape[axis])
             in_index[axis] = ix.add(first, ix.mul(index[axis], stride))
@@ -273,12 +273,12 @@ class ValueEmitter:
         dtype = self.view.dtype(out)
         result = self.fresh()
         scope.emit(f"{ctype(dtype)} {result} = {sp.literal(float(node.attr('value', 0.0)), dtype)};")
-        raw = [ix.add(i, -b) for i, b in zip(index, begin)]
+        raw = [ix.add(i, -b) for i, b in zip(index, begin, strict=False)]
         conds = [f"({ix.render(r)}) >= 0 && ({ix.render(r)}) < {s}"
-                 for r, s, b in zip(raw, shape, begin) if not _within(r, s)]
+                 for r, s, b in zip(raw, shape, begin, strict=False) if not _within(r, s)]
         body = scope.child()
         local = tuple(r if _within(r, s) else self.index_var(body, r, 0, s - 1)
-                      for r, s in zip(raw, shape))
+                      for r, s in zip(raw, shape, strict=False))
         body.emit(f"{result} = {self.value(body, source, local)};")
         if conds:
             scope.nest(f"if ({' && '.join(conds)})", body)

@@ -32,7 +32,6 @@ from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Node
 
-
 UNROLL = "__attribute__((opencl_unroll_hint)) "
 
 
@@ -105,7 +104,7 @@ class _Gen:
 
     def declare_iteration(self, scope: Scope, exprs: tuple[ix.IExpr, ...]) -> None:
         """Bind ``i0, i1, …`` (the block's iteration variables) for the epilogue."""
-        for k, (expr, size) in enumerate(zip(exprs, self.shape.iteration_shape)):
+        for k, (expr, size) in enumerate(zip(exprs, self.shape.iteration_shape, strict=False)):
             if size != 1:
                 scope.emit(f"const int i{k} = {ix.render(expr)};")
 
@@ -507,7 +506,7 @@ class _Gen:
         body.emit(f"accv = {first.format('accv', x)};")
         s.nest(f"for (int r = lid; r < {length}; r += WG)", body)
         s.lines.extend(_tree_reduce(first, "accv"))
-        center = "(red[0] / %s)" % sp.literal(float(length), "float32") if layer_norm else "red[0]"
+        center = "(red[0] / {})".format(sp.literal(float(length), "float32")) if layer_norm else "red[0]"
         s.emit(f"const float center = {center};")
         s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
         s.emit("accv = 0.0f;")
@@ -585,7 +584,7 @@ def _pads_begin(node: Node, in_sizes: tuple[int, ...], out_sizes: tuple[int, ...
     spatial = len(in_sizes)
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         out = []
-        for i, o, k, s, d in zip(in_sizes, out_sizes, kernel, strides, dil):
+        for i, o, k, s, d in zip(in_sizes, out_sizes, kernel, strides, dil, strict=False):
             total = max((o - 1) * s + (k - 1) * d + 1 - i, 0)
             out.append(total // 2 if auto == "SAME_UPPER" else total - total // 2)
         return tuple(out)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -46,12 +45,12 @@ class CompiledModel:
             source = (out / "kernels.cl").read_text()
         except OSError as error:
             raise OpenClError(f"{out} is not a dnnr OpenCL artefact: {error}") from None
-        os.environ.setdefault("PYOPENCL_NO_CACHE", "0")
         self.device = _device(device)
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context)
-        self.program = cl.Program(self.context, source).build(options=["-cl-fast-relaxed-math"]
-                                                              if False else [])
+        # pyopencl caches built binaries keyed by source, so a rebuilt artefact with
+        # unchanged kernels does not pay PoCL's compile time again
+        self.program = cl.Program(self.context, source).build()
         names = json.loads((out / "weights.json").read_text())
         weights = np.load(out / "weights.npz")
         mf = cl.mem_flags
@@ -70,11 +69,10 @@ class CompiledModel:
             elif info["kind"] in ("input", "output"):
                 self.buffers[name] = cl.Buffer(self.context, mf.READ_WRITE,
                                                max(int(info["nbytes"]), 1))
-        kernels = {k: cl.Kernel(self.program, k) for k in {la["kernel"] for la in self.plan["launches"]}}
         self.launches = []
         for launch in self.plan["launches"]:
-            kernel = kernels[launch["kernel"]].clone() if hasattr(cl.Kernel, "clone") else \
-                cl.Kernel(self.program, launch["kernel"])
+            # one kernel object per launch: its arguments are bound once, here
+            kernel = cl.Kernel(self.program, launch["kernel"])
             kernel.set_args(*(self.buffers[a] for a in launch["args"]))
             self.launches.append((kernel, (launch["global"],), (launch["local"],)))
 

@@ -16,7 +16,7 @@ def with_static_inputs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> 
     for info in model.graph.input:
         if info.name in feeds:
             dims = info.type.tensor_type.shape.dim
-            for dim, size in zip(dims, feeds[info.name].shape):
+            for dim, size in zip(dims, feeds[info.name].shape, strict=False):
                 dim.Clear()
                 dim.dim_value = int(size)
     del model.graph.value_info[:]

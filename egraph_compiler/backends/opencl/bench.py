@@ -1,0 +1,167 @@
+"""``dnnr bench``: ours (fused) vs fusion off ("OurB") vs onnxruntime CPU, on PoCL.
+
+`bench(model_path, repeats)` compiles the model twice (fusion on and off), runs
+each ``repeats`` times after one warm-up run (which pays PoCL's lazy kernel
+compilation), and times onnxruntime CPU with ``ORT_ENABLE_ALL``. It also counts
+kernels launched and onnxruntime's optimised node count, and reports the arena
+against a buffer per tensor and against the max-live lower bound.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from egraph_compiler.backends.opencl.build import build_artefact
+from egraph_compiler.backends.opencl.runtime import CompiledModel
+from egraph_compiler.fusion import plan_fusion
+from egraph_compiler.ir import Graph, load_onnx
+from egraph_compiler.ir.dims import shape_is_static
+from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.plan import plan_memory
+from egraph_compiler.shapes import infer_shapes
+
+
+@dataclass(frozen=True)
+class Timing:
+    min_ms: float
+    median_ms: float
+    max_ms: float
+
+    @staticmethod
+    def of(seconds: list[float]) -> Timing:
+        ms = [s * 1000.0 for s in seconds]
+        return Timing(min(ms), statistics.median(ms), max(ms))
+
+    def __str__(self) -> str:
+        return f"{self.min_ms:9.2f} {self.median_ms:9.2f} {self.max_ms:9.2f}"
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    model: str
+    operators: int
+    kernels: int
+    kernels_unfused: int
+    ort_nodes: int
+    ours: Timing
+    unfused: Timing
+    onnxruntime: Timing
+    arena_bytes: int
+    naive_bytes: int
+    lower_bound_bytes: int
+    max_abs_error: float
+
+    def table(self) -> str:
+        return "\n".join([
+            f"model {self.model}: {self.operators} operators",
+            f"  kernels launched: ours {self.kernels}, fusion off {self.kernels_unfused}, "
+            f"onnxruntime (ORT_ENABLE_ALL) nodes {self.ort_nodes}",
+            "  latency ms          min    median       max",
+            f"  ours (PoCL)   {self.ours}",
+            f"  fusion off    {self.unfused}",
+            f"  onnxruntime   {self.onnxruntime}",
+            f"  arena {self.arena_bytes} B, naive {self.naive_bytes} B, "
+            f"lower bound {self.lower_bound_bytes} B",
+            f"  max |ours - onnxruntime| = {self.max_abs_error:.3g}",
+        ])
+
+
+def _bind_dims(model_path: str | Path, dims: dict[str, int], work: Path) -> Path:
+    """A copy of the model whose symbolic input dims named in ``dims`` are fixed."""
+    import onnx
+
+    model = onnx.load(str(model_path))
+    for info in model.graph.input:
+        for dim in info.type.tensor_type.shape.dim:
+            if dim.HasField("dim_param") and dim.dim_param in dims:
+                size = dims[dim.dim_param]
+                dim.Clear()
+                dim.dim_value = size
+    path = work / "static.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def _static_graph(model_path: str | Path) -> Graph:
+    graph = infer_shapes(load_onnx(str(model_path)))
+    for value in graph.inputs:
+        if not shape_is_static(value.type.shape) and not shape_is_static(
+                graph.types[value.name].shape):
+            raise ModelError(f"input '{value.name}' has symbolic dims; pass dims= to bench")
+    return graph
+
+
+def _inputs(graph: Graph, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for value in graph.inputs:
+        shape = tuple(int(d) for d in graph.types[value.name].shape)  # type: ignore[union-attr]
+        dtype = np.dtype(value.type.dtype)
+        if np.issubdtype(dtype, np.floating):
+            feeds[value.name] = rng.standard_normal(shape).astype(dtype)
+        else:
+            feeds[value.name] = rng.integers(0, 4, shape).astype(dtype)
+    return feeds
+
+
+def _time(fn, repeats: int) -> list[float]:  # noqa: ANN001
+    fn()  # warm-up: PoCL compiles work-group functions on first launch
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def _onnxruntime(model_path: str | Path, feeds: dict[str, np.ndarray], repeats: int,
+                 work: Path) -> tuple[list[float], int, dict[str, np.ndarray]]:
+    import onnx
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.optimized_model_filepath = str(work / "ort_optimized.onnx")
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+    nodes = len(onnx.load(str(work / "ort_optimized.onnx"), load_external_data=False).graph.node)
+    names = [o.name for o in session.get_outputs()]
+    outputs: dict[str, np.ndarray] = {}
+
+    def run() -> None:
+        outputs.update(zip(names, session.run(names, feeds), strict=False))
+
+    return _time(run, repeats), nodes, outputs
+
+
+def bench(model_path: str | Path, repeats: int = 10, dims: dict[str, int] | None = None,
+          seed: int = 0) -> BenchResult:
+    """Time one ONNX model three ways (see the module docstring)."""
+    name = Path(model_path).stem
+    with tempfile.TemporaryDirectory(prefix="dnnr-bench-") as tmp:
+        work = Path(tmp)
+        model_path = _bind_dims(model_path, dims or {}, work)
+        graph = _static_graph(model_path)
+        feeds = _inputs(graph, seed)
+        results = {}
+        for label, fuse in (("ours", True), ("unfused", False)):
+            plan = plan_memory(plan_fusion(graph, fuse=fuse))
+            artefact = build_artefact(plan, work / label)
+            compiled = CompiledModel(work / label)
+            outputs: dict[str, np.ndarray] = {}
+            seconds = _time(lambda c=compiled, o=outputs: o.update(c.run(feeds)), repeats)
+            results[label] = (artefact, Timing.of(seconds), outputs)
+        ort_seconds, ort_nodes, ort_outputs = _onnxruntime(model_path, feeds, repeats, work)
+    ours, ours_time, ours_out = results["ours"]
+    unfused, unfused_time, _ = results["unfused"]
+    error = max((float(np.max(np.abs(ours_out[k].astype(np.float64) - v)))
+                 for k, v in ort_outputs.items() if v.size), default=0.0)
+    return BenchResult(name, ours.operators, ours.kernels, unfused.kernels,
+                       ort_nodes, ours_time, unfused_time, Timing.of(ort_seconds),
+                       ours.arena_bytes, ours.naive_bytes, ours.lower_bound_bytes, error)

@@ -1,0 +1,57 @@
+"""Fusion planning (Listing 3.1) on the light models and the model-zoo blocks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from egraph_compiler.fusion import FusionTables, plan_fusion
+from egraph_compiler.fusion.tables import BREAK, FUSE, LAYOUT_OPS, MANY_TO_MANY, ONE_TO_ONE
+from tests.backends.opencl.helpers import static_graph
+from tests.modelzoo import BLOCKS, LIGHT_MODELS, light_model, random_inputs
+
+BASELINE = Path(__file__).resolve().parents[1] / "backends" / "opencl" / "fusion_baseline.json"
+DIMS = {"batch": 2, "height": 7, "width": 7, "seq": 5}
+
+
+def _graph(name: str):  # noqa: ANN202
+    model = BLOCKS[name]() if name in BLOCKS else light_model(name)
+    return static_graph(model, random_inputs(model, 0, dims=DIMS))
+
+
+def test_default_table_follows_table_3_3() -> None:
+    tables = FusionTables()
+    assert tables.verdict(ONE_TO_ONE, MANY_TO_MANY) == (MANY_TO_MANY, FUSE)
+    assert tables.verdict(MANY_TO_MANY, ONE_TO_ONE) == (MANY_TO_MANY, FUSE)
+    assert tables.verdict(MANY_TO_MANY, MANY_TO_MANY)[1] == BREAK
+
+
+@pytest.mark.parametrize("name", sorted(LIGHT_MODELS))
+def test_light_model_fusion_rate_meets_baseline(name: str) -> None:
+    plan = plan_fusion(_graph(name))
+    baseline = json.loads(BASELINE.read_text())[name]
+    print(f"{name}: {plan.operator_count} operators -> {plan.kernel_count} kernels "
+          f"(rate {plan.fusion_rate:.2f})")
+    assert plan.kernel_count < plan.operator_count
+    assert plan.fusion_rate >= baseline["fusion_rate"] - 1e-3
+    for block in plan.blocks:  # at most one anchor per block (m2m then m2m is red)
+        assert sum(op in ("Conv", "MatMul", "Gemm") for op in block.ops) <= 1
+
+
+@pytest.mark.parametrize("name", ["light_shufflenet", "swin_window", "mha"])
+def test_layout_operators_between_blocks_are_eliminated(name: str) -> None:
+    """SmartMem Table 5: a Transpose/Reshape next to another operator never runs alone."""
+    name = name.removeprefix("light_")
+    plan = plan_fusion(_graph(name))
+    layout_ops = [op for b in plan.blocks for op in b.ops if op in LAYOUT_OPS]
+    assert layout_ops, "the model has layout operators to eliminate"
+    for block in plan.blocks:
+        assert not all(op in LAYOUT_OPS for op in block.ops), block.ops
+
+
+def test_fusion_off_gives_one_block_per_operator() -> None:
+    graph = _graph("residual")
+    plan = plan_fusion(graph, fuse=False)
+    assert plan.kernel_count == plan.operator_count == len(graph.nodes)

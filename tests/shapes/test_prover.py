@@ -1,0 +1,47 @@
+"""prove_eq / prove_le / prove_divisible: canonical form first, then Z3 over ranges; never assume."""
+
+from __future__ import annotations
+
+import pytest
+
+from egraph_compiler.ir import DimExpr
+from egraph_compiler.shapes import prove_divisible, prove_eq, prove_le, prove_lt
+
+B, S, H, W = (DimExpr.symbol(n) for n in ("B", "S", "H", "W"))
+RANGES = {"B": (1, 64), "S": (1, 4096), "H": (1, 2**31 - 1), "W": (1, 2**31 - 1)}
+
+
+def test_canonical_form_settles_polynomial_identities() -> None:
+    assert prove_eq(B * S * 12, S * 12 * B, RANGES)
+    assert prove_eq((B * 4) // 4, B, RANGES)
+    assert prove_eq(B * (S + 1) - B, B * S, RANGES)
+
+
+def test_z3_settles_floor_division_facts() -> None:
+    assert prove_eq((H - 1) // 2 + 1, (H + 1) // 2, RANGES)
+    assert prove_le((H - 1) // 2 + 1, H, RANGES)
+    assert prove_lt(H // 2, H, RANGES)
+    assert prove_eq((H + 2 - 3) // 1 + 1, H, RANGES)
+
+
+def test_ranges_are_used_and_unknown_is_false() -> None:
+    assert not prove_le(S, 4000, RANGES)
+    assert prove_le(S, 4096, RANGES)
+    assert prove_le(B * S, 64 * 4096, RANGES)
+    assert not prove_eq(B, S, RANGES)
+    assert not prove_eq(B, S, {}), "symbols without ranges are only known non-negative"
+    assert not prove_le(1, H, {}), "H may be 0 when nothing says otherwise"
+    assert prove_le(1, H, RANGES)
+
+
+@pytest.mark.parametrize(("value", "divisor", "expected"), [
+    (B * 16, 8, True),
+    (2 * B + 2, 2, True),
+    (B, 2, False),
+    (H * W, H, True),
+    (H * W + 1, H, False),
+    (B * 6, 4, False),
+    (24, 8, True),
+])
+def test_divisibility(value, divisor, expected: bool) -> None:
+    assert prove_divisible(value, divisor, RANGES) is expected
