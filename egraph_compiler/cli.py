@@ -96,10 +96,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     diagnostics = dsl.check(args.files)
     if diagnostics:
-        for diagnostic in diagnostics:
-            print(str(diagnostic), file=sys.stderr)
-        count = len(diagnostics)
-        print(f"found {count} error{'s' if count != 1 else ''}", file=sys.stderr)
+        print(dsl.render_report(diagnostics), file=sys.stderr)
         return 1
     rules = dsl.load_rules(args.files)
     print(f"ok: {len(rules.ops)} operators, {len(rules.rules)} rules, "

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from egraph_compiler.dsl.ast import RuleSet, SourceFile, Span
 from egraph_compiler.dsl.builtins import BUILTINS, builtins_reference
-from egraph_compiler.dsl.check import check_files
+from egraph_compiler.dsl.semantics import check_files
 from egraph_compiler.dsl.diagnostics import (
     ArityError,
     Diagnostic,

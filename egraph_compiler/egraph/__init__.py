@@ -13,6 +13,15 @@ is never silent: it is in the stats, for the caller to report.
 
 Raises `ModelError` for a node whose operator no rule file declares, and
 `LoweringError` (a `DnnrError`) for a rule that cannot be lowered.
+
+How rules run (details in `lower`): pattern matching, literal attributes, pattern
+constants (all-equal constants through the ``splat`` fact), ``is_const`` /
+``nonneg`` / ``positive`` / ``nonzero`` conjuncts, ``compose(?p, ?q)``,
+``scalar(?f)`` / ``vector(?l)`` of bound attributes are native egglog. Every other
+guard conjunct and computed attribute is evaluated in Python (`guards`), once per
+distinct key of primitive facts, in a batched round inside the same iteration.
+Shapes of rewrite-created classes: native for unary/same-shape elementwise ops and
+Transpose, through a Python shape oracle (`shape_rules`) for the rest.
 """
 
 from __future__ import annotations

@@ -142,12 +142,12 @@ def evaluate(expr: Expr, env: dict[str, object]) -> object:
             return expr.name == "true"
         return expr.name  # a dtype name such as float32
     if isinstance(expr, ListLit):
-        return tuple(_value(evaluate(item, env)) for item in expr.items)
+        return tuple(value_of(evaluate(item, env)) for item in expr.items)
     if isinstance(expr, UnOp):
         inner = evaluate(expr.operand, env)
         if expr.op == "not":
             return not _truth(inner)
-        return -_value(inner)  # type: ignore[operator]
+        return -value_of(inner)  # type: ignore[operator]
     if isinstance(expr, BinOp):
         if expr.op == "and":
             return _truth(evaluate(expr.lhs, env)) and _truth(evaluate(expr.rhs, env))
@@ -161,7 +161,7 @@ def evaluate(expr: Expr, env: dict[str, object]) -> object:
             if left is None or right is None:
                 raise Unknown("or")
             return False
-        lhs, rhs = _value(evaluate(expr.lhs, env)), _value(evaluate(expr.rhs, env))
+        lhs, rhs = value_of(evaluate(expr.lhs, env)), value_of(evaluate(expr.rhs, env))
         if expr.op in ("==", "!=", "<", "<=", ">", ">="):
             return _compare(expr.op, lhs, rhs)
         try:
@@ -173,7 +173,7 @@ def evaluate(expr: Expr, env: dict[str, object]) -> object:
         except (TypeError, ValueError, ZeroDivisionError):
             raise Unknown(expr.op) from None
     if isinstance(expr, Index):
-        base, index = _value(evaluate(expr.base, env)), _value(evaluate(expr.index, env))
+        base, index = value_of(evaluate(expr.base, env)), value_of(evaluate(expr.index, env))
         if not isinstance(base, tuple) or not isinstance(index, int) or not -len(base) <= index < len(base):
             raise Unknown("index")
         return base[index]
@@ -187,13 +187,13 @@ def evaluate(expr: Expr, env: dict[str, object]) -> object:
         if builtin is None or builtin.impl is None:
             raise Unknown(expr.func)
         try:
-            return builtin.impl(*[_value(a) for a in args])
+            return builtin.impl(*[value_of(a) for a in args])
         except (ValueError, TypeError, IndexError):
             raise Unknown(expr.func) from None
     raise Unknown(type(expr).__name__)
 
 
-def _value(value: object) -> object:
+def value_of(value: object) -> object:
     """A tensor variable used as a value means its (small int constant) value."""
     if isinstance(value, TensorFacts):
         if value.value is None:

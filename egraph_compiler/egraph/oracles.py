@@ -84,7 +84,7 @@ class Oracles:
         for expr, kind in oracle.computed:
             try:
                 value = guards.evaluate(expr, env)
-                value = guards._value(value)
+                value = guards.value_of(value)
             except guards.Unknown:
                 return None
             result = _encode(kind, value)

@@ -17,7 +17,8 @@ StopReason = str  # "saturated" | "schedule-done" | "limit:nodes" | "limit:itera
 class IterationStats:
     ruleset: str  # the rulesets run in this iteration, comma-separated
     e_nodes: int
-    e_classes: int | None  # None when counting them would cost more than the iteration
+    # None above `saturate.COUNT_CLASSES_UP_TO` e-nodes: counting needs a `freeze()`
+    e_classes: int | None
     seconds: float
 
 
@@ -31,6 +32,7 @@ class SaturationStats:
     stop_reason: StopReason
     limit: int | float | None  # the value of the limit that stopped the run, if one did
     e_nodes: int
+    e_classes: int = 0  # at the end of the run
     limits: Limits = Limits()
 
     def describe(self) -> str:
@@ -38,8 +40,10 @@ class SaturationStats:
         why = self.stop_reason
         if why.startswith("limit:"):
             why = f"stopped by the {why[6:]} limit ({self.limit})"
+            if why.startswith("stopped by the nodes") and self.limit is not None and self.e_nodes <= self.limit:
+                why += ", before an iteration that would have overshot it"
         return (
-            f"{len(self.iterations)} iteration(s), {self.e_nodes} e-nodes, "
+            f"{len(self.iterations)} iteration(s), {self.e_nodes} e-nodes, {self.e_classes} e-classes, "
             f"{self.seconds:.2f} s: {why}"
         )
 

@@ -35,6 +35,10 @@ from egraph_compiler.ir.graph import Graph
 Progress = Callable[[str], None]
 TERM_CONSTRUCTORS = ("Input", "Const", "Absent", "ScalarConst", "VecConst", "Out", "TNil", "TCons")
 _SIZE_LINE = re.compile(r"\((\S+) (\d+)\)")
+# Counting e-classes needs a `freeze()`, which copies every table (~2 µs a row here):
+# per iteration only while the e-graph is small enough for that to stay cheap.
+COUNT_CLASSES_UP_TO = 200_000
+OVERSHOOT = 10
 
 
 class _Stop(Exception):
@@ -117,6 +121,14 @@ class _Driver:
             raise _Stop("limit:iterations", self.limits.iterations)
         if time.perf_counter() - self.start > self.limits.seconds:
             raise _Stop("limit:seconds", self.limits.seconds)
+        # egglog cannot stop inside an iteration, and one iteration of AC rules can
+        # multiply the e-graph a hundredfold (DESIGN §3: 320k -> 32.5M e-nodes, 226 s):
+        # refuse to start one whose growth, at the last iteration's rate, would
+        # overshoot the node budget tenfold
+        if len(self.iterations) >= 2:
+            before, after = self.iterations[-2].e_nodes, self.iterations[-1].e_nodes
+            if after > before and after * after / max(before, 1) > OVERSHOOT * self.limits.nodes:
+                raise _Stop("limit:nodes", self.limits.nodes)
         began = time.perf_counter()
         known = set(_ruleset_names(self.rules))
         present = [r for r in rulesets if r in known]
@@ -131,9 +143,10 @@ class _Driver:
                 )
         changed |= self.analyse()
         nodes = self.count_nodes()
+        classes = _count_classes(self.egraph) if nodes <= COUNT_CLASSES_UP_TO else None
         seconds = time.perf_counter() - began
         label = ",".join(rulesets)
-        self.iterations.append(IterationStats(label, nodes, None, seconds))
+        self.iterations.append(IterationStats(label, nodes, classes, seconds))
         if self.progress:
             self.progress(
                 f"egraph: iteration {len(self.iterations)} ({label}): {nodes} e-nodes, {seconds:.3f} s"
@@ -204,6 +217,15 @@ def _split_commands(program: str) -> list[str]:
     return [c for c in commands if c]
 
 
+def _count_classes(egraph: EGraph) -> int:
+    """Distinct e-classes of sort T/TList (one `freeze()`)."""
+    classes: set[str] = set()
+    for name, function in egraph.freeze().functions.items():
+        if function.output_sort in ("T", "TList") and (name.startswith("Op_") or name in TERM_CONSTRUCTORS):
+            classes.update(str(row.output) for row in function.rows)
+    return len(classes)
+
+
 def saturate_graph(graph: Graph, rules: RuleSet, limits: Limits | None, progress: Progress | None) -> Saturation:
     start = time.perf_counter()
     limits = limits or rules.limits
@@ -255,6 +277,7 @@ def saturate_graph(graph: Graph, rules: RuleSet, limits: Limits | None, progress
             reason = "saturated"
     except _Stop as stop:
         reason, limit = stop.reason, stop.limit
+    e_classes = _count_classes(egraph)
     stats = SaturationStats(
         iterations=tuple(driver.iterations),
         rule_matches=dict(sorted(driver.matches.items())),
@@ -264,6 +287,7 @@ def saturate_graph(graph: Graph, rules: RuleSet, limits: Limits | None, progress
         stop_reason=reason,
         limit=limit,
         e_nodes=driver.e_nodes,
+        e_classes=e_classes,
         limits=limits,
     )
     if progress:

@@ -34,6 +34,9 @@ class Extraction:
     cost: Cost
     provenance: dict[str, tuple[str, ...]]
     seconds: float = 0.0
+    # False when the DAG-aware improvement pass ran out of its time budget
+    # (`CostModel.improve_seconds`); the graph is valid, only possibly costlier
+    improvement_complete: bool = True
 
 
 class ExtractionError(DnnrError):
@@ -90,13 +93,13 @@ def extract(saturation: Saturation, *, cost_model: CostModel | None = None) -> E
         roots.append(eclass)
     free = {eclass for eclass, value in tree_costs.items() if value == 0.0}
     improver = DagImprover(view, choice, own, roots, free)
-    improver.improve()
+    complete = improver.improve(seconds=model.improve_seconds)
     graph, provenance = decode(saturation, view, choice, shapes, dtypes)
     total = Cost(0.0, 0.0)
     for eclass, refs in improver.refs.items():
         if refs > 0:
             total = total + (Cost(0.0, 0.0) if own(choice[eclass]) == 0 else node_cost(choice[eclass]))
-    return Extraction(graph, total, provenance, time.perf_counter() - start)
+    return Extraction(graph, total, provenance, time.perf_counter() - start, complete)
 
 
 __all__ = ["Cost", "CostModel", "EGraphView", "Extraction", "ExtractionError", "extract", "graph_cost"]

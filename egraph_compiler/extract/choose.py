@@ -13,6 +13,7 @@ an improving switch is checked for cycles.
 from __future__ import annotations
 
 import heapq
+import time
 from collections.abc import Callable
 
 from egraph_compiler.extract.view import EGraphView, ENode
@@ -128,18 +129,24 @@ class DagImprover:
     def total(self) -> float:
         return sum(self.own(self.choice[c]) for c, n in self.refs.items() if n > 0)
 
-    def improve(self, rounds: int = 3) -> None:
+    def improve(self, rounds: int = 3, seconds: float = 10.0) -> bool:
+        """Run up to ``rounds`` passes within ``seconds``; False when time ran out
+        (the choice is then still valid, only less improved)."""
+        deadline = time.perf_counter() + seconds
         for _ in range(rounds):
             improved = False
             for eclass in list(reversed(self.order)):
                 if self.refs.get(eclass, 0) <= 0 or eclass in self.free:
                     continue
+                if time.perf_counter() > deadline:
+                    return False
                 for alternative in self.view.classes.get(eclass, []):
                     if self._try(eclass, alternative):
                         improved = True
             if not improved:
-                return
+                return True
             self._order()
+        return True
 
     def _try(self, eclass: int, alternative: ENode) -> bool:
         current = self.choice[eclass]

@@ -61,6 +61,7 @@ class CostModel:
     byte_weight: float = 0.25
     layout_cost: float = 1.0
     symbol_value: int = 64
+    improve_seconds: float = 10.0  # budget of extraction's DAG-aware improvement pass
 
     def scalar(self, cost: Cost, op: str | None = None) -> float:
         fixed = self.layout_cost if op in LAYOUT_ONLY else 0.0

@@ -10,11 +10,10 @@ prover. Data only: no other dnnr module is imported.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 # A monomial: sorted tuple of (atom, power); an atom is a symbol name or a nested
 # ("//" | "%", DimExpr-polynomial, int) term.
-Atom = Union[str, tuple]
+Atom = str | tuple
 Monomial = tuple[tuple[Atom, int], ...]
 Terms = tuple[tuple[Monomial, int], ...]
 
@@ -118,7 +117,7 @@ class DimExpr:
         return f"DimExpr({self})"
 
 
-Dim = Union[int, DimExpr]
+Dim = int | DimExpr
 
 
 def _eval_atom(atom: Atom, env: dict[str, int]) -> int:

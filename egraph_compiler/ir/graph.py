@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Union
 
 import numpy as np
 
@@ -46,7 +45,7 @@ class TensorAttr:
         return TensorAttr(str(array.dtype), tuple(array.shape), array.tobytes(order="C"))
 
 
-AttrValue = Union[int, float, str, tuple[int, ...], tuple[float, ...], tuple[str, ...], TensorAttr]
+AttrValue = int | float | str | tuple[int, ...] | tuple[float, ...] | tuple[str, ...] | TensorAttr
 
 
 @dataclass(frozen=True, slots=True)

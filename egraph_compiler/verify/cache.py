@@ -34,11 +34,11 @@ def default_cache_dir(ruleset: ast.RuleSet) -> Path:
     return root / ".dnnr-cache" / "verify"
 
 
-def cache_key(rule: ast.Rule, sems: dict[str, OpSemantics], timeout_s: float) -> str:
+def cache_key(rule: ast.Rule, sems: dict[str, OpSemantics], options: str) -> str:
     canon = canonical(rule, {n: s.decl for n, s in sems.items()})
     stripped = strip_spans(rule)
     assert isinstance(stripped, ast.Rule)
-    parts = [VERIFIER_VERSION, z3.get_version_string(), rule_text(stripped), str(timeout_s)]
+    parts = [VERIFIER_VERSION, z3.get_version_string(), rule_text(stripped), options]
     parts += [sems[op].text for op in canon.ops if op in sems]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 

@@ -86,7 +86,7 @@ def _build(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Co
 
 def _dims_equal(sides: _Sides) -> list[Any]:
     assert sides.rhs_dims is not None
-    return [a == b for a, b in zip(sides.lhs_dims, sides.rhs_dims)]
+    return [a == b for a, b in zip(sides.lhs_dims, sides.rhs_dims, strict=False)]
 
 
 class _Solver:
@@ -117,11 +117,12 @@ def _small_dims(sides: _Sides) -> list[Any]:
 
 
 def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
-               guard: ast.Expr | None, timeout_s: float, use_fuzz: bool = True) -> TierResult:
+               guard: ast.Expr | None, timeout_s: float, use_fuzz: bool = True,
+               max_rank: int = 3) -> TierResult:
     start = time.monotonic()
     deadline = start + timeout_s
     try:
-        configs = list(enumerate_configs(canon, sems))
+        configs = list(enumerate_configs(canon, sems, tuple(range(max_rank + 1))))
     except Unsupported as err:
         return TierResult(tier, "unknown", "semantics", str(err))
     if len(configs) > MAX_CONFIGS:
@@ -129,7 +130,7 @@ def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
                           f"{len(configs)} configurations to check (limit {MAX_CONFIGS})")
     if use_fuzz:
         found = fuzz(canon, sems, tier, [c for c, _ in configs], guard,
-                     budget=48 if tier in ("real", "int") else 120)
+                     budget=48 if tier in ("real", "int") else 96)
         if found is not None:
             cex = _from_fuzz(found, tier)
             return TierResult(tier, "failed", found.stage, found.explanation, cex,
@@ -224,7 +225,7 @@ def _check_config(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, con
         proof = _induction(canon, sems, tier, config, guard, timeout_s)
         if proof.status == "proved":
             return proof
-    inside = [z3.And(i >= 0, i < d) for i, d in zip(idx, sides.lhs_dims)]
+    inside = [z3.And(i >= 0, i < d) for i, d in zip(idx, sides.lhs_dims, strict=False)]
     facts = (enc.background() + sides.wf_lhs + [sides.guard] + sides.wf_rhs
              + _dims_equal(sides) + inside + enc.bounds)
     status, model = solver.check(facts + [dl != dr], _small_dims(sides))
@@ -265,7 +266,7 @@ def _induction(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config
         vl, dl = sides.enc.value_of(canon.lhs, idx)
         vr, dr = sides.enc.value_of(canon.rhs, idx)
         goal = z3.And(dl == dr, z3.Implies(z3.And(dl, dr), sides.enc.domain.equal(vl, vr)))
-        inside = [z3.And(i >= 0, i < d) for i, d in zip(idx, sides.lhs_dims)]
+        inside = [z3.And(i >= 0, i < d) for i, d in zip(idx, sides.lhs_dims, strict=False)]
         assumptions = (sides.enc.background() + sides.wf_lhs + [sides.guard] + sides.wf_rhs
                        + _dims_equal(sides) + inside + sides.enc.bounds)
         built[mode] = (sides, goal, assumptions)
@@ -297,7 +298,7 @@ def _same_index_space(sides: _Sides, reductions: list[Any]) -> bool:
         return False
     solver = _Solver(5.0)
     facts = sides.enc.background() + sides.wf_lhs + [sides.guard] + sides.wf_rhs
-    differ = [a != b for r in reductions[1:] for a, b in zip(first, r.extents)
+    differ = [a != b for r in reductions[1:] for a, b in zip(first, r.extents, strict=False)
               if not (isinstance(a, int) and isinstance(b, int))]
     if not differ:
         return True
@@ -347,7 +348,7 @@ def _counterexample(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, s
             touched[key] = term
         array = np.ones(shape, dtype=object)
         for key, term in touched.items():
-            if all(0 <= k < s for k, s in zip(key, shape)):
+            if all(0 <= k < s for k, s in zip(key, shape, strict=False)):
                 array[key] = _element(model, term, domain)
         tensors[var] = np.asarray(array.astype(float) if not domain.is_integer else
                                   array.astype(np.int64)).astype(domain.dtype)

@@ -119,7 +119,7 @@ def enumerate_configs(canon: CanonRule, sems: dict[str, OpSemantics],
     top = max(ranks)
     nodes = [p for p in subpatterns(canon.lhs) if isinstance(p, ast.POp)]
     for combo in itertools.product(ranks, repeat=len(canon.tensor_vars)):
-        rank_map = dict(zip(canon.tensor_vars, combo))
+        rank_map = dict(zip(canon.tensor_vars, combo, strict=False))
         values_needed = all(rank_map[v] == top for v in free)
         for attrs in _assign(nodes, 0, {}, sems, rank_map):
             yield Config(tuple(rank_map.items()), tuple(sorted(attrs.items()))), values_needed
@@ -155,5 +155,5 @@ def _assign(nodes: list[ast.POp], i: int, attrs: dict[str, Any],
         domains.append(domain)
     for values in itertools.product(*domains):
         attrs2 = dict(attrs)
-        attrs2.update(zip(names, values))
+        attrs2.update(zip(names, values, strict=False))
         yield from _assign(nodes, i + 1, attrs2, sems, ranks)

@@ -87,6 +87,7 @@ class Encoder:
     touched: dict[str, list[tuple[tuple[Any, ...], z3.ExprRef]]] = field(default_factory=dict)
     bounds: list[z3.BoolRef] = field(default_factory=list)
     reductions: list[Reduction] = field(default_factory=list)
+    extents: list[Any] = field(default_factory=list)  # every reduced length met
     flags: dict[tuple[str, str], z3.BoolRef] = field(default_factory=dict)
     symbolic_attrs: dict[str, z3.ExprRef] = field(default_factory=dict)
     _shape_memo: dict[Any, tuple[Dims, list[Any]]] = field(default_factory=dict)
@@ -231,7 +232,7 @@ class Encoder:
 
     def scalar_semantics(self, node: ast.POp, sem: OpSemantics, operands: list[z3.ExprRef],
                          defined: z3.BoolRef) -> Cell:
-        env: dict[str, Any] = {p.name: v for p, v in zip(sem.decl.params, operands)}
+        env: dict[str, Any] = {p.name: v for p, v in zip(sem.decl.params, operands, strict=False)}
         for name, value in self.attrs(node).items():
             env[name] = value if isinstance(value, str) else self.scalar_const(value)
         assert sem.elementwise is not None
@@ -245,6 +246,7 @@ class Encoder:
                body: Callable[[list[Any]], Cell], kind: str) -> Cell:
         """Combine ``body(t)`` over every ``t`` with ``0 <= t[k] < extents[k]``."""
         combine = combiner(kind, self.domain)
+        self.extents.extend(extents)
         if self.mode == "bounded":
             acc, defined = body([0] * len(extents))
             if kind == "sum" and self.domain.is_float:
@@ -255,7 +257,7 @@ class Encoder:
             for point in _grid(len(extents), per_axis):
                 if not any(point):
                     continue
-                inside = z3.And(*[t < e for t, e in zip(point, extents)])
+                inside = z3.And(*[t < e for t, e in zip(point, extents, strict=False)])
                 value, ok = body(list(point))
                 acc = z3.If(inside, combine(acc, value), acc)
                 defined = z3.And(defined, z3.Implies(inside, ok))
@@ -277,7 +279,7 @@ class Encoder:
         at = z3.IntVal(0) if self.mode == "base" else self.m
         index = [z3.Function(f"E{k}", z3.IntSort(), z3.IntSort())(at)
                  for k in range(len(extents))]
-        self.bounds.extend(z3.And(t >= 0, t < e) for t, e in zip(index, extents))
+        self.bounds.extend(z3.And(t >= 0, t < e) for t, e in zip(index, extents, strict=False))
         self._in_body = True
         try:
             value, ok = body(index)
@@ -292,9 +294,9 @@ class Encoder:
     def background(self) -> list[z3.BoolRef]:
         """Dims >= 1, unsigned integer elements, instantiated guard facts and axioms."""
         facts: list[z3.BoolRef] = []
-        for var, rank in self.config.ranks:
+        for var, _rank in self.config.ranks:
             facts.extend(d >= 1 for d in self.shape(var))
-        for var, cells in self.touched.items():
+        for cells in self.touched.values():
             for _idx, term in cells:
                 facts.extend(self.domain.element_facts(term))
         for (kind, var), flag in self.flags.items():

@@ -51,7 +51,7 @@ def equal(a: Any, b: Any) -> Any:
             return False
         if len(a) != len(b):
             return False
-        return logical_and([equal(x, y) for x, y in zip(a, b)])
+        return logical_and([equal(x, y) for x, y in zip(a, b, strict=False)])
     if _is_z3(a) or _is_z3(b):
         return a == b
     return a == b
@@ -189,5 +189,5 @@ class _Evaluator:
             if f == "same_shape":
                 return equal(a, b)
             return logical_and([logical_or([x == y, x == 1, y == 1])
-                                for x, y in zip(reversed(a), reversed(b))])
+                                for x, y in zip(reversed(a), reversed(b), strict=False)])
         raise NotApplicable(f"unknown built-in {f}()")

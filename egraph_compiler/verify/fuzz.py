@@ -10,7 +10,7 @@ import numpy as np
 
 from egraph_compiler.dsl import ast
 from egraph_compiler.verify.builtin_ops import Undefined
-from egraph_compiler.verify.encode import Config, Illformed, Unsupported
+from egraph_compiler.verify.encode import Config, DoesNotFire, Illformed, Unsupported
 from egraph_compiler.verify.normalize import CanonRule
 from egraph_compiler.verify.replay import Runner, same
 from egraph_compiler.verify.scalar import Domain
@@ -67,6 +67,8 @@ def compare(canon: CanonRule, sems: dict[str, OpSemantics], domain: Domain,
         lhs = None
     try:
         rhs: np.ndarray | None = runner.run(canon.rhs)
+    except DoesNotFire:
+        return "skip"
     except Illformed as err:
         return FuzzFinding("shape", tensors, attrs, lhs, None, f"RHS is ill-formed: {err}")
     except Undefined:
@@ -86,37 +88,62 @@ def compare(canon: CanonRule, sems: dict[str, OpSemantics], domain: Domain,
 def fuzz(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
          configs: list[Config], guard: ast.Expr | None, trials: int = 0,
          seed: int = 0, budget: int = 160) -> FuzzFinding | None:
-    """Up to ``budget`` random evaluations spread over ``configs`` (widest ranks first)."""
+    """``budget`` random evaluations, round-robin over ``configs`` (widest ranks first)."""
     rng = np.random.default_rng(seed)
-    configs = sorted(configs, key=lambda c: -sum(r for _, r in c.ranks))[:32]
-    trials = trials or max(3, budget // max(1, len(configs)))
+    configs = sorted(configs, key=lambda c: -sum(r for _, r in c.ranks))[:64]
+    if not configs:
+        return None
     domain = Domain(tier)
     shift_vars = _shift_amount_vars(canon)
-    for config in configs:
+    required = _element_facts(guard)
+    for trial in range(trials or budget):
+        config = configs[trial % len(configs)]
         ranks = config.rank_of
-        for _ in range(trials):
-            sizes = [int(rng.choice([2, 3])) for _ in range(4)]
-            tensors: dict[str, np.ndarray] = {}
-            for var, rank in ranks.items():
-                shape = tuple(sizes[4 - rank + k] if rng.random() < 0.75 else 1
-                              for k in range(rank))
-                if var.startswith("#"):
-                    value = dict(canon.const_values)[var]
-                    tensors[var] = np.full(shape, value, dtype=domain.dtype)
-                else:
-                    values = _values(domain, shape, rng, var in shift_vars)
-                    with np.errstate(all="ignore"):
-                        tensors[var] = Runner(sems, domain, {}, {}).cast(values)
-            attrs = dict(config.attrs)
-            attrs.update({name: float(rng.choice([0.0, 1.0, -1.0, 0.5, 2.0]))
-                          for name in _float_attr_vars(canon, sems) if name not in attrs})
-            try:
-                found = compare(canon, sems, domain, tensors, attrs, guard)
-            except (Unsupported, KeyError, TypeError, ValueError, OverflowError):
-                return None
-            if isinstance(found, FuzzFinding):
-                return found
+        sizes = [int(rng.choice([2, 3])) for _ in range(4)]
+        tensors: dict[str, np.ndarray] = {}
+        for var, rank in ranks.items():
+            shape = tuple(sizes[4 - rank + k] if rng.random() < 0.75 else 1
+                          for k in range(rank))
+            if var.startswith("#"):
+                value = dict(canon.const_values)[var]
+                tensors[var] = np.full(shape, value, dtype=domain.dtype)
+            else:
+                values = _satisfy(_values(domain, shape, rng, var in shift_vars),
+                                  required.get(var, set()))
+                with np.errstate(all="ignore"):
+                    tensors[var] = Runner(sems, domain, {}, {}).cast(values)
+        attrs = dict(config.attrs)
+        attrs.update({name: float(rng.choice([0.0, 1.0, -1.0, 0.5, 2.0]))
+                      for name in _float_attr_vars(canon, sems) if name not in attrs})
+        try:
+            found = compare(canon, sems, domain, tensors, attrs, guard)
+        except (Unsupported, KeyError, TypeError, ValueError, OverflowError):
+            return None
+        if isinstance(found, FuzzFinding):
+            return found
     return None
+
+
+def _element_facts(guard: ast.Expr | None) -> dict[str, set[str]]:
+    """``nonzero(?x)``-style conjuncts of the guard, so random inputs can satisfy them."""
+    out: dict[str, set[str]] = {}
+    if isinstance(guard, ast.BinOp) and guard.op == "and":
+        for side in (_element_facts(guard.lhs), _element_facts(guard.rhs)):
+            for var, kinds in side.items():
+                out.setdefault(var, set()).update(kinds)
+    elif (isinstance(guard, ast.Call) and guard.func in ("nonzero", "nonneg", "positive")
+          and guard.args and isinstance(guard.args[0], ast.Var)):
+        out[guard.args[0].name] = {guard.func}
+    return out
+
+
+def _satisfy(values: np.ndarray, kinds: set[str]) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        if "positive" in kinds or "nonneg" in kinds:
+            values = np.abs(values)
+        if "positive" in kinds or "nonzero" in kinds:
+            values = np.where(values == 0, 1, values)
+    return values
 
 
 def _shift_amount_vars(canon: CanonRule) -> set[str]:

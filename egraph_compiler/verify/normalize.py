@@ -1,7 +1,8 @@
 """A rule in the form the checker wants: spans stripped, every attribute explicit.
 
 - An attribute absent from a left-hand-side operator matches anything: it gets a
-  fresh attribute variable (``_Op1_axes``) so the checker enumerates it.
+  fresh attribute variable (``_Op1_axes``) so the checker enumerates it; the same
+  operator over the same inputs written twice is one node and shares them.
 - An attribute absent from a right-hand-side operator takes the value of the same
   operator over the same inputs on the left (``ReduceSum(?b)`` on both sides is one
   node), else the declared default, else stays absent (its ONNX meaning).
@@ -81,8 +82,14 @@ class _Canon:
         if decl is None:
             self.problems.append(f"unknown operator {p.op}")
         else:
+            # the same operator over the same inputs, written twice, is one node
+            twin = next((n for n in self.lhs_nodes if n.op == p.op and n.inputs == inputs
+                         and all(dict(n.attrs).get(k) == v for k, v in attrs.items())), None)
             for attr in decl.attrs:
                 if attr.name not in attrs:
+                    if twin is not None:
+                        attrs[attr.name] = dict(twin.attrs)[attr.name]
+                        continue
                     self.counter += 1
                     attrs[attr.name] = ast.Var(f"_{p.op}{self.counter}_{attr.name}")
         node = ast.POp(p.op, inputs, tuple(sorted(attrs.items())))

@@ -1,12 +1,13 @@
 """When a rule fails: search for the missing guard, as DSL text to paste.
 
 Candidates, simplest first: element facts of one variable (``nonzero(?b)``,
-``positive(?b)``, ``nonneg(?b)``), ``same_shape(?a, ?b)``, ``rank(?c) == 0``,
+``nonneg(?b)``, ``positive(?b)``), ``same_shape(?a, ?b)``, ``rank(?c) == 0``,
 ``dim(?c, k) == 1`` (broadcast along a reduced axis), equalities of string
 attributes, then conjunctions of two. A candidate must prove the rule; it is
 *degenerate* (dropped) when it forces a dim of some left-hand-side operator's
-result, or a reduced length, to be 1 where the original rule did not: such a
-guard makes the rule trivial ("dim == 1") rather than correct.
+result, or a reduced length, to be 1 (or every such result to be a scalar) where
+the original rule did not: such a guard makes the rule trivial ("dim == 1")
+rather than correct.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from egraph_compiler.verify.text import expr_text
 def candidates(canon: CanonRule, sems: dict[str, OpSemantics]) -> list[ast.Expr]:
     names = [v for v in canon.tensor_vars if not v.startswith("#")]
     out: list[ast.Expr] = []
-    for kind in ("nonzero", "positive", "nonneg"):
+    for kind in ("nonzero", "nonneg", "positive"):
         out += [ast.Call(kind, (ast.Var(v),)) for v in names]
     out += [ast.Call("same_shape", (ast.Var(a), ast.Var(b)))
             for a, b in itertools.combinations(names, 2)]
@@ -52,8 +53,7 @@ def _and(a: ast.Expr | None, b: ast.Expr) -> ast.Expr:
 
 
 def search(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
-           prove: Callable[[ast.Expr], bool | None], deadline: float,
-           max_smt: int = 6) -> tuple[str, bool]:
+           prove: Callable[[ast.Expr], bool | None], deadline: float) -> tuple[str, bool]:
     """The first non-degenerate guard that proves the rule, as DSL text, and whether
     the search was complete (every candidate refuted, none left untried)."""
     singles = candidates(canon, sems)
@@ -63,14 +63,12 @@ def search(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
         return fuzz(canon, sems, tier, configs, _and(canon.guard, extra), budget=24) is None
 
     pairs = (ast.BinOp("and", a, b) for a, b in itertools.combinations(singles, 2))
-    tried = 0
     complete = True
     for candidate in itertools.chain(singles, itertools.islice(pairs, 150)):
-        if time.monotonic() > deadline or tried >= max_smt:
+        if time.monotonic() > deadline:
             return "", False
         if not survives_fuzz(candidate):
             continue
-        tried += 1
         proved = prove(_and(canon.guard, candidate))
         if proved is None:
             complete = False
@@ -98,8 +96,12 @@ def _nontrivial(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
         sides = _build(canon, sems, tier, config, guard)
         if sides is None:
             continue
+        sides.enc.value_of(canon.lhs, [z3.Int(f"i{k}") for k in range(len(sides.lhs_dims))])
         dims = [d for p in subpatterns(canon.lhs) if isinstance(p, ast.POp)
                 for d in sides.enc.shape_of(p)[0] if not isinstance(d, int)]
+        dims += [e for e in sides.enc.extents if not isinstance(e, int)]
+        if not dims:
+            continue  # all scalars: nothing to rewrite in a layout or reduction sense
         solver = z3.Solver()
         solver.set("timeout", 2000)
         solver.add(*sides.enc.background(), *sides.wf_lhs, sides.guard, *[d >= 2 for d in dims])

@@ -11,7 +11,7 @@ import numpy as np
 from egraph_compiler.dsl import ast
 from egraph_compiler.verify import evalexpr
 from egraph_compiler.verify.builtin_ops import Undefined
-from egraph_compiler.verify.encode import Illformed, Unsupported
+from egraph_compiler.verify.encode import DoesNotFire, Illformed, Unsupported
 from egraph_compiler.verify.scalar import Domain
 from egraph_compiler.verify.semantics import OpSemantics
 
@@ -100,13 +100,13 @@ class Runner:
             try:
                 attrs[name] = evalexpr.evaluate(expr, self.attrs, self.facts)
             except evalexpr.NotApplicable as err:
-                raise Illformed(str(err)) from err
+                raise DoesNotFire(str(err)) from err
         if sem.elementwise is not None:
             try:
                 arrays = np.broadcast_arrays(*inputs)
             except ValueError as err:
                 raise Illformed("shapes do not broadcast") from err
-            env: dict[str, Any] = {prm.name: a for prm, a in zip(sem.decl.params, arrays)}
+            env: dict[str, Any] = {prm.name: a for prm, a in zip(sem.decl.params, arrays, strict=False)}
             env.update(attrs)
             if sem.decl.requires is not None:
                 ok = self._scalar(sem.decl.requires, env)

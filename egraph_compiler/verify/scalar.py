@@ -154,8 +154,9 @@ class Domain:
                                                             self.neg(x), x)
         if func in ("max", "min"):
             a, b = args
-            if self.is_float:
-                return z3.fpMax(a, b) if func == "max" else z3.fpMin(a, b)
+            if self.is_float:  # as NumPy: NaN propagates, ties (+-0) give b
+                pick = z3.fpGT(a, b) if func == "max" else z3.fpLT(a, b)
+                return z3.If(z3.fpIsNaN(a), a, z3.If(z3.fpIsNaN(b), b, z3.If(pick, a, b)))
             pick_a = self.binop(">=" if func == "max" else "<=", a, b)
             return z3.If(pick_a, a, b)
         if func in ("where", "select"):

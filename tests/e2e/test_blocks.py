@@ -20,6 +20,9 @@ RULES = pipeline.load_rules()
 LAYOUT_OPS = ("Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten")
 SHAPE_OPS = ("Shape", "Gather", "Concat", "Unsqueeze")
 
+IMAGE_DIMS = [{"batch": 1, "height": 7, "width": 7}, {"batch": 2, "height": 13, "width": 9},
+              {"batch": 3, "height": 16, "width": 16}]
+
 # (builder, dims at which to check, whether SmartMem says layout ops can go at graph level)
 BLOCKS: dict[str, tuple[Callable[[], onnx.ModelProto], list[dict[str, int]], bool]] = {
     "mha": (modelzoo.mha_block, [{"batch": 1, "seq": 5}, {"batch": 2, "seq": 7}, {"batch": 3, "seq": 16}], False),
@@ -28,9 +31,9 @@ BLOCKS: dict[str, tuple[Callable[[], onnx.ModelProto], list[dict[str, int]], boo
     "encoder": (modelzoo.transformer_encoder_block, [{"batch": 1, "seq": 4}, {"batch": 2, "seq": 13}, {"batch": 5, "seq": 8}], False),
     # Swin: Reshape∘Reshape of the partition merge (SmartMem Table 5: Reshape + Reshape → one).
     "swin": (modelzoo.swin_window_block, [{"batch": 1}, {"batch": 2}, {"batch": 3}], True),
-    "conv_bn_relu": (modelzoo.conv_bn_relu_block, [{"batch": 1}, {"batch": 2}, {"batch": 3}], False),
-    "depthwise_separable": (modelzoo.depthwise_separable_block, [{"batch": 1}, {"batch": 2}, {"batch": 4}], False),
-    "residual": (modelzoo.residual_block, [{"batch": 1}, {"batch": 3}, {"batch": 2}], False),
+    "conv_bn_relu": (modelzoo.conv_bn_relu_block, IMAGE_DIMS, False),
+    "depthwise_separable": (modelzoo.depthwise_separable_block, IMAGE_DIMS, False),
+    "residual": (modelzoo.residual_block, IMAGE_DIMS, False),
 }
 
 

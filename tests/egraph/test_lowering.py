@@ -115,3 +115,20 @@ def test_undeclared_operator_is_a_model_error(tmp_path):
         "node 'conv1' uses operator 'Foo' which no rule file declares "
         "(declare it in rules/operators.dnnr)"
     )
+
+
+@pytest.mark.parametrize(
+    ("guard", "fires"),
+    [("dim(?x, 1) == 4", True), ("dim(?x, 0) == 1", False), ("dim(?x, 0) != 1", False),
+     ("dim(?x, 0) == dim(?x, 0)", True), ("numel(?x) == 4 * dim(?x, 0)", True),
+     ("dim(?x, 0) + 1 > dim(?x, 0)", True)],
+)
+def test_guards_over_symbolic_dims_are_conservative(tmp_path, guard, fires):
+    from egraph_compiler.ir.dims import DimExpr
+
+    # test-only rules: whether they fire is the point, not what they rewrite to
+    rules = rules_from_text(tmp_path, f"ruleset layout\nrule probe: Relu(?x) => ?x when {guard}\n")
+    batch = DimExpr.symbol("B")
+    g = graph({"x": (batch, 4)}, [("Relu", ["x"], ["y"], {})], ["y"], types={"y": (batch, 4)})
+    sat = egraph.saturate(g, rules)
+    assert bool(sat.stats.rule_fires.get("probe", 0)) == fires

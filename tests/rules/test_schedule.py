@@ -59,7 +59,7 @@ def residual():  # noqa: ANN201 - (model, before, saturation, after)
 
 def test_shipped_schedule_folds_both_batch_norms(residual) -> None:  # noqa: ANN001
     _, before, saturation, after = residual
-    assert saturation.stats.stop_reason == "schedule-done"
+    assert not saturation.stats.stop_reason.startswith("limit:"), saturation.stats.stop_reason
     assert sorted(after.op_counts().items()) == [("Add", 1), ("Conv", 2), ("Relu", 2)]
     bn_outputs = [n.outputs[0] for n in before.nodes if n.op == "BatchNormalization"]
     bn_flops = sum(2 * numel(before.types[o].shape, before.symbols, 64) for o in bn_outputs)

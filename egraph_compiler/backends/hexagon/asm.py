@@ -128,7 +128,7 @@ def _analyse(text: str, model: MachineModel) -> Insn:
         if re.match(r"^v?mem", lhs.strip()):
             stores = True
             loads = bool(re.search(r"\bmem\w*\(", rhs))
-            for reg, suffix in _registers(lhs):
+            for reg, _suffix in _registers(lhs):
                 uses.add(reg)
             for reg, suffix in _registers(rhs):
                 uses.add(reg)

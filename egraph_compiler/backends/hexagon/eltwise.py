@@ -12,7 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from egraph_compiler.backends.hexagon.kernels import ConvGeometry, _c_array, ceil_to, im2col, requant_c
+from egraph_compiler.backends.hexagon.kernels import (
+    ConvGeometry,
+    _c_array,
+    ceil_to,
+    im2col,
+    requant_c,
+)
 from egraph_compiler.backends.hexagon.quant import ELEMENTWISE_SHIFT, Requant, apply_requant
 
 DEPTHWISE_FAMILIES = ("vmpy", "scalar")
@@ -251,7 +257,7 @@ def pool_c(op: QPool, prefix: str) -> tuple[str, str]:
     c = g.channels
     defs = ""
     if op.kind == "MaxPool":
-        init, update, finish = "i32 a = 0;", "if (inside && src[c] > a) a = src[c];", "out[pix * %d + c] = (u8)a;" % c
+        init, update, finish = "i32 a = 0;", "if (inside && src[c] > a) a = src[c];", f"out[pix * {c} + c] = (u8)a;"
     else:
         rq = op.requant
         assert rq is not None
@@ -328,7 +334,7 @@ static void __attribute__((noinline)) {prefix}({args}, u8 *restrict out) {{
 
 def concat_rq_reference(op, xs: list[np.ndarray]) -> np.ndarray:
     parts = []
-    for x, zp, m in zip(xs, op.zero_points, op.multipliers):
+    for x, zp, m in zip(xs, op.zero_points, op.multipliers, strict=True):
         t = ((x.astype(np.int64).reshape(op.rows, -1) - zp) * m + (1 << (ELEMENTWISE_SHIFT - 1))) >> ELEMENTWISE_SHIFT
         parts.append(np.clip(t + op.y_zero, 0, 255))
     return np.concatenate(parts, axis=1).astype(np.uint8)

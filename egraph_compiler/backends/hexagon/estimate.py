@@ -2,7 +2,8 @@
 
 In-order issue, one packet a cycle at best: a packet waits until every register it
 reads the old way is ready (producer's def cycle − consumer's read cycle, from the
-itineraries), and pays the soft-dependency stall of each ``.new``/``.cur`` pair it holds.
+itineraries), and pays the soft-dependency stall of each ``.new``/``.cur`` pair it holds
+(overlapping with the operand wait: both are cycles the packet sits in the pipeline).
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ def estimate_packets(packets: list[Packet], model: MachineModel) -> int:
         issue = clock + 1
         stall = 0
         defs_here = {r for insn in packet.insns for r in insn.defs}
+        cur_here = {r for insn in packet.insns if insn.cur_def for r in insn.defs if r.startswith("v")}
         for insn in packet.insns:
             for reg in insn.uses:
+                if reg in cur_here and not insn.cur_def:
+                    continue  # read from the .cur load in this packet (its stall is counted below)
                 if reg in insn.new_uses and reg in defs_here:
                     stall += model.soft_penalty["new_pred" if reg.startswith("p") else "new_store"]
                     continue
@@ -30,7 +34,8 @@ def estimate_packets(packets: list[Packet], model: MachineModel) -> int:
                 d in other.uses for d in insn.defs if d.startswith("v") for other in packet.insns if other is not insn
             ):
                 stall += model.soft_penalty["cur_load"]
-        clock = issue + stall
+        # A same-packet (.new/.cur) stall overlaps with waiting for older operands.
+        clock = max(issue, clock + 1 + stall)
         for insn in packet.insns:
             for reg in insn.defs:
                 ready[reg] = (clock, insn.klass)

@@ -148,7 +148,6 @@ def _pack_c(op: QGemm, name: str) -> str:
     g = op.geometry
     fam = op.family
     m, k, _ = op.shape
-    rows_per_panel = PANEL_ROWS[fam]
     k_pad = ceil_to(k, K_STEP[fam])
     etype = "i16" if fam == "vmpa" else "u8"
     # Packed offset of element (row m, column kk) for each layout.

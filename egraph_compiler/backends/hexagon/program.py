@@ -71,13 +71,6 @@ def restrict_functions(asm_text: str) -> frozenset[str]:
     return frozenset(n for n in names if _RESTRICT_NAME.match(n))
 
 
-def pack_text(asm_text: str, mode: str = "sda", guard: bool = True) -> tuple[str, AsmFile, AsmFile]:
-    model = load_machine_model()
-    original = parse_asm(asm_text, model)
-    options = PackOptions(mode=mode, restrict_functions=restrict_functions(asm_text), guard=guard)
-    return format_asm(pack_asm(original, model, options)), original, pack_asm(original, model, options)
-
-
 def assemble_with_fallback(asm_text: str, out: Path, mode: str = "sda", guard: bool = True) -> tuple[str, int, int]:
     """Pack; where llvm-mc rejects a packet, put back clang's packing of that block.
 

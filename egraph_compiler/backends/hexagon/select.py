@@ -77,7 +77,7 @@ def conversion_cost(producer: Option, consumer: Option) -> int:
     return 0
 
 
-def choose_chain(options: list[list[Option]]) -> list[int]:
+def choose_chain(options: list[list[Option]], tc=conversion_cost) -> list[int]:
     """Eq. 4.2: Sol(i, j) = cost_i(j) + min_l Sol(i−1, l) + TC(l, j); returns the argmins."""
     if not options:
         return []
@@ -86,9 +86,8 @@ def choose_chain(options: list[list[Option]]) -> list[int]:
     for i in range(1, len(options)):
         row, arg = [], []
         for opt in options[i]:
-            best = min(range(len(options[i - 1])),
-                       key=lambda l, opt=opt: sol[l] + conversion_cost(options[i - 1][l], opt))
-            row.append(sol[best] + conversion_cost(options[i - 1][best], opt) + opt.cycles)
+            best = min(range(len(options[i - 1])), key=lambda prev, opt=opt: sol[prev] + tc(options[i - 1][prev], opt))
+            row.append(sol[best] + tc(options[i - 1][best], opt) + opt.cycles)
             arg.append(best)
         sol, back = row, back + [arg]
     picks = [min(range(len(sol)), key=sol.__getitem__)]
@@ -116,7 +115,7 @@ def choose(ops: list[tuple[str, list[Option]]], edges: list[tuple[str, str]]) ->
         while len(succ[chain[-1]]) == 1 and len(pred[succ[chain[-1]][0]]) == 1:
             chain.append(succ[chain[-1]][0])
         picks = choose_chain([table[n] for n in chain])
-        for n, p in zip(chain, picks):
+        for n, p in zip(chain, picks, strict=True):
             opts = table[n]
             best_alone = min(opts, key=lambda o: o.cycles)
             reason = (f"chain of {len(chain)}: cheapest alone" if opts[p] is best_alone

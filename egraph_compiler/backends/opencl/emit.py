@@ -65,6 +65,8 @@ class ValueEmitter:
         self.params = params
         self.pinned: dict[str, str] = {}
         self.counter = 0
+        # constants re-laid-out for their consumer (name -> array), see kernels.relayout
+        self.derived: dict[str, np.ndarray] = {}
 
     def fresh(self, stem: str = "t") -> str:
         self.counter += 1
@@ -82,9 +84,11 @@ class ValueEmitter:
         if constant is not None and np.size(constant) == 1:
             return sp.literal(np.asarray(constant).reshape(()).item(), str(np.asarray(constant).dtype))
         if name in self.params:
-            shape = self.view.shape(name)
-            offset = ix.render(ix.linearize(index, shape))
-            result = self.assign(scope, self.view.dtype(name), f"{self.params[name]}[{offset}]")
+            array = self.derived.get(name)
+            shape = array.shape if array is not None else self.view.shape(name)
+            dtype = str(array.dtype) if array is not None else self.view.dtype(name)
+            offset = ix.render(ix.linearize(index, tuple(shape)))
+            result = self.assign(scope, dtype, f"{self.params[name]}[{offset}]")
         else:
             producer = self.view.producer_index.get(name)
             if producer is None or producer not in self.members:
@@ -145,6 +149,10 @@ class ValueEmitter:
             if hi is not None:
                 expr = f"fmin({expr}, {sp.literal(hi, dtype)})" if dtype.startswith("float") \
                     else f"min({expr}, {sp.literal(hi, dtype)})"
+        elif op == "IsInf":
+            sides = [f"{args[0]} > 0"] if node.attr("detect_positive", 1) else []
+            sides += [f"{args[0]} < 0"] if node.attr("detect_negative", 1) else []
+            expr = f"((isinf({args[0]}) && ({' || '.join(sides) or '0'})) ? 1 : 0)"
         elif op == "Where":
             expr = f"(({args[0]}) ? {args[1]} : {args[2]})"
         elif op == "Mod":

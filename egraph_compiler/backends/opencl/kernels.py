@@ -55,6 +55,8 @@ class Kernel:
     args: tuple[str, ...]
     global_size: int
     local_size: int
+    # constants this kernel reads in a layout of its own (SmartMem §3.2.2)
+    constants: tuple[tuple[str, np.ndarray], ...] = ()
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -90,7 +92,9 @@ class _Gen:
         for k, value in enumerate(self.args):
             qual = "const " if k < self.n_inputs else ""
             name = f"in{k}" if k < self.n_inputs else self.stores[value]
-            params.append(f"__global {qual}{ctype(self.view.dtype(value))}* restrict {name}")
+            derived = self.em.derived.get(value)
+            dtype = str(derived.dtype) if derived is not None else self.view.dtype(value)
+            params.append(f"__global {qual}{ctype(dtype)}* restrict {name}")
         defines = "".join(f"#define {d}\n" for d in self.defines)
         return (f"{defines}__kernel __attribute__((reqd_work_group_size({local}, 1, 1)))\n"
                 f"void KNAME({', '.join(params)})")
@@ -100,7 +104,31 @@ class _Gen:
         undefs = "".join(f"#undef {d.split()[0]}\n" for d in self.defines)
         source = f"{self.signature(local)} {{\n{lines}\n}}\n{undefs}"
         global_size = _cdiv(max(total, 1), local) * local
-        return Kernel(source, tuple(self.args), global_size, local)
+        return Kernel(source, tuple(self.args), global_size, local,
+                      tuple(sorted(self.em.derived.items())))
+
+    def single_use(self, name: str) -> bool:
+        return sum(name in self.view.nodes[n].inputs for n in self.block.nodes) == 1
+
+    def relayout(self, name: str, perm: tuple[int, ...], pad_last: int = 0) -> str | None:
+        """Reduction-dimension layout selection for a constant operand: store it
+        permuted so the consumer's inner loop reads it contiguously. Returns the
+        derived constant's name (read with indices permuted the same way)."""
+        constant = self.view.constants.get(name)
+        identity = perm == tuple(range(len(perm)))
+        if constant is None or name not in self.em.params or (
+                identity and pad_last <= np.shape(constant)[-1]):
+            return None
+        array = np.transpose(constant, perm)
+        if pad_last > array.shape[-1]:  # zero columns so a vector load never runs off the end
+            widths = [(0, 0)] * (array.ndim - 1) + [(0, pad_last - array.shape[-1])]
+            array = np.pad(array, widths)
+        derived = f"{name}@{''.join(str(p) for p in perm)}p{array.shape[-1]}"
+        self.em.derived[derived] = np.ascontiguousarray(array)
+        slot = self.args.index(name)
+        self.args[slot] = derived
+        self.em.params[derived] = self.em.params[name]
+        return derived
 
     def declare_iteration(self, scope: Scope, exprs: tuple[ix.IExpr, ...]) -> None:
         """Bind ``i0, i1, …`` (the block's iteration variables) for the epilogue."""
@@ -178,8 +206,17 @@ class _Gen:
             s.emit(f"const int o{d} = r % {outer[d]}; r /= {outer[d]};")
         s.emit(f"const int ct = r % {n_ct}; r /= {n_ct};")
         s.emit("const int n = r;")
-        s.emit("float acc[TC][TW];")
-        s.emit(UNROLL + "for (int a = 0; a < TC; ++a) " + UNROLL + "for (int b = 0; b < TW; ++b) acc[a][b] = 0.0f;")
+        w_perm = (1, *range(2, 2 + spatial), 0)
+        w_read = self.relayout(w_name, w_perm, pad_last=n_ct * tc) \
+            if self.single_use(w_name) else None
+        vector = w_read is not None and tc in (2, 4, 8, 16)
+        if vector:  # TC output channels as one vector: weights are contiguous along Cout
+            s.emit(f"float{tc} acc[TW];")
+            s.emit(UNROLL + f"for (int b = 0; b < TW; ++b) acc[b] = (float{tc})(0.0f);")
+        else:
+            s.emit("float acc[TC][TW];")
+            s.emit(UNROLL + "for (int a = 0; a < TC; ++a) " + UNROLL +
+                   "for (int b = 0; b < TW; ++b) acc[a][b] = 0.0f;")
         n_var = self.ivar("n", out_shape[0])
         ci = self.ivar("ci", cg)
         channel: ix.IExpr = ci
@@ -191,7 +228,8 @@ class _Gen:
         wbody = Scope(s)
         wbody.emit(f"const int co = min(ct * TC + tc, {cout - 1});")
         co = self.ivar("co", cout)
-        wbody.emit(f"wv[tc] = {self.em.value(wbody, w_name, (co, ci, *qs))};")
+        w_index = (ci, *qs, co) if w_read else (co, ci, *qs)
+        wbody.emit(f"wv[tc] = {self.em.value(wbody, w_read or w_name, w_index)};")
         # inputs for TW output columns
         xbody = Scope(s)
         xbody.emit(f"const int ol = min(wt * TW + tw, {out_shape[-1] - 1});")
@@ -206,10 +244,18 @@ class _Gen:
         guarded = Scope(xbody)
         guarded.emit(f"xv = {self.em.value(guarded, x_name, (n_var, channel, *positions))};")
         xbody.nest(f"if ({' && '.join(conds)})", guarded)
-        xbody.emit(UNROLL + "for (int tc = 0; tc < TC; ++tc) acc[tc][tw] = mad(wv[tc], xv, acc[tc][tw]);")
         inner = Scope(s)
-        inner.emit("float wv[TC];")
-        inner.nest(UNROLL + "for (int tc = 0; tc < TC; ++tc)", wbody)
+        if vector:
+            w_shape_padded = self.em.derived[w_read].shape  # type: ignore[index]
+            offset = ix.render(ix.linearize((ci, *qs, 0), tuple(w_shape_padded)))
+            inner.emit(f"const float{tc} wv = vload{tc}(0, {self.em.params[w_read]} + "  # type: ignore[index]
+                       f"{offset} + ct * TC);")
+            xbody.emit(f"acc[tw] = mad(wv, (float{tc})(xv), acc[tw]);")
+        else:
+            xbody.emit(UNROLL + "for (int tc = 0; tc < TC; ++tc) "
+                       "acc[tc][tw] = mad(wv[tc], xv, acc[tc][tw]);")
+            inner.emit("float wv[TC];")
+            inner.nest(UNROLL + "for (int tc = 0; tc < TC; ++tc)", wbody)
         inner.nest(UNROLL + "for (int tw = 0; tw < TW; ++tw)", xbody)
         for d in reversed(range(spatial)):
             loop = Scope(s)
@@ -219,16 +265,21 @@ class _Gen:
         fin = Scope(s)
         fin.emit("const int co = ct * TC + tc; const int ol = wt * TW + tw;")
         done = Scope(fin)
-        value = "acc[tc][tw]"
+        value = "accs[tc]" if vector else "acc[tc][tw]"
         if bias is not None:
-            value = f"(acc[tc][tw] + {self.em.value(done, bias, (self.ivar('co', cout),))})"
+            value = f"({value} + {self.em.value(done, bias, (self.ivar('co', cout),))})"
         self.declare_iteration(done, (n_var, ix.IVar("co", 0, cout - 1),
                                       *(ix.IVar(v, 0, 0) for v in out_vars)))
         self.epilogue(done, value)
         fin.nest(f"if (co < {cout} && ol < {out_shape[-1]})", done)
         tiles = Scope(s)
-        tiles.nest(UNROLL + "for (int tw = 0; tw < TW; ++tw)", fin)
-        s.nest(UNROLL + "for (int tc = 0; tc < TC; ++tc)", tiles)
+        if vector:
+            tiles.emit(f"float accs[TC]; vstore{tc}(acc[tw], 0, accs);")
+            tiles.nest(UNROLL + "for (int tc = 0; tc < TC; ++tc)", fin)
+            s.nest(UNROLL + "for (int tw = 0; tw < TW; ++tw)", tiles)
+        else:
+            tiles.nest(UNROLL + "for (int tw = 0; tw < TW; ++tw)", fin)
+            s.nest(UNROLL + "for (int tc = 0; tc < TC; ++tc)", tiles)
         return self.finish(s, total, self.params.work_group)
 
     # -- matmul / gemm -----------------------------------------------------------------
@@ -259,8 +310,18 @@ class _Gen:
         for d in reversed(range(len(batch))):
             s.emit(f"const int b{d} = r % {batch[d]}; r /= {batch[d]};")
         bidx = tuple(self.ivar(f"b{d}", size) for d, size in enumerate(batch))
-        s.emit("float acc[TM][TN];")
-        s.emit(UNROLL + "for (int a = 0; a < TM; ++a) " + UNROLL + "for (int b = 0; b < TN; ++b) acc[a][b] = 0.0f;")
+        b_read = None
+        if not b_vec and tn in (2, 4, 8, 16) and self.single_use(b_name):
+            rank_b = len(b_shape)
+            perm = (*range(rank_b - 2), rank_b - 1, rank_b - 2) if trans_b else tuple(range(rank_b))
+            b_read = self.relayout(b_name, perm, pad_last=n_nt * tn)
+        if b_read is not None:  # TN output columns as one vector: B rows contiguous along N
+            s.emit(f"float{tn} acc[TM];")
+            s.emit(UNROLL + f"for (int a = 0; a < TM; ++a) acc[a] = (float{tn})(0.0f);")
+        else:
+            s.emit("float acc[TM][TN];")
+            s.emit(UNROLL + "for (int a = 0; a < TM; ++a) " + UNROLL +
+                   "for (int b = 0; b < TN; ++b) acc[a][b] = 0.0f;")
         k = self.ivar("k", k_size)
         m, nn = self.ivar("m", m_size), self.ivar("nn", n_size)
         abody = Scope(s)
@@ -278,21 +339,30 @@ class _Gen:
         else:
             b_batch = ix.broadcast_index(bidx, batch, b_shape[:-2]) if batch else ()
             b_index = (*b_batch, nn, k) if trans_b else (*b_batch, k, nn)
-        bbody.emit(f"bv[tn] = {self.em.value(bbody, b_name, b_index)};")
         loop = Scope(s)
-        loop.emit("float av[TM]; float bv[TN];")
+        loop.emit("float av[TM];")
         loop.nest(UNROLL + "for (int tm = 0; tm < TM; ++tm)", abody)
-        loop.nest(UNROLL + "for (int tn = 0; tn < TN; ++tn)", bbody)
-        loop.emit(UNROLL + "for (int tm = 0; tm < TM; ++tm) " + UNROLL + "for (int tn = 0; tn < TN; ++tn) "
-                  "acc[tm][tn] = mad(av[tm], bv[tn], acc[tm][tn]);")
+        if b_read is not None:
+            shape_b = self.em.derived[b_read].shape
+            offset = ix.render(ix.linearize((*b_batch, k, 0), tuple(shape_b)))
+            loop.emit(f"const float{tn} bv = vload{tn}(0, {self.em.params[b_read]} + {offset} "
+                      "+ nt * TN);")
+            loop.emit(UNROLL + f"for (int tm = 0; tm < TM; ++tm) "
+                      f"acc[tm] = mad((float{tn})(av[tm]), bv, acc[tm]);")
+        else:
+            bbody.emit(f"bv[tn] = {self.em.value(bbody, b_name, b_index)};")
+            loop.emit("float bv[TN];")
+            loop.nest(UNROLL + "for (int tn = 0; tn < TN; ++tn)", bbody)
+            loop.emit(UNROLL + "for (int tm = 0; tm < TM; ++tm) " + UNROLL +
+                      "for (int tn = 0; tn < TN; ++tn) acc[tm][tn] = mad(av[tm], bv[tn], acc[tm][tn]);")
         s.nest(f"for (int k = 0; k < {k_size}; ++k)", loop)
         fin = Scope(s)
         fin.emit("const int m = mt * TM + tm; const int nn = nt * TN + tn;")
         done = Scope(fin)
-        value = "acc[tm][tn]"
+        value = "accs[tn]" if b_read is not None else "acc[tm][tn]"
         if gemm:
             alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
-            value = f"({sp.literal(alpha, 'float32')} * acc[tm][tn])"
+            value = f"({sp.literal(alpha, 'float32')} * {value})"
             if len(node.inputs) > 2 and node.inputs[2] and beta != 0.0:
                 c_name = node.inputs[2]
                 c_index = ix.broadcast_index((m, nn), (m_size, n_size), self.view.shape(c_name))
@@ -303,6 +373,8 @@ class _Gen:
         self.epilogue(done, value)
         fin.nest(f"if (m < {m_size} && nn < {n_size})", done)
         tiles = Scope(s)
+        if b_read is not None:
+            tiles.emit(f"float accs[TN]; vstore{tn}(acc[tm], 0, accs);")
         tiles.nest(UNROLL + "for (int tn = 0; tn < TN; ++tn)", fin)
         s.nest(UNROLL + "for (int tm = 0; tm < TM; ++tm)", tiles)
         return self.finish(s, total, self.params.work_group)

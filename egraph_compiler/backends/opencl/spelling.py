@@ -44,7 +44,7 @@ FLOAT_OPS = {
     "Square": "({0} * {0})", "Gelu": "(0.5f * {0} * (1.0f + erf({0} * 0.70710678118654752f)))",
     "PRelu": "(({0} < 0) ? {1} * {0} : {0})",
     "Identity": "{0}", "Dropout": "{0}",
-    "IsNaN": "(isnan({0}) ? 1 : 0)", "IsInf": "(isinf({0}) ? 1 : 0)",
+    "IsNaN": "(isnan({0}) ? 1 : 0)",
     "BatchNormalization": "(({0} - {3}) * rsqrt({4} + {a:epsilon}) * {1} + {2})",
 }
 INT_OPS = {

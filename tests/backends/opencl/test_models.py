@@ -80,3 +80,5 @@ def test_light_model_matches_onnxruntime(name: str, tmp_path: Path) -> None:
     feeds = random_inputs(model, 4)
     launches = _check(model, feeds, tmp_path)
     print(f"{name}: {len(launches)} kernels launched")
+    for ops in launches:
+        assert not all(op in LAYOUT_OPS for op in ops), ops
