@@ -52,7 +52,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.target != "onnx":
         if out is None:
             out = Path(Path(args.model).stem + f".{args.target}")
-        _build_target(args.target, result, out, progress)
+        _build_target(args.target, result, out, progress, _parse_bindings(args.bind))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "model.onnx").write_bytes(ir.to_onnx(result.graph).SerializeToString())
@@ -64,18 +64,44 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 1 if result.report.limits_hit and args.strict_limits else 0
 
 
-def _build_target(target: str, result: Any, out: Path, progress: Any) -> None:
+def _parse_bindings(specs: Sequence[str]) -> dict[str, int]:
+    from egraph_compiler.ir.errors import DnnrError
+
+    bindings: dict[str, int] = {}
+    for spec in specs:
+        for part in spec.split(","):
+            name, sep, value = part.partition("=")
+            if not sep or not name.strip() or not value.strip().isdigit() or int(value) < 1:
+                raise DnnrError(f"error: --bind expects NAME=POSITIVE_INT (e.g. batch=1), got {part!r}")
+            bindings[name.strip()] = int(value)
+    return bindings
+
+
+def _build_target(target: str, result: Any, out: Path, progress: Any,
+                  bindings: dict[str, int]) -> None:
+    import dataclasses
+    import time
+
+    if progress:
+        progress(f"{target} backend ...")
+    start = time.perf_counter()
+    graph = result.graph
+    if bindings:
+        from egraph_compiler.shapes import bind_symbols
+
+        graph = bind_symbols(graph, bindings)
     if target == "opencl":
         from egraph_compiler.backends import opencl
 
-        info = opencl.build_from_graph(result.graph, result.rules, out)
-    elif target == "hexagon":
+        artefact: Any = opencl.compile_graph(graph, out, tables=result.rules)
+    else:
         from egraph_compiler.backends import hexagon
 
-        info = hexagon.build_from_graph(result.graph, result.rules, out)
-    else:  # pragma: no cover - argparse restricts choices
-        raise SystemExit(f"unknown target {target}")
-    result.report.target = dict(info) if isinstance(info, dict) else {"artefact": str(out)}
+        artefact = hexagon.build(graph, out)
+    result.report.seconds[f"backend-{target}"] = round(time.perf_counter() - start, 4)
+    info = {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(artefact).items()
+            if k != "report"}
+    result.report.target = {"name": target, **info}
 
 
 def _require_verified(rule_paths: Sequence[str] | None) -> None:
@@ -154,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rules", action="append", help="rule file or directory (repeatable)")
     p.add_argument("-o", "--output", help="artefact directory (model.onnx, report.json, ...)")
     p.add_argument("--target", choices=["onnx", "opencl", "hexagon"], default="onnx")
+    p.add_argument("--bind", action="append", default=[],
+                   help="NAME=INT: fix a symbolic input dim for a static-shape target (repeatable)")
     p.add_argument("--max-nodes", type=int, help="e-node budget (overrides the rule files)")
     p.add_argument("--max-iterations", type=int, help="iteration budget")
     p.add_argument("--max-seconds", type=float, help="saturation wall-time budget")

@@ -31,14 +31,21 @@ def parse_inputs(specs: Sequence[str]) -> dict[str, np.ndarray]:
 
 
 def artefact_target(out_dir: Path) -> str:
+    """Which backend built ``out_dir``: ``target`` in plan.json, else its files say."""
     plan = out_dir / "plan.json"
-    if not plan.exists():
-        raise DnnrError(f"error: {out_dir} is not a compiled artefact (no plan.json)\n"
-                        "  hint: dnnr compile MODEL --target opencl -o OUT")
-    try:
-        return str(json.loads(plan.read_text())["target"])
-    except (ValueError, KeyError) as exc:
-        raise DnnrError(f"error: {plan} is damaged: {exc}") from None
+    if plan.exists():
+        try:
+            target = json.loads(plan.read_text()).get("target")
+        except ValueError as exc:
+            raise DnnrError(f"error: {plan} is damaged: {exc}") from None
+        if target:
+            return str(target)
+    if (out_dir / "kernels.cl").exists():
+        return "opencl"
+    if any(out_dir.glob("*.elf")) or any(out_dir.glob("*.c")):
+        return "hexagon"
+    raise DnnrError(f"error: {out_dir} is not a compiled artefact (no plan.json)\n"
+                    "  hint: dnnr compile MODEL --target opencl -o OUT")
 
 
 def load_artefact(out_dir: Path, device: str | None = None):  # type: ignore[no-untyped-def]

@@ -62,7 +62,7 @@ class KeyColumn:
     """One primitive column of an oracle key: what it is and how to decode it."""
 
     var: str  # DSL variable name
-    what: str  # "attr" | "shape" | "dtype" | "value"
+    what: str  # "attr" | "shape" | "dtype" | "value" | "unit" (placeholder)
     sort: str  # egglog sort
     egg: str  # egglog variable
 
@@ -471,5 +471,7 @@ def _oracle(ctx: _Ctx, index: int, name: str, checks: list[Expr], rhs: _Rhs) -> 
             col = f"_k_{use}_{var}"
             ctx.atoms.append(f"(= {col} ({fn} {egg}))")
             keys.append(KeyColumn(var, use, "String" if use == "dtype" else "IVec", col))
+    if not keys:  # a guard over no variable still needs a (constant) key column
+        keys.append(KeyColumn("", "unit", "i64", "0"))
     computed = [(expr, kind) for expr, kind, _ in rhs.computed]
     return GuardOracle(index, name, keys, checks, computed)

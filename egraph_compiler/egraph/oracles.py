@@ -70,6 +70,8 @@ class Oracles:
         facts: dict[str, dict[str, object]] = {}
         for column, field in zip(oracle.keys, row, strict=True):
             value = text.parse_value(field)
+            if column.what == "unit":
+                continue
             if column.what == "attr":
                 env[column.var] = value
             elif column.what in ("shape", "value"):

@@ -76,7 +76,7 @@ def extract(saturation: Saturation, *, cost_model: CostModel | None = None) -> E
     def own(node: ENode) -> float:
         if node.is_leaf_op or (node.children and all(c in constant for c in node.children)):
             return 0.0
-        return model.scalar(node_cost(node), node.op)
+        return model.scalar(node_cost(node), node.op if node.op in saturation.schemas else None)
 
     original_ops = {(op, view.value_class.get(out0)) for op, out0, _ in saturation.signatures.values()}
 

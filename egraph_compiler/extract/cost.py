@@ -54,17 +54,24 @@ ZERO = Cost(0.0, 0.0)
 @dataclass(frozen=True, slots=True)
 class CostModel:
     """Weights of the scalar cost extraction minimises: ``flop_weight * flops +
-    byte_weight * bytes`` plus ``layout_cost`` per layout-only op. ``symbol_value``
-    stands in for a symbolic dim whose range gives no better guess."""
+    byte_weight * bytes`` plus ``layout_cost`` per layout-only op and
+    ``launch_cost`` per other operator. ``symbol_value`` stands in for a symbolic
+    dim whose range gives no better guess.
+
+    ``launch_cost`` is the dispatch overhead of one more kernel (about 5 µs, i.e.
+    5e5 FLOPs at a mobile GPU's 100 GFLOP/s): without it, rewrites that trade a
+    few bytes for extra operators (SERENITY's Concat→Conv partitioning, which is
+    for peak memory, not speed) win and the graph grows."""
 
     flop_weight: float = 1.0
     byte_weight: float = 0.25
     layout_cost: float = 1.0
+    launch_cost: float = 5e5
     symbol_value: int = 64
     improve_seconds: float = 10.0  # budget of extraction's DAG-aware improvement pass
 
     def scalar(self, cost: Cost, op: str | None = None) -> float:
-        fixed = self.layout_cost if op in LAYOUT_ONLY else 0.0
+        fixed = self.layout_cost if op in LAYOUT_ONLY else self.launch_cost if op else 0.0
         return self.flop_weight * cost.flops + self.byte_weight * cost.bytes + fixed
 
 

@@ -7,9 +7,10 @@ int tensors, e.g. ``Shape(x) = (batch, seq, 32)``) and ``Graph.symbols`` (ranges
 ONNX ``dim_param`` names are symbols with range ``[1, 2**31-1]`` unless ``symbols``
 overrides them. `prove_eq`, `prove_le`, `prove_divisible` decide dim facts (canonical
 form, then Z3 over the ranges); they answer True only when proved.
+`bind_symbols(graph, {"batch": 2})` specialises symbolic input dims for static targets.
 """
 
-from egraph_compiler.shapes.infer import infer_node, infer_shapes
+from egraph_compiler.shapes.infer import bind_symbols, infer_node, infer_shapes
 from egraph_compiler.shapes.prover import prove_divisible, prove_eq, prove_le, prove_lt
 
-__all__ = ["infer_node", "infer_shapes", "prove_divisible", "prove_eq", "prove_le", "prove_lt"]
+__all__ = ["bind_symbols", "infer_node", "infer_shapes", "prove_divisible", "prove_eq", "prove_le", "prove_lt"]

@@ -205,3 +205,30 @@ def infer_node(
             state.values.setdefault(name, tuple(int(v) for v in array.reshape(-1)))
     state.forward(node)
     return [state.types[o] for o in outputs], state.values.get(outputs[0])
+
+
+def bind_symbols(graph: Graph, values: Mapping[str, int]) -> Graph:
+    """Specialise symbolic input dims to ints (``{"batch": 2}``) and re-infer shapes.
+
+    For targets that need static shapes; a symbol not in ``values`` stays symbolic.
+    Raises `ModelError` naming a symbol the graph does not have.
+    """
+    known = {s for value in graph.inputs for d in value.type.shape or () if isinstance(d, DimExpr)
+             for s in d.symbols()}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ModelError(f"error: cannot bind {', '.join(unknown)}: the model's symbolic input dims "
+                         f"are {', '.join(sorted(known)) or 'none'}")
+
+    def bound(dim: Dim) -> Dim:
+        if isinstance(dim, DimExpr) and dim.symbols() <= set(values):
+            return dim.evaluate(dict(values))
+        return dim
+
+    inputs = tuple(
+        Value(v.name, TensorType(v.type.dtype, None if v.type.shape is None
+                                 else tuple(bound(d) for d in v.type.shape)))
+        for v in graph.inputs
+    )
+    symbols = {k: r for k, r in graph.symbols.items() if k not in values}
+    return infer_shapes(replace(graph, inputs=inputs, types={}, shape_values={}, symbols=symbols))

@@ -13,6 +13,9 @@ enumerated attributes for a given input rank (permutations, axes, flags).
 | transpose | x | perm: ints ([] = reversed) | ``out[i] = x[j]`` with ``j[perm[k]] = i[k]`` |
 | squeeze / unsqueeze | x | axes: ints | drop / insert size-1 axes |
 | bitshift | x, y | direction: string ("LEFT" / "RIGHT") | unsigned ``x << y`` / ``x >> y``, ``y`` < bit width |
+| sum / max / min / mean | x... | | ONNX variadic elementwise (left fold, broadcasting) |
+| pow | a, b | | ``a ** b``, see `Pow` for where it is defined |
+| batch_norm | x, scale, b, mean, var | epsilon: float | inference BatchNormalization, channel axis 1 |
 """
 
 from __future__ import annotations
@@ -312,9 +315,128 @@ class BitShift(Builtin):
             x, y.astype(x.dtype))
 
 
+class Elementwise(Builtin):
+    """A broadcasting elementwise built-in over all its inputs."""
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        return max(in_ranks, default=0)
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        return broadcast(dims)
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        cells = [enc.value_of(child, project(enc.shape_of(child)[0], idx))
+                 for child in node.inputs]
+        value, ok = self.scalar(enc, [v for v, _ in cells])
+        return value, z3.And(ok, *[d for _, d in cells])
+
+    def scalar(self, enc: Encoder, args: list[Any]) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+
+class Variadic(Elementwise):
+    """ONNX Sum / Max / Min / Mean: a left fold over the inputs."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.name = kind
+
+    def scalar(self, enc: Encoder, args: list[Any]) -> tuple[Any, Any]:
+        dom = enc.domain
+        acc = args[0]
+        for arg in args[1:]:
+            acc = (dom.binop("+", acc, arg) if self.kind in ("sum", "mean")
+                   else dom.call(self.kind, (acc, arg)))
+        if self.kind == "mean":
+            acc = dom.binop("/", acc, dom.const(len(args)))
+        return acc, z3.BoolVal(True)
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        fold = {"sum": np.add, "mean": np.add, "max": np.maximum, "min": np.minimum}[self.kind]
+        acc = inputs[0]
+        for x in inputs[1:]:
+            acc = fold(acc, x)
+        return acc / len(inputs) if self.kind == "mean" else np.asarray(acc)
+
+
+class Pow(Elementwise):
+    """``a ** b``: defined for a > 0, for a == 0 with b > 0, and for an integral b with
+    a != 0 or b >= 0. A literal exponent is expanded (2 -> a*a, -1 -> 1/a, 0.5 -> sqrt)."""
+
+    name = "pow"
+
+    def scalar(self, enc: Encoder, args: list[Any]) -> tuple[Any, Any]:
+        dom = enc.domain
+        a, b = args[0], args[1]
+        literal = z3.simplify(b) if isinstance(b, z3.ExprRef) else b
+        zero = dom.const(0)
+        if not dom.is_float and z3.is_rational_value(literal):
+            value = literal.as_fraction()
+            if value.denominator == 1 and 0 <= value.numerator <= 8:
+                return dom.binop("**", a, literal), z3.BoolVal(True)
+            if value.denominator == 1 and -8 <= value.numerator < 0:
+                power = dom.binop("**", a, dom.const(-value.numerator))
+                return dom.binop("/", dom.const(1), power), dom.binop("!=", a, zero)
+            if value == 0.5:
+                return dom.call("sqrt", (a,)), dom.binop(">=", a, zero)
+        return dom.apply("pow", (a, b)), z3.Or(dom.binop(">", a, zero), z3.And(
+            a == zero, dom.binop(">", b, zero)))
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        a, b = np.broadcast_arrays(*inputs[:2])
+        integral = b == np.round(b)
+        ok = (a > 0) | ((a == 0) & (b > 0)) | (integral & ((a != 0) | (b >= 0)))
+        if not np.all(ok):
+            raise Undefined("pow outside its domain")
+        with np.errstate(all="ignore"):
+            return np.asarray(np.power(a, b))
+
+
+class BatchNorm(Builtin):
+    """Inference BatchNormalization over axis 1: (x - mean) / sqrt(var + eps) * scale + b,
+    with rank-1 parameters of length dim(x, 1); undefined where var + eps <= 0."""
+
+    name = "batch_norm"
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        if in_ranks[0] < 2 or any(r != 1 for r in in_ranks[1:5]):
+            raise Illformed("batch_norm takes x of rank >= 2 and rank-1 parameters")
+        return in_ranks[0]
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        channels = dims[0][1]
+        return list(dims[0]), [d[0] == channels for d in dims[1:5]]
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        dom = enc.domain
+        x, dx = enc.value_of(node.inputs[0], idx)
+        scale, bias, mean, var = (enc.value_of(p, [idx[1]])[0] for p in node.inputs[1:5])
+        eps = enc.scalar_const(attrs.get("epsilon", 1e-5))
+        spread = dom.binop("+", var, eps)
+        root = dom.call("sqrt", (spread,))
+        y = dom.binop("+", dom.binop("*", dom.binop("/", dom.binop("-", x, mean), root), scale),
+                      bias)
+        return y, z3.And(dx, dom.binop(">", spread, dom.const(0)))
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        x, scale, bias, mean, var = inputs[:5]
+        if x.ndim < 2 or any(p.shape != (x.shape[1],) for p in inputs[1:5]):
+            raise Illformed("batch_norm shapes")
+        spread = var + attrs.get("epsilon", 1e-5)
+        if np.any(spread <= 0):
+            raise Undefined("batch_norm with var + epsilon <= 0")
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        with np.errstate(all="ignore"):
+            return np.asarray((x - mean.reshape(shape)) / np.sqrt(spread.reshape(shape))
+                              * scale.reshape(shape) + bias.reshape(shape))
+
+
 BUILTINS: dict[str, Builtin] = {b.name: b for b in [
     Reduce("sum"), Reduce("prod"), Reduce("max"), Reduce("min"), Reduce("mean"),
-    Transpose(), Squeeze(), Unsqueeze(), MatMul(), BitShift(),
+    Transpose(), Squeeze(), Unsqueeze(), MatMul(), BitShift(), Variadic("sum"),
+    Variadic("max"), Variadic("min"), Variadic("mean"), Pow(), BatchNorm(),
 ]}
 _ALIASES = {"reducesum": "reduce_sum", "reduceprod": "reduce_prod", "reducemax": "reduce_max",
             "reducemin": "reduce_min", "reducemean": "reduce_mean", "bit_shift": "bitshift",

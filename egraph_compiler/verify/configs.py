@@ -111,6 +111,18 @@ def _guard_rank_vars(expr: ast.Expr) -> set[str]:
     return found
 
 
+def pinned_ranks(guard: ast.Expr | None) -> dict[str, int]:
+    """``rank(?x) == N`` conjuncts of the guard: ?x has that rank only (may exceed 3)."""
+    if isinstance(guard, ast.BinOp) and guard.op == "and":
+        return {**pinned_ranks(guard.lhs), **pinned_ranks(guard.rhs)}
+    if (isinstance(guard, ast.BinOp) and guard.op == "==" and isinstance(guard.lhs, ast.Call)
+            and guard.lhs.func == "rank" and guard.lhs.args
+            and isinstance(guard.lhs.args[0], ast.Var) and isinstance(guard.rhs, ast.Num)
+            and isinstance(guard.rhs.value, int)):
+        return {guard.lhs.args[0].name: guard.rhs.value}
+    return {}
+
+
 def enumerate_configs(canon: CanonRule, sems: dict[str, OpSemantics],
                       ranks: tuple[int, ...] = RANKS) -> Iterator[tuple[Config, bool]]:
     """Every configuration, with whether its values must be checked (see
@@ -118,7 +130,9 @@ def enumerate_configs(canon: CanonRule, sems: dict[str, OpSemantics],
     free = rank_free_vars(canon, sems)
     top = max(ranks)
     nodes = [p for p in subpatterns(canon.lhs) if isinstance(p, ast.POp)]
-    for combo in itertools.product(ranks, repeat=len(canon.tensor_vars)):
+    pinned = pinned_ranks(canon.guard)
+    choices = [(pinned[v],) if v in pinned else ranks for v in canon.tensor_vars]
+    for combo in itertools.product(*choices):
         rank_map = dict(zip(canon.tensor_vars, combo, strict=False))
         values_needed = all(rank_map[v] == top for v in free)
         for attrs in _assign(nodes, 0, {}, sems, rank_map):

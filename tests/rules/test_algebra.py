@@ -162,6 +162,24 @@ def _build() -> ModelBuilder:
     b.node("Gemm", [x, "g_w", "g_b"], "g_y")
     b.node("Mul", ["g_y", "g_s"], _case("gemm_scale", "scale-fold-gemm", MN))
 
+    # Gemm -> BatchNormalization (2-D): BN folds into the Gemm's B and C (2mn).
+    x = b.input("gbx", [M, K])
+    b.random_const("gb_w", [K, N])
+    b.random_const("gb_b", [N])
+    b.node("Gemm", [x, "gb_w", "gb_b"], "gb_y")
+    stats = [b.random_const(f"gb_{k}", [N], lo, hi)
+             for k, lo, hi in (("scale", 0.5, 1.5), ("shift", -1, 1), ("mean", -1, 1), ("var", 0.5, 2))]
+    b.node("BatchNormalization", ["gb_y", *stats], _case("gemm_bn", "bn-fold-gemm", 2 * MN))
+
+    # MatMul -> BatchNormalization (2-D): BN becomes a bias Add after MatMul(A, B ⊙ s):
+    # 2mn -> mn.
+    x = b.input("mbx", [M, K])
+    b.random_const("mb_w", [K, N])
+    b.node("MatMul", [x, "mb_w"], "mb_y")
+    stats = [b.random_const(f"mb_{k}", [N], lo, hi)
+             for k, lo, hi in (("scale", 0.5, 1.5), ("shift", -1, 1), ("mean", -1, 1), ("var", 0.5, 2))]
+    b.node("BatchNormalization", ["mb_y", *stats], _case("matmul_bn", "bn-fold-matmul", MN))
+
     # MatMul(Transpose(B), Transpose(A)) -> Transpose(MatMul(A, B)): no #FLOPS, one
     # Transpose fewer ((AB)ᵀ = BᵀAᵀ).
     a, bb = b.input("ta", [M, K]), b.input("tb", [K, N])

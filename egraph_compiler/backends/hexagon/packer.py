@@ -230,6 +230,9 @@ def _render_insn(insn: Insn, node: Node, placement: dict[int, int], idg: Idg) ->
         rest = text[pred.end():]
         if not new:  # branch hints belong to the .new forms (llvm-mc rejects dealloc_return:t on p0)
             rest = re.sub(r":(t|nt)\b", "", rest)
+        elif not re.search(r":(t|nt)\b", rest):  # ... and the .new forms of branches need one
+            rest = re.sub(r"(dealloc_return\(r30\))(:raw)", r"\1:nt\2", rest)
+            rest = re.sub(r"\b(jumpr|jump)(\s)", r"\1:nt\2", rest)
         text = f"if ({pred.group(1)}{reg}{'.new' if new else ''})" + rest
     return text
 
