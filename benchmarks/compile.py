@@ -21,7 +21,7 @@ from pathlib import Path
 import onnx
 import onnxruntime as ort
 
-from egraph_compiler import ir, pipeline
+from egraph_compiler import pipeline
 
 LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend/test/data/light"
 MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50",
@@ -44,7 +44,6 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--json", help="also write the rows as JSON here")
     args = parser.parse_args()
-    rules = pipeline.load_rules()
     rows = []
     header = (f"{'model':<14}{'nodes in':>9}{'ours':>7}{'ort-basic':>10}{'ratio':>7}"
               f"{'e-nodes':>9}{'e-classes':>10}{'iters':>6}{'seconds':>9}  stop")

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from egraph_compiler.dsl.ast import RuleSet, SourceFile, Span
 from egraph_compiler.dsl.builtins import BUILTINS, builtins_reference
-from egraph_compiler.dsl.semantics import check_files
 from egraph_compiler.dsl.diagnostics import (
     ArityError,
     Diagnostic,
@@ -35,6 +34,7 @@ from egraph_compiler.dsl.diagnostics import (
 from egraph_compiler.dsl.format import format_items, ruleset_items
 from egraph_compiler.dsl.loader import build_ruleset, load_files
 from egraph_compiler.dsl.parser import parse_file
+from egraph_compiler.dsl.semantics import check_files
 
 PathLike = str | os.PathLike[str]
 

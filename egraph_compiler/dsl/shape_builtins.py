@@ -47,14 +47,26 @@ def reshape_shape(shape: Sequence[Dim], target: Sequence[Dim]) -> tuple[Dim, ...
     total = _prod(shape)
     known = _prod(out)
     if infer is not None:
-        if not isinstance(known, int) or known <= 0:
+        # Cancel the symbolic dims the target shares with the input, so that
+        # (B, 3, 4) -> (0, -1) infers 12 from 3 * 4.
+        rest = list(shape)
+        fixed: list[Dim] = []
+        for i, d in enumerate(out):
+            if i == infer:
+                continue
+            if isinstance(d, DimExpr) and d in rest:
+                rest.remove(d)
+            else:
+                fixed.append(d)
+        known_rest, total_rest = _prod(fixed), _prod(rest)
+        if not isinstance(known_rest, int) or known_rest <= 0:
             raise ValueError("cannot infer -1 next to symbolic dims")
-        if isinstance(total, int):
-            if total % known:
+        if isinstance(total_rest, int):
+            if total_rest % known_rest:
                 raise ValueError("Reshape target does not divide the element count")
-            out[infer] = total // known
+            out[infer] = total_rest // known_rest
         else:
-            out[infer] = dim_floordiv(total, known)
+            out[infer] = dim_floordiv(total_rest, known_rest)
         known = _prod(out)
     if known != total:
         raise ValueError("Reshape changes the element count (or it cannot be proved equal)")

@@ -165,7 +165,24 @@ def _lhs(ctx: _Ctx, pattern: Pattern) -> str:
         raise ctx.fail(f"{pattern.op} has no attribute '{next(iter(given))}'")
     var = ctx.fresh()
     ctx.atoms[slot] = f"(= {var} ({schema.egglog} {' '.join(args)}))" if args else f"(= {var} ({schema.egglog}))"
+    _forbid_constant_broadcast(ctx, schema, pattern, args, var)
     return var
+
+
+def _forbid_constant_broadcast(ctx: _Ctx, schema: OpSchema, pattern: POp, args: list[str], var: str) -> None:
+    """A pattern constant (``Pow(?a, 2)``) matches any all-equal constant tensor,
+    whatever its shape; one that broadcasts would change the op's output shape
+    (``Pow(x[3], c[4,1])`` is ``[4,3]``, ``Square(x)`` is ``[3]``). So the match
+    also requires the op's shape to equal each non-constant operand's: the
+    constant then only fills in values. Unknown shapes do not match."""
+    if schema.variadic_index is not None:
+        return
+    inputs = list(zip(pattern.inputs, args, strict=False))
+    if not any(isinstance(p, PConst) for p, _ in inputs):
+        return
+    for sub, egg in inputs:
+        if not isinstance(sub, PConst):
+            ctx.atoms.append(f"(= (shape {var}) (shape {egg}))")
 
 
 def _lhs_inputs(ctx: _Ctx, schema: OpSchema, pattern: POp) -> list[str]:

@@ -34,6 +34,7 @@ class Tables:
     tensor_attrs: list[TensorAttr] = field(default_factory=list)
     lists: int = 0
     _pending: list[str] = field(default_factory=list)
+    _by_fingerprint: dict[tuple, list[int]] = field(default_factory=dict)
 
     def list_id(self) -> int:
         """A fresh id for one cell of a variadic input list."""
@@ -75,8 +76,16 @@ class Tables:
         return tuple(self.dim(int(i)) for i in ids)
 
     def constant(self, name: str, array: np.ndarray) -> int:
+        """Intern by content: equal constants (same dtype, shape and values) share one
+        id, so nodes that apply the same op to the same constants share an e-class
+        (common-subexpression elimination by hash-consing)."""
+        key = _fingerprint(array)
+        for index in self._by_fingerprint.get(key, ()):
+            if np.array_equal(self.constants[index], array):
+                return index
         self.constants.append(array)
         self.constant_names.append(name)
+        self._by_fingerprint.setdefault(key, []).append(len(self.constants) - 1)
         return len(self.constants) - 1
 
     def tensor_attr(self, value: TensorAttr) -> int:
@@ -88,3 +97,10 @@ class Tables:
         program = "\n".join(self._pending)
         self._pending.clear()
         return program
+
+
+def _fingerprint(array: np.ndarray) -> tuple:
+    """A cheap bucket key: dtype, shape and a strided sample of the values."""
+    flat = np.asarray(array).reshape(-1)
+    sample = flat[:: max(1, flat.size // 64)][:64]
+    return (str(array.dtype), tuple(array.shape), sample.tobytes())

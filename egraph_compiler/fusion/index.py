@@ -143,6 +143,10 @@ def floordiv(expr: IExpr, den: int) -> IExpr:
     if common > 1:
         return floordiv(_make({a: c // common for a, c in terms.items()}, const // common),
                         den // common)
+    split = _aligned_split(terms, const, den)
+    if split is not None:  # (q + r) // den == q // den when g | q, g | den and 0 <= r < g
+        aligned, _ = split
+        return floordiv(aligned, den)
     quotient = {a: c // den for a, c in terms.items() if c % den == 0}
     rest = {a: c for a, c in terms.items() if c % den != 0}
     rest_expr = _make(rest, const % den)
@@ -168,6 +172,10 @@ def mod(expr: IExpr, den: int) -> IExpr:
     reduced = {a: c % den for a, c in terms.items()}
     if reduced != terms or const % den != const:
         return mod(_make(reduced, const % den), den)
+    split = _aligned_split(terms, const, den)
+    if split is not None:  # (q + r) % den == q % den + r when g | q, g | den and 0 <= r < g
+        aligned, rest = split
+        return add(mod(aligned, den), rest)
     common = den
     for coeff in terms.values():
         common = gcd(common, coeff)
@@ -177,6 +185,24 @@ def mod(expr: IExpr, den: int) -> IExpr:
                     den // common)
         return mul(inner, common)
     return IMod(expr, den)
+
+
+def _aligned_split(terms: dict[Atom, int], const: int, den: int
+                   ) -> tuple[IExpr, IExpr] | None:
+    """Split ``terms + const`` into q (coefficients multiples of g) and r with
+    0 <= r < g, for the largest proper divisor g of ``den`` where that works."""
+    for g in range(den // 2, 1, -1):
+        if den % g:
+            continue
+        aligned = {a: c for a, c in terms.items() if c % g == 0}
+        rest = {a: c for a, c in terms.items() if c % g != 0}
+        if not aligned or not rest:
+            continue
+        rest_expr = _make(rest, const % g)
+        lo, hi = value_range(rest_expr)
+        if lo >= 0 and hi < g:
+            return _make(aligned, const - const % g), rest_expr
+    return None
 
 
 # ----------------------------------------------------------------- layouts

@@ -25,6 +25,13 @@ FORWARD_LAYOUT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Trans
 MAX_BLOCK_INPUTS = 40
 MAX_BLOCK_NODES = 48
 MAX_REUSED_PROLOGUE_OPS = 6
+# Transcendental (or division-heavy) operators: recomputing them for every output tile
+# that re-reads an operand (Conv, MatMul, pooling) costs more than storing the result.
+EXPENSIVE_OPS = frozenset({
+    "Erf", "Exp", "Log", "Tanh", "Sigmoid", "Pow", "Sqrt", "Div", "Reciprocal", "Sin", "Cos",
+    "Tan", "Softplus", "Gelu", "Mish", "Elu", "Selu", "Celu", "Asin", "Acos", "Atan", "Sinh",
+    "Cosh", "Asinh", "Acosh", "Atanh", "HardSwish", "LRN",
+})
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,8 @@ def analyse(view: GraphView, nodes: frozenset[int],
         reused = [n for n in prologue if role_of(view.nodes[n].op) == "elementwise"]
         if len(reused) > MAX_REUSED_PROLOGUE_OPS:
             return "prologue too long for a reused operand"
+        if any(view.nodes[n].op in EXPENSIVE_OPS for n in reused):
+            return "expensive prologue would be recomputed for every output tile"
     if view.dtype(anchor_value) not in ("float32",) and kind != "reduce":
         return "anchors are generated for float32 only"
     return BlockStructure(anchor, kind, tuple(spine), tuple(prologue), tuple(inputs),

@@ -30,11 +30,11 @@ __all__ = ["Counterexample", "TensorValue", "Verdict", "render_json", "render_te
            "summary", "verify_rules"]
 
 
-def _work(args: tuple[ast.Rule, dict[str, ast.OpDecl], float, bool]) -> Verdict:
-    rule, ops, timeout_s, suggest = args
+def _work(args: tuple[ast.Rule, dict[str, ast.OpDecl], float, bool, bool]) -> Verdict:
+    rule, ops, timeout_s, suggest, machine = args
     start = time.monotonic()
     try:
-        return verify_rule(rule, load_semantics(ops), timeout_s, suggest)
+        return verify_rule(rule, load_semantics(ops), timeout_s, suggest, machine)
     except Exception as err:  # a verifier bug must not hide the other verdicts
         return Verdict(rule.name, str(rule.span), "unknown", "semantics", (),
                        f"internal error in the verifier: {type(err).__name__}: {err}",
@@ -43,14 +43,15 @@ def _work(args: tuple[ast.Rule, dict[str, ast.OpDecl], float, bool]) -> Verdict:
 
 def verify_rules(ruleset: ast.RuleSet, *, jobs: int = 1, cache_dir: str | Path | None = None,
                  timeout_s: float = 60.0, use_cache: bool = True,
-                 suggest_guards: bool = True) -> list[Verdict]:
+                 suggest_guards: bool = True, machine_tiers: bool = True) -> list[Verdict]:
     """One verdict per rule of ``ruleset``, in order (see the module docstring).
     ``timeout_s`` bounds each rule's exact tier (machine tiers get at most 10 s each,
-    the guard search 12 s); ``suggest_guards=False`` skips the guard search."""
+    the guard search 12 s); ``suggest_guards=False`` skips the guard search and
+    ``machine_tiers=False`` the IEEE / bit-vector tiers (the exact tier only)."""
     sems = load_semantics(ruleset.ops)
     directory = Path(cache_dir) if cache_dir is not None else cache.default_cache_dir(ruleset)
     verdicts: list[Verdict | None] = [None] * len(ruleset.rules)
-    keys = [cache.cache_key(rule, sems, f"{timeout_s}/{suggest_guards}")
+    keys = [cache.cache_key(rule, sems, f"{timeout_s}/{suggest_guards}/{machine_tiers}")
             for rule in ruleset.rules]
     todo: list[int] = []
     for i, key in enumerate(keys):
@@ -61,7 +62,8 @@ def verify_rules(ruleset: ast.RuleSet, *, jobs: int = 1, cache_dir: str | Path |
                                   location=str(ruleset.rules[i].span))
         else:
             todo.append(i)
-    work = [(ruleset.rules[i], ruleset.ops, timeout_s, suggest_guards) for i in todo]
+    work = [(ruleset.rules[i], ruleset.ops, timeout_s, suggest_guards, machine_tiers)
+            for i in todo]
     if jobs > 1 and len(work) > 1:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:

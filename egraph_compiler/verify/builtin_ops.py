@@ -16,6 +16,7 @@ enumerated attributes for a given input rank (permutations, axes, flags).
 | sum / max / min / mean | x... | | ONNX variadic elementwise (left fold, broadcasting) |
 | pow | a, b | | ``a ** b``, see `Pow` for where it is defined |
 | batch_norm | x, scale, b, mean, var | epsilon: float | inference BatchNormalization, channel axis 1 |
+| reshape | x, shape | allowzero | an abstract index map (see `Reshape`) |
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from egraph_compiler.verify.encode import (
     Unsupported,
     broadcast,
     project,
+    stable_key,
 )
 from egraph_compiler.verify.semantics import OpSemantics
 from egraph_compiler.verify.text import op_text
@@ -433,10 +435,67 @@ class BatchNorm(Builtin):
                               * scale.reshape(shape) + bias.reshape(shape))
 
 
+class Reshape(Builtin):
+    """Reshape as an abstract index map: the target dims are uninterpreted functions of
+    the input dims (one family per shape operand), their product must equal the input's
+    numel, and output index i reads input index g(i) for an uninterpreted g of the
+    index and both shapes. Enough to prove rules that move an elementwise operator
+    across a Reshape; the target's values (0 / -1) are not modelled, so a
+    counterexample may be SPURIOUS. The target rank is enumerated (``_out_rank``)."""
+
+    name = "reshape"
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        if attr == "_out_rank":
+            return [0, 1, 2, 3]
+        return [0] if attr == "allowzero" else None
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        if len(in_ranks) < 2 or in_ranks[1] != 1:
+            raise Illformed("reshape takes a 1-D shape operand")
+        if attrs.get("_out_rank") is None:
+            raise Unsupported("reshape to a target that is not a pattern variable")
+        return int(attrs["_out_rank"])
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        tag = stable_key(node.inputs[1])
+        in_dims = [z3.IntVal(d) if isinstance(d, int) else d for d in dims[0]]
+        rank = int(attrs["_out_rank"])
+        out = [z3.Function(f"reshape_dim{k}_{tag}_{len(in_dims)}",
+                           *([z3.IntSort()] * (len(in_dims) + 1)))(*in_dims)
+               for k in range(rank)]
+        wf = [d >= 1 for d in out] + [dims[1][0] == rank]
+        wf.append(math.prod(out) == math.prod(in_dims) if in_dims or out else True)
+        return out, wf
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        in_dims, _ = enc.shape_of(node.inputs[0])
+        out_dims, _ = enc.shape_of(node)
+        args = list(idx) + list(in_dims) + list(out_dims)
+        sorts = [z3.IntSort()] * (len(args) + 1)
+        source = [z3.Function(f"reshape_index{k}_{len(idx)}_{len(in_dims)}", *sorts)(*args)
+                  for k in range(len(in_dims))]
+        enc.index_facts.extend(z3.And(j >= 0, j < d) for j, d in zip(source, in_dims,
+                                                                     strict=True))
+        return enc.value_of(node.inputs[0], source)
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        x, target = inputs[0], inputs[1]
+        if target.ndim != 1 or np.any(target != np.round(target)):
+            raise Illformed("reshape target is not a 1-D int tensor")
+        dims = [int(v) for v in target]
+        dims = [x.shape[k] if d == 0 and k < x.ndim else d for k, d in enumerate(dims)]
+        out = np.reshape(x, dims)
+        if out.ndim != attrs.get("_out_rank", out.ndim):
+            raise Illformed("reshape to another rank")
+        return out
+
+
 BUILTINS: dict[str, Builtin] = {b.name: b for b in [
     Reduce("sum"), Reduce("prod"), Reduce("max"), Reduce("min"), Reduce("mean"),
     Transpose(), Squeeze(), Unsqueeze(), MatMul(), BitShift(), Variadic("sum"),
-    Variadic("max"), Variadic("min"), Variadic("mean"), Pow(), BatchNorm(),
+    Variadic("max"), Variadic("min"), Variadic("mean"), Pow(), BatchNorm(), Reshape(),
 ]}
 _ALIASES = {"reducesum": "reduce_sum", "reduceprod": "reduce_prod", "reducemax": "reduce_max",
             "reducemin": "reduce_min", "reducemean": "reduce_mean", "bit_shift": "bitshift",

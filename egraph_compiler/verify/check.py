@@ -17,6 +17,7 @@ space. If the induction does not close, the verdict is `unknown`.
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -118,11 +119,13 @@ def _small_dims(sides: _Sides) -> list[Any]:
 
 def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
                guard: ast.Expr | None, timeout_s: float, use_fuzz: bool = True,
-               max_rank: int = 3) -> TierResult:
+               max_rank: int = 3, check_shapes: bool = True) -> TierResult:
+    """One tier's verdict. Machine tiers pass ``check_shapes=False``: shapes do not
+    depend on the element type, the exact tier has checked them."""
     start = time.monotonic()
     deadline = start + timeout_s
     try:
-        configs = list(enumerate_configs(canon, sems, tuple(range(max_rank + 1))))
+        configs = list(enumerate_configs(canon, sems, tuple(range(max_rank + 1)), guard))
     except Unsupported as err:
         return TierResult(tier, "unknown", "semantics", str(err))
     if len(configs) > MAX_CONFIGS:
@@ -138,15 +141,19 @@ def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
     applicable = False
     unknown: TierResult | None = None
     spurious: TierResult | None = None
-    for config, values_needed in configs:
-        if not values_needed and _same_rank(canon, sems, config):
-            continue  # covered by the configuration with these variables at rank 3
+    for config, role in configs:
+        if role == "rank" and _same_rank(canon, sems, config):
+            continue  # covered by the configurations with these variables at rank 3 and 0
+        if not check_shapes and role != "values":
+            continue
+        values_needed = role == "values"
         left = deadline - time.monotonic()
         if left <= 0:
             return TierResult(tier, "unknown", "", f"timeout after {timeout_s:.1f} s",
                               None, time.monotonic() - start)
         try:
-            outcome = _check_config(canon, sems, tier, config, values_needed, guard, left)
+            outcome = _check_config(canon, sems, tier, config, values_needed, guard, left,
+                                    check_shapes)
         except Unsupported as err:
             return TierResult(tier, "unknown", "semantics", str(err), None,
                               time.monotonic() - start)
@@ -193,7 +200,7 @@ def _same_rank(canon: CanonRule, sems: dict[str, OpSemantics], config: Config) -
 
 def _check_config(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Config,
                   values_needed: bool, guard: ast.Expr | None,
-                  timeout_s: float) -> TierResult | None:
+                  timeout_s: float, check_shapes: bool = True) -> TierResult | None:
     """None when the LHS does not apply under ``config``; else this config's result."""
     sides = _build(canon, sems, tier, config, guard)
     if sides is None:
@@ -208,11 +215,12 @@ def _check_config(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, con
         return TierResult(tier, "unknown", "applicability", f"Z3 unknown ({config.describe()})")
     if sides.rhs_error:
         return _failure(canon, sems, tier, sides, model, "shape", sides.rhs_error)
-    shape_ok = z3.And(*sides.wf_rhs, *_dims_equal(sides))
-    status, model = solver.check(base + [z3.Not(shape_ok)], _small_dims(sides))
-    if status != "unsat":
-        return _failure(canon, sems, tier, sides, model, "shape",
-                        "RHS shape differs from LHS shape or RHS is ill-formed", status)
+    if check_shapes:
+        shape_ok = z3.And(*sides.wf_rhs, *_dims_equal(sides))
+        status, model = solver.check(base + [z3.Not(shape_ok)], _small_dims(sides))
+        if status != "unsat":
+            return _failure(canon, sems, tier, sides, model, "shape",
+                            "RHS shape differs from LHS shape or RHS is ill-formed", status)
     if not values_needed:
         return TierResult(tier, "proved")
     try:
@@ -391,7 +399,12 @@ def _inputs(tensors: dict[str, np.ndarray]) -> tuple[TensorValue, ...]:
 
 
 def _attrs(attrs: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    return tuple((f"?{k}" if not k.startswith("_") else k.lstrip("_"), str(v))
+    """``?p = [1, 0]``; an attribute absent from the rule prints as ``Op.attr``."""
+    def name(key: str) -> str:
+        anonymous = re.fullmatch(r"_([A-Za-z]+)\d+_(\w+)", key)
+        return f"{anonymous[1]}.{anonymous[2]}" if anonymous else f"?{key}"
+
+    return tuple((name(k), f'"{v}"' if isinstance(v, str) else str(v))
                  for k, v in sorted(attrs.items()))
 
 

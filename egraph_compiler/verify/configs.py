@@ -64,10 +64,11 @@ def rank_of(p: ast.Pattern, sems: dict[str, OpSemantics], ranks: dict[str, int],
     return sem.builtin.out_rank(in_ranks, values)
 
 
-def rank_free_vars(canon: CanonRule, sems: dict[str, OpSemantics]) -> set[str]:
+def rank_free_vars(canon: CanonRule, sems: dict[str, OpSemantics],
+                   guard: ast.Expr | None) -> set[str]:
     """Variables reached only through elementwise operators and not named by a
-    rank-sensitive guard: a lower rank is the same as rank 3 with leading 1s, so
-    their values need checking at rank 3 only (shapes are checked at every rank)."""
+    rank-sensitive guard: a lower rank is the same as rank 3 with leading 1s, and
+    at one output index only one of their elements is read."""
     bound: set[str] = set()
 
     def walk(p: ast.Pattern, under_shaper: bool) -> None:
@@ -81,8 +82,8 @@ def rank_free_vars(canon: CanonRule, sems: dict[str, OpSemantics]) -> set[str]:
 
     walk(canon.lhs, False)
     walk(canon.rhs, False)
-    if canon.guard is not None:
-        bound |= _guard_rank_vars(canon.guard)
+    if guard is not None:
+        bound |= _guard_rank_vars(guard)
     return {v for v in canon.tensor_vars if v not in bound}
 
 
@@ -124,19 +125,27 @@ def pinned_ranks(guard: ast.Expr | None) -> dict[str, int]:
 
 
 def enumerate_configs(canon: CanonRule, sems: dict[str, OpSemantics],
-                      ranks: tuple[int, ...] = RANKS) -> Iterator[tuple[Config, bool]]:
-    """Every configuration, with whether its values must be checked (see
-    `rank_free_vars`)."""
-    free = rank_free_vars(canon, sems)
+                      ranks: tuple[int, ...] = RANKS, guard: ast.Expr | None | str = "rule"
+                      ) -> Iterator[tuple[Config, str]]:
+    """Every configuration, with what it must check: "values" (everything), "shape"
+    (shapes only) or "rank" (only that both sides have one rank); see
+    `rank_free_vars`. ``guard`` is the one being checked (default: the rule's)."""
+    if isinstance(guard, str):
+        guard = canon.guard
+    free = rank_free_vars(canon, sems, guard)
     top = max(ranks)
     nodes = [p for p in subpatterns(canon.lhs) if isinstance(p, ast.POp)]
-    pinned = pinned_ranks(canon.guard)
+    pinned = pinned_ranks(guard)
     choices = [(pinned[v],) if v in pinned else ranks for v in canon.tensor_vars]
     for combo in itertools.product(*choices):
         rank_map = dict(zip(canon.tensor_vars, combo, strict=False))
-        values_needed = all(rank_map[v] == top for v in free)
+        # shapes of rank-free variables are covered by rank 3 (leading 1s), their
+        # elements by rank 0: at one output index each is read at one element
+        values_needed = all(rank_map[v] == 0 for v in free)
+        shape_needed = values_needed or all(rank_map[v] == top for v in free)
         for attrs in _assign(nodes, 0, {}, sems, rank_map):
-            yield Config(tuple(rank_map.items()), tuple(sorted(attrs.items()))), values_needed
+            config = Config(tuple(rank_map.items()), tuple(sorted(attrs.items())))
+            yield config, ("values" if values_needed else "shape" if shape_needed else "rank")
 
 
 def _assign(nodes: list[ast.POp], i: int, attrs: dict[str, Any],

@@ -88,6 +88,7 @@ class Encoder:
     bounds: list[z3.BoolRef] = field(default_factory=list)
     reductions: list[Reduction] = field(default_factory=list)
     extents: list[Any] = field(default_factory=list)  # every reduced length met
+    index_facts: list[Any] = field(default_factory=list)  # ranges of abstract index maps
     flags: dict[tuple[str, str], z3.BoolRef] = field(default_factory=dict)
     symbolic_attrs: dict[str, z3.ExprRef] = field(default_factory=dict)
     _shape_memo: dict[Any, tuple[Dims, list[Any]]] = field(default_factory=dict)
@@ -303,6 +304,7 @@ class Encoder:
             for _idx, term in self.touched.get(var, []):
                 facts.append(z3.Implies(flag, element_predicate(kind, term, self.domain)))
         facts.extend(self.domain.axioms())
+        facts.extend(self.index_facts)
         return facts
 
 

@@ -92,9 +92,19 @@ class _Canon:
                         continue
                     self.counter += 1
                     attrs[attr.name] = ast.Var(f"_{p.op}{self.counter}_{attr.name}")
+        self._reshape_rank(decl, inputs, attrs)
         node = ast.POp(p.op, inputs, tuple(sorted(attrs.items())))
         self.lhs_nodes.append(node)
         return node
+
+    def _reshape_rank(self, decl: ast.OpDecl | None, inputs: tuple[ast.Pattern, ...],
+                      attrs: dict[str, ast.Expr]) -> None:
+        """A Reshape's target rank is an enumerated hidden attribute, shared by every
+        Reshape to the same shape variable."""
+        if decl is not None and decl.builtin == "reshape" and len(inputs) > 1:
+            target = inputs[1]
+            if isinstance(target, ast.PVar):
+                attrs["_out_rank"] = ast.Var(f"_Reshape0_rank_{target.name.lstrip('#')}")
 
     def rhs(self, p: ast.Pattern) -> ast.Pattern:
         if not isinstance(p, ast.POp):
@@ -115,6 +125,7 @@ class _Canon:
             elif attr.default is not None:
                 attrs[attr.name] = attr.default
             # else: absent, with its ONNX meaning (the built-in encoding knows it)
+        self._reshape_rank(decl, inputs, attrs)
         return ast.POp(p.op, inputs, tuple(sorted(attrs.items())))
 
 

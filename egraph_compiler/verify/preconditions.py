@@ -92,7 +92,7 @@ def _nontrivial(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
                 guard: ast.Expr | None) -> bool:
     from egraph_compiler.verify.check import _build
 
-    for config, _ in enumerate_configs(canon, sems):
+    for config, _ in enumerate_configs(canon, sems, guard=guard):
         sides = _build(canon, sems, tier, config, guard)
         if sides is None:
             continue

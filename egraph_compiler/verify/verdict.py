@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 # Stages of the refinement check, in the order they run. A verdict names the
@@ -81,7 +81,6 @@ class Verdict:
     notes: tuple[str, ...] = ()
     seconds: float = 0.0
     cached: bool = False
-    extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -13,7 +13,14 @@ import onnx
 import pytest
 
 from egraph_compiler import ir, pipeline
-from tests.modelzoo import LIGHT_MODELS, assert_close, light_model, random_inputs, randomize_weights, run_ort
+from tests.modelzoo import (
+    LIGHT_MODELS,
+    assert_close,
+    light_model,
+    random_inputs,
+    randomize_weights,
+    run_ort,
+)
 
 RULES = pipeline.load_rules()
 

@@ -72,3 +72,17 @@ def test_div_mod_rules_agree_with_python(a: int, k: int, b: int, c: int) -> None
     for value in range(0, 201, 7):
         want = ((value * a + k) % b, (value * a + k) // b, ((value * a + k) // b) % c)
         assert tuple(_eval(e, {"v": value}) for e in exprs) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 64), st.integers(1, 9), st.integers(1, 9), st.integers(0, 5),
+       st.integers(1, 300))
+def test_two_variable_sums_reduce_correctly(a: int, n_x: int, n_y: int, k: int, d: int) -> None:
+    x, y = ix.IVar("x", 0, n_x - 1), ix.IVar("y", 0, n_y - 1)
+    expr = ix.add(ix.mul(x, a), y, k)
+    div, rem = ix.floordiv(expr, d), ix.mod(expr, d)
+    for vx in range(n_x):
+        for vy in range(n_y):
+            env = {"x": vx, "y": vy}
+            assert _eval(div, env) == (vx * a + vy + k) // d
+            assert _eval(rem, env) == (vx * a + vy + k) % d

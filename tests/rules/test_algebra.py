@@ -295,10 +295,14 @@ def test_bn_and_scales_fold_into_the_conv(cases: tuple[ModelBuilder, Optimised])
         assert ops == ["Conv", "Relu"], f"{name}: {ops}"
 
 
+# Peak memory as bytes moved, nothing else (no #FLOPS, no per-kernel launch cost).
+BYTES_ONLY = CostModel(flop_weight=0.0, byte_weight=1.0, launch_cost=0.0)
+
+
 def test_serenity_partition_is_chosen_by_bytes_and_matches(cases: tuple[ModelBuilder, Optimised]) -> None:
     builder, result = cases
     assert result.fired("concat-conv-partition") > 0
-    by_bytes = extract.extract(result.saturation, cost_model=CostModel(flop_weight=0.0, byte_weight=1.0))
+    by_bytes = extract.extract(result.saturation, cost_model=BYTES_ONLY)
     ops = sorted(n.op for n in cone(by_bytes.graph, "partition").nodes)
     assert ops == ["Add", "Conv", "Conv"], ops
     model = builder.model(only=["partition"])

@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from egraph_compiler.dsl import shape_builtins
 from egraph_compiler.dsl.ast import Saturate
+from egraph_compiler.ir.dims import DimExpr
 from tests.modelzoo import assert_close, run_ort
 from tests.rules.support import ModelBuilder, Optimised, cone, load, optimise, run_graph
 
@@ -136,3 +138,24 @@ def test_rewritten_graph_matches_onnxruntime(cases: tuple[ModelBuilder, Optimise
     expected = run_ort(builder.model(), builder.feeds)
     actual = run_graph(result.after, builder.feeds)
     assert_close(actual, expected, rtol=1e-6, atol=1e-7)
+
+
+# ---- the shape built-ins the layout rules compute targets with (dsl/shape_builtins.py)
+
+
+def test_shape_builtins_handle_symbolic_dims() -> None:
+    batch = DimExpr.symbol("batch")
+    assert shape_builtins.reshape_shape((batch, 3, 4), (0, -1)) == (batch, 12)
+    assert shape_builtins.reshape_target((batch, 3, 4), (batch, 12)) == (0, 12)
+    assert shape_builtins.unsqueeze_shape((batch, 3), (0, -1)) == (1, batch, 3, 1)
+    assert shape_builtins.squeeze_shape((batch, 1, 3), (1,)) == (batch, 3)
+    assert shape_builtins.flatten_shape((batch, 3, 4), 1) == (batch, 12)
+    assert shape_builtins.reshape_target((batch, 3), (3, batch)) == (3, -1)
+    # two symbolic dims that move cannot both be written as -1
+    seq = DimExpr.symbol("seq")
+    with pytest.raises(ValueError):
+        shape_builtins.reshape_target((batch, seq), (seq, batch))
+    with pytest.raises(ValueError):
+        shape_builtins.reshape_shape((2, 3), (4, -1))
+    with pytest.raises(ValueError):
+        shape_builtins.squeeze_shape((2, 3), (0,))

@@ -71,8 +71,8 @@ def test_cache_is_keyed_by_rule_and_semantics(tmp_path: Path) -> None:
     assert not first[0].cached and second[0].cached
     assert (first[0].status, first[0].tiers) == (second[0].status, second[0].tiers)
     # a changed operator semantics is a different key: re-checked, and now refuted
-    changed = (f'op Neg2(x) : one_to_one ili_variable shape_determined = x\n'
-               f"rule r: Mul(Neg2(?a), Neg2(?b)) => Mul(?a, ?b)")
+    changed = ('op Neg2(x) : one_to_one ili_variable shape_determined = x\n'
+               "rule r: Mul(Neg2(?a), Neg2(?b)) => Mul(?a, ?b)")
     other = verify.verify_rules(load_inline(changed, tmp_path, "b.dnnr"), cache_dir=cache)
     assert not other[0].cached
     assert len(list(cache.glob("*.json"))) == 2

@@ -120,7 +120,21 @@ def _set_cur(text: str, cur: bool) -> str:
     return _CUR_LOAD.sub(lambda m: m.group(1) + (".cur" if cur else "") + m.group(3), text)
 
 
+def _reads_old_vector_of_a_load(members: list[Node], idg: Idg) -> bool:
+    """A vector load may become ``.cur``, which forwards its value to every reader in the
+    packet: a reader that wants the register's old value must not share its packet."""
+    inside = {m.index for m in members}
+    for node in members:
+        for edge in node.succs:
+            if edge.kind == "anti" and edge.dst in inside and edge.register.startswith("v") \
+                    and any(i.klass.name in ("hvx_load", "hvx_load_cur") for i in idg.nodes[edge.dst].insns):
+                return True
+    return False
+
+
 def _fits(members: list[Node], idg: Idg, model: MachineModel) -> bool:
+    if _reads_old_vector_of_a_load(members, idg):
+        return False
     insns = _effective_insns(members, idg)
     classes = [model.classify(i.text) for i in insns]
     if any(i.barrier for i in insns) and len(members) > 1:
@@ -213,6 +227,10 @@ def _render_insn(insn: Insn, node: Node, placement: dict[int, int], idg: Idg) ->
     if ";" in text:
         return text  # compound compare-and-jump: self-contained
     cur = any(e.soft_kind == "cur_load" and placement[e.dst] == here for e in node.succs)
+    # Inside an unsplittable group the input's .cur forwarding stays (e.g. a spill store
+    # of a just-loaded vector, which has no same-packet form we could rewrite).
+    cur = cur or (insn.cur_def and any(d in other.uses for other in node.insns if other is not insn
+                                       for d in insn.defs if d.startswith("v")))
     text = _set_cur(text, cur)
     shared = {e.register for e in node.preds if e.kind == "soft" and placement[e.src] == here
               and e.soft_kind in ("new_store", "new_pred")}

@@ -2,8 +2,11 @@
 
 - ``pointwise``: one work-item per output element; everything lazily evaluated.
 - ``conv``: Conv (grouped, depthwise, 1-3 spatial dims) tiled TC output channels ×
-  TW output columns per work-item, prologue fused into the operand loads.
-- ``matmul``: MatMul (batched, broadcast) and Gemm, TM × TN register tiles.
+  TW output columns per work-item, prologue fused into the operand loads. Constant
+  weights are re-laid-out for the consumer ([Cin/g, k…, Cout] padded to TC, SmartMem
+  §3.2.2) so the TC channels are one ``floatTC`` vector load and vector FMAs.
+- ``matmul``: MatMul (batched, broadcast) and Gemm, TM × TN register tiles; a
+  constant B is stored [K, N] padded to TN and read as ``floatTN`` vectors.
 - ``pool``: MaxPool, AveragePool, LRN, one output per work-item.
 - ``reduce``: Reduce*, ArgMax/ArgMin, global pools — a work-group reduction in
   local memory when the reduced extent is large, a serial loop when small.
@@ -315,6 +318,9 @@ class _Gen:
             rank_b = len(b_shape)
             perm = (*range(rank_b - 2), rank_b - 1, rank_b - 2) if trans_b else tuple(range(rank_b))
             b_read = self.relayout(b_name, perm, pad_last=n_nt * tn)
+            if b_read is None and not trans_b and b_name in self.view.constants and \
+                    n_size % tn == 0 and b_name in self.em.params:
+                b_read = b_name  # already [..., K, N] with N a multiple of TN
         if b_read is not None:  # TN output columns as one vector: B rows contiguous along N
             s.emit(f"float{tn} acc[TM];")
             s.emit(UNROLL + f"for (int a = 0; a < TM; ++a) acc[a] = (float{tn})(0.0f);")
@@ -343,7 +349,7 @@ class _Gen:
         loop.emit("float av[TM];")
         loop.nest(UNROLL + "for (int tm = 0; tm < TM; ++tm)", abody)
         if b_read is not None:
-            shape_b = self.em.derived[b_read].shape
+            shape_b = self.em.derived[b_read].shape if b_read in self.em.derived else b_shape
             offset = ix.render(ix.linearize((*b_batch, k, 0), tuple(shape_b)))
             loop.emit(f"const float{tn} bv = vload{tn}(0, {self.em.params[b_read]} + {offset} "
                       "+ nt * TN);")
