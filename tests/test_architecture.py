@@ -33,7 +33,7 @@ def test_every_stage_documents_its_entry_point() -> None:
 
 def test_ruff_clean() -> None:
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "egraph_compiler", "tests",
-                             "benchmarks"], cwd=ROOT, capture_output=True, text=True)
+                             "benchmarks", "examples"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -143,13 +143,14 @@ def enumerate_configs(canon: CanonRule, sems: dict[str, OpSemantics],
         # elements by rank 0: at one output index each is read at one element
         values_needed = all(rank_map[v] == 0 for v in free)
         shape_needed = values_needed or all(rank_map[v] == top for v in free)
-        for attrs in _assign(nodes, 0, {}, sems, rank_map):
+        for attrs in _assign(nodes, 0, {}, sems, rank_map, top):
             config = Config(tuple(rank_map.items()), tuple(sorted(attrs.items())))
             yield config, ("values" if values_needed else "shape" if shape_needed else "rank")
 
 
 def _assign(nodes: list[ast.POp], i: int, attrs: dict[str, Any],
-            sems: dict[str, OpSemantics], ranks: dict[str, int]) -> Iterator[dict[str, Any]]:
+            sems: dict[str, OpSemantics], ranks: dict[str, int],
+            top: int) -> Iterator[dict[str, Any]]:
     if i == len(nodes):
         yield dict(attrs)
         return
@@ -158,7 +159,7 @@ def _assign(nodes: list[ast.POp], i: int, attrs: dict[str, Any],
     unbound = [(name, e.name) for name, e in node.attrs
                if isinstance(e, ast.Var) and e.name not in attrs]
     if not unbound:
-        yield from _assign(nodes, i + 1, attrs, sems, ranks)
+        yield from _assign(nodes, i + 1, attrs, sems, ranks, top)
         return
     try:
         in_ranks = [rank_of(c, sems, ranks, attrs) for c in node.inputs]
@@ -174,9 +175,11 @@ def _assign(nodes: list[ast.POp], i: int, attrs: dict[str, Any],
                 continue  # stays symbolic
             raise Unsupported(f"attribute `{attr}` of {node.op} has no finite domain to "
                               "enumerate")
+        if attr == "_out_rank":  # a hidden target rank obeys the rank limit too
+            domain = [r for r in domain if r <= top]
         names.append(var)
         domains.append(domain)
     for values in itertools.product(*domains):
         attrs2 = dict(attrs)
         attrs2.update(zip(names, values, strict=False))
-        yield from _assign(nodes, i + 1, attrs2, sems, ranks)
+        yield from _assign(nodes, i + 1, attrs2, sems, ranks, top)

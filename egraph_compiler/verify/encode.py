@@ -164,13 +164,14 @@ class Encoder:
         elif isinstance(p, ast.PConst) or (isinstance(p, ast.PCompute) and p.func == "scalar"):
             result = ([], [])
         elif isinstance(p, ast.PCompute):
-            raise Unsupported(f"{p.func}() constants are not modelled")
+            raise Unsupported(f"{p.func}() constants have no verifier encoding")
         else:
             sem = self.sems[p.op]
             children = [self.shape_of(i) for i in p.inputs]
             wf = [c for _, conds in children for c in conds]
-            if sem.elementwise is not None:
+            if sem.elementwise is not None or getattr(sem.builtin, "elementwise", False):
                 dims, more = broadcast([d for d, _ in children])
+                more = more + self._constant_fits(p, children, dims)
             elif sem.builtin is not None:
                 attrs = self.attrs(p)
                 sem.builtin.out_rank([len(d) for d, _ in children], attrs)  # validates ranks
@@ -180,6 +181,18 @@ class Encoder:
             result = (dims, wf + more)
         self._shape_memo[p] = result
         return result
+
+    def _constant_fits(self, p: ast.POp, children: list[tuple[Dims, list[Any]]],
+                       dims: Dims) -> list[Any]:
+        """A left-hand-side constant never broadcasts the result (the e-graph matches
+        it only where the op's shape is the other operands' shape)."""
+        consts = [isinstance(c, ast.PVar) and c.name.startswith("#") for c in p.inputs]
+        if not any(consts) or all(consts):
+            return []
+        others, _ = broadcast([d for (d, _), c in zip(children, consts, strict=True) if not c])
+        if len(others) != len(dims):
+            raise Illformed("a pattern constant would broadcast the result")
+        return [a == b for a, b in zip(others, dims, strict=True)]
 
     # ------------------------------------------------------------ values
     def value_of(self, p: ast.Pattern, idx: list[Any]) -> Cell:

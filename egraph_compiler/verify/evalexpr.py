@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import z3
 
 from egraph_compiler.dsl import ast
+from egraph_compiler.verify.scalar import Unsupported
 
 
 class NotApplicable(Exception):
@@ -190,4 +191,4 @@ class _Evaluator:
                 return equal(a, b)
             return logical_and([logical_or([x == y, x == 1, y == 1])
                                 for x, y in zip(reversed(a), reversed(b), strict=False)])
-        raise NotApplicable(f"unknown built-in {f}()")
+        raise Unsupported(f"the built-in {f}() has no verifier encoding")

@@ -101,6 +101,16 @@ class Runner:
                 attrs[name] = evalexpr.evaluate(expr, self.attrs, self.facts)
             except evalexpr.NotApplicable as err:
                 raise DoesNotFire(str(err)) from err
+        consts = [isinstance(c, ast.PVar) and c.name.startswith("#") for c in p.inputs]
+        if any(consts) and not all(consts):
+            try:
+                full = np.broadcast_shapes(*[a.shape for a in inputs])
+                rest = np.broadcast_shapes(*[a.shape for a, c in zip(inputs, consts,
+                                                                       strict=True) if not c])
+            except ValueError as err:
+                raise Illformed("shapes do not broadcast") from err
+            if full != rest:
+                raise Illformed("a pattern constant would broadcast the result")
         if sem.elementwise is not None:
             try:
                 arrays = np.broadcast_arrays(*inputs)

@@ -66,10 +66,10 @@ def verify_rule(rule: ast.Rule, sems: dict[str, OpSemantics], timeout_s: float =
     proved = [exact_tier]
     # bit-blasted reductions are slow: machine tiers check them at lower ranks
     reduces = any(sems[op].builtin is not None and sems[op].builtin.name.startswith(
-        ("reduce_", "matmul")) for op in canon.ops)
+        ("reduce_", "matmul", "reshape")) for op in canon.ops)
     if reduces and machine_tiers:
         notes.append(f"{'/'.join(machine_tiers)} checked up to rank "
-                     f"{1 if machine_tiers == INT_TIERS else 2} (reductions)")
+                     f"{1 if machine_tiers == INT_TIERS else 2} (reductions, reshapes)")
     for tier in machine_tiers:
         machine = check_tier(canon, sems, tier, canon.guard, min(timeout_s, MACHINE_SECONDS),
                              max_rank=(1 if tier in INT_TIERS else 2) if reduces else 3,

@@ -18,7 +18,7 @@ from .conftest import HERE
 # Mutations whose flaw only the solver sees at small sizes are checked without fuzz too.
 SOLVER_ONLY = ["m-sub-comm", "m-div-cancel", "m-square-sqrt", "m-transpose-fold-order",
                "m-reduce-broadcast-axis", "m-reduce-right-shift", "m-reduce-sum-add-scalar",
-               "m-sqrt-square", "m-add-zero-fp", "m-transpose-id-absent"]
+               "m-sqrt-square", "m-add-zero", "m-add-zero-fp", "m-transpose-id-absent"]
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_every_mutation_is_rejected_with_a_confirmed_counterexample(
 
 def test_ieee_mutations_hold_over_the_reals(verdicts: list[Verdict]) -> None:
     by_name = {v.rule: v for v in verdicts}
-    for name in ("m-add-zero-fp", "m-distribute-fp", "m-assoc-fp"):
+    for name in ("m-add-zero", "m-add-zero-fp", "m-distribute-fp", "m-assoc-fp"):
         v = by_name[name]
         assert v.tiers == ("real",), v
         assert v.counterexample is not None and v.counterexample.tier in ("bf16", "fp16", "fp32")
@@ -60,15 +60,16 @@ def test_the_solver_alone_finds_a_confirmed_counterexample(ruleset: RuleSet, nam
     sems = load_semantics(ruleset.ops)
     canon = canonical(rule, ruleset.ops)
     exact, machine = tiers_for(rule, sems, canon.ops)
-    tier = machine[-1] if name == "m-add-zero-fp" else exact
+    tier = machine[-1] if name.startswith("m-add-zero") else exact
     result = check_tier(canon, sems, tier, canon.guard, 20.0, use_fuzz=False)
     assert result.status == "failed", result
     assert result.counterexample is not None
     assert result.counterexample.replay == "CONFIRMED", result.counterexample.render()
 
 
-def test_negative_zero_is_the_fp32_counterexample(ruleset: RuleSet) -> None:
-    rule = next(r for r in ruleset.rules if r.name == "m-add-zero-fp")
+@pytest.mark.parametrize("name", ["m-add-zero", "m-add-zero-fp"])
+def test_negative_zero_is_the_fp32_counterexample(ruleset: RuleSet, name: str) -> None:
+    rule = next(r for r in ruleset.rules if r.name == name)
     sems = load_semantics(ruleset.ops)
     canon = canonical(rule, ruleset.ops)
     result = check_tier(canon, sems, "fp32", canon.guard, 20.0, use_fuzz=False)

@@ -43,7 +43,7 @@ class KernelParams:
     """Tunable sizes (``dnnr tune`` may change them per kernel kind)."""
 
     work_group: int = 64
-    conv_tile_channels: int = 8
+    conv_tile_channels: int = 16
     conv_tile_width: int = 4
     depthwise_tile_width: int = 8
     matmul_tile_m: int = 4
@@ -192,10 +192,11 @@ class _Gen:
         depthwise = group > 1 and cg == 1
         tw = self.params.depthwise_tile_width if depthwise else self.params.conv_tile_width
         tw = max(1, min(tw, out_shape[-1]))
-        if group == 1:
-            tc = max(1, min(self.params.conv_tile_channels, cout))
-        else:
-            tc = next(t for t in (self.params.conv_tile_channels, 4, 2, 1) if cout_g % t == 0)
+        limit = self.params.conv_tile_channels
+        if group == 1:  # a vector width (the weights are padded to it), at most the limit
+            tc = next((t for t in (2, 4, 8, 16) if t >= min(limit, cout)), limit)
+        else:  # a tile never straddles two groups
+            tc = next(t for t in (limit, 16, 8, 4, 2, 1) if t <= limit and cout_g % t == 0)
         self.defines += [f"TC {tc}", f"TW {tw}"]
         n_ct, n_wt = _cdiv(cout, tc), _cdiv(out_shape[-1], tw)
         outer = out_shape[2:-1]
