@@ -165,9 +165,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from egraph_compiler.backends.opencl.bench import bench, render_bench
+    from egraph_compiler import pipeline
+    from egraph_compiler.backends.opencl.bench import bench
 
-    print(render_bench(bench(args.model, repeats=args.repeats)))
+    rules = pipeline.load_rules(args.rules or None)
+
+    def optimize(graph):  # type: ignore[no-untyped-def]
+        return pipeline.optimize(graph, rules)[0]
+
+    result = bench(args.model, repeats=args.repeats, dims=_parse_bindings(args.bind),
+                   optimize=optimize, tables=rules, device=args.device)
+    print(result.table())
     return 0
 
 
@@ -216,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="time compiled vs fusion-off vs onnxruntime")
     p.add_argument("model")
     p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--rules", action="append", help="rule file or directory (repeatable)")
+    p.add_argument("--bind", action="append", default=[], help="NAME=INT for symbolic input dims")
+    p.add_argument("--device", help="OpenCL device name substring (default: PoCL)")
     p.set_defaults(func=cmd_bench)
     return parser
 

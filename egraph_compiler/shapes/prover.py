@@ -7,11 +7,29 @@ Symbols missing from ``ranges`` are only known to be non-negative.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
-
-import z3
+from types import ModuleType
 
 from egraph_compiler.ir.dims import Dim, DimExpr, dim_add, dim_mod, dim_mul
+
+
+class _LazyModule:
+    """Imports z3 on first use: most compiles decide every dim fact without it, and
+    artefact runners on other machines need not install it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._module: ModuleType | None = None
+
+    def __getattr__(self, attr: str) -> object:
+        if self._module is None:
+            self._module = importlib.import_module(self._name)
+        return getattr(self._module, attr)
+
+
+z3 = _LazyModule("z3")
+
 
 Ranges = Mapping[str, tuple[int, int]]
 Z3_TIMEOUT_MS = 2000

@@ -369,21 +369,26 @@ class Pow(Elementwise):
     a != 0 or b >= 0. A literal exponent is expanded (2 -> a*a, -1 -> 1/a, 0.5 -> sqrt)."""
 
     name = "pow"
+    _literal: float | None = None
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        exponent = node.inputs[1] if len(node.inputs) > 1 else None
+        self._literal = (enc.consts.get(exponent.name) if isinstance(exponent, ast.PVar)
+                         else exponent.value if isinstance(exponent, ast.PConst) else None)
+        return super().value(enc, node, attrs, idx)
 
     def scalar(self, enc: Encoder, args: list[Any]) -> tuple[Any, Any]:
         dom = enc.domain
         a, b = args[0], args[1]
-        literal = z3.simplify(b) if isinstance(b, z3.ExprRef) else b
         zero = dom.const(0)
-        if not dom.is_float and z3.is_rational_value(literal):
-            value = literal.as_fraction()
-            if value.denominator == 1 and 0 <= value.numerator <= 8:
-                return dom.binop("**", a, literal), z3.BoolVal(True)
-            if value.denominator == 1 and -8 <= value.numerator < 0:
-                power = dom.binop("**", a, dom.const(-value.numerator))
-                return dom.binop("/", dom.const(1), power), dom.binop("!=", a, zero)
-            if value == 0.5:
-                return dom.call("sqrt", (a,)), dom.binop(">=", a, zero)
+        value = self._literal
+        if value is not None and float(value).is_integer() and 0 <= value <= 8:
+            return dom.binop("**", a, z3.IntVal(int(value))), z3.BoolVal(True)
+        if value is not None and float(value).is_integer() and -8 <= value < 0:
+            power = dom.binop("**", a, z3.IntVal(int(-value)))
+            return dom.binop("/", dom.const(1), power), dom.binop("!=", a, zero)
+        if value == 0.5:
+            return dom.call("sqrt", (a,)), dom.binop(">=", a, zero)
         return dom.apply("pow", (a, b)), z3.Or(dom.binop(">", a, zero), z3.And(
             a == zero, dom.binop(">", b, zero)))
 

@@ -67,12 +67,16 @@ def verify_rule(rule: ast.Rule, sems: dict[str, OpSemantics], timeout_s: float =
     # bit-blasted reductions are slow: machine tiers check them at lower ranks
     reduces = any(sems[op].builtin is not None and sems[op].builtin.name.startswith(
         ("reduce_", "matmul", "reshape")) for op in canon.ops)
+    reshapes = any(sems[op].builtin is not None and sems[op].builtin.name == "reshape"
+                   for op in canon.ops)
     if reduces and machine_tiers:
         notes.append(f"{'/'.join(machine_tiers)} checked up to rank "
-                     f"{1 if machine_tiers == INT_TIERS else 2} (reductions, reshapes)")
+                     f"{1 if machine_tiers == INT_TIERS or reshapes else 2} "
+                     "(reductions, reshapes)")
     for tier in machine_tiers:
         machine = check_tier(canon, sems, tier, canon.guard, min(timeout_s, MACHINE_SECONDS),
-                             max_rank=(1 if tier in INT_TIERS else 2) if reduces else 3,
+                             max_rank=(1 if tier in INT_TIERS or reshapes else 2)
+                             if reduces else 3,
                              check_shapes=False)
         if machine.status != "proved":
             notes.append(f"exact in the {exact_tier} tier, fails in {tier}")

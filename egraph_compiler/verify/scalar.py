@@ -136,9 +136,11 @@ class Domain:
 
     def _power(self, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
         exponent = _literal_int(b)
-        if exponent is not None and 0 <= exponent <= 8:
-            result = self.const(1)
-            for _ in range(exponent):
+        if exponent == 0:
+            return self.const(1)
+        if exponent is not None and 0 < exponent <= 8:
+            result = a  # a * a * ..., never 1 * a (a needless rounding step for IEEE)
+            for _ in range(exponent - 1):
                 result = self.binop("*", result, a)
             return result
         return self.apply("pow", (a, b))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,19 +142,27 @@ def _onnxruntime(model_path: str | Path, feeds: dict[str, np.ndarray], repeats: 
 
 
 def bench(model_path: str | Path, repeats: int = 10, dims: dict[str, int] | None = None,
-          seed: int = 0) -> BenchResult:
-    """Time one ONNX model three ways (see the module docstring)."""
+          seed: int = 0, optimize: Callable[[Graph], Graph] | None = None,
+          tables: object = None, device: str | None = None) -> BenchResult:
+    """Time one ONNX model three ways (see the module docstring).
+
+    ``optimize`` is the graph optimiser to run first (the CLI passes the e-graph
+    pipeline with the rule library; ``None`` benchmarks the imported graph) and
+    ``tables`` the fusion tables (a dsl `RuleSet` or `FusionTables`).
+    """
     name = Path(model_path).stem
     with tempfile.TemporaryDirectory(prefix="dnnr-bench-") as tmp:
         work = Path(tmp)
         model_path = _bind_dims(model_path, dims or {}, work)
         graph = _static_graph(model_path)
         feeds = _inputs(graph, seed)
+        if optimize is not None:
+            graph = optimize(graph)
         results = {}
         for label, fuse in (("ours", True), ("unfused", False)):
-            plan = plan_memory(plan_fusion(graph, fuse=fuse))
+            plan = plan_memory(plan_fusion(graph, tables, fuse=fuse))
             artefact = build_artefact(plan, work / label)
-            compiled = CompiledModel(work / label)
+            compiled = CompiledModel(work / label, device)
             outputs: dict[str, np.ndarray] = {}
             seconds = _time(lambda c=compiled, o=outputs: o.update(c.run(feeds)), repeats)
             results[label] = (artefact, Timing.of(seconds), outputs)
