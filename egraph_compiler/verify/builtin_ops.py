@@ -17,6 +17,8 @@ enumerated attributes for a given input rank (permutations, axes, flags).
 | pow | a, b | | ``a ** b``, see `Pow` for where it is defined |
 | batch_norm | x, scale, b, mean, var | epsilon: float | inference BatchNormalization, channel axis 1 |
 | reshape | x, shape | allowzero | an abstract index map (see `Reshape`) |
+| concat | x... | axis: int | ONNX Concat (see `Concat`) |
+| cast | x | to: int | an uninterpreted conversion ``cast(to, x)`` (see `Cast`) |
 """
 
 from __future__ import annotations
@@ -402,6 +404,101 @@ class Pow(Elementwise):
             return np.asarray(np.power(a, b))
 
 
+# ONNX TensorProto element types the NumPy replay of `cast` knows
+_ONNX_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16,
+                6: np.int32, 7: np.int64, 9: np.bool_, 10: np.float16, 11: np.float64,
+                12: np.uint32, 13: np.uint64}
+
+
+class Cast(Elementwise):
+    """ONNX Cast as an uninterpreted function ``cast(to, x)`` of the (symbolic) target
+    type code and the element: the same conversion wherever it is applied, and
+    nothing else known about it. Enough for rules that move a Cast across layout
+    operators; a rule that needs what a conversion does stays unproved (sound)."""
+
+    name = "cast"
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        (child,) = node.inputs[:1]
+        x, defined = enc.value_of(child, project(enc.shape_of(child)[0], idx))
+        to = attrs.get("to")
+        if to is None:
+            raise Illformed("cast without `to`")
+        code = to if isinstance(to, z3.ExprRef) else z3.IntVal(int(to))
+        dom = enc.domain
+        fn = z3.Function(f"cast_{dom.name}", z3.IntSort(), dom.sort, dom.sort)
+        return fn(code, x), defined
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        code = int(attrs.get("to", 0))
+        if code not in _ONNX_DTYPES:
+            raise Illformed(f"cast to ONNX type {code} is not replayed")
+        with np.errstate(all="ignore"):
+            return np.asarray(inputs[0].astype(_ONNX_DTYPES[code]))
+
+
+class Concat(Builtin):
+    """ONNX Concat along ``axis`` (enumerated, negative axes included): inputs of one
+    rank >= 1 whose dims agree off the axis; output index i reads input k at i minus
+    the summed axis lengths of the inputs before k."""
+
+    name = "concat"
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        if attr == "axis":
+            return list(range(-in_ranks[0], in_ranks[0])) if in_ranks else []
+        return None
+
+    @staticmethod
+    def axis(attrs: dict[str, Any], rank: int) -> int:
+        axis = attrs.get("axis")
+        if not isinstance(axis, int) or not -rank <= axis < rank:
+            raise Illformed(f"concat axis {axis} out of range for rank {rank}")
+        return axis % rank
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        if not in_ranks or len(set(in_ranks)) != 1 or in_ranks[0] < 1:
+            raise Illformed("concat takes inputs of one rank >= 1")
+        self.axis(attrs, in_ranks[0])
+        return in_ranks[0]
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        axis = self.axis(attrs, len(dims[0]))
+        wf = [a == b for d in dims[1:] for k, (a, b) in enumerate(zip(dims[0], d, strict=True))
+              if k != axis]
+        out = list(dims[0])
+        out[axis] = sum((d[axis] for d in dims[1:]), start=dims[0][axis])
+        return out, wf
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        axis = self.axis(attrs, len(idx))
+        offsets: list[Any] = [0]
+        for child in node.inputs[:-1]:
+            offsets.append(offsets[-1] + enc.shape_of(child)[0][axis])
+        last = len(node.inputs) - 1
+        j = list(idx)
+        j[axis] = idx[axis] - offsets[last]
+        value, defined = enc.value_of(node.inputs[last], j)
+        for k in range(last - 1, -1, -1):  # input k where idx[axis] is below input k+1
+            j = list(idx)
+            j[axis] = idx[axis] - offsets[k]
+            v, d = enc.value_of(node.inputs[k], j)
+            below = idx[axis] < offsets[k + 1]
+            value, defined = z3.If(below, v, value), z3.If(below, d, defined)
+        return value, defined
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        rank = inputs[0].ndim
+        if rank < 1 or any(x.ndim != rank for x in inputs):
+            raise Illformed("concat ranks")
+        axis = self.axis(attrs, rank)
+        if any(x.shape[:axis] + x.shape[axis + 1:] != inputs[0].shape[:axis]
+               + inputs[0].shape[axis + 1:] for x in inputs):
+            raise Illformed("concat shapes")
+        return np.concatenate(inputs, axis=axis)
+
+
 class BatchNorm(Builtin):
     """Inference BatchNormalization over axis 1: (x - mean) / sqrt(var + eps) * scale + b,
     with rank-1 parameters of length dim(x, 1); undefined where var + eps <= 0."""
@@ -473,7 +570,8 @@ class Reshape(Builtin):
                            *([z3.IntSort()] * (len(in_dims) + 1)))(*in_dims)
                for k in range(rank)]
         wf = [d >= 1 for d in out] + [dims[1][0] == rank]
-        if not (enc.domain.is_float or enc.domain.is_bv):
+        if not (enc.domain.is_float or enc.domain.is_bv
+                or getattr(enc.domain, "mirrors_float", False)):
             # numel preserved; nonlinear, and shapes are the exact tier's job: machine
             # tiers prove the values without it (a weaker assumption, still sound)
             wf.append(math.prod(out) == math.prod(in_dims) if in_dims or out else True)
@@ -505,7 +603,8 @@ class Reshape(Builtin):
 BUILTINS: dict[str, Builtin] = {b.name: b for b in [
     Reduce("sum"), Reduce("prod"), Reduce("max"), Reduce("min"), Reduce("mean"),
     Transpose(), Squeeze(), Unsqueeze(), MatMul(), BitShift(), Variadic("sum"),
-    Variadic("max"), Variadic("min"), Variadic("mean"), Pow(), BatchNorm(), Reshape(),
+    Variadic("max"), Variadic("min"), Variadic("mean"), Pow(), BatchNorm(), Reshape(), Cast(),
+    Concat(),
 ]}
 _ALIASES = {"reducesum": "reduce_sum", "reduceprod": "reduce_prod", "reducemax": "reduce_max",
             "reducemin": "reduce_min", "reducemean": "reduce_mean", "bit_shift": "bitshift",

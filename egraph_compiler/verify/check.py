@@ -32,7 +32,7 @@ from egraph_compiler.verify.configs import enumerate_configs
 from egraph_compiler.verify.encode import Config, DoesNotFire, Encoder, Illformed, Unsupported
 from egraph_compiler.verify.fuzz import FuzzFinding, compare, fuzz
 from egraph_compiler.verify.normalize import CanonRule
-from egraph_compiler.verify.scalar import Domain
+from egraph_compiler.verify.scalar import AbstractDomain, Domain
 from egraph_compiler.verify.semantics import OpSemantics
 from egraph_compiler.verify.verdict import Counterexample, TensorValue
 
@@ -61,9 +61,14 @@ class _Sides:
     guard_expr: ast.Expr | None = None
 
 
+def make_domain(tier: str) -> Domain:
+    """``uf_<tier>``: the IEEE tier with uninterpreted scalar operations (proofs only)."""
+    return AbstractDomain(tier[3:]) if tier.startswith("uf_") else Domain(tier)
+
+
 def _build(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Config,
            guard: ast.Expr | None, mode: str = "bounded", m: Any = None) -> _Sides | None:
-    enc = Encoder(sems, Domain(tier), config, dict(canon.const_values), mode, m)
+    enc = Encoder(sems, make_domain(tier), config, dict(canon.const_values), mode, m)
     try:
         lhs_dims, wf_lhs = enc.shape_of(canon.lhs)
         guard_term = enc.guard(guard)
@@ -252,7 +257,8 @@ def _check_config(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, con
 
 def _failure(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, sides: _Sides,
              model: Any, stage: str, message: str, status: str = "sat") -> TierResult:
-    if status == "unknown" or model is None:
+    if status == "unknown" or model is None or tier.startswith("uf_"):
+        # the abstract tier only proves: its models need not be IEEE counterexamples
         return TierResult(tier, "unknown", stage,
                           f"Z3 returned unknown ({sides.enc.config.describe()})")
     cex = _counterexample(canon, sems, tier, sides, model, message)

@@ -19,7 +19,7 @@ import z3
 
 from egraph_compiler.dsl import ast
 from egraph_compiler.verify import evalexpr
-from egraph_compiler.verify.scalar import Domain, Unsupported
+from egraph_compiler.verify.scalar import AbstractDomain, Domain, Unsupported
 from egraph_compiler.verify.semantics import OpSemantics
 
 Dims = list[Any]  # z3 ArithRef or int
@@ -236,6 +236,8 @@ class Encoder:
 
     def scalar_const(self, value: Any) -> z3.ExprRef:
         if isinstance(value, z3.ExprRef):
+            if isinstance(self.domain, AbstractDomain):
+                return self.domain.of_real(value)
             if self.domain.name == "real":
                 return value if value.sort() == z3.RealSort() else z3.ToReal(value)
             if self.domain.is_float:
@@ -263,7 +265,8 @@ class Encoder:
         self.extents.extend(extents)
         if self.mode == "bounded":
             acc, defined = body([0] * len(extents))
-            if kind == "sum" and self.domain.is_float:
+            if kind == "sum" and (self.domain.is_float
+                                  or getattr(self.domain, "mirrors_float", False)):
                 acc = self.domain.binop("+", self.domain.const(0.0), acc)  # +0.0 + x, as NumPy
             # at most 16 unrolled elements: lengths <= 4 on one axis, <= 2 on several
             per_axis = self.bound if len(extents) == 1 else 2
@@ -300,6 +303,9 @@ class Encoder:
         finally:
             self._in_body = False
         if self.mode == "base":
+            if kind == "sum" and (self.domain.is_float
+                                  or getattr(self.domain, "mirrors_float", False)):
+                value = self.domain.binop("+", self.domain.const(0.0), value)  # as unrolled
             return value, ok
         return (combine(partial(self.m, *outer), value),
                 z3.And(partial_defined(self.m, *outer), ok))

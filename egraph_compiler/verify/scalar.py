@@ -239,3 +239,83 @@ def _literal_int(term: z3.ExprRef) -> int | None:
     if z3.is_rational_value(simplified) and simplified.denominator_as_long() == 1:
         return simplified.numerator_as_long()
     return None
+
+
+_UF_PREDICATES = ("==", "!=", "<", "<=", ">", ">=")
+
+
+class AbstractDomain(Domain):
+    """The IEEE tier ``concrete`` with every scalar operation uninterpreted: elements
+    of an uninterpreted sort, ``+ - * /``, functions and comparisons free functions,
+    constants free constants named by their IEEE value. It only ever *proves*: a
+    rule whose two sides are equal here are equal for every interpretation of the
+    operations, so in particular for IEEE arithmetic (both sides are built with the
+    same term structure as in the ``concrete`` tier: `+0.0 + x` for sums included).
+    Index maps (Reshape, broadcasting, Transpose) stay exact integers, so a rule that
+    moves an operator to a permuted index is proved by congruence alone, without
+    bit-blasting. A failure here means nothing; the caller falls back to ``concrete``."""
+
+    def __init__(self, concrete: str) -> None:
+        super().__init__(f"uf_{concrete}")
+        self.concrete = concrete
+        self._sort = z3.DeclareSort("Elem")
+
+    @property
+    def is_float(self) -> bool:
+        return False
+
+    @property
+    def mirrors_float(self) -> bool:
+        return True
+
+    @property
+    def sort(self) -> z3.SortRef:
+        return self._sort
+
+    @property
+    def dtype(self) -> str:
+        return NUMPY_DTYPE[self.concrete]
+
+    def const(self, value: float | int) -> z3.ExprRef:
+        return z3.Const(f"const_{float(value)!r}", self._sort)
+
+    def of_real(self, value: z3.ExprRef) -> z3.ExprRef:
+        real = value if value.sort() == z3.RealSort() else z3.ToReal(value)
+        return z3.Function("elem_of_real", z3.RealSort(), self._sort)(real)
+
+    def equal(self, lhs: z3.ExprRef, rhs: z3.ExprRef) -> z3.BoolRef:
+        return lhs == rhs
+
+    def binop(self, op: str, a: z3.ExprRef | bool, b: z3.ExprRef | bool) -> z3.ExprRef:
+        if op == "and":
+            return z3.And(a, b)
+        if op == "or":
+            return z3.Or(a, b)
+        if op == "**":
+            return self._power(a, b)
+        if op == "!=":
+            return z3.Not(self.binop("==", a, b))
+        if op in _UF_PREDICATES:
+            pred = z3.Function(f"pred{op}", self._sort, self._sort, z3.BoolSort())
+            return pred(a, b)
+        return self.apply(f"op{op}", (a, b))
+
+    def _power(self, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
+        exponent = _literal_int(b)
+        if exponent is not None and not (0 <= exponent <= 8):
+            raise Unsupported("power with a large literal exponent")
+        if exponent is None and b.sort() != self._sort:
+            raise Unsupported("power with a symbolic integer exponent")
+        return super()._power(a, b)
+
+    def neg(self, a: z3.ExprRef) -> z3.ExprRef:
+        return self.apply("neg", (a,))
+
+    def call(self, func: str, args: tuple[z3.ExprRef, ...]) -> z3.ExprRef:
+        if func in ("where", "select"):
+            cond, a, b = args
+            return z3.If(cond, a, b)
+        return self.apply(func, args)
+
+    def axioms(self) -> list[z3.BoolRef]:
+        return []

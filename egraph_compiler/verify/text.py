@@ -3,47 +3,9 @@
 from __future__ import annotations
 
 from egraph_compiler.dsl import ast
+from egraph_compiler.dsl.format import expr_text, pattern_text
 
-_PRECEDENCE = {"or": 1, "and": 2, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4,
-               "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6, "**": 8}
-
-
-def expr_text(expr: ast.Expr, parent: int = 0) -> str:
-    if isinstance(expr, ast.Var):
-        return f"?{expr.name}"
-    if isinstance(expr, ast.Name):
-        return expr.name
-    if isinstance(expr, ast.Num):
-        return repr(expr.value)
-    if isinstance(expr, ast.Str):
-        return f'"{expr.value}"'
-    if isinstance(expr, ast.ListLit):
-        return "[" + ", ".join(expr_text(item) for item in expr.items) + "]"
-    if isinstance(expr, ast.Call):
-        return f"{expr.func}(" + ", ".join(expr_text(a) for a in expr.args) + ")"
-    if isinstance(expr, ast.Index):
-        return f"{expr_text(expr.base, 9)}[{expr_text(expr.index)}]"
-    if isinstance(expr, ast.UnOp):
-        inner = expr_text(expr.operand, 7)
-        return f"not {inner}" if expr.op == "not" else f"-{inner}"
-    if isinstance(expr, ast.BinOp):
-        prec = _PRECEDENCE[expr.op]
-        text = f"{expr_text(expr.lhs, prec)} {expr.op} {expr_text(expr.rhs, prec + 1)}"
-        return f"({text})" if prec < parent else text
-    raise TypeError(f"not an expression: {expr!r}")
-
-
-def pattern_text(pattern: ast.Pattern) -> str:
-    if isinstance(pattern, ast.PVar):
-        return f"?{pattern.name}"
-    if isinstance(pattern, ast.PConst):
-        return repr(pattern.value)
-    if isinstance(pattern, ast.PCompute):
-        return f"{pattern.func}(" + ", ".join(expr_text(a) for a in pattern.args) + ")"
-    parts = [pattern_text(p) for p in pattern.inputs]
-    parts += [f"{name}={expr_text(value)}" for name, value in pattern.attrs]
-    return f"{pattern.op}(" + ", ".join(parts) + ")"
-
+__all__ = ["expr_text", "op_text", "pattern_text", "rule_text"]
 
 def rule_text(rule: ast.Rule) -> str:
     flags = f" [{', '.join(sorted(rule.flags))}]" if rule.flags else ""

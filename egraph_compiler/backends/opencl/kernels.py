@@ -18,6 +18,13 @@ evaluated at the anchor's index and stored at each output's forward index.
 Tile and work-group sizes are `KernelParams` fields, written as ``#define``s.
 Sources use ``KNAME`` as the kernel name; the builder names each distinct
 source by its hash, so identical blocks share one compiled kernel.
+
+Every tensor parameter is a buffer plus an element offset (``in0_buf, in0_off``)
+and the body works on ``in0 = in0_buf + in0_off``: arena tensors are passed as
+the arena buffer and their offset, never as OpenCL sub-buffers. NVIDIA's driver
+segfaults releasing sub-buffers of an arena that kernels wrote (mha,
+transformer_encoder on an H100), and sub-buffer origins must also be aligned to
+CL_DEVICE_MEM_BASE_ADDR_ALIGN, which a plain offset does not need.
 """
 
 from __future__ import annotations
@@ -90,22 +97,27 @@ class _Gen:
         self.defines: list[str] = []
 
     # -- shared pieces ------------------------------------------------------------------
-    def signature(self, local: int) -> str:
-        params = []
+    def signature(self, local: int) -> tuple[str, list[str]]:
+        """The kernel header and the body's first lines, which point each tensor
+        name at its buffer plus offset (see the module docstring)."""
+        params, pointers = [], []
         for k, value in enumerate(self.args):
             qual = "const " if k < self.n_inputs else ""
             name = f"in{k}" if k < self.n_inputs else self.stores[value]
             derived = self.em.derived.get(value)
             dtype = str(derived.dtype) if derived is not None else self.view.dtype(value)
-            params.append(f"__global {qual}{ctype(dtype)}* restrict {name}")
+            pointer = f"__global {qual}{ctype(dtype)}*"
+            params.append(f"{pointer} {name}_buf, const ulong {name}_off")
+            pointers.append(f"{pointer} restrict {name} = {name}_buf + {name}_off;")
         defines = "".join(f"#define {d}\n" for d in self.defines)
         return (f"{defines}__kernel __attribute__((reqd_work_group_size({local}, 1, 1)))\n"
-                f"void KNAME({', '.join(params)})")
+                f"void KNAME({', '.join(params)})"), pointers
 
     def finish(self, body: Scope, total: int, local: int) -> Kernel:
-        lines = "\n".join("  " + line for line in body.lines)
+        header, pointers = self.signature(local)
+        lines = "\n".join("  " + line for line in [*pointers, *body.lines])
         undefs = "".join(f"#undef {d.split()[0]}\n" for d in self.defines)
-        source = f"{self.signature(local)} {{\n{lines}\n}}\n{undefs}"
+        source = f"{header} {{\n{lines}\n}}\n{undefs}"
         global_size = _cdiv(max(total, 1), local) * local
         return Kernel(source, tuple(self.args), global_size, local,
                       tuple(sorted(self.em.derived.items())))

@@ -54,27 +54,55 @@ class CompiledModel:
         names = json.loads((out / "weights.json").read_text())
         weights = np.load(out / "weights.npz")
         mf = cl.mem_flags
-        self.buffers: dict[str, cl.Buffer] = {}
+        # name -> (buffer, element offset): arena tensors are the arena at their offset,
+        # never sub-buffers (kernels.py's docstring says why)
+        self.buffers: dict[str, tuple[cl.Buffer, int]] = {}
         tensors = self.plan["tensors"]
         self.constant_arrays = {n: weights[f"c{k}"] for k, n in enumerate(names)}
         for name, array in self.constant_arrays.items():
             data = np.ascontiguousarray(array).reshape(-1) if array.size else np.zeros(1, np.uint8)
-            self.buffers[name] = cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR,
-                                           hostbuf=data)
+            self.buffers[name] = (cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR,
+                                            hostbuf=data), 0)
         arena_size = max(int(self.plan["arena_bytes"]), 1)
         self.arena = cl.Buffer(self.context, mf.READ_WRITE, arena_size)
         for name, info in tensors.items():
             if info["kind"] == "arena":
-                self.buffers[name] = self.arena.get_sub_region(info["offset"], info["nbytes"])
+                itemsize = np.dtype(info["dtype"]).itemsize
+                offset, nbytes = int(info["offset"]), int(info["nbytes"])
+                if offset % itemsize or offset + nbytes > arena_size:
+                    raise OpenClError(f"arena tensor '{name}' at byte {offset} (+{nbytes}) does "
+                                      f"not fit an arena of {arena_size} bytes of {info['dtype']}")
+                self.buffers[name] = (self.arena, offset // itemsize)
             elif info["kind"] in ("input", "output"):
-                self.buffers[name] = cl.Buffer(self.context, mf.READ_WRITE,
-                                               max(int(info["nbytes"]), 1))
+                self.buffers[name] = (cl.Buffer(self.context, mf.READ_WRITE,
+                                                max(int(info["nbytes"]), 1)), 0)
         self.launches = []
         for launch in self.plan["launches"]:
             # one kernel object per launch: its arguments are bound once, here
             kernel = cl.Kernel(self.program, launch["kernel"])
-            kernel.set_args(*(self.buffers[a] for a in launch["args"]))
+            self._check_work_group(kernel, launch)
+            args = []
+            for arg in launch["args"]:
+                buffer, offset = self.buffers[arg]
+                args += [buffer, np.uint64(offset)]  # the kernel's `ulong NAME_off`
+            kernel.set_args(*args)
             self.launches.append((kernel, (launch["global"],), (launch["local"],)))
+
+    def _check_work_group(self, kernel, launch: dict) -> None:  # noqa: ANN001 - pyopencl
+        """A launch the device cannot run is an error here, not a crash in the driver.
+        The local size is compiled in (``reqd_work_group_size``), so it cannot be clamped."""
+        import pyopencl as cl
+
+        local, global_size = int(launch["local"]), int(launch["global"])
+        limit = min(self.device.max_work_group_size,
+                    kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE,
+                                               self.device))
+        if local > limit or global_size % local:
+            raise OpenClError(
+                f"kernel {launch['kernel']} (block {launch['block']}) needs work-groups of "
+                f"{local} over {global_size} work-items; {self.device.name} allows at most "
+                f"{limit} per group for it and the global size must be a multiple: rebuild "
+                f"the artefact with a smaller work group")
 
     @property
     def kernel_names(self) -> list[str]:
@@ -93,7 +121,7 @@ class CompiledModel:
                 raise OpenClError(f"input '{name}' has shape {list(array.shape)}, the artefact "
                                   f"was compiled for {info['shape']}")
             if array.size:
-                cl.enqueue_copy(self.queue, self.buffers[name], array)
+                cl.enqueue_copy(self.queue, self.buffers[name][0], array)
         for kernel, global_size, local_size in self.launches:
             cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
         results = {}
@@ -107,7 +135,8 @@ class CompiledModel:
                 continue
             array = np.empty(info["shape"], dtype=info["dtype"])
             if array.size:
-                cl.enqueue_copy(self.queue, array, self.buffers[name])
+                buffer, offset = self.buffers[name]
+                cl.enqueue_copy(self.queue, array, buffer, device_offset=offset * array.itemsize)
             results[name] = array
         self.queue.finish()
         return results

@@ -3,7 +3,14 @@
 #define TC 16
 #define TW 4
 __kernel __attribute__((reqd_work_group_size(64, 1, 1)))
-void k_7d08fac2e404(__global const float* restrict in0, __global const float* restrict in1, __global const float* restrict in2, __global const float* restrict in3, __global const float* restrict in4, __global const float* restrict in5, __global float* restrict out0) {
+void k_108d01a515d1(__global const float* in0_buf, const ulong in0_off, __global const float* in1_buf, const ulong in1_off, __global const float* in2_buf, const ulong in2_off, __global const float* in3_buf, const ulong in3_off, __global const float* in4_buf, const ulong in4_off, __global const float* in5_buf, const ulong in5_off, __global float* out0_buf, const ulong out0_off) {
+  __global const float* restrict in0 = in0_buf + in0_off;
+  __global const float* restrict in1 = in1_buf + in1_off;
+  __global const float* restrict in2 = in2_buf + in2_off;
+  __global const float* restrict in3 = in3_buf + in3_off;
+  __global const float* restrict in4 = in4_buf + in4_off;
+  __global const float* restrict in5 = in5_buf + in5_off;
+  __global float* restrict out0 = out0_buf + out0_off;
   const int gid = get_global_id(0);
   if (gid >= 28) return;
   int r = gid;

@@ -3,7 +3,11 @@
 #define TM 4
 #define TN 4
 __kernel __attribute__((reqd_work_group_size(64, 1, 1)))
-void k_76fc347e0898(__global const float* restrict in0, __global const float* restrict in1, __global const float* restrict in2, __global float* restrict out0) {
+void k_e7d42ddc0749(__global const float* in0_buf, const ulong in0_off, __global const float* in1_buf, const ulong in1_off, __global const float* in2_buf, const ulong in2_off, __global float* out0_buf, const ulong out0_off) {
+  __global const float* restrict in0 = in0_buf + in0_off;
+  __global const float* restrict in1 = in1_buf + in1_off;
+  __global const float* restrict in2 = in2_buf + in2_off;
+  __global float* restrict out0 = out0_buf + out0_off;
   const int gid = get_global_id(0);
   if (gid >= 32) return;
   int r = gid;
