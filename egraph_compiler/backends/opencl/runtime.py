@@ -136,7 +136,7 @@ class CompiledModel:
             array = np.empty(info["shape"], dtype=info["dtype"])
             if array.size:
                 buffer, offset = self.buffers[name]
-                cl.enqueue_copy(self.queue, array, buffer, device_offset=offset * array.itemsize)
+                cl.enqueue_copy(self.queue, array, buffer, src_offset=offset * array.itemsize)
             results[name] = array
         self.queue.finish()
         return results

@@ -3,12 +3,13 @@ the model-zoo blocks at batch 2 with odd sizes, and all nine light models."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import onnx
 import pytest
 
-from egraph_compiler.backends.opencl import compile_graph, load
+from egraph_compiler.backends.opencl import OpenClError, compile_graph, load
 from egraph_compiler.fusion.tables import LAYOUT_OPS
 from tests.backends.opencl.helpers import static_graph, with_static_inputs
 from tests.modelzoo import (
@@ -96,3 +97,31 @@ def test_light_model_compiles_whole(name: str, tmp_path: Path) -> None:
     assert artefact.kernels < artefact.operators
     print(f"{name}: {artefact.operators} operators, {artefact.kernels} kernels launched, "
           f"{artefact.distinct_kernels} distinct")
+
+
+def test_arena_tensors_are_offsets_into_one_buffer(tmp_path: Path) -> None:
+    """Arena tensors reach kernels as the arena buffer plus an element offset, never as
+    sub-buffers (NVIDIA's driver segfaults releasing those after the mha kernels ran)."""
+    model = BLOCKS["mha"]()
+    feeds = random_inputs(model, 1, dims=ODD)
+    _check(model, feeds, tmp_path)
+    compiled = load(tmp_path)
+    arena = {n: t for n, t in compiled.plan["tensors"].items() if t["kind"] == "arena"}
+    assert any(t["offset"] > 0 for t in arena.values())
+    for name, info in arena.items():
+        buffer, offset = compiled.buffers[name]
+        assert buffer == compiled.arena and offset * 4 == info["offset"], name
+
+
+@pytest.mark.parametrize("local, global_size", [(64, 65), (1 << 20, 1 << 20)])
+def test_launch_the_device_cannot_run_is_an_error(tmp_path: Path, local: int,
+                                                  global_size: int) -> None:
+    model = conv_bn_relu_block()
+    feeds = random_inputs(model, 1, dims=ODD)
+    compile_graph(static_graph(with_static_inputs(model, feeds), feeds), tmp_path)
+    plan_path = tmp_path / "plan.json"
+    plan = json.loads(plan_path.read_text())
+    plan["launches"][0].update({"local": local, "global": global_size})
+    plan_path.write_text(json.dumps(plan))
+    with pytest.raises(OpenClError, match="work-groups of"):
+        load(tmp_path)
