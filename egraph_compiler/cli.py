@@ -85,11 +85,17 @@ def _build_target(target: str, result: Any, out: Path, progress: Any,
     if progress:
         progress(f"{target} backend ...")
     start = time.perf_counter()
-    graph = result.graph
-    if bindings:
-        from egraph_compiler.shapes import bind_symbols
+    from egraph_compiler.ir.dims import DimExpr
+    from egraph_compiler.ir.errors import DnnrError
+    from egraph_compiler.shapes import bind_symbols
 
-        graph = bind_symbols(graph, bindings)
+    graph = bind_symbols(result.graph, bindings) if bindings else result.graph
+    unbound = sorted({s for v in graph.inputs for d in v.type.shape or () if isinstance(d, DimExpr)
+                      for s in d.symbols()})
+    if unbound:
+        raise DnnrError(f"error: the {target} target needs static shapes, and the model's inputs have "
+                        f"symbolic dims {', '.join(unbound)}\n"
+                        f"  hint: add --bind {unbound[0]}=1 (one --bind NAME=INT per symbol)")
     if target == "opencl":
         from egraph_compiler.backends import opencl
 

@@ -18,6 +18,7 @@ enumerated attributes for a given input rank (permutations, axes, flags).
 | batch_norm | x, scale, b, mean, var | epsilon: float | inference BatchNormalization, channel axis 1 |
 | reshape | x, shape | allowzero | an abstract index map (see `Reshape`) |
 | concat | x... | axis: int | ONNX Concat (see `Concat`) |
+| slice | x | starts, ends, axes, steps: ints | ONNX Slice, constant bounds (see `Slice`) |
 | cast | x | to: int | an uninterpreted conversion ``cast(to, x)`` (see `Cast`) |
 """
 
@@ -32,6 +33,7 @@ import z3
 
 from egraph_compiler.dsl import ast
 from egraph_compiler.verify.encode import (
+    SYMBOLIC_LIST,
     Cell,
     Dims,
     Encoder,
@@ -499,6 +501,113 @@ class Concat(Builtin):
         return np.concatenate(inputs, axis=axis)
 
 
+def _clamp(x: Any, lo: Any, hi: Any) -> Any:
+    return z3.If(x < lo, lo, z3.If(x > hi, hi, x))
+
+
+class Slice(Builtin):
+    """ONNX Slice with constant bounds. ``axes`` is enumerated (every list of distinct
+    axes, negative ones included); ``starts``/``ends``/``steps`` are symbolic Ints, one
+    per axis (``steps`` also absent, all 1). A step of 1 is exact (negative bounds
+    counted from the end, clamped to [0, dim]); any other step is abstract: its length
+    and the input index it reads are uninterpreted functions of the bounds and the
+    dim (the read index in range), so a proof covers every step and a counterexample
+    with a step other than 1 may be SPURIOUS. An absent ``axes`` ([]) is every axis
+    with bounds of length rank."""
+
+    name = "slice"
+    symbolic_lists = ("starts", "ends", "steps")
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        rank = in_ranks[0] if in_ranks else 0
+        if attr == "axes":
+            lists: list[Any] = [[]]
+            for n in range(1, rank + 1):
+                for combo in itertools.permutations(range(-rank, rank), n):
+                    if len({a % rank for a in combo}) == n:
+                        lists.append(list(combo))
+            return lists
+        if attr in ("starts", "ends"):
+            return [SYMBOLIC_LIST]
+        if attr == "steps":
+            return [[], SYMBOLIC_LIST]
+        return None
+
+    @staticmethod
+    def list_length(attrs: dict[str, Any], rank: int) -> int:
+        return len(attrs.get("axes") or []) or rank
+
+    @staticmethod
+    def bounds(attrs: dict[str, Any], rank: int) -> list[tuple[int, Any, Any, Any]]:
+        axes = list(attrs.get("axes") or []) or list(range(rank))
+        if any(not isinstance(a, int) or not -rank <= a < rank for a in axes):
+            raise Illformed("slice axis out of range")
+        normal = [a % rank for a in axes]
+        if len(set(normal)) != len(normal):
+            raise Illformed("repeated slice axis")
+        starts, ends = list(attrs.get("starts") or []), list(attrs.get("ends") or [])
+        steps = list(attrs.get("steps") or []) or [1] * len(normal)
+        if not (len(starts) == len(ends) == len(steps) == len(normal)):
+            raise Illformed("slice bounds of different lengths")
+        return list(zip(normal, starts, ends, steps, strict=True))
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        if in_ranks[0] < 1:
+            raise Illformed("slice of a scalar")
+        return in_ranks[0]
+
+    @staticmethod
+    def _start(start: Any, end: Any, dim: Any) -> tuple[Any, Any]:
+        start = z3.If(start < 0, start + dim, start)
+        end = z3.If(end < 0, end + dim, end)
+        return _clamp(start, 0, dim), _clamp(end, 0, dim)
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        out = list(dims[0])
+        wf: list[Any] = []
+        ints = [z3.IntSort()] * 5
+        for axis, start, end, step in self.bounds(attrs, len(out)):
+            d = out[axis]
+            first, last = self._start(start, end, d)
+            exact = z3.If(last > first, last - first, 0)
+            other = z3.Function("slice_len", *ints)(z3.IntVal(0) + start, z3.IntVal(0) + end,
+                                                     z3.IntVal(0) + step, z3.IntVal(0) + d)
+            out[axis] = z3.If(step == 1, exact, other) if not isinstance(step, int) or \
+                step != 1 else exact
+            wf += [c for c in (step != 0, other >= 0) if not isinstance(c, bool)]
+        return out, wf
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        in_dims, _ = enc.shape_of(node.inputs[0])
+        j = list(idx)
+        ints = [z3.IntSort()] * 6
+        for axis, start, end, step in self.bounds(attrs, len(idx)):
+            d = in_dims[axis]
+            first, _ = self._start(start, end, d)
+            other = z3.Function("slice_read", *ints)(z3.IntVal(0) + idx[axis],
+                                                      z3.IntVal(0) + start,
+                                                      z3.IntVal(0) + end,
+                                                      z3.IntVal(0) + step, z3.IntVal(0) + d)
+            enc.index_facts.append(z3.And(other >= 0, other < d))
+            j[axis] = first + idx[axis] if isinstance(step, int) and step == 1 else z3.If(
+                step == 1, first + idx[axis], other)
+        return enc.value_of(node.inputs[0], j)
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        x = inputs[0]
+        if x.ndim < 1:
+            raise Illformed("slice of a scalar")
+        if any(v == SYMBOLIC_LIST for v in attrs.values()):
+            raise Unsupported("slice bounds without values")
+        index = [slice(None)] * x.ndim
+        for axis, start, end, step in self.bounds(attrs, x.ndim):
+            if int(step) == 0:
+                raise Illformed("slice step 0")
+            index[axis] = slice(int(start), int(end), int(step))
+        return np.asarray(x[tuple(index)])
+
+
 class BatchNorm(Builtin):
     """Inference BatchNormalization over axis 1: (x - mean) / sqrt(var + eps) * scale + b,
     with rank-1 parameters of length dim(x, 1); undefined where var + eps <= 0."""
@@ -604,7 +713,7 @@ BUILTINS: dict[str, Builtin] = {b.name: b for b in [
     Reduce("sum"), Reduce("prod"), Reduce("max"), Reduce("min"), Reduce("mean"),
     Transpose(), Squeeze(), Unsqueeze(), MatMul(), BitShift(), Variadic("sum"),
     Variadic("max"), Variadic("min"), Variadic("mean"), Pow(), BatchNorm(), Reshape(), Cast(),
-    Concat(),
+    Concat(), Slice(),
 ]}
 _ALIASES = {"reducesum": "reduce_sum", "reduceprod": "reduce_prod", "reducemax": "reduce_max",
             "reducemin": "reduce_min", "reducemean": "reduce_mean", "bit_shift": "bitshift",

@@ -368,7 +368,9 @@ def _counterexample(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, s
                                   array.astype(np.int64)).astype(domain.dtype)
     attrs = dict(enc.config.attrs)
     for name, term in enc.symbolic_attrs.items():
-        attrs[name] = _number(model.eval(term, model_completion=True), Domain("real"))
+        attrs[name] = ([_number(model.eval(t, model_completion=True), Domain("real"))
+                        for t in term] if isinstance(term, list)
+                       else _number(model.eval(term, model_completion=True), Domain("real")))
     found = compare(canon, sems, domain, tensors, attrs, sides.guard_expr)
     return _render(canon, tier, tensors, attrs, found, message, sems, domain)
 

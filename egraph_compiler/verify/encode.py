@@ -26,6 +26,9 @@ Dims = list[Any]  # z3 ArithRef or int
 Cell = tuple[z3.ExprRef, z3.BoolRef]  # (element value, element defined)
 
 
+SYMBOLIC_LIST = "<symbolic ints>"  # an enumerated attribute value: z3 Ints, one per axis
+
+
 class Illformed(Exception):
     """The pattern has no meaning for this configuration (rank or attribute mismatch)."""
 
@@ -128,9 +131,21 @@ class Encoder:
     def attrs(self, node: ast.POp) -> dict[str, Any]:
         decl = self.sems[node.op].decl
         types = {a.name: a.type for a in decl.attrs}
+        builtin = self.sems[node.op].builtin
+        lists = getattr(builtin, "symbolic_lists", ())
         out: dict[str, Any] = {}
-        for name, expr in node.attrs:
-            if isinstance(expr, ast.Var) and expr.name not in self.config.attr_of:
+        # symbolic int lists last: their length follows the other attributes (axes)
+        ordered = sorted(node.attrs, key=lambda item: item[0] in lists)
+        for name, expr in ordered:
+            if isinstance(expr, ast.Var) and name in lists and self.config.attr_of.get(
+                    expr.name) == SYMBOLIC_LIST:
+                length = builtin.list_length(out, self.rank_of(node.inputs[0]))
+                known = self.symbolic_attrs.get(expr.name)
+                if known is not None and len(known) != length:
+                    raise Illformed(f"?{expr.name} has two lengths")
+                self.symbolic_attrs.setdefault(expr.name, [
+                    z3.Int(f"attr_{expr.name}_{k}") for k in range(length)])
+            elif isinstance(expr, ast.Var) and expr.name not in self.config.attr_of:
                 if types.get(name) not in ("float", "int"):
                     raise Unsupported(f"attribute ?{expr.name} of {node.op} is not enumerable")
                 make = z3.Real if types.get(name) == "float" else z3.Int

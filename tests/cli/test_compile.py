@@ -71,3 +71,22 @@ def test_mutated_protobufs_give_a_graph_or_a_clear_error(encoder: Path, data: st
         pipeline.compile_model(bytes(blob), limits=None)
     except DnnrError as error:
         assert str(error).strip()
+
+
+def test_opencl_target_compiles_runs_and_matches(encoder: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`dnnr compile --target opencl --bind ...` then `dnnr run` writes outputs that match."""
+    assert main(["compile", str(encoder), "--target", "opencl", "-q"]) == 1
+    assert "--bind" in capsys.readouterr().err  # symbolic dims must be bound, and it says how
+    out = tmp_path / "ocl"
+    assert main(["compile", str(encoder), "--target", "opencl", "--bind", "batch=2,seq=5",
+                 "-q", "-o", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["target"]["name"] == "opencl"
+    assert 0 < report["target"]["kernels"] < sum(report["nodes_after"].values())
+    x = np.random.default_rng(3).standard_normal((2, 5, 64)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", str(out), "--input", f"x={tmp_path / 'x.npy'}",
+                 "--output-dir", str(tmp_path / "y")]) == 0
+    expected = run_ort(onnx.load(str(encoder)), {"x": x})["y"]
+    assert_close(np.load(tmp_path / "y" / "y.npy"), expected, rtol=1e-3, atol=1e-4)
