@@ -19,6 +19,7 @@ enumerated attributes for a given input rank (permutations, axes, flags).
 | reshape | x, shape | allowzero | an abstract index map (see `Reshape`) |
 | concat | x... | axis: int | ONNX Concat (see `Concat`) |
 | slice | x | starts, ends, axes, steps: ints | ONNX Slice, constant bounds (see `Slice`) |
+| expand | x, shape | | an abstract broadcast (see `Expand`) |
 | cast | x | to: int | an uninterpreted conversion ``cast(to, x)`` (see `Cast`) |
 """
 
@@ -709,11 +710,71 @@ class Reshape(Builtin):
         return out
 
 
+class Expand(Builtin):
+    """ONNX Expand as an abstract broadcast: the output dims are uninterpreted functions
+    of the input dims (one family per shape operand, as for `Reshape`) into which the
+    input broadcasts (each input dim, right-aligned, is 1 or equal), and the output
+    reads the input at the broadcast index. The shape operand's values are not
+    modelled (a counterexample may be SPURIOUS); the target rank is enumerated."""
+
+    name = "expand"
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        return [0, 1, 2, 3] if attr == "_out_rank" else None
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        if len(in_ranks) < 2 or in_ranks[1] != 1:
+            raise Illformed("expand takes a 1-D shape operand")
+        if attrs.get("_out_rank") is None:
+            raise Unsupported("expand to a shape that is not a pattern variable")
+        rank = int(attrs["_out_rank"])
+        if rank < in_ranks[0]:
+            raise Illformed("expand to a lower rank")
+        return rank
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        tag = stable_key(node.inputs[1])
+        in_dims = [z3.IntVal(d) if isinstance(d, int) else d for d in dims[0]]
+        rank = int(attrs["_out_rank"])
+        out = [z3.Function(f"expand_dim{k}_{tag}_{len(in_dims)}",
+                           *([z3.IntSort()] * (len(in_dims) + 1)))(*in_dims)
+               for k in range(rank)]
+        offset = rank - len(in_dims)
+        wf = [d >= 1 for d in out] + [dims[1][0] <= rank]
+        wf += [z3.Or(d == 1, d == out[offset + k]) for k, d in enumerate(in_dims)]
+        target = node.inputs[1]
+        if isinstance(target, ast.PVar) and not target.name.startswith("#") \
+                and enc.domain.name == "real":
+            # models only (a counterexample NumPy can replay): the target is the dims
+            enc.hints.append(dims[1][0] == rank)
+            enc.hints.extend(enc.var_element(target.name, [k]) == z3.ToReal(d)
+                             for k, d in enumerate(out))
+        return out, wf
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        in_dims, _ = enc.shape_of(node.inputs[0])
+        return enc.value_of(node.inputs[0], project(in_dims, idx))
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        x, target = inputs[0], inputs[1]
+        if target.ndim != 1 or np.any(target != np.round(target)) or np.any(target < 1):
+            raise Illformed("expand target is not a 1-D tensor of dims")
+        try:
+            shape = np.broadcast_shapes(x.shape, tuple(int(v) for v in target))
+        except ValueError as err:
+            raise Illformed(f"expand: {err}") from err
+        out = np.broadcast_to(x, shape).copy()
+        if out.ndim != attrs.get("_out_rank", out.ndim):
+            raise Illformed("expand to another rank")
+        return out
+
+
 BUILTINS: dict[str, Builtin] = {b.name: b for b in [
     Reduce("sum"), Reduce("prod"), Reduce("max"), Reduce("min"), Reduce("mean"),
     Transpose(), Squeeze(), Unsqueeze(), MatMul(), BitShift(), Variadic("sum"),
     Variadic("max"), Variadic("min"), Variadic("mean"), Pow(), BatchNorm(), Reshape(), Cast(),
-    Concat(), Slice(),
+    Concat(), Slice(), Expand(),
 ]}
 _ALIASES = {"reducesum": "reduce_sum", "reduceprod": "reduce_prod", "reducemax": "reduce_max",
             "reducemin": "reduce_min", "reducemean": "reduce_mean", "bit_shift": "bitshift",

@@ -28,7 +28,7 @@ import z3
 from egraph_compiler.dsl import ast
 from egraph_compiler.verify import evalexpr
 from egraph_compiler.verify.builtin_ops import Undefined
-from egraph_compiler.verify.configs import enumerate_configs
+from egraph_compiler.verify.configs import enumerate_configs, guard_refuted
 from egraph_compiler.verify.encode import Config, DoesNotFire, Encoder, Illformed, Unsupported
 from egraph_compiler.verify.fuzz import FuzzFinding, compare, fuzz
 from egraph_compiler.verify.normalize import CanonRule
@@ -119,7 +119,8 @@ class _Solver:
 
 
 def _small_dims(sides: _Sides) -> list[Any]:
-    return [d <= 3 for var, _ in sides.enc.config.ranks for d in sides.enc.shape(var)]
+    return ([d <= 3 for var, _ in sides.enc.config.ranks for d in sides.enc.shape(var)]
+            + sides.enc.hints)
 
 
 def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
@@ -150,6 +151,8 @@ def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
         if role == "rank" and _same_rank(canon, sems, config):
             continue  # covered by the configurations with these variables at rank 3 and 0
         if not check_shapes and role != "values":
+            continue
+        if guard_refuted(guard, config):
             continue
         values_needed = role == "values"
         left = deadline - time.monotonic()

@@ -15,7 +15,7 @@ from typing import Any
 
 from egraph_compiler.dsl import ast
 from egraph_compiler.verify import evalexpr
-from egraph_compiler.verify.encode import Config, Illformed, Unsupported
+from egraph_compiler.verify.encode import SYMBOLIC_LIST, Config, Illformed, Unsupported
 from egraph_compiler.verify.normalize import CanonRule, subpatterns
 from egraph_compiler.verify.semantics import OpSemantics
 
@@ -122,6 +122,30 @@ def pinned_ranks(guard: ast.Expr | None) -> dict[str, int]:
             and isinstance(guard.rhs.value, int)):
         return {guard.lhs.args[0].name: guard.rhs.value}
     return {}
+
+
+def _conjuncts(guard: ast.Expr) -> list[ast.Expr]:
+    if isinstance(guard, ast.BinOp) and guard.op == "and":
+        return _conjuncts(guard.lhs) + _conjuncts(guard.rhs)
+    return [guard]
+
+
+def guard_refuted(guard: ast.Expr | None, config: Config) -> bool:
+    """A conjunct of ``guard`` is false from the ranks and enumerated attributes alone
+    (``len(?sa) == 1`` with ``?sa = [0, 1]``): the rule does not apply, and the
+    configuration needs no encoding. Conjuncts that need symbolic facts are skipped."""
+    if guard is None:
+        return False
+    attrs = {k: v for k, v in config.attrs if v != SYMBOLIC_LIST}
+    facts = _RankFacts(config.rank_of)
+    for conjunct in _conjuncts(guard):
+        try:
+            value = evalexpr.evaluate(conjunct, attrs, facts)
+        except Exception:  # symbolic, or not applicable here: decided by the solver
+            continue
+        if value is False:
+            return True
+    return False
 
 
 def enumerate_configs(canon: CanonRule, sems: dict[str, OpSemantics],

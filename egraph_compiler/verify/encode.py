@@ -93,7 +93,8 @@ class Encoder:
     extents: list[Any] = field(default_factory=list)  # every reduced length met
     index_facts: list[Any] = field(default_factory=list)  # ranges of abstract index maps
     flags: dict[tuple[str, str], z3.BoolRef] = field(default_factory=dict)
-    symbolic_attrs: dict[str, z3.ExprRef] = field(default_factory=dict)
+    symbolic_attrs: dict[str, Any] = field(default_factory=dict)
+    hints: list[Any] = field(default_factory=list)  # preferred models, never assumed
     _shape_memo: dict[Any, tuple[Dims, list[Any]]] = field(default_factory=dict)
     _value_memo: dict[Any, Cell] = field(default_factory=dict)
     _in_body: bool = False

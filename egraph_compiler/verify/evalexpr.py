@@ -2,7 +2,7 @@
 (ranks, permutations, axes), Z3 terms where they are symbolic (dims, element facts).
 
 The same evaluator serves the SMT encoding and the NumPy replay: only the `Facts`
-backend differs. Int-list built-ins follow HELPERS.md: ``compose(p, q)[i] = p[q[i]]``.
+backend differs. Int-list built-ins follow `dsl.builtins`: ``compose(p, q)[i] = p[q[i]]``.
 """
 
 from __future__ import annotations

@@ -101,12 +101,18 @@ class _Canon:
                       attrs: dict[str, ast.Expr]) -> None:
         """A Reshape's target rank is an enumerated hidden attribute, shared by every
         Reshape to the same shape variable."""
-        if decl is not None and decl.builtin == "reshape" and len(inputs) > 1:
+        if decl is not None and decl.builtin in ("reshape", "expand") and len(inputs) > 1:
             target = inputs[1]
             if isinstance(target, ast.PVar):
-                attrs["_out_rank"] = ast.Var(f"_Reshape0_rank_{target.name.lstrip('#')}")
+                kind = "Reshape" if decl.builtin == "reshape" else "Expand"
+                attrs["_out_rank"] = ast.Var(f"_{kind}0_rank_{target.name.lstrip('#')}")
 
     def rhs(self, p: ast.Pattern) -> ast.Pattern:
+        if (isinstance(p, ast.PCompute) and p.func == "vector" and len(p.args) == 1
+                and isinstance(p.args[0], ast.Var) and p.args[0].name in self.tensor_vars):
+            # vector(?s) of a tensor ?s: the constant with ?s's value (the e-graph builds
+            # it only once ?s's value is known), so the same tensor as ?s
+            return ast.PVar(p.args[0].name)
         if not isinstance(p, ast.POp):
             return p
         inputs = tuple(self.rhs(i) for i in p.inputs)

@@ -7,9 +7,12 @@ from __future__ import annotations
 import pytest
 
 from egraph_compiler import dsl
+from egraph_compiler.dsl import ast
 from egraph_compiler.dsl.ast import RuleSet
 from egraph_compiler.verify.builtin_ops import load_semantics
 from egraph_compiler.verify.check import check_tier
+from egraph_compiler.verify.configs import guard_refuted
+from egraph_compiler.verify.encode import SYMBOLIC_LIST, Config
 from egraph_compiler.verify.normalize import canonical
 from egraph_compiler.verify.rule_check import verify_rule
 
@@ -54,3 +57,16 @@ def test_real_only_identities_are_not_proved_abstractly(mutations: RuleSet, name
 
 def test_a_reshape_sink_is_proved_by_congruence(library: RuleSet) -> None:
     assert _abstract(library, "reshape-sink-gelu") == "proved"
+
+
+def test_guard_prefilter_skips_only_configurations_it_refutes() -> None:
+    # len(?sa) == 1 and (len(?st) == 0 or ?st == [1])
+    guard = ast.BinOp("and", ast.BinOp("==", ast.Call("len", (ast.Var("sa"),)), ast.Num(1)),
+                      ast.BinOp("or", ast.BinOp("==", ast.Call("len", (ast.Var("st"),)),
+                                                ast.Num(0)),
+                                ast.BinOp("==", ast.Var("st"), ast.ListLit((ast.Num(1),)))))
+    ranks = (("x", 2),)
+    two_axes = Config(ranks, (("e", SYMBOLIC_LIST), ("sa", [0, 1]), ("st", [])))
+    one_axis = Config(ranks, (("e", SYMBOLIC_LIST), ("sa", [0]), ("st", SYMBOLIC_LIST)))
+    assert guard_refuted(guard, two_axes)
+    assert not guard_refuted(guard, one_axis)  # the symbolic steps are the solver's

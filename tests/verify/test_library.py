@@ -23,9 +23,7 @@ WITHOUT_ENCODING: dict[str, set[str]] = {
                     "concat-conv-partition-nobias", "concat-depthwise-partition"},
     "Reshape target values (vector, reshape_shape)": {
         "reshape-id", "reshape-reshape", "unsqueeze-to-reshape", "squeeze-to-reshape",
-        "flatten-to-reshape", "reshape-const-target", "expand-const-shape",
-        "constant-of-shape-fold"},
-    "Slice": {"slice-concat-first", "slice-concat-second", "slice-full", "concat-slices"},
+        "flatten-to-reshape", "reshape-const-target", "constant-of-shape-fold"},
     "Softmax / LogSoftmax / Flatten": {"softmax-unflatten", "logsoftmax-unflatten"},
     "QuantizeLinear / DequantizeLinear": {"qdq-conv", "qdq-matmul", "qdq-add", "qdq-mul",
                                           "qdq-requantize", "qdq-maxpool"},
@@ -76,4 +74,4 @@ def test_exactly_the_rules_without_encodings_are_unknown(verdicts: list[Verdict]
     expected = set().union(*WITHOUT_ENCODING.values())
     missing = {v.rule for v in verdicts if v.stage == "semantics"}
     assert missing == expected, (sorted(missing - expected), sorted(expected - missing))
-    assert len(verdicts) - len(missing) >= 122
+    assert len(verdicts) - len(missing) >= 127
