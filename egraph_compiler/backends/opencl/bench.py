@@ -124,7 +124,12 @@ def _time(fn, repeats: int) -> list[float]:  # noqa: ANN001
 def _onnxruntime(model_path: str | Path, feeds: dict[str, np.ndarray], repeats: int,
                  work: Path) -> tuple[list[float], int, dict[str, np.ndarray]]:
     import onnx
-    import onnxruntime as ort
+
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise ModelError("error: dnnr bench measures onnxruntime as the peer, which is not installed\n"
+                         "  hint: python3 -m pip install onnxruntime (or pip install -e '.[test]')") from None
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
