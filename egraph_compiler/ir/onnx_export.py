@@ -16,6 +16,7 @@ from onnx import helper
 
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Graph, Node, TensorType
+from egraph_compiler.ir.names import fresh_name
 from egraph_compiler.ir.onnx_types import (
     dims_to_onnx,
     dtype_to_onnx,
@@ -45,12 +46,7 @@ class _Exporter:
         self.names |= {o for n in graph.nodes for o in n.outputs}
 
     def fresh(self, base: str) -> str:
-        index = 0
-        while f"{base}_{index}" in self.names:
-            index += 1
-        name = f"{base}_{index}"
-        self.names.add(name)
-        return name
+        return fresh_name(base, self.names)
 
     def constant(self, base: str, array: np.ndarray) -> str:
         name = self.fresh(base)

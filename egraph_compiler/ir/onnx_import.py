@@ -20,6 +20,7 @@ from egraph_compiler.ir.dims import DimExpr
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.fold import KNOWN_OPS, evaluate_node
 from egraph_compiler.ir.graph import Graph, Node, TensorType, Value
+from egraph_compiler.ir.names import fresh_name
 from egraph_compiler.ir.onnx_types import (
     attribute_value,
     dims_from_onnx,
@@ -137,12 +138,7 @@ class _Importer:
 
     # -- helpers used by NodeConverter ---------------------------------------
     def fresh_value(self, base: str) -> str:
-        index = 0
-        while f"{base}_{index}" in self.used_names:
-            index += 1
-        name = f"{base}_{index}"
-        self.used_names.add(name)
-        return name
+        return fresh_name(base, self.used_names)
 
     def add_constant(self, base: str, array: np.ndarray) -> str:
         name = self.fresh_value(base)
