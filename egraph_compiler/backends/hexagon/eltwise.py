@@ -295,41 +295,38 @@ class QConcat:
     channels: tuple[int, ...]
 
 
-def concat_c(op: QConcat, prefix: str) -> tuple[str, str]:
-    total = sum(op.channels)
-    args = ", ".join(f"const u8 *restrict x{i}" for i in range(len(op.channels)))
+def _channel_concat_c(rows: int, channels: tuple[int, ...], prefix: str, element) -> tuple[str, str]:  # noqa: ANN001
+    """Channel concat of row-major [rows, ch_i] inputs; ``element(i, ch)`` is the C
+    statement storing input ``i``'s element ``c`` of row ``r`` into ``out``."""
+    total = sum(channels)
+    args = ", ".join(f"const u8 *restrict x{i}" for i in range(len(channels)))
     body, offset = "", 0
-    for i, ch in enumerate(op.channels):
-        body += f"    for (int c = 0; c < {ch}; c++) out[r * {total} + {offset} + c] = x{i}[r * {ch} + c];\n"
+    for i, ch in enumerate(channels):
+        body += f"    for (int c = 0; c < {ch}; c++) {element(i, ch, f'out[r * {total} + {offset} + c]')}\n"
         offset += ch
     code = f"""
 static void __attribute__((noinline)) {prefix}({args}, u8 *restrict out) {{
-  for (int r = 0; r < {op.rows}; r++) {{
+  for (int r = 0; r < {rows}; r++) {{
 {body}  }}
 }}
 """
-    call_args = ", ".join(f"{{x{i}}}" for i in range(len(op.channels)))
+    call_args = ", ".join(f"{{x{i}}}" for i in range(len(channels)))
     return code, f"{prefix}({call_args}, {{y}});"
+
+
+def concat_c(op: QConcat, prefix: str) -> tuple[str, str]:
+    return _channel_concat_c(op.rows, op.channels, prefix,
+                             lambda i, ch, dst: f"{dst} = x{i}[r * {ch} + c];")
 
 
 def concat_rq_c(op, prefix: str) -> tuple[str, str]:
     """Channel concat; inputs whose scale differs from the output's are requantised."""
-    total = sum(op.channels)
-    args = ", ".join(f"const u8 *restrict x{i}" for i in range(len(op.channels)))
-    body, offset = "", 0
-    for i, ch in enumerate(op.channels):
-        value = (f"(i64)((i32)x{i}[r * {ch} + c] - {op.zero_points[i]}) * {op.multipliers[i]}")
-        body += (f"    for (int c = 0; c < {ch}; c++) {{ i64 t = (({value}) + ((i64)1 << {ELEMENTWISE_SHIFT - 1})) >> {ELEMENTWISE_SHIFT};"
-                 f" t += {op.y_zero}; out[r * {total} + {offset} + c] = (u8)(t < 0 ? 0 : t > 255 ? 255 : t); }}\n")
-        offset += ch
-    code = f"""
-static void __attribute__((noinline)) {prefix}({args}, u8 *restrict out) {{
-  for (int r = 0; r < {op.rows}; r++) {{
-{body}  }}
-}}
-"""
-    call_args = ", ".join(f"{{x{i}}}" for i in range(len(op.channels)))
-    return code, f"{prefix}({call_args}, {{y}});"
+    def element(i: int, ch: int, dst: str) -> str:
+        value = f"(i64)((i32)x{i}[r * {ch} + c] - {op.zero_points[i]}) * {op.multipliers[i]}"
+        return (f"{{ i64 t = (({value}) + ((i64)1 << {ELEMENTWISE_SHIFT - 1})) >> {ELEMENTWISE_SHIFT};"
+                f" t += {op.y_zero}; {dst} = (u8)(t < 0 ? 0 : t > 255 ? 255 : t); }}")
+
+    return _channel_concat_c(op.rows, op.channels, prefix, element)
 
 
 def concat_rq_reference(op, xs: list[np.ndarray]) -> np.ndarray:
