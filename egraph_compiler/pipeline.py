@@ -6,7 +6,6 @@ public entry point and the `Report` records what it did and how long it took.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -23,11 +22,8 @@ Progress = Callable[[str], None]
 
 
 def default_rules_dir() -> Path:
-    """The shipped rule library: ``$DNNR_RULES`` or ``rules/`` beside the package."""
-    env = os.environ.get("DNNR_RULES")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parent.parent / "rules"
+    """The shipped rule library: ``$DNNR_RULES`` or the packaged ``rules/``."""
+    return dsl.rules_dir()
 
 
 @dataclass

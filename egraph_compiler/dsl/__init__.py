@@ -35,6 +35,7 @@ from egraph_compiler.dsl.format import format_items, ruleset_items
 from egraph_compiler.dsl.loader import build_ruleset, load_files
 from egraph_compiler.dsl.parser import parse_file
 from egraph_compiler.dsl.semantics import check_files
+from egraph_compiler.dsl.shipped import grammar_path, rules_dir
 
 PathLike = str | os.PathLike[str]
 
@@ -53,8 +54,10 @@ __all__ = [
     "builtins_reference",
     "check",
     "format_rules",
+    "grammar_path",
     "load_rules",
     "render_report",
+    "rules_dir",
 ]
 
 

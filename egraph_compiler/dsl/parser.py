@@ -20,8 +20,7 @@ from lark.tree import Meta
 from egraph_compiler.dsl import ast
 from egraph_compiler.dsl.diagnostics import Diagnostic, DslParseError, SourceLines
 from egraph_compiler.dsl.parse_errors import KeywordBoundary, describe_parse_error
-
-GRAMMAR_PATH = Path(__file__).resolve().parents[2] / "grammar" / "dnnr.lark"
+from egraph_compiler.dsl.shipped import grammar_path
 
 ITEM_KEYWORDS = ("use", "op", "ruleset", "rule", "fuse", "limits", "schedule")
 _ITEM_START = re.compile(r"^[ \t]*(?:" + "|".join(ITEM_KEYWORDS) + r")\b", re.MULTILINE)
@@ -41,7 +40,7 @@ class ParsedFile:
 
 @cache
 def lark_parser() -> Lark:
-    grammar = GRAMMAR_PATH.read_text(encoding="utf-8")
+    grammar = grammar_path().read_text(encoding="utf-8")
     keywords = set(re.findall(r'"([a-z]+)"', grammar))
     return Lark(
         grammar,
