@@ -1,12 +1,19 @@
-"""Hexagon benchmark: GEMM kernels per instruction family and shape (prints, no asserts).
+"""Hexagon benchmark: GEMM kernels per instruction family and shape, and the HVX
+element-wise kernels (Add/Mul with requantisation, pooling, requantising Concat)
+(prints, no asserts).
 
 For each kernel × shape: static packets of the innermost loop body and executed packets
 of the kernel function (``qemu-hexagon -singlestep -d exec,nochain -dfilter``) for
 clang's own packing and for our packer in modes sda / soft-as-hard / soft-as-none
 (unguarded) and sda+guard (what ``build`` uses: a block keeps clang's packing unless
 ours has no more packets and fewer estimated cycles),
-estimated cycles of the loop bodies from the machine model, and the same GEMM written
-as plain C loops compiled by ``clang -O3 -mhvx`` (auto-vectorised).
+estimated cycles of the loop bodies from the machine model (every packing of ours
+includes renaming loop-local values to free registers, see backends/hexagon/rename.py),
+and the same GEMM written
+as plain C loops compiled by ``clang -O3 -mhvx`` (auto-vectorised; for the
+element-wise kernels, their scalar C form). The last lines sum the suite: estimated
+cycles of the loop bodies (sda+guard against clang) and executed packets (plain C
+against sda+guard).
 
     python benchmarks/hexagon.py [--quick]
 """
@@ -21,12 +28,14 @@ import numpy as np
 
 from egraph_compiler.backends.hexagon import toolchain
 from egraph_compiler.backends.hexagon.asm import parse_asm
+from egraph_compiler.backends.hexagon.eltwise import QBinary, QPool, binary_c, concat_rq_c, pool_c
 from egraph_compiler.backends.hexagon.estimate import estimate_block
 from egraph_compiler.backends.hexagon.kernels import ConvGeometry, QGemm, gemm_c, scratch_sizes
+from egraph_compiler.backends.hexagon.lower import QConcatRq
 from egraph_compiler.backends.hexagon.machine import load_machine_model
 from egraph_compiler.backends.hexagon.packer import MODES, PackOptions, format_asm, pack_asm
 from egraph_compiler.backends.hexagon.program import Program, Step, restrict_functions
-from egraph_compiler.backends.hexagon.quant import requant_from_scales
+from egraph_compiler.backends.hexagon.quant import ELEMENTWISE_SHIFT, requant_from_scales
 
 SHAPES = [(128, 64, 32), (100, 27, 16), (256, 96, 48)]  # (M, K, N); 100×27 is ragged
 QUICK = [(128, 64, 32)]
@@ -86,9 +95,14 @@ def bench_shape(family: str, m: int, k: int, n: int, work: Path) -> list[str]:
     program = Program({"x": m * k, "y": m * n}, ["x"], ["y"],
                       [Step(defs + plain, call + " kernel_plain({x}, plain_w, plain_acc);", {"x": "x", "y": "y"})],
                       pack + 256, acc + 256)
-    c_file = work / f"{family}_{m}x{k}x{n}.c"
-    c_file.write_text(program.c_source())
     x = rng.integers(0, 256, m * k).astype(np.uint8).tobytes()
+    return bench_program(program, x, "op0_gemm", "kernel_plain", work / f"{family}_{m}x{k}x{n}")
+
+
+def bench_program(program: Program, stdin: bytes, function: str, plain_function: str, stem: Path) -> list[str]:
+    """Rows for ``function`` under each packing, and ``plain_function`` at -O3."""
+    c_file = stem.with_suffix(".c")
+    c_file.write_text(program.c_source())
     rows = []
     clang_o2 = c_file.with_suffix(".O2.s")
     toolchain.compile_to_asm(c_file, clang_o2, opt="-O2")
@@ -96,27 +110,80 @@ def bench_shape(family: str, m: int, k: int, n: int, work: Path) -> list[str]:
     variants = {"clang": text}
     model = load_machine_model()
     for mode in MODES:
-        options = PackOptions(mode=mode, restrict_functions=restrict_functions(text), guard=False)
+        options = PackOptions(mode=mode, restrict_functions=restrict_functions(text), guard=False, local_search=False)
         variants[mode] = format_asm(pack_asm(parse_asm(text, model), model, options))
     # What `build` uses: sda, keeping clang's packing of any block ours does not improve.
     guarded = PackOptions(mode="sda", restrict_functions=restrict_functions(text), guard=True)
     variants["sda+guard"] = format_asm(pack_asm(parse_asm(text, model), model, guarded))
     for name, asm in variants.items():
-        path = work / f"{family}_{m}x{k}x{n}_{name}.s"
+        path = stem.parent / f"{stem.name}_{name}.s"
         path.write_text(asm)
         if toolchain.assembler_errors(path):
             rows.append(f"  {name:13s} (llvm-mc rejected this packing)")
             continue
         elf = _link(asm, path.with_suffix(""))
-        packets, cycles = loop_stats(asm, "op0_gemm")
-        executed = toolchain.count_executed_packets(elf, x, "op0_gemm")
+        packets, cycles = loop_stats(asm, function)
+        executed = toolchain.count_executed_packets(elf, stdin, function)
         rows.append(f"  {name:13s} loop body {packets:3d} packets, est. {cycles:4d} cycles/iter; executed {executed:8d} packets")
     clang_o3 = c_file.with_suffix(".O3.s")
     toolchain.compile_to_asm(c_file, clang_o3, opt="-O3")
-    elf = _link(clang_o3.read_text(), work / f"{family}_{m}x{k}x{n}_plainO3")
-    executed = toolchain.count_executed_packets(elf, x, "kernel_plain")
-    rows.append(f"  plain C -O3   (auto-vectorised GEMM loops)            executed {executed:8d} packets")
+    elf = _link(clang_o3.read_text(), stem.parent / f"{stem.name}_plainO3")
+    executed = toolchain.count_executed_packets(elf, stdin, plain_function)
+    rows.append(f"  plain C -O3   (auto-vectorised plain loops)           executed {executed:8d} packets")
     return rows
+
+
+def eltwise_cases() -> list[tuple[str, Program, bytes, str, str]]:
+    """(title, program, stdin, HVX kernel, scalar kernel) for the element-wise kernels."""
+    rng = np.random.default_rng(1)
+    one = 1 << ELEMENTWISE_SHIFT
+    cases = []
+
+    def program_of(kernels: list[tuple[str, str, dict[str, str]]], buffers: dict[str, int], inputs: list[str]) -> Program:
+        return Program(buffers, inputs, ["y"], [Step(d, c, b) for d, c, b in kernels])
+
+    size = 8191
+    for kind, mults in (("Add", (round(0.7 * one), round(1.3 * one))), ("Mul", (round(0.01 * one),))):
+        ops = [QBinary(kind, (size,), (size,), (size,), 120, 30, mults, 128, family=f) for f in ("hvx", "scalar")]
+        kernels = [(*binary_c(op, f"kernel_{op.family}"), {"a": "a", "b": "b", "y": "y"}) for op in ops]
+        stdin = rng.integers(0, 256, 2 * size).astype(np.uint8).tobytes()
+        cases.append((f"{kind} {size} elements", program_of(kernels, {"a": size, "b": size, "y": size}, ["a", "b"]),
+                      stdin, "kernel_hvx", "kernel_scalar"))
+    g = ConvGeometry(1, 17, 15, 67, (3, 3), (2, 2), (1, 1), (1, 1), (9, 8))
+    pools = [("MaxPool 3x3/2 17x15x67", g, None, 0),
+             ("GlobalAveragePool 13x13x200", ConvGeometry(1, 13, 13, 200, (13, 13), out_hw=(1, 1)),
+              requant_from_scales(np.array([0.7 / 169]), 11), 40)]
+    for title, geom, rq, zero in pools:
+        kind = "MaxPool" if rq is None else "AveragePool"
+        ops = [QPool(kind, geom, rq, zero, f) for f in ("hvx", "scalar")]
+        kernels = [(*pool_c(op, f"kernel_{op.family}"), {"x": "x", "y": "y"}) for op in ops]
+        bytes_in = geom.batch * geom.height * geom.width * geom.channels
+        out = geom.rows * geom.channels
+        cases.append((title, program_of(kernels, {"x": bytes_in, "y": out}, ["x"]),
+                      rng.integers(0, 256, bytes_in).astype(np.uint8).tobytes(), "kernel_hvx", "kernel_scalar"))
+    rows, chans = 100, (67, 130)
+    concat = QConcatRq(rows, chans, (10, 128), (round(0.8 * one), one), 128)
+    kernels = [(*concat_rq_c(concat, f"kernel_{f}", f), {"x0": "x0", "x1": "x1", "y": "y"}) for f in ("hvx", "scalar")]
+    sizes = {"x0": rows * chans[0], "x1": rows * chans[1], "y": rows * sum(chans)}
+    cases.append((f"Concat+requant {rows}x{chans}", program_of(kernels, sizes, ["x0", "x1"]),
+                  rng.integers(0, 256, sizes["x0"] + sizes["x1"]).astype(np.uint8).tobytes(), "kernel_hvx", "kernel_scalar"))
+    return cases
+
+
+def _suite_totals(lines: list[str]) -> list[str]:
+    est: dict[str, int] = {}
+    executed: dict[str, int] = {}
+    for line in lines:
+        words = line.split()
+        if "est." in words:
+            est[words[0]] = est.get(words[0], 0) + int(words[words.index("est.") + 1])
+        if "executed" in words:
+            key = "plain" if words[0] == "plain" else words[0]
+            executed[key] = executed.get(key, 0) + int(words[words.index("executed") + 1])
+    return [f"SUITE est. cycles of loop bodies: clang {est.get('clang', 0)}, sda+guard {est.get('sda+guard', 0)} "
+            f"({1 - est.get('sda+guard', 0) / max(1, est.get('clang', 0)):.1%} fewer)",
+            f"SUITE executed packets: clang {executed.get('clang', 0)}, sda+guard {executed.get('sda+guard', 0)}, "
+            f"plain C -O3 {executed.get('plain', 0)} ({executed.get('plain', 0) / max(1, executed.get('sda+guard', 0)):.1f}x ours)"]
 
 
 def main(argv: list[str]) -> int:
@@ -124,12 +191,21 @@ def main(argv: list[str]) -> int:
         print(f"hexagon benchmark needs the toolchain; {toolchain.INSTALL_HINT}")
         return 1
     shapes = QUICK if "--quick" in argv else SHAPES
+    lines: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         for m, k, n in shapes:
             for family in ("vrmpy", "vmpa", "vmpy"):
                 print(f"GEMM M={m} K={k} N={n} family={family}")
                 for row in bench_shape(family, m, k, n, Path(tmp)):
                     print(row)
+                    lines.append(row)
+        for title, program, stdin, function, plain in eltwise_cases()[: 1 if "--quick" in argv else None]:
+            print(f"{title} (HVX kernel; plain C = its scalar form)")
+            for row in bench_program(program, stdin, function, plain, Path(tmp) / function):
+                print(row)
+                lines.append(row)
+    for line in _suite_totals(lines):
+        print(line)
     return 0
 
 

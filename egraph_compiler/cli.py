@@ -1,4 +1,4 @@
-"""`dnnr` command line: compile · run · bench · verify · check · explain.
+"""`dnnr` command line: compile · run · bench · tune · verify · check · explain.
 
 Stage modules are imported lazily so ``dnnr --help`` is instant. Every
 `DnnrError` is printed as its message with exit status 1 — never a traceback.
@@ -11,7 +11,6 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 
 def _progress_printer(enabled: bool):  # type: ignore[no-untyped-def]
@@ -38,25 +37,29 @@ def _limits_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from egraph_compiler import ir, pipeline
+    from egraph_compiler import pipeline
     from egraph_compiler.report import render_report
 
     progress = _progress_printer(not args.quiet and sys.stderr.isatty() or args.progress)
     rule_paths = args.rules or None
     if args.verified_only:
         _require_verified(rule_paths)
+    if args.profile_db is not None:  # fail before the slow stages, not after them
+        from egraph_compiler.fusion import ProfileDb
+        from egraph_compiler.ir.errors import DnnrError
+
+        if args.target != "opencl":
+            raise DnnrError("error: --profile-db only applies to --target opencl")
+        ProfileDb.load(args.profile_db)
     result = pipeline.compile_model(
-        args.model, rule_paths=rule_paths, limits=_limits_from_args(args), progress=progress
+        args.model, rule_paths=rule_paths, limits=_limits_from_args(args), progress=progress, target=args.target
     )
     out = Path(args.output) if args.output else None
-    if args.target != "onnx":
-        if out is None:
-            out = Path(Path(args.model).stem + f".{args.target}")
-        _build_target(args.target, result, out, progress, _parse_bindings(args.bind))
+    if args.target != "onnx" and out is None:
+        out = Path(Path(args.model).stem + f".{args.target}")
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "model.onnx").write_bytes(ir.to_onnx(result.graph).SerializeToString())
-        (out / "report.json").write_text(json.dumps(result.report.to_json(), indent=2) + "\n")
+        pipeline.write_artefact(result, args.target, out, bindings=_parse_bindings(args.bind),
+                                profile_db=args.profile_db, progress=progress)
     if not args.quiet:
         print(render_report(result.report))
         if out is not None:
@@ -75,39 +78,6 @@ def _parse_bindings(specs: Sequence[str]) -> dict[str, int]:
                 raise DnnrError(f"error: --bind expects NAME=POSITIVE_INT (e.g. batch=1), got {part!r}")
             bindings[name.strip()] = int(value)
     return bindings
-
-
-def _build_target(target: str, result: Any, out: Path, progress: Any,
-                  bindings: dict[str, int]) -> None:
-    import dataclasses
-    import time
-
-    if progress:
-        progress(f"{target} backend ...")
-    start = time.perf_counter()
-    from egraph_compiler.ir.dims import DimExpr
-    from egraph_compiler.ir.errors import DnnrError
-    from egraph_compiler.shapes import bind_symbols
-
-    graph = bind_symbols(result.graph, bindings) if bindings else result.graph
-    unbound = sorted({s for v in graph.inputs for d in v.type.shape or () if isinstance(d, DimExpr)
-                      for s in d.symbols()})
-    if unbound:
-        raise DnnrError(f"error: the {target} target needs static shapes, and the model's inputs have "
-                        f"symbolic dims {', '.join(unbound)}\n"
-                        f"  hint: add --bind {unbound[0]}=1 (one --bind NAME=INT per symbol)")
-    if target == "opencl":
-        from egraph_compiler.backends import opencl
-
-        artefact: Any = opencl.compile_graph(graph, out, tables=result.rules)
-    else:
-        from egraph_compiler.backends import hexagon
-
-        artefact = hexagon.build(graph, out)
-    result.report.seconds[f"backend-{target}"] = round(time.perf_counter() - start, 4)
-    info = {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(artefact).items()
-            if k != "report"}
-    result.report.target = {"name": target, **info}
 
 
 def _require_verified(rule_paths: Sequence[str] | None) -> None:
@@ -185,6 +155,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from egraph_compiler import pipeline
+    from egraph_compiler.backends.opencl.tune import tune
+
+    result = pipeline.compile_model(args.model, rule_paths=args.rules or None, target="opencl")
+    graph = pipeline.static_graph(result.graph, _parse_bindings(args.bind), "opencl")
+    db = tune(graph, args.db, repeats=args.repeats, tables=result.rules, device=args.device)
+    print(f"{args.db}: {len(db.entries)} entries (device {db.device or 'unknown'})")
+    for key, entry in sorted(db.entries.items()):
+        print(f"  {key}: fused {entry['fused_us']:.1f} us, separate {entry['separate_us']:.1f} us")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dnnr", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -196,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", choices=["onnx", "opencl", "hexagon"], default="onnx")
     p.add_argument("--bind", action="append", default=[],
                    help="NAME=INT: fix a symbolic input dim for a static-shape target (repeatable)")
+    p.add_argument("--profile-db", help="`dnnr tune` database for the yellow fusion cases (opencl)")
     p.add_argument("--max-nodes", type=int, help="e-node budget (overrides the rule files)")
     p.add_argument("--max-iterations", type=int, help="iteration budget")
     p.add_argument("--max-seconds", type=float, help="saturation wall-time budget")
@@ -204,6 +188,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", action="store_true", help="print stage progress even when not a TTY")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("tune", help="time the yellow fusion cases on the OpenCL device")
+    p.add_argument("model")
+    p.add_argument("--db", default="dnnr-profile.json", help="profile database (JSON) to fill")
+    p.add_argument("--bind", action="append", default=[], help="NAME=INT for symbolic input dims")
+    p.add_argument("--rules", action="append", help="rule file or directory (repeatable)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--device", help="OpenCL device name substring (default: PoCL)")
+    p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("check", help="parse and check rule files; report every error")
     p.add_argument("files", nargs="+")

@@ -2,10 +2,14 @@
 
 `compile_model` is the only place that chains stages: each line calls one stage's
 public entry point and the `Report` records what it did and how long it took.
+`write_artefact` runs a backend on the result and writes the artefact directory
+(``dnnr compile -o OUT`` and the Python API `egraph_compiler.compile` share it).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -42,9 +46,19 @@ def _stage(report: Report, name: str, progress: Progress | None) -> Iterator[Non
     report.seconds[name] = round(time.perf_counter() - start, 4)
 
 
-def load_rules(rule_paths: Sequence[str | Path] | None = None) -> RuleSet:
-    """Parse the rule files (default: the shipped library)."""
-    return dsl.load_rules(list(rule_paths) if rule_paths else [default_rules_dir()])
+def target_rules(target: str) -> Path | None:
+    """A target's own rule set and schedule, ``rules/targets/<target>.dnnr``, if it has one
+    (Hexagon: only the QDQ → integer-operator rules, so results stay onnxruntime's)."""
+    path = default_rules_dir() / "targets" / f"{target}.dnnr"
+    return path if path.is_file() else None
+
+
+def load_rules(rule_paths: Sequence[str | Path] | None = None, target: str = "onnx") -> RuleSet:
+    """Parse the rule files (default: the target's own rules, else the shipped library)."""
+    if rule_paths:
+        return dsl.load_rules(list(rule_paths))
+    own = target_rules(target)
+    return dsl.load_rules([own] if own else [default_rules_dir()])
 
 
 def optimize(
@@ -101,21 +115,83 @@ def compile_model(
     rule_paths: Sequence[str | Path] | None = None,
     limits: Limits | None = None,
     progress: Progress | None = None,
+    target: str = "onnx",
 ) -> CompileResult:
     """Compile an ONNX model with the rule library: import, optimise, re-infer shapes.
 
     In: a path to (or the bytes of) an ONNX model, rule files/dirs. Out: the
     optimised `Graph`, its `Report`, and the `RuleSet` used. Backends take it from
-    here (`egraph_compiler.backends.*`); `ir.to_onnx` writes it back as ONNX.
+    here (`egraph_compiler.backends.*`); `ir.to_onnx` writes it back as ONNX. A
+    ``target`` with its own rules (`target_rules`) compiles with those by default.
     """
     name = Path(model).name if isinstance(model, (str, Path)) else "model"
     report = Report(model=name)
     with _stage(report, "parse-rules", progress):
-        rules = load_rules(rule_paths)
+        rules = load_rules(rule_paths, target)
     with _stage(report, "import", progress):
         graph = ir.load_onnx(model)
     optimised, report = optimize(graph, rules, limits=limits, progress=progress, report=report)
     return CompileResult(optimised, report, rules)
+
+
+TARGETS = ("onnx", "opencl", "hexagon")
+
+
+def write_artefact(result: CompileResult, target: str, out: Path, *,
+                   bindings: dict[str, int] | None = None, profile_db: str | Path | None = None,
+                   progress: Progress | None = None) -> None:
+    """Build ``target`` from ``result`` into ``out`` (OpenCL: kernels.cl, plan.json, …;
+    Hexagon: C, ELF) and write ``model.onnx`` and ``report.json`` beside it.
+    ``bindings`` fix symbolic input dims for the static-shape targets; ``profile_db``
+    is a `dnnr tune` database deciding the OpenCL fusion planner's yellow cases."""
+    if target not in TARGETS:
+        raise ir.DnnrError(f"error: unknown target {target!r} (choose one of {', '.join(TARGETS)})")
+    if target != "onnx":
+        _build_target(target, result, out, progress, bindings or {}, profile_db)
+    elif profile_db is not None:
+        raise ir.DnnrError("error: --profile-db only applies to --target opencl")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "model.onnx").write_bytes(ir.to_onnx(result.graph).SerializeToString())
+    (out / "report.json").write_text(json.dumps(result.report.to_json(), indent=2) + "\n")
+
+
+def static_graph(graph: Graph, bindings: dict[str, int], target: str) -> Graph:
+    """``graph`` with its symbolic input dims bound; a clear error names any left."""
+    from egraph_compiler.ir.dims import DimExpr
+
+    graph = shapes.bind_symbols(graph, bindings) if bindings else graph
+    unbound = sorted({s for v in graph.inputs for d in v.type.shape or () if isinstance(d, DimExpr)
+                      for s in d.symbols()})
+    if unbound:
+        raise ir.DnnrError(f"error: the {target} target needs static shapes, and the model's "
+                           f"inputs have symbolic dims {', '.join(unbound)}\n"
+                           f"  hint: add --bind {unbound[0]}=1 (one --bind NAME=INT per symbol)")
+    return graph
+
+
+def _build_target(target: str, result: CompileResult, out: Path, progress: Progress | None,
+                  bindings: dict[str, int], profile_db: str | Path | None) -> None:
+    if progress:
+        progress(f"{target} backend ...")
+    start = time.perf_counter()
+    graph = static_graph(result.graph, bindings, target)
+    artefact: Any
+    if target == "opencl":
+        from egraph_compiler.backends import opencl
+        from egraph_compiler.fusion import ProfileDb
+
+        db = ProfileDb.load(profile_db) if profile_db is not None else None
+        artefact = opencl.compile_graph(graph, out, tables=result.rules, profile_db=db)
+    else:
+        if profile_db is not None:
+            raise ir.DnnrError("error: --profile-db only applies to --target opencl")
+        from egraph_compiler.backends import hexagon
+
+        artefact = hexagon.build(graph, out)
+    result.report.seconds[f"backend-{target}"] = round(time.perf_counter() - start, 4)
+    info = {k: (str(v) if isinstance(v, Path) else v)
+            for k, v in dataclasses.asdict(artefact).items() if k != "report"}
+    result.report.target = {"name": target, **info}
 
 
 def _cost_json(cost: Any) -> dict[str, float]:

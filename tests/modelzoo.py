@@ -343,6 +343,15 @@ def layernorm_block(d_model: int = 32, seed: int = 0) -> onnx.ModelProto:
     return b.model("layernorm", "x", [*_SEQ_DIMS, d_model], y, [*_SEQ_DIMS, d_model])
 
 
+def softmax_block(d_model: int = 32, seed: int = 0) -> onnx.ModelProto:
+    """Softmax over the last axis written out: ReduceMax, Sub, Exp, ReduceSum, Div."""
+    b = _Builder(seed)
+    shifted = b.op("Sub", ["x", b.op("ReduceMax", ["x"], axes=[-1], keepdims=1)])
+    exp = b.op("Exp", [shifted])
+    y = b.op("Div", [exp, b.op("ReduceSum", [exp, b.ints([-1])], keepdims=1)])
+    return b.model("softmax", "x", [*_SEQ_DIMS, d_model], y, [*_SEQ_DIMS, d_model])
+
+
 def gelu_block(d_model: int = 32, seed: int = 0) -> onnx.ModelProto:
     """GELU in its Erf form: x * (1 + erf(x / sqrt 2)) * 0.5."""
     b = _Builder(seed)
@@ -413,6 +422,14 @@ def depthwise_separable_block(channels: int = 8, out_channels: int = 16, seed: i
     return b.model("depthwise_separable", "x", _image_dims(channels), y, _image_dims(out_channels))
 
 
+def conv_pointwise_block(channels: int = 8, out_channels: int = 16, seed: int = 0) -> onnx.ModelProto:
+    """Conv 3×3-BN straight into a pointwise 1×1 conv-BN-ReLU (no activation between)."""
+    b = _Builder(seed)
+    y = _conv_bn(b, "x", channels, channels, 3, relu=False)
+    y = _conv_bn(b, y, channels, out_channels, 1)
+    return b.model("conv_pointwise", "x", _image_dims(channels), y, _image_dims(out_channels))
+
+
 def residual_block(channels: int = 8, seed: int = 0) -> onnx.ModelProto:
     """ResNet basic block: conv-BN-ReLU, conv-BN, add the input, ReLU."""
     b = _Builder(seed)
@@ -420,6 +437,15 @@ def residual_block(channels: int = 8, seed: int = 0) -> onnx.ModelProto:
     y = _conv_bn(b, y, channels, channels, 3, relu=False)
     y = b.op("Relu", [b.op("Add", [y, "x"])])
     return b.model("residual", "x", _image_dims(channels), y, _image_dims(channels))
+
+
+def channel_attention_block(channels: int = 8, out_channels: int = 48, seed: int = 0) -> onnx.ModelProto:
+    """Conv-BN-ReLU, then a spatial attention map: Sigmoid of the mean over channels
+    (a reduction over a non-innermost axis of an intermediate, SmartMem §3.2.2)."""
+    b = _Builder(seed)
+    y = _conv_bn(b, "x", channels, out_channels, 3)
+    y = b.op("Sigmoid", [b.op("ReduceMean", [y], axes=[1], keepdims=1)])
+    return b.model("channel_attention", "x", _image_dims(channels), y, _image_dims(1))
 
 
 BLOCKS: dict[str, Callable[[], onnx.ModelProto]] = {

@@ -18,7 +18,7 @@ from egraph_compiler.egraph import Saturation
 from egraph_compiler.extract.facts import list_items
 from egraph_compiler.extract.view import EGraphView, ENode
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.fold import evaluate_node
+from egraph_compiler.ir.fold import NEVER_FOLD, evaluate_node
 from egraph_compiler.ir.graph import Graph, Node, TensorAttr, TensorType, Value
 
 
@@ -233,7 +233,7 @@ class Decoder:
         key = (node.op, node.eclass, node.children)
         original = self.original.get(key)
         outputs_needed = self._output_count(node, attrs, original)
-        if not multi and self._foldable(inputs):
+        if not multi and node.op not in NEVER_FOLD and self._foldable(inputs):
             folded = self._fold(node, inputs, attrs, outputs_needed)
             if folded is not None:
                 return [self._constant(folded, eclass)]

@@ -3,10 +3,13 @@
 `plan_fusion(graph, tables, profile_db=None, fuse=True)` folds compile-time
 computations, then groups operators into fusion blocks with DNNFusion's Listing
 3.1 (seeds, successor and predecessor exploration, fusion table verdicts, a
-constraint check, profile database or cost model for yellow cases). Each
+constraint check, profile database or cost model for yellow cases), merges
+reductions over the same rows into one row-group block (`structure`), and picks
+the dimension order of intermediates that reductions read (`layout`). Each
 `Block` knows its mapping type, member nodes, anchor, kernel kind and the index
 map of every value it stores. ``tables`` is a `FusionTables` (or a dsl
-`RuleSet`, read through `FusionTables.from_ruleset`); ``fuse=False`` gives one
+`RuleSet`, read through `FusionTables.from_ruleset`; None: the shipped rule
+library's tables, `FusionTables.shipped`); ``fuse=False`` gives one
 block per operator (the "OurB" baseline).
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from egraph_compiler.fusion.blocks import Block, Decision, FusionPlan
+from egraph_compiler.fusion.layout import LayoutChoice
 from egraph_compiler.fusion.planner import plan_blocks
 from egraph_compiler.fusion.profile_db import CostModel, ProfileDb
 from egraph_compiler.fusion.tables import FusionTables
@@ -22,14 +26,15 @@ from egraph_compiler.ir.graph import Graph
 
 
 def plan_fusion(graph: Graph, tables: Any = None, profile_db: ProfileDb | None = None,
-                fuse: bool = True) -> FusionPlan:
-    """Group ``graph``'s operators into fusion blocks (see the module docstring)."""
+                fuse: bool = True, layouts: bool = True) -> FusionPlan:
+    """Group ``graph``'s operators into fusion blocks (see the module docstring);
+    ``layouts=False`` stores every intermediate row-major (no `fusion.layout` choice)."""
     if tables is None:
-        tables = FusionTables()
+        tables = FusionTables.shipped()
     elif not isinstance(tables, FusionTables):
         tables = FusionTables.from_ruleset(tables)
-    return plan_blocks(graph, tables, profile_db, CostModel(), fuse)
+    return plan_blocks(graph, tables, profile_db, CostModel(), fuse, layouts)
 
 
-__all__ = ["Block", "CostModel", "Decision", "FusionPlan", "FusionTables", "ProfileDb",
-           "plan_fusion"]
+__all__ = ["Block", "CostModel", "Decision", "FusionPlan", "FusionTables", "LayoutChoice",
+           "ProfileDb", "plan_fusion"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from egraph_compiler.fusion.layout import LayoutChoice
 from egraph_compiler.ir.graph import Graph
 
 
@@ -27,16 +28,25 @@ class Block:
     outputs: tuple[str, ...]
     iteration_shape: tuple[int, ...]
     store_maps: tuple[tuple[str, str], ...] = ()
+    # physical dimension order of the tensors it reads or writes that are not
+    # stored row-major (`fusion.layout`): (value, perm)
+    layouts: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
 class Decision:
-    """Why a candidate was or was not fused (for the compile report)."""
+    """Why a candidate was or was not fused (for the compile report).
+
+    A yellow case (verdict ``profile``) also names its profile-database ``key`` and
+    the ``edge`` it decided: (producer node, consumer node), the pair `dnnr tune`
+    times fused and apart."""
 
     block: int
     candidate: str
     verdict: str
     reason: str
+    key: str = ""
+    edge: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,7 @@ class FusionPlan:
     graph: Graph
     blocks: tuple[Block, ...]
     decisions: tuple[Decision, ...] = ()
+    layouts: tuple[LayoutChoice, ...] = ()  # every intermediate a layout was chosen for
 
     @property
     def kernel_count(self) -> int:

@@ -216,6 +216,15 @@ def linearize(index: tuple[IExpr, ...], shape: tuple[int, ...]) -> IExpr:
     return flat
 
 
+def physical_offset(index: tuple[IExpr, ...], shape: tuple[int, ...],
+                    perm: tuple[int, ...] | None) -> IExpr:
+    """Flat offset of a logical ``index`` in a tensor stored with its axes in ``perm``
+    order (None: row-major), SmartMem's layout selection as index arithmetic."""
+    if perm is None:
+        return linearize(index, shape)
+    return linearize(tuple(index[p] for p in perm), tuple(shape[p] for p in perm))
+
+
 def delinearize(flat: IExpr, shape: tuple[int, ...]) -> tuple[IExpr, ...]:
     """Multi-index of a flat row-major offset (the split dependency)."""
     out: list[IExpr] = []

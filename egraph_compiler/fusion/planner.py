@@ -18,12 +18,14 @@ import numpy as np
 
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.blocks import Block, Decision, FusionPlan
+from egraph_compiler.fusion.layout import select_layouts
 from egraph_compiler.fusion.profile_db import CostModel, ProfileDb, profile_key
-from egraph_compiler.fusion.structure import BlockStructure, analyse
+from egraph_compiler.fusion.structure import ROW_REDUCE_OPS, BlockStructure, analyse
 from egraph_compiler.fusion.tables import (
     ANCHOR_OPS,
     BREAK,
     COMPILE_TIME_OPS,
+    FUSE,
     MANY_TO_MANY,
     ONE_TO_MANY,
     ONE_TO_ONE,
@@ -110,7 +112,7 @@ class _Planner:
         return min(unfused, key=priority)
 
     def try_add(self, block: set[int], block_type: list[str], candidate: int, first: str,
-                second: str, via: str, block_id: int) -> bool:
+                second: str, via: str, block_id: int, edge: tuple[int, int]) -> bool:
         result, verdict = self.tables.verdict(first, second)
         label = f"{self.view.nodes[candidate].op}:{candidate}"
         if verdict == BREAK or result is None:
@@ -120,30 +122,41 @@ class _Planner:
         if isinstance(shape, str):
             self.decisions.append(Decision(block_id, label, "constraint", shape))
             return False
-        if verdict == PROFILE and not self.profitable(block, candidate, via, shape):
-            self.decisions.append(Decision(block_id, label, PROFILE, "not profitable"))
-            return False
+        if verdict == PROFILE:
+            key = self.profile_key(block, candidate, via, shape)
+            fuse, source = self.profitable(key, candidate, via, shape)
+            reason = f"{first} then {second}: {source} says {'fuse' if fuse else 'not profitable'}"
+            self.decisions.append(Decision(block_id, label, PROFILE, reason, key, edge))
+            if not fuse:
+                return False
+        else:
+            self.decisions.append(Decision(block_id, label, verdict, f"{first} then {second}"))
         block.add(candidate)
         block_type[0] = result
-        self.decisions.append(Decision(block_id, label, verdict, f"{first} then {second}"))
         return True
 
-    def profitable(self, block: set[int], candidate: int, via: str,
-                   shape: BlockStructure) -> bool:
+    def profile_key(self, block: set[int], candidate: int, via: str,
+                    shape: BlockStructure) -> str:
         anchor = shape.anchor
         reference = self.view.nodes[anchor if anchor is not None else max(block)].op
-        numel = self.view.numel(via)
+        return profile_key(self.view.nodes[candidate].op, reference, self.view.numel(via))
+
+    def profitable(self, key: str, candidate: int, via: str,
+                   shape: BlockStructure) -> tuple[bool, str]:
+        """The yellow verdict and what decided it (``profile db`` or ``cost model``)."""
         if self.db is not None:
-            known = self.db.lookup(profile_key(self.view.nodes[candidate].op, reference, numel))
+            known = self.db.lookup(key)
             if known is not None:
-                return known
+                return known, "profile db"
+        anchor = shape.anchor
+        numel = self.view.numel(via)
         op = self.view.nodes[candidate].op
         flops = 0.0 if role_of(op) == "layout" else float(self.view.output_size(candidate))
         reuse = 1.0
         if anchor is not None and candidate in shape.prologue:
             reuse = _reuse_factor(self.view, anchor)
         nbytes = numel * 4
-        return self.cost.fuse_is_profitable(nbytes, flops, reuse)
+        return self.cost.fuse_is_profitable(nbytes, flops, reuse), "cost model"
 
     def fuse_successor(self, op: int, succ: int, block: set[int], block_type: list[str],
                        unfused: set[int], block_id: int) -> None:
@@ -151,7 +164,7 @@ class _Planner:
             return
         via = next(v for v in self.view.nodes[op].outputs if v in self.view.nodes[succ].inputs)
         if not self.try_add(block, block_type, succ, block_type[0],
-                            self.edge_mapping(succ, via), via, block_id):
+                            self.edge_mapping(succ, via), via, block_id, (op, succ)):
             return
         for nxt in self.view.successors(succ):
             self.fuse_successor(succ, nxt, block, block_type, unfused, block_id)
@@ -162,10 +175,39 @@ class _Planner:
             return
         via = next(v for v in self.view.nodes[pred].outputs if v in self.view.nodes[op].inputs)
         if not self.try_add(block, block_type, pred, self.node_mapping(pred), block_type[0],
-                            via, block_id):
+                            via, block_id, (pred, op)):
             return
         for prev in self.view.predecessors(pred):
             self.fuse_predecessor(pred, prev, block, block_type, unfused, block_id)
+
+    def merge_row_groups(self, blocks: list[set[int]]) -> list[set[int]]:
+        """Merge neighbouring blocks whose union is a row group (`structure` docstring):
+        Table 3.3 keeps Many-to-Many after Many-to-Many apart, but reductions over the
+        same rows share one work-group, so LayerNorm written out as nine operators is
+        one kernel again. Repeats until no pair merges."""
+        eligible = [all(self.view.nodes[n].op in ROW_REDUCE_OPS or
+                        role_of(self.view.nodes[n].op) == "elementwise" for n in b)
+                    for b in blocks]
+        merged = True
+        while merged:
+            merged = False
+            owner = {n: k for k, b in enumerate(blocks) for n in b}
+            for i, j in _neighbour_pairs(self.view, blocks, owner):
+                if not (eligible[i] and eligible[j]):
+                    continue
+                union = frozenset(blocks[i] | blocks[j])
+                others = {n: (k if k not in (i, j) else -1) for n, k in owner.items()}
+                shape = analyse(self.view, union, others)
+                if isinstance(shape, str) or shape.kind != "rowgroup":
+                    continue
+                ops = "+".join(self.view.nodes[n].op for n in sorted(blocks[j]))
+                self.decisions.append(Decision(i, ops, FUSE, "row group: reductions over the "
+                                               "same rows share one work-group"))
+                blocks[i] = set(union)
+                del blocks[j], eligible[j]
+                merged = True
+                break
+        return blocks
 
     def run(self) -> list[set[int]]:
         unfused = set(range(len(self.view.nodes)))
@@ -181,7 +223,20 @@ class _Planner:
             unfused -= block
             for n in block:
                 self.block_of[n] = block_id
-        return blocks
+        return self.merge_row_groups(blocks)
+
+
+def _neighbour_pairs(view: GraphView, blocks: list[set[int]], owner: dict[int, int]
+                     ) -> list[tuple[int, int]]:
+    """(producer block, consumer block) for every data edge between two blocks."""
+    pairs: list[tuple[int, int]] = []
+    for i, block in enumerate(blocks):
+        for n in sorted(block):
+            for succ in view.successors(n):
+                j = owner[succ]
+                if j != i and (i, j) not in pairs:
+                    pairs.append((i, j))
+    return pairs
 
 
 def _reuse_factor(view: GraphView, anchor: int) -> float:
@@ -219,7 +274,8 @@ def _order_blocks(view: GraphView, blocks: list[set[int]]) -> list[set[int]]:
 
 
 def plan_blocks(graph: Graph, tables: FusionTables, profile_db: ProfileDb | None = None,
-                cost: CostModel | None = None, fuse: bool = True) -> FusionPlan:
+                cost: CostModel | None = None, fuse: bool = True,
+                layouts: bool = True) -> FusionPlan:
     graph = fold_compile_time(graph)
     view = GraphView(graph)
     for node in graph.nodes:
@@ -228,18 +284,22 @@ def plan_blocks(graph: Graph, tables: FusionTables, profile_db: ProfileDb | None
                              "the fusion planner and code generators")
     planner = _Planner(view, tables, profile_db, cost or CostModel())
     groups = planner.run() if fuse else [{n} for n in range(len(graph.nodes))]
-    blocks: list[Block] = []
-    for block_id, members in enumerate(_order_blocks(view, groups)):
+    structures: list[tuple[frozenset[int], BlockStructure]] = []
+    for members in _order_blocks(view, groups):
         shape = analyse(view, frozenset(members))
         if isinstance(shape, str):
             raise ModelError(f"cannot generate code for {sorted(graph.nodes[n].op for n in members)}"
                              f": {shape}")
-        blocks.append(_make_block(view, planner, block_id, members, shape))
-    return FusionPlan(graph, tuple(blocks), tuple(planner.decisions))
+        structures.append((frozenset(members), shape))
+    choices = select_layouts(view, structures) if layouts else []
+    perms = {c.value: c.perm for c in choices if c.perm != tuple(range(len(c.perm)))}
+    blocks = [_make_block(view, planner, block_id, set(members), shape, perms)
+              for block_id, (members, shape) in enumerate(structures)]
+    return FusionPlan(graph, tuple(blocks), tuple(planner.decisions), tuple(choices))
 
 
 def _make_block(view: GraphView, planner: _Planner, block_id: int, members: set[int],
-                shape: BlockStructure) -> Block:
+                shape: BlockStructure, perms: dict[str, tuple[int, ...]]) -> Block:
     ordered = tuple(sorted(members))
     fused = planner.node_mapping(ordered[0])
     for n in ordered[1:]:
@@ -250,7 +310,10 @@ def _make_block(view: GraphView, planner: _Planner, block_id: int, members: set[
     maps = []
     for value in shape.outputs:
         index = shape.forward.get(value)
-        text = ix.render(ix.linearize(index, view.shape(value))) if index is not None else "gid"
+        text = ix.render(ix.physical_offset(index, view.shape(value), perms.get(value))) \
+            if index is not None else "gid"
         maps.append((value, text))
+    used = tuple((v, perms[v]) for v in (*shape.inputs, *shape.outputs) if v in perms)
     return Block(block_id, ordered, tuple(view.nodes[n].op for n in ordered), fused, shape.kind,
-                 shape.anchor, shape.inputs, shape.outputs, shape.iteration_shape, tuple(maps))
+                 shape.anchor, shape.inputs, shape.outputs, shape.iteration_shape, tuple(maps),
+                 used)

@@ -9,6 +9,14 @@ node is *prologue*: evaluated lazily, through backward index maps, wherever the
 anchor or the spine reads it — so it must not be needed outside the block.
 `analyse` returns the structure or the reason the set cannot be one kernel; the
 planner uses it as Listing 3.1's constraint check.
+
+A *row group* is the one shape with several anchors: reductions over the same
+rows (same input shape, same axes, keepdims) and elementwise operators on either
+the full rows or the reduced ``[..., 1]`` values — LayerNorm as exporters write
+it (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add) or a decomposed
+Softmax. One work-group per row computes the reductions one after another in
+local memory and everything else from them, so the row is never stored between
+the phases (kind ``rowgroup``).
 """
 
 from __future__ import annotations
@@ -34,10 +42,17 @@ EXPENSIVE_OPS = frozenset({
 })
 
 
+# Reductions a row group may chain (each has a combine step in the kernel generator).
+ROW_REDUCE_OPS = frozenset({
+    "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceSumSquare", "ReduceL1",
+    "ReduceL2", "ReduceProd", "ReduceLogSum", "ReduceLogSumExp",
+})
+
+
 @dataclass(frozen=True)
 class BlockStructure:
-    anchor: int | None
-    kind: str  # pointwise | conv | matmul | pool | reduce | rownorm
+    anchor: int | None  # a row group: its first reduction
+    kind: str  # pointwise | conv | matmul | pool | reduce | rownorm | rowgroup
     spine: tuple[int, ...]
     prologue: tuple[int, ...]
     inputs: tuple[str, ...]
@@ -100,7 +115,7 @@ def analyse(view: GraphView, nodes: frozenset[int],
     anchors = [n for n in ordered if view.nodes[n].op in ANCHOR_OPS]
     if any(role_of(view.nodes[n].op) == "unsupported" for n in ordered):
         return "unsupported operator"
-    if len(anchors) > 1:
+    if len(anchors) > 1 and not all(view.nodes[n].op in ROW_REDUCE_OPS for n in anchors):
         return "two anchors"
     if len(ordered) > MAX_BLOCK_NODES:
         return "too many nodes"
@@ -120,7 +135,72 @@ def analyse(view: GraphView, nodes: frozenset[int],
         shape = view.shape(max(outputs, key=view.numel)) if outputs else ()
         return BlockStructure(None, "pointwise", (), tuple(ordered), tuple(inputs),
                               tuple(outputs), shape, {})
-    anchor = anchors[0]
+    reason = "two anchors"
+    if len(anchors) == 1:
+        single = _anchored(view, ordered, anchors[0], inputs, outputs)
+        if not isinstance(single, str):
+            return single
+        reason = single
+    rows = _row_group(view, ordered, anchors, inputs, outputs)
+    return rows if rows is not None else reason
+
+
+def reduce_axes(view: GraphView, node: Node) -> tuple[tuple[int, ...], bool]:
+    """The sorted axes a Reduce* node reduces over and its keepdims."""
+    rank = len(view.shape(node.inputs[0]))
+    keep = bool(node.attr("keepdims", 1))
+    given = node.attr("axes")
+    if given is None and len(node.inputs) > 1 and node.inputs[1] in view.constants:
+        given = tuple(int(a) for a in view.constants[node.inputs[1]].reshape(-1))
+    if given is None or len(given) == 0:  # type: ignore[arg-type]
+        return (() if node.attr("noop_with_empty_axes", 0) else tuple(range(rank))), keep
+    return tuple(sorted(int(a) % rank for a in given)), keep  # type: ignore[union-attr]
+
+
+def _row_group(view: GraphView, ordered: list[int], anchors: list[int], inputs: list[str],
+               outputs: list[str]) -> BlockStructure | None:
+    """The row-group structure (module docstring) of ``ordered``, or None."""
+    if not anchors or any(view.nodes[n].op not in ROW_REDUCE_OPS for n in anchors):
+        return None
+    first = view.nodes[anchors[0]]
+    full = view.shape(first.inputs[0])
+    axes, keep = reduce_axes(view, first)
+    if not keep or not axes:
+        return None
+    row = tuple(1 if a in axes else size for a, size in enumerate(full))
+    if row == full:
+        return None
+    for n in anchors:
+        node = view.nodes[n]
+        if view.shape(node.inputs[0]) != full or reduce_axes(view, node) != (axes, True):
+            return None
+    row_values: set[str] = set()
+    for n in ordered:
+        node = view.nodes[n]
+        if n not in anchors and role_of(node.op) != "elementwise":
+            return None
+        produced = [o for o in node.outputs if o]
+        if len(produced) != 1 or view.dtype(produced[0]) != "float32":
+            return None
+        shape = view.shape(produced[0])
+        if shape == row:
+            row_values.add(produced[0])
+        elif shape != full:
+            return None
+    for n in ordered:  # a row value is computed once per row: never from a full-row value
+        node = view.nodes[n]
+        if node.outputs[0] in row_values and n not in anchors and any(
+                view.producer_index.get(v) in ordered and v not in row_values
+                for v in view.data_inputs(node)):
+            return None
+    others = tuple(n for n in ordered if n not in anchors)
+    return BlockStructure(anchors[0], "rowgroup", (), others, tuple(inputs), tuple(outputs),
+                          full, {})
+
+
+def _anchored(view: GraphView, ordered: list[int], anchor: int, inputs: list[str],
+              outputs: list[str]) -> BlockStructure | str:
+    """The structure of a block built around one anchor (module docstring)."""
     anchor_value = view.nodes[anchor].outputs[0]
     space = view.shape(anchor_value)
     forward: dict[str, tuple[ix.IExpr, ...]] = {anchor_value: iteration_vars(space)}

@@ -1,9 +1,11 @@
 """The facts fusion planning reads, as data: mapping types and the fusion table.
 
-Defaults are DNNFusion Table 3.2 (operator → mapping type) and Table 3.3 (first
-type × second type → fused type and verdict). `FusionTables.from_ruleset` takes
-both from the rule files (`op … : MAPPING …` and `fuse A then B -> C : verdict`),
-falling back to the defaults for whatever the rules do not say.
+Both tables live in the rule language only: DNNFusion Table 3.2 (operator →
+mapping type) is the ``: MAPPING`` of each ``op`` in ``rules/operators.dnnr`` and
+Table 3.3 (first type × second type → fused type and verdict) is
+``rules/fusion.dnnr``. `FusionTables.shipped()` reads the shipped library once
+(cached); `FusionTables.from_ruleset` lays a rule set's own declarations over it.
+An operator no rule file declares is Many-to-Many, the type that fuses least.
 
 Besides the mapping type, the planner needs one structural fact per operator: its
 *role* in generated code (SmartMem's ILD/ILI split, seen from a kernel):
@@ -18,7 +20,9 @@ Besides the mapping type, the planner needs one structural fact per operator: it
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 ONE_TO_ONE = "one_to_one"
@@ -39,12 +43,10 @@ ELEMENTWISE_OPS = frozenset({
     "ThresholdedRelu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Clip", "Cast",
     "Square", "Gelu", "BatchNormalization", "Identity", "Dropout", "Mod", "Mish",
 })
-LAYOUT_OPS = {
-    "Reshape": REORGANIZE, "Flatten": REORGANIZE, "Squeeze": REORGANIZE,
-    "Unsqueeze": REORGANIZE, "Transpose": SHUFFLE, "DepthToSpace": SHUFFLE,
-    "SpaceToDepth": SHUFFLE, "Slice": ONE_TO_ONE, "Concat": ONE_TO_ONE, "Split": ONE_TO_ONE,
-    "Pad": ONE_TO_MANY, "Gather": ONE_TO_MANY, "Expand": ONE_TO_MANY, "Tile": ONE_TO_MANY,
-}
+LAYOUT_OPS = frozenset({
+    "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "DepthToSpace", "SpaceToDepth",
+    "Slice", "Concat", "Split", "Pad", "Gather", "Expand", "Tile",
+})
 ANCHOR_OPS = {
     "Conv": "conv", "MatMul": "matmul", "Gemm": "matmul",
     "MaxPool": "pool", "AveragePool": "pool", "LRN": "pool",
@@ -58,69 +60,56 @@ ANCHOR_OPS = {
 # Shape-only operators: evaluated at compile time, never a kernel.
 COMPILE_TIME_OPS = frozenset({"Shape", "Size", "ConstantOfShape", "Constant", "Range"})
 
-# Table 3.2 as data, extended to the operators above (elementwise ops are
-# one_to_one; a broadcast operand makes that edge one_to_many — decided per edge).
-DEFAULT_MAPPING: dict[str, str] = {
-    **{op: ONE_TO_ONE for op in ELEMENTWISE_OPS},
-    **LAYOUT_OPS,
-    **{op: MANY_TO_MANY for op in ANCHOR_OPS},
-}
-
-# Table 3.3 (first, second) → (fused type, verdict). One-to-One has the lowest
-# transformation impedance (always green, the other type wins); Reorganize and
-# Shuffle fuse with each other; with One-to-Many / Many-to-Many they need
-# profiling; Many-to-Many after One-to-Many or Many-to-Many is red.
-_M = MAPPING_TYPES
-
-
-def _default_fusion_table() -> dict[tuple[str, str], tuple[str | None, str]]:
-    table: dict[tuple[str, str], tuple[str | None, str]] = {}
-    rank = {t: i for i, t in enumerate(_M)}
-    for first in _M:
-        for second in _M:
-            if first == ONE_TO_ONE:
-                table[first, second] = (second, FUSE)
-            elif second == ONE_TO_ONE:
-                table[first, second] = (first, FUSE)
-            elif first in (REORGANIZE, SHUFFLE) and second in (REORGANIZE, SHUFFLE):
-                table[first, second] = (max(first, second, key=rank.get), FUSE)
-            elif second == MANY_TO_MANY and first in (ONE_TO_MANY, MANY_TO_MANY):
-                table[first, second] = (None, BREAK)
-            elif first == ONE_TO_MANY and second == ONE_TO_MANY:
-                table[first, second] = (ONE_TO_MANY, FUSE)
-            else:
-                table[first, second] = (max(first, second, key=rank.get), PROFILE)
-    return table
-
-
-DEFAULT_FUSION_TABLE = _default_fusion_table()
-
-
 @dataclass(frozen=True)
 class FusionTables:
     """Mapping type per operator and the fusion verdict per mapping-type pair."""
 
-    mapping: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_MAPPING))
-    fusion: Mapping[tuple[str, str], tuple[str | None, str]] = field(
-        default_factory=lambda: dict(DEFAULT_FUSION_TABLE))
+    mapping: Mapping[str, str]
+    fusion: Mapping[tuple[str, str], tuple[str | None, str]]
+
+    @staticmethod
+    def shipped() -> FusionTables:
+        """The tables of the shipped rule library (``$DNNR_RULES`` when set)."""
+        # imported here: loading a built artefact (runtime, device machines) needs no parser
+        from egraph_compiler.dsl.shipped import rules_dir
+
+        return _load_shipped(rules_dir())
 
     @staticmethod
     def from_ruleset(ruleset: Any) -> FusionTables:
-        """Read ``ruleset.ops[name].mapping`` and ``ruleset.fusion`` (a dsl `RuleSet`)."""
-        mapping = dict(DEFAULT_MAPPING)
-        for name, decl in getattr(ruleset, "ops", {}).items():
-            if getattr(decl, "mapping", None) in MAPPING_TYPES:
-                mapping[name] = decl.mapping
-        fusion = dict(DEFAULT_FUSION_TABLE)
-        for entry in getattr(ruleset, "fusion", ()):
-            fusion[entry.first, entry.second] = (entry.result, entry.verdict)
-        return FusionTables(mapping, fusion)
+        """``ruleset.ops[name].mapping`` and ``ruleset.fusion`` (a dsl `RuleSet`) laid
+        over the shipped tables, so a rule set that declares only a few operators
+        still plans with the library's types for the rest."""
+        base = FusionTables.shipped()
+        return _overlay(base.mapping, base.fusion, ruleset)
 
     def mapping_of(self, op: str) -> str:
         return self.mapping.get(op, MANY_TO_MANY)
 
     def verdict(self, first: str, second: str) -> tuple[str | None, str]:
         return self.fusion.get((first, second), (None, BREAK))
+
+
+def _overlay(mapping: Mapping[str, str], fusion: Mapping[tuple[str, str], tuple[str | None, str]],
+             ruleset: Any) -> FusionTables:
+    merged_mapping = dict(mapping)
+    for name, decl in getattr(ruleset, "ops", {}).items():
+        if getattr(decl, "mapping", None) in MAPPING_TYPES:
+            merged_mapping[name] = decl.mapping
+    merged_fusion = dict(fusion)
+    for entry in getattr(ruleset, "fusion", ()):
+        merged_fusion[entry.first, entry.second] = (entry.result, entry.verdict)
+    return FusionTables(merged_mapping, merged_fusion)
+
+
+@lru_cache(maxsize=4)
+def _load_shipped(rules: Path) -> FusionTables:
+    # the two files that hold the tables (parsed once: every plan_fusion without tables
+    # shares the copy), so a rewrite rule elsewhere in the library cannot break planning
+    from egraph_compiler import dsl
+
+    files = [rules / "operators.dnnr", rules / "fusion.dnnr"]
+    return _overlay({}, {}, dsl.load_rules(files if all(f.is_file() for f in files) else [rules]))
 
 
 def role_of(op: str) -> str:

@@ -22,6 +22,12 @@ from egraph_compiler.ir.onnx_types import dtype_from_onnx
 Array = np.ndarray
 Attrs = Mapping[str, AttrValue]
 
+# Kept as nodes even on constant inputs, by the importer and the extractor alike:
+# quantized weights stay int8 for the backends (onnxruntime's constant folding keeps
+# DequantizeLinear too), and random ops are not constants.
+NEVER_FOLD = frozenset({"QuantizeLinear", "DequantizeLinear", "RandomNormal", "RandomUniform",
+                        "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"})
+
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 

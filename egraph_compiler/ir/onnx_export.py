@@ -83,7 +83,10 @@ class _Exporter:
             else:
                 self.initializers.append((name, array))
         for node in graph.nodes:
-            self.nodes.append(self.export_node(node))
+            if node.op in _QUANT_INTERNAL:
+                self.nodes.extend(self.export_quantised(node))
+            else:
+                self.nodes.append(self.export_node(node))
         inputs = [_value_info(v.name, v.type) for v in graph.inputs]
         outputs = [_value_info(v.name, graph.types.get(v.name, v.type)) for v in graph.outputs]
         proto = helper.make_graph(self.nodes, graph.name or "model", inputs, outputs)
@@ -95,6 +98,30 @@ class _Exporter:
         for name, array in self.initializers:
             _add_initializer(model.graph, name, array)
         return model
+
+    def export_quantised(self, node: Node) -> list[onnx.NodeProto]:
+        """rules/quant.dnnr's integer operators as the ONNX operators they are defined by:
+        QMatMulInt is QLinearMatMul (same operands), QConvInt DequantizeLinear → Conv →
+        QuantizeLinear (its bias may have any scale and zero point, which QLinearConv's
+        cannot), QAddInt/QMulInt DequantizeLinear → Add/Mul → QuantizeLinear and
+        Requantize DequantizeLinear → QuantizeLinear."""
+        ins, out, name = list(node.inputs), node.outputs[0], node.name or self.fresh(node.op)
+        if node.op == "QMatMulInt":
+            return [helper.make_node("QLinearMatMul", ins, [out], name=name)]
+        float_op = {"QConvInt": "Conv", "QAddInt": "Add", "QMulInt": "Mul"}.get(node.op)
+        quantised = [tuple(ins[k:k + 3]) for k in range(0, len(ins) - 2, 3)]
+        nodes, floats = [], []
+        for value, scale, zero in quantised:
+            floats.append(self.fresh(f"{value}_dq"))
+            nodes.append(helper.make_node("DequantizeLinear", [value, scale, zero], [floats[-1]], name=self.fresh(f"{name}_dq")))
+        y_scale, y_zero = ins[-2:]
+        if float_op is not None:
+            result = self.fresh(f"{name}_float")
+            nodes.append(helper.make_node(float_op, floats, [result], name=self.fresh(f"{name}_op"),
+                                          **node.attr_dict))
+            floats = [result]
+        nodes.append(helper.make_node("QuantizeLinear", [floats[0], y_scale, y_zero], [out], name=name))
+        return nodes
 
     def export_node(self, node: Node) -> onnx.NodeProto:
         if node.domain not in ("", "ai.onnx"):
@@ -166,6 +193,10 @@ class _Exporter:
             dtype = self.dtype_of(node.inputs[0])
             inputs.append(self.constant(f"{node.name}_value", np.asarray(value, dtype=dtype)))
         return inputs
+
+
+# Integer operators of rules/quant.dnnr (dnnr-internal; exported by their ONNX definitions).
+_QUANT_INTERNAL = frozenset({"QConvInt", "QMatMulInt", "QAddInt", "QMulInt", "Requantize"})
 
 
 def _fill_output_shapes(model: onnx.ModelProto, constants: list[tuple[str, np.ndarray]]) -> None:

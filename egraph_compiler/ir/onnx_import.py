@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 from egraph_compiler.ir.convert import NodeConverter
 from egraph_compiler.ir.dims import DimExpr
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.fold import KNOWN_OPS, evaluate_node
+from egraph_compiler.ir.fold import KNOWN_OPS, NEVER_FOLD, evaluate_node
 from egraph_compiler.ir.graph import Graph, Node, TensorType, Value
 from egraph_compiler.ir.names import fresh_name
 from egraph_compiler.ir.onnx_types import (
@@ -33,9 +33,6 @@ DEFAULT_SYMBOL_RANGE = (1, 2**31 - 1)
 # Folding is skipped for results above this many elements (ConstantOfShape is
 # exempt: it folds to a zero-stride broadcast view that costs no memory).
 FOLD_LIMIT = 1 << 26
-# Kept as nodes even on constant inputs: quantized weights stay int8 for the backends.
-_NEVER_FOLD = frozenset({"QuantizeLinear", "DequantizeLinear", "RandomNormal", "RandomUniform",
-                         "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"})
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _CHECKER_LIMIT = 2**31 - 1  # protobuf's serialisation limit: bigger models skip the checker
 
@@ -45,6 +42,7 @@ def load_onnx(source: str | Path | bytes | onnx.ModelProto) -> Graph:
     model, raw = _read(source)
     where = str(source) if isinstance(source, (str, Path)) else "<model>"
     opset = _default_opset(model)
+    _reject_non_utf8_names(model)
     _reject_unsupported_nodes(model)
     _run_checker(model, raw, where)
     return _Importer(model, opset).run()
@@ -97,6 +95,18 @@ def _node_label(node: onnx.NodeProto, index: int) -> str:
     return f"node '{node.name or f'#{index}'}' ({node.op_type})"
 
 
+def _reject_non_utf8_names(model: onnx.ModelProto) -> None:
+    """ONNX strings are UTF-8; protobuf hands back ``bytes`` for a name that is not."""
+    graph = model.graph
+    named = [(f"graph value #{i}", v.name) for i, v in
+             enumerate([*graph.input, *graph.output, *graph.value_info, *graph.initializer])]
+    named += [(f"node #{i}", text) for i, n in enumerate(graph.node)
+              for text in (n.name, n.op_type, n.domain, *n.input, *n.output)]
+    for where, name in named:
+        if not isinstance(name, str):
+            raise ModelError(f"not a valid ONNX model: {where}: name {name!r} is not valid UTF-8")
+
+
 def _reject_unsupported_nodes(model: onnx.ModelProto) -> None:
     """Domains and subgraphs first: they get a clearer message than the checker's."""
     for index, node in enumerate(model.graph.node):
@@ -110,6 +120,14 @@ def _reject_unsupported_nodes(model: onnx.ModelProto) -> None:
 
 
 def _run_checker(model: onnx.ModelProto, raw: bytes | None, where: str) -> None:
+    inputs = {i.name for i in model.graph.input}
+    if model.ir_version < 4 and any(t.name not in inputs for t in model.graph.initializer):
+        # IR 3 lists every initializer among the graph inputs; tools that edit old models
+        # (onnxruntime's quantize_static) keep IR 3 but add initializers the IR-4 way. That
+        # is the only IR-4 rule such a model relies on: check it as IR 4 (a copy).
+        model = onnx.ModelProto.FromString(raw) if raw is not None else onnx.ModelProto.FromString(model.SerializeToString())
+        model.ir_version = 4
+        raw = None
     if raw is None:
         if model.ByteSize() > _CHECKER_LIMIT:
             return
@@ -206,7 +224,7 @@ class _Importer:
             self.constants[node.outputs[0]] = _constant_value(node, label)
             return True
         present = [i for i in node.inputs if i]
-        if node.op not in KNOWN_OPS or node.op in _NEVER_FOLD:
+        if node.op not in KNOWN_OPS or node.op in NEVER_FOLD:
             return False
         if not all(i in self.constants for i in present):
             return False

@@ -89,7 +89,7 @@ def _matmul_shape(ctx, a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...
 
 def _matmul(ctx) -> list[TensorType]:
     op = ctx.node.op
-    if op == "QLinearMatMul":
+    if op in ("QLinearMatMul", "QMatMulInt"):  # QMatMulInt: rules/quant.dnnr, QLinearMatMul's operands
         return [TensorType(ctx.dtype(7), _matmul_shape(ctx, ctx.need_shape(0), ctx.need_shape(3)))]
     dtype = "int32" if op == "MatMulInteger" else ctx.dtype(0)
     return [TensorType(dtype, _matmul_shape(ctx, ctx.need_shape(0), ctx.need_shape(1)))]
@@ -149,7 +149,7 @@ def _transposed_dim(ctx, i: int, size: Dim, stride: int, extent: int, pads, auto
 
 def _conv(ctx) -> list[TensorType]:
     op = ctx.node.op
-    w_index = 3 if op == "QLinearConv" else 1
+    w_index = 3 if op in ("QLinearConv", "QConvInt") else 1
     x, w = ctx.need_shape(0), ctx.need_shape(w_index)
     kernel = ctx.attrs.get("kernel_shape") or tuple(w[2:])
     if not all(isinstance(k, int) for k in kernel):
@@ -161,7 +161,11 @@ def _conv(ctx) -> list[TensorType]:
     _same_dim(ctx, x[1], in_channels, "input channels")
     channels = dim_mul(w[1], ctx.attrs.get("group", 1)) if transposed else w[0]
     spatial = _window(ctx, tuple(x[2:]), tuple(kernel), transposed)
-    dtype = {"QLinearConv": ctx.dtype(7) if ctx.has(7) else "uint8", "ConvInteger": "int32"}.get(op, ctx.dtype(0))
+    if op in ("QLinearConv", "QConvInt"):  # y_zero_point: 8th of QLinearConv, 11th of QConvInt
+        zero_point = 7 if op == "QLinearConv" else 10
+        dtype = ctx.dtype(zero_point) if ctx.has(zero_point) else "uint8"
+    else:
+        dtype = "int32" if op == "ConvInteger" else ctx.dtype(0)
     return [TensorType(dtype, (x[0], channels, *spatial))]
 
 
@@ -488,6 +492,15 @@ def _einsum(ctx) -> list[TensorType]:
     return [TensorType(ctx.dtype(0), tuple(sizes[c] for c in rhs))]
 
 
+def _quantised_int(ctx) -> list[TensorType]:
+    """rules/quant.dnnr's integer operators: the output has y_zero_point's dtype (the last input)."""
+    op = ctx.node.op
+    if op == "Requantize":
+        return [TensorType(ctx.dtype(4), ctx.shape(0))]
+    shape = broadcast([ctx.need_shape(0), ctx.need_shape(3)], ctx.ranges, ctx.fresh, ctx.where)  # QAddInt, QMulInt
+    return [TensorType(ctx.dtype(7), shape)]
+
+
 def _dynamic_quantize(ctx) -> list[TensorType]:
     return [TensorType("uint8", ctx.shape(0)), TensorType("float32", ()), TensorType("uint8", ())]
 
@@ -496,7 +509,8 @@ RULES: dict[str, Rule] = {op: _same for op in SAME_SHAPE}
 RULES.update({op: _broadcast for op in BROADCAST})
 RULES.update({
     "MatMul": _matmul, "MatMulInteger": _matmul, "QLinearMatMul": _matmul, "Gemm": _gemm,
-    "Conv": _conv, "ConvTranspose": _conv, "ConvInteger": _conv, "QLinearConv": _conv,
+    "Conv": _conv, "ConvTranspose": _conv, "ConvInteger": _conv, "QLinearConv": _conv, "QConvInt": _conv,
+    "QMatMulInt": _matmul, "QAddInt": _quantised_int, "QMulInt": _quantised_int, "Requantize": _quantised_int,
     "MaxPool": _pool, "AveragePool": _pool, "LpPool": _pool,
     "GlobalAveragePool": _global_pool, "GlobalMaxPool": _global_pool, "GlobalLpPool": _global_pool,
     "Flatten": _flatten, "Reshape": _reshape, "Transpose": _transpose, "Concat": _concat,

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import multiprocessing
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -64,10 +63,12 @@ def verify_rules(ruleset: ast.RuleSet, *, jobs: int = 1, cache_dir: str | Path |
             todo.append(i)
     work = [(ruleset.rules[i], ruleset.ops, timeout_s, suggest_guards, machine_tiers)
             for i in todo]
-    if jobs > 1 and len(work) > 1:
+    if len(work) > 1:
+        # Each rule in a fresh process forked from this one: Z3's heuristics follow its
+        # internal term ids, so a verdict must not depend on the rules checked before it.
         context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-            results = list(pool.map(_work, work, chunksize=1))
+        with context.Pool(processes=max(1, jobs), maxtasksperchild=1) as pool:
+            results = pool.map(_work, work, chunksize=1)
     else:
         results = [_work(w) for w in work]
     for i, verdict in zip(todo, results, strict=False):

@@ -16,11 +16,20 @@ enumerated attributes for a given input rank (permutations, axes, flags).
 | sum / max / min / mean | x... | | ONNX variadic elementwise (left fold, broadcasting) |
 | pow | a, b | | ``a ** b``, see `Pow` for where it is defined |
 | batch_norm | x, scale, b, mean, var | epsilon: float | inference BatchNormalization, channel axis 1 |
-| reshape | x, shape | allowzero | an abstract index map (see `Reshape`) |
+| reshape | x, shape | allowzero (0) | row-major; ONNX 0 / -1 where the target's values are known (see `Reshape`) |
+| flatten | x | axis: int | ONNX Flatten, row-major (see `Flatten`) |
+| constant_of_shape | shape | value: tensor (one scalar) | ONNX ConstantOfShape (see `ConstantOfShape`) |
+| conv | x, w, b? | group: int; geometry attributes kept abstract | ONNX Conv, abstract in padding / stride / dilation (see `Conv`) |
 | concat | x... | axis: int | ONNX Concat (see `Concat`) |
 | slice | x | starts, ends, axes, steps: ints | ONNX Slice, constant bounds (see `Slice`) |
-| expand | x, shape | | an abstract broadcast (see `Expand`) |
+| expand | x, shape | | a broadcast, abstract unless the shape is a `vector(...)` (see `Expand`) |
 | cast | x | to: int | an uninterpreted conversion ``cast(to, x)`` (see `Cast`) |
+| softmax / log_softmax | x | axis: int | ONNX opset-13 Softmax / LogSoftmax, reals (see `Softmax`) |
+
+A right-hand-side ``vector(LIST)`` is the 1-D tensor of LIST's values; the shape
+built-ins in it (``reshape_shape``, ``reshape_target``, ``squeeze_shape``,
+``unsqueeze_shape``, ``flatten_shape``) are evaluated over symbolic dims, the rule
+firing only where they are defined (`evalexpr.SHAPE_BUILTINS`).
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ import numpy as np
 import z3
 
 from egraph_compiler.dsl import ast
+from egraph_compiler.verify import evalexpr
 from egraph_compiler.verify.encode import (
     SYMBOLIC_LIST,
     Cell,
@@ -41,7 +51,9 @@ from egraph_compiler.verify.encode import (
     Illformed,
     Unsupported,
     broadcast,
+    in_bounds,
     project,
+    row_major_offset,
     stable_key,
 )
 from egraph_compiler.verify.semantics import OpSemantics
@@ -576,7 +588,9 @@ class Slice(Builtin):
                                                      z3.IntVal(0) + step, z3.IntVal(0) + d)
             out[axis] = z3.If(step == 1, exact, other) if not isinstance(step, int) or \
                 step != 1 else exact
-            wf += [c for c in (step != 0, other >= 0) if not isinstance(c, bool)]
+            if not isinstance(step != 0, bool):
+                wf.append(step != 0)
+            enc.index_facts.append(other >= 0)  # a length: a fact, not a condition to check
         return out, wf
 
     def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
@@ -649,13 +663,66 @@ class BatchNorm(Builtin):
                               * scale.reshape(shape) + bias.reshape(shape))
 
 
+def shape_entries(enc: Encoder, target: ast.Pattern) -> list[Any] | None:
+    """A shape operand's values as a list of ints (z3 Ints where symbolic): a
+    ``vector(...)`` literal, or a 1-D tensor variable whose values the rule looks at
+    (in its guard or a computed constant), read through `Encoder.values`; None where
+    the values are not known (a computed Shape) or not needed (a rule that only moves
+    operators across the Reshape: the abstract encoding proves it by congruence)."""
+    if isinstance(target, ast.PCompute) and target.func == "vector":
+        return enc.vector_entries(target)
+    if isinstance(target, ast.PVar) and target.name in enc.valued_vars:
+        try:
+            return enc.values(target.name)
+        except evalexpr.NotApplicable:
+            return None
+    return None
+
+
+def _wf_collector(wf: list[Any]) -> Any:
+    def require(cond: Any) -> None:
+        if isinstance(cond, bool):
+            if not cond:
+                raise Illformed("reshape target")
+            return
+        wf.append(cond)
+    return require
+
+
+def row_major_read(enc: Encoder, child: ast.Pattern, idx: list[Any], in_dims: Dims,
+                   out_dims: Dims, offsets: bool = True) -> Cell:
+    """Element ``idx`` of ``child`` reshaped to ``out_dims``: the input element at the
+    same row-major offset. The read index is a function of the output index and both
+    shapes (the same function for every Reshape with those ranks, so equal reads are
+    equal by congruence) with its offset pinned where the element counts agree."""
+    in_dims = [z3.IntVal(d) if isinstance(d, int) else d for d in in_dims]
+    out_dims = [z3.IntVal(d) if isinstance(d, int) else d for d in out_dims]
+    args = list(idx) + in_dims + out_dims
+    sorts = [z3.IntSort()] * (len(args) + 1)
+    source = [z3.Function(f"reshape_index{k}_{len(idx)}_{len(in_dims)}", *sorts)(*args)
+              for k in range(len(in_dims))]
+    enc.index_facts.extend(in_bounds(source, in_dims))
+    if not offsets:  # congruence alone (see `shape_entries`): no nonlinear offsets
+        return enc.value_of(child, source)
+    numel_in = math.prod(in_dims, start=z3.IntVal(1))
+    numel_out = math.prod(out_dims, start=z3.IntVal(1))
+    enc.index_facts.append(z3.Implies(
+        z3.And(*in_bounds(idx, out_dims), numel_in == numel_out),
+        row_major_offset(source, in_dims) == row_major_offset(idx, out_dims)))
+    enc.row_major = True
+    return enc.value_of(child, source)
+
+
 class Reshape(Builtin):
-    """Reshape as an abstract index map: the target dims are uninterpreted functions of
-    the input dims (one family per shape operand), their product must equal the input's
-    numel, and output index i reads input index g(i) for an uninterpreted g of the
-    index and both shapes. Enough to prove rules that move an elementwise operator
-    across a Reshape; the target's values (0 / -1) are not modelled, so a
-    counterexample may be SPURIOUS. The target rank is enumerated (``_out_rank``)."""
+    """ONNX Reshape (allowzero=0) in row-major order. Where the target's values are
+    known to the rule (a ``vector(...)``, or a 1-D tensor variable whose elements
+    become integer unknowns), the output dims follow ONNX exactly: 0 copies the input
+    dim, one -1 is inferred, the element count is preserved. Otherwise (a computed
+    target) the output dims are uninterpreted functions of the input dims, one family
+    per shape operand. Either way output index i reads the input element at the same
+    row-major offset (`row_major_read`). The target rank is enumerated (``_out_rank``)
+    or is the length of the ``vector(...)``. allowzero=1 is not modelled (dims are
+    >= 1, so an empty tensor never occurs)."""
 
     name = "reshape"
 
@@ -667,14 +734,26 @@ class Reshape(Builtin):
     def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
         if len(in_ranks) < 2 or in_ranks[1] != 1:
             raise Illformed("reshape takes a 1-D shape operand")
+        if attrs.get("_target_len") is not None:
+            return int(attrs["_target_len"])
         if attrs.get("_out_rank") is None:
             raise Unsupported("reshape to a target that is not a pattern variable")
         return int(attrs["_out_rank"])
 
     def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
               attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
-        tag = stable_key(node.inputs[1])
         in_dims = [z3.IntVal(d) if isinstance(d, int) else d for d in dims[0]]
+        entries = shape_entries(enc, node.inputs[1])
+        if attrs.get("allowzero", 0) not in (0, None):
+            raise Unsupported("reshape with allowzero=1")
+        if entries is not None:
+            wf: list[Any] = [dims[1][0] == len(entries)]
+            try:
+                out = evalexpr.sym_reshape_shape(in_dims, entries, _wf_collector(wf))
+            except evalexpr.NotApplicable as err:
+                raise Illformed(f"reshape: {err}") from err
+            return out, wf
+        tag = stable_key(node.inputs[1])
         rank = int(attrs["_out_rank"])
         out = [z3.Function(f"reshape_dim{k}_{tag}_{len(in_dims)}",
                            *([z3.IntSort()] * (len(in_dims) + 1)))(*in_dims)
@@ -690,23 +769,284 @@ class Reshape(Builtin):
     def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
         in_dims, _ = enc.shape_of(node.inputs[0])
         out_dims, _ = enc.shape_of(node)
-        args = list(idx) + list(in_dims) + list(out_dims)
-        sorts = [z3.IntSort()] * (len(args) + 1)
-        source = [z3.Function(f"reshape_index{k}_{len(idx)}_{len(in_dims)}", *sorts)(*args)
-                  for k in range(len(in_dims))]
-        enc.index_facts.extend(z3.And(j >= 0, j < d) for j, d in zip(source, in_dims,
-                                                                     strict=True))
-        return enc.value_of(node.inputs[0], source)
+        exact = shape_entries(enc, node.inputs[1]) is not None
+        return row_major_read(enc, node.inputs[0], idx, in_dims, out_dims, offsets=exact)
 
     def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
         x, target = inputs[0], inputs[1]
         if target.ndim != 1 or np.any(target != np.round(target)):
             raise Illformed("reshape target is not a 1-D int tensor")
         dims = [int(v) for v in target]
-        dims = [x.shape[k] if d == 0 and k < x.ndim else d for k, d in enumerate(dims)]
+        if any(d < -1 for d in dims) or dims.count(-1) > 1:
+            raise Illformed("reshape target entries")
+        if any(d == 0 and k >= x.ndim for k, d in enumerate(dims)):
+            raise Illformed("a 0 past the input rank")
+        dims = [x.shape[k] if d == 0 else d for k, d in enumerate(dims)]
         out = np.reshape(x, dims)
         if out.ndim != attrs.get("_out_rank", out.ndim):
             raise Illformed("reshape to another rank")
+        return out
+
+
+class Flatten(Builtin):
+    """ONNX Flatten: ``[prod(dims[:axis]), prod(dims[axis:])]`` in row-major order
+    (the `Reshape` index map); ``axis`` in [-rank, rank] is enumerated."""
+
+    name = "flatten"
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        return list(range(-in_ranks[0], in_ranks[0] + 1)) if attr == "axis" else None
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        return 2
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        axis = attrs.get("axis", 1)
+        try:
+            return evalexpr.sym_flatten_shape(list(dims[0]), axis, lambda c: None), []
+        except evalexpr.NotApplicable as err:
+            raise Illformed(str(err)) from err
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        in_dims, _ = enc.shape_of(node.inputs[0])
+        out_dims, _ = enc.shape_of(node)
+        return row_major_read(enc, node.inputs[0], idx, in_dims, out_dims)
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        x = inputs[0]
+        axis = int(attrs.get("axis", 1))
+        if not -x.ndim <= axis <= x.ndim:
+            raise Illformed("flatten axis")
+        cut = axis % x.ndim if axis < 0 else axis
+        return x.reshape(math.prod(x.shape[:cut]), math.prod(x.shape[cut:]))
+
+
+class ConstantOfShape(Builtin):
+    """ONNX ConstantOfShape: a tensor of dims = the shape operand's values (each >= 1,
+    see `Reshape` for how the values are known), every element ``value`` (a symbolic
+    scalar; 0 when absent). The rank is enumerated as for `Reshape`."""
+
+    name = "constant_of_shape"
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        return [0, 1, 2, 3] if attr == "_out_rank" else None
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        if len(in_ranks) != 1 or in_ranks[0] != 1:
+            raise Illformed("constant_of_shape takes a 1-D shape operand")
+        rank = attrs.get("_target_len", attrs.get("_out_rank"))
+        if rank is None:
+            raise Unsupported("constant_of_shape of a computed shape")
+        return int(rank)
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        target = node.inputs[0]
+        entries = (enc.values(target.name) if isinstance(target, ast.PVar)
+                   and not target.name.startswith("#") else shape_entries(enc, target))
+        if entries is None:
+            raise Unsupported("constant_of_shape of a computed shape")
+        return list(entries), [dims[0][0] == len(entries)] + [
+            e >= 1 for e in entries if not isinstance(e, int)] + [
+            e >= 1 for e in entries if isinstance(e, int)]
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        return enc.scalar_const(attrs.get("value", 0.0)), z3.BoolVal(True)
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        target = inputs[0]
+        if target.ndim != 1 or np.any(target != np.round(target)) or np.any(target < 1):
+            raise Illformed("constant_of_shape target is not a 1-D tensor of dims")
+        return np.full(tuple(int(v) for v in target), attrs.get("value", 0.0))
+
+
+class Gemm(Builtin):
+    """ONNX Gemm: ``alpha * A' B' + beta * C`` with ``A' = A^T`` if transA (likewise
+    B), A and B of rank 2, C (optional) broadcast to the [M, N] result."""
+
+    name = "gemm"
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        return [0, 1] if attr in ("transA", "transB") else None
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        if in_ranks[0] != 2 or in_ranks[1] != 2 or (len(in_ranks) > 2 and in_ranks[2] > 2):
+            raise Illformed("gemm takes rank-2 A, B and C of rank <= 2")
+        return 2
+
+    @staticmethod
+    def _mk(dims: Dims, trans: Any) -> tuple[Any, Any]:
+        return (dims[1], dims[0]) if trans else (dims[0], dims[1])
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        m, k = self._mk(dims[0], attrs.get("transA", 0))
+        k2, n = self._mk(dims[1], attrs.get("transB", 0))
+        wf = [k == k2]
+        if len(dims) > 2:  # C broadcasts to [M, N] (unidirectionally)
+            out, more = broadcast([[m, n], dims[2]])
+            wf += more + [a == b for a, b in zip(out, [m, n], strict=True)]
+        return [m, n], wf
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        dom = enc.domain
+        a, b = node.inputs[0], node.inputs[1]
+        a_dims, _ = enc.shape_of(a)
+        trans_a, trans_b = attrs.get("transA", 0), attrs.get("transB", 0)
+        _, k_len = self._mk(a_dims, trans_a)
+        i, j = idx
+
+        def body(t: list[Any]) -> Cell:
+            va, da = enc.value_of(a, [t[0], i] if trans_a else [i, t[0]])
+            vb, db = enc.value_of(b, [j, t[0]] if trans_b else [t[0], j])
+            return dom.binop("*", va, vb), z3.And(da, db)
+
+        total, defined = enc.reduce(node, idx, [k_len], body, "sum")
+        alpha = attrs.get("alpha", 1.0)
+        value = total if isinstance(alpha, float) and alpha == 1.0 else dom.binop(
+            "*", enc.scalar_const(alpha), total)
+        if len(node.inputs) > 2:
+            c = node.inputs[2]
+            vc, dc = enc.value_of(c, project(enc.shape_of(c)[0], idx))
+            beta = attrs.get("beta", 1.0)
+            term = vc if isinstance(beta, float) and beta == 1.0 else dom.binop(
+                "*", enc.scalar_const(beta), vc)
+            value, defined = dom.binop("+", value, term), z3.And(defined, dc)
+        return value, defined
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        a, b = inputs[0], inputs[1]
+        if a.ndim != 2 or b.ndim != 2:
+            raise Illformed("gemm ranks")
+        a = a.T if attrs.get("transA", 0) else a
+        b = b.T if attrs.get("transB", 0) else b
+        out = attrs.get("alpha", 1.0) * (a @ b)
+        if len(inputs) > 2:
+            c = inputs[2]
+            if np.broadcast_shapes(out.shape, c.shape) != out.shape:
+                raise Illformed("gemm C does not broadcast to the result")
+            out = out + attrs.get("beta", 1.0) * c
+        return np.asarray(out)
+
+
+OPAQUE = "<opaque>"  # an enumerated attribute kept symbolic as a whole (its expression)
+_CONV_GEOMETRY = ("auto_pad", "dilations", "kernel_shape", "pads", "strides")
+
+
+class Conv(Builtin):
+    """ONNX Conv, abstract in its geometry: x [N, C, S...], w [Co, C/group, K...],
+    b [Co] optional, ``C == group * dim(w, 1)`` and ``Co`` a multiple of group.
+    ``out[n, co, s] = b[co] + sum over ci < C/group and k < K of
+    (valid(s, k) ? x[n, chan(co, ci), pos(s, k)] : 0) * w[co, ci, k]``, where the
+    output spatial dims, ``pos`` (in range) and ``valid`` (padding) are uninterpreted
+    functions of the indices and dims, ``chan(co, ci) = (co // (Co / group)) *
+    dim(w, 1) + ci`` (the input channels of co's group),
+    one family per expression of the geometry attributes (auto_pad, dilations,
+    kernel_shape, pads, strides are never enumerated, only compared as written).
+    A proof thus holds for every padding, stride and dilation; a counterexample is
+    replayed with the default geometry (no padding, stride and dilation 1)."""
+
+    name = "conv"
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        return [OPAQUE] if attr in _CONV_GEOMETRY else None
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        if in_ranks[0] < 3 or in_ranks[1] != in_ranks[0] or (
+                len(in_ranks) > 2 and in_ranks[2] != 1):
+            raise Illformed("conv takes x and w of one rank >= 3 and a 1-D bias")
+        return in_ranks[0]
+
+    @staticmethod
+    def _tag(node: ast.POp) -> str:
+        return stable_key(tuple((k, v) for k, v in node.attrs if k in _CONV_GEOMETRY))
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        x, w = dims[0], dims[1]
+        group = attrs.get("group", 1)
+        spatial_in = [z3.IntVal(d) if isinstance(d, int) else d for d in x[2:] + w[2:]]
+        tag = self._tag(node)
+        out = [z3.Function(f"conv_dim{k}_{tag}", *([z3.IntSort()] * (len(spatial_in) + 1)))(
+            *spatial_in) for k in range(len(x) - 2)]
+        wf = [d >= 1 for d in out] + [group >= 1, x[1] == group * w[1],
+                                      w[0] % group == 0 if not isinstance(group, int)
+                                      or group != 1 else True]
+        wf = [c for c in wf if not isinstance(c, bool)]
+        if len(dims) > 2:
+            wf.append(dims[2][0] == w[0])
+        # models only: the default geometry, so that NumPy can replay a counterexample
+        enc.hints.extend(o == s - k + 1 for o, s, k in zip(out, x[2:], w[2:], strict=True))
+        return [x[0], w[0]] + out, wf
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        dom = enc.domain
+        x_node, w_node = node.inputs[0], node.inputs[1]
+        x, _ = enc.shape_of(x_node)
+        w, _ = enc.shape_of(w_node)
+        group = attrs.get("group", 1)
+        tag = self._tag(node)
+        n, co, out_s = idx[0], idx[1], idx[2:]
+        # the geometry depends on the spatial dims only (not on batch or channels)
+        dims = [z3.IntVal(d) if isinstance(d, int) else d for d in list(x[2:]) + list(w[2:])]
+        ints = z3.IntSort()
+        spatial = len(out_s)
+
+        def body(t: list[Any]) -> Cell:
+            ci, ks = t[0], t[1:]
+            args = list(out_s) + list(ks) + dims
+            if isinstance(group, int) and group == 1:
+                chan = ci
+            else:  # group(co) = co // (Co / group); its input channels follow
+                chan = (co / (w[0] / group)) * w[1] + ci
+            pos = [z3.Function(f"conv_pos{k}_{tag}", *([ints] * (len(args) + 1)))(*args)
+                   for k in range(spatial)]
+            valid = z3.Function(f"conv_valid_{tag}", *([ints] * len(args)), z3.BoolSort())(*args)
+            enc.index_facts.extend(z3.And(p >= 0, p < d) for p, d in zip(pos, x[2:],
+                                                                         strict=True))
+            enc.hints.append(valid)
+            enc.hints.extend(p == s + k for p, s, k in zip(pos, out_s, ks, strict=True))
+            vx, dx = enc.value_of(x_node, [n, chan] + pos)
+            vw, dw = enc.value_of(w_node, [co, ci] + list(ks))
+            return z3.If(valid, dom.binop("*", vx, vw), dom.const(0)), z3.And(dx, dw)
+
+        total, defined = enc.reduce(node, idx, [w[1]] + list(w[2:]), body, "sum")
+        if len(node.inputs) > 2:
+            vb, db = enc.value_of(node.inputs[2], [co])
+            return dom.binop("+", total, vb), z3.And(defined, db)
+        return total, defined
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        x, w = inputs[0], inputs[1]
+        given = {k: attrs.get(k) for k in _CONV_GEOMETRY}
+        if given["auto_pad"] not in (None, OPAQUE, "NOTSET", "VALID") or given[
+                "kernel_shape"] not in (None, OPAQUE, list(w.shape[2:])) or any(
+                v not in (None, OPAQUE) and any(int(e) != d for e in v) for v, d in
+                ((given["dilations"], 1), (given["strides"], 1), (given["pads"], 0))):
+            raise Unsupported("the NumPy Conv replays the default geometry only")
+        group = int(attrs.get("group", 1))
+        if x.ndim < 3 or w.ndim != x.ndim or x.shape[1] != group * w.shape[1] or \
+                w.shape[0] % group:
+            raise Illformed("conv shapes")
+        spatial = [s - k + 1 for s, k in zip(x.shape[2:], w.shape[2:], strict=True)]
+        if any(s < 1 for s in spatial):
+            raise Illformed("conv kernel larger than the input")
+        per_group = w.shape[0] // group
+        out = np.zeros((x.shape[0], w.shape[0], *spatial), dtype=np.result_type(x, w))
+        for pos in itertools.product(*[range(s) for s in spatial]):
+            window = x[(slice(None), slice(None)) + tuple(
+                slice(p, p + k) for p, k in zip(pos, w.shape[2:], strict=True))]
+            for co in range(w.shape[0]):
+                g = co // per_group
+                part = window[:, g * w.shape[1]:(g + 1) * w.shape[1]]
+                out[(slice(None), co) + pos] = np.sum(
+                    part * w[co], axis=tuple(range(1, x.ndim)))
+        if len(inputs) > 2:
+            b = inputs[2]
+            if b.shape != (w.shape[0],):
+                raise Illformed("conv bias shape")
+            out = out + b.reshape((1, -1) + (1,) * len(spatial))
         return out
 
 
@@ -725,6 +1065,8 @@ class Expand(Builtin):
     def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
         if len(in_ranks) < 2 or in_ranks[1] != 1:
             raise Illformed("expand takes a 1-D shape operand")
+        if attrs.get("_target_len") is not None:
+            return max(in_ranks[0], int(attrs["_target_len"]))
         if attrs.get("_out_rank") is None:
             raise Unsupported("expand to a shape that is not a pattern variable")
         rank = int(attrs["_out_rank"])
@@ -734,6 +1076,13 @@ class Expand(Builtin):
 
     def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
               attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        target = node.inputs[1]
+        if isinstance(target, ast.PCompute) and target.func == "vector":
+            # known target values: exact bidirectional broadcasting
+            entries = enc.vector_entries(target)
+            out, wf = broadcast([list(dims[0]), entries])
+            return out, wf + [e >= 1 for e in entries if not isinstance(e, int)] + [
+                dims[1][0] == len(entries)]
         tag = stable_key(node.inputs[1])
         in_dims = [z3.IntVal(d) if isinstance(d, int) else d for d in dims[0]]
         rank = int(attrs["_out_rank"])
@@ -770,11 +1119,80 @@ class Expand(Builtin):
         return out
 
 
+class Softmax(Builtin):
+    """ONNX (opset 13) Softmax / LogSoftmax along one axis: ``exp(x[i]) / S`` and
+    ``x[i] - log(S)`` with ``S`` the sum of ``exp`` over the axis (``exp``/``log``
+    uninterpreted with their axioms, see `scalar.Domain.axioms`). Over the reals, and
+    in the uninterpreted-scalar pre-pass of the IEEE tiers (a rule that only moves
+    the operator is bit-exact); a concrete IEEE encoding of exp does not exist."""
+
+    def __init__(self, log: bool) -> None:
+        self.log = log
+        self.name = "log_softmax" if log else "softmax"
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        return list(range(-in_ranks[0], in_ranks[0])) if attr == "axis" else None
+
+    @staticmethod
+    def _axis(attrs: dict[str, Any], rank: int) -> int:
+        axis = attrs.get("axis", -1)
+        if not isinstance(axis, int) or not -rank <= axis < rank:
+            raise Illformed("softmax axis out of range")
+        return axis % rank
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        if in_ranks[0] < 1:
+            raise Illformed("softmax of a scalar")
+        self._axis(attrs, in_ranks[0])
+        return in_ranks[0]
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        return list(dims[0]), []
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        dom = enc.domain
+        if dom.name != "real" and not getattr(dom, "mirrors_float", False):
+            # IEEE tiers: only the uninterpreted-scalar pre-pass (exp has no IEEE model)
+            raise Unsupported(f"{self.name} is modelled over the reals only")
+        child = node.inputs[0]
+        dims, _ = enc.shape_of(child)
+        axis = self._axis(attrs, len(dims))
+        x, defined = enc.value_of(child, idx)
+
+        def body(t: list[Any]) -> Cell:
+            j = list(idx)
+            j[axis] = t[0]
+            v, d = enc.value_of(child, j)
+            return dom.call("exp", (v,)), d
+
+        outer = [i for k, i in enumerate(idx) if k != axis]
+        total, all_defined = enc.reduce(node, outer, [dims[axis]], body, "sum")
+        if dom.name == "real":
+            enc.index_facts.append(total > 0)  # a sum of exponentials
+        if self.log:
+            return dom.binop("-", x, dom.call("log", (total,))), z3.And(defined, all_defined)
+        return dom.binop("/", dom.call("exp", (x,)), total), z3.And(defined, all_defined)
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        x = inputs[0]
+        if x.ndim < 1:
+            raise Illformed("softmax of a scalar")
+        axis = self._axis(attrs, x.ndim)
+        shifted = x - np.max(x, axis=axis, keepdims=True)
+        total = np.sum(np.exp(shifted), axis=axis, keepdims=True)
+        return shifted - np.log(total) if self.log else np.exp(shifted) / total
+
+
+# after every class the quantisation encodings reuse (Builtin, Undefined, OPAQUE)
+from egraph_compiler.verify.quant_ops import QUANT_BUILTINS  # noqa: E402
+
 BUILTINS: dict[str, Builtin] = {b.name: b for b in [
     Reduce("sum"), Reduce("prod"), Reduce("max"), Reduce("min"), Reduce("mean"),
     Transpose(), Squeeze(), Unsqueeze(), MatMul(), BitShift(), Variadic("sum"),
     Variadic("max"), Variadic("min"), Variadic("mean"), Pow(), BatchNorm(), Reshape(), Cast(),
-    Concat(), Slice(), Expand(),
+    Concat(), Slice(), Expand(), Flatten(), ConstantOfShape(), Gemm(), Conv(), Softmax(False),
+    Softmax(True), *QUANT_BUILTINS,
 ]}
 _ALIASES = {"reducesum": "reduce_sum", "reduceprod": "reduce_prod", "reducemax": "reduce_max",
             "reducemin": "reduce_min", "reducemean": "reduce_mean", "bit_shift": "bitshift",

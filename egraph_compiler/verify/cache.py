@@ -19,7 +19,7 @@ from egraph_compiler.verify.semantics import OpSemantics
 from egraph_compiler.verify.text import rule_text
 from egraph_compiler.verify.verdict import Counterexample, TensorValue, Verdict
 
-VERIFIER_VERSION = "1"
+VERIFIER_VERSION = "2"  # 2: Reshape target values, Flatten, Gemm, Conv, ConstantOfShape
 
 
 def default_cache_dir(ruleset: ast.RuleSet) -> Path:

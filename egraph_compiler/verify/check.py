@@ -31,12 +31,15 @@ from egraph_compiler.verify.builtin_ops import Undefined
 from egraph_compiler.verify.configs import enumerate_configs, guard_refuted
 from egraph_compiler.verify.encode import Config, DoesNotFire, Encoder, Illformed, Unsupported
 from egraph_compiler.verify.fuzz import FuzzFinding, compare, fuzz
-from egraph_compiler.verify.normalize import CanonRule
+from egraph_compiler.verify.normalize import CanonRule, list_used_vars
 from egraph_compiler.verify.scalar import AbstractDomain, Domain
 from egraph_compiler.verify.semantics import OpSemantics
 from egraph_compiler.verify.verdict import Counterexample, TensorValue
 
 MAX_CONFIGS = 4000
+RETRY_SEEDS = (1, 2)  # Z3 seeds tried after an 'unknown' that is not a timeout
+INDUCTION_SECONDS = 8.0  # per induction check (base, step); a proof takes 1-2 s
+BOUNDED_SECONDS = 5.0  # per unrolled check once the induction has not closed
 
 
 @dataclass
@@ -68,7 +71,8 @@ def make_domain(tier: str) -> Domain:
 
 def _build(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Config,
            guard: ast.Expr | None, mode: str = "bounded", m: Any = None) -> _Sides | None:
-    enc = Encoder(sems, make_domain(tier), config, dict(canon.const_values), mode, m)
+    enc = Encoder(sems, make_domain(tier), config, dict(canon.const_values), mode, m,
+                  valued_vars=list_used_vars(canon))
     try:
         lhs_dims, wf_lhs = enc.shape_of(canon.lhs)
         guard_term = enc.guard(guard)
@@ -87,6 +91,8 @@ def _build(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Co
         return None
     except (Illformed, evalexpr.NotApplicable) as err:
         rhs_dims, wf_rhs, error = None, [], f"RHS is ill-formed: {err}"
+    if enc.fires:  # the rule fires only where its shape built-ins are defined
+        guard_term = z3.And(guard_term, *enc.fires)
     return _Sides(enc, guard_term, lhs_dims, wf_lhs, rhs_dims, wf_rhs, error, guard)
 
 
@@ -96,15 +102,29 @@ def _dims_equal(sides: _Sides) -> list[Any]:
 
 
 class _Solver:
-    def __init__(self, timeout_s: float) -> None:
+    """Each check gets ``timeout_s``, and none runs past ``deadline`` (the rule's)."""
+
+    def __init__(self, timeout_s: float, deadline: float | None = None) -> None:
         self.solver = z3.Solver()
-        self.solver.set("timeout", max(1, int(timeout_s * 1000)))
+        self.timeout_s = timeout_s
+        self.deadline = deadline
 
     def check(self, facts: list[Any], small: list[Any] | None = None) -> tuple[str, Any]:
         s = self.solver
+        limit = self.timeout_s
+        if self.deadline is not None:
+            limit = min(limit, self.deadline - time.monotonic())
+        s.set("timeout", max(1, int(limit * 1000)))
         s.push()
         s.add(*facts)
         result = s.check()
+        for seed in RETRY_SEEDS:  # nonlinear tactics give up by luck: retry other seeds
+            left = limit if self.deadline is None else self.deadline - time.monotonic()
+            if result != z3.unknown or "timeout" in s.reason_unknown() or left < 0.5:
+                break
+            s.set("timeout", max(1, int(min(limit, left) * 1000)), "random_seed", seed)
+            result = s.check()
+            s.set("random_seed", 0)
         model = None
         if result == z3.sat:
             model = s.model()
@@ -213,7 +233,8 @@ def _check_config(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, con
     sides = _build(canon, sems, tier, config, guard)
     if sides is None:
         return None
-    solver = _Solver(min(timeout_s, 20.0))
+    deadline = time.monotonic() + timeout_s
+    solver = _Solver(20.0, deadline)
     enc = sides.enc
     base = enc.background() + sides.wf_lhs + [sides.guard]
     status, model = solver.check(base, _small_dims(sides))
@@ -238,9 +259,12 @@ def _check_config(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, con
     except Illformed as err:
         return _failure(canon, sems, tier, sides, model, "shape", str(err))
     if enc.bounds:  # reductions: an induction proof first, it is cheaper than unrolling
-        proof = _induction(canon, sems, tier, config, guard, timeout_s)
+        proof = _induction(canon, sems, tier, config, guard, deadline - time.monotonic())
         if proof.status == "proved":
             return proof
+        # what follows can only find a counterexample at small lengths (the verdict is
+        # unknown otherwise): those are found in seconds, a proof for them is useless
+        solver = _Solver(BOUNDED_SECONDS, deadline)
     inside = [z3.And(i >= 0, i < d) for i, d in zip(idx, sides.lhs_dims, strict=False)]
     facts = (enc.background() + sides.wf_lhs + [sides.guard] + sides.wf_rhs
              + _dims_equal(sides) + inside + enc.bounds)
@@ -292,7 +316,7 @@ def _induction(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config
         return TierResult(tier, "unknown", "value", "holds for reduced lengths <= 4; the "
                           "reductions differ in their index spaces, so no induction")
     total = math.prod(prefix.enc.reductions[0].extents)
-    solver = _Solver(min(timeout_s, 20.0))
+    solver = _Solver(INDUCTION_SECONDS, time.monotonic() + timeout_s)
     _, goal, assumptions = built["base"]
     status, _ = solver.check(assumptions + [z3.Not(goal)])
     if status != "unsat":
@@ -374,7 +398,10 @@ def _counterexample(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, s
         attrs[name] = ([_number(model.eval(t, model_completion=True), Domain("real"))
                         for t in term] if isinstance(term, list)
                        else _number(model.eval(term, model_completion=True), Domain("real")))
-    found = compare(canon, sems, domain, tensors, attrs, sides.guard_expr)
+    try:
+        found: Any = compare(canon, sems, domain, tensors, attrs, sides.guard_expr)
+    except Unsupported:  # e.g. a Conv geometry the NumPy reference does not replay
+        found = "unsupported"
     return _render(canon, tier, tensors, attrs, found, message, sems, domain)
 
 
@@ -399,7 +426,8 @@ def _render(canon: CanonRule, tier: str, tensors: dict[str, np.ndarray], attrs: 
             results.append(runner.run(side))
         except (Undefined, Illformed, Unsupported):
             results.append(None)
-    why = "the left side does not match these inputs" if found == "skip" else "NumPy agrees"
+    why = {"skip": "the left side does not match these inputs",
+           "unsupported": "NumPy cannot replay it"}.get(found, "NumPy agrees")
     return Counterexample(tier, _inputs(tensors), _attrs(attrs), _tensor("LHS", results[0]),
                           _tensor("RHS", results[1]), "SPURIOUS", f"{message}; {why}")
 

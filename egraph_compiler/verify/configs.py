@@ -10,28 +10,52 @@ thereby checked at rank 3, where a wrongly ordered composition shows.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator
 from typing import Any
 
+import z3
+
 from egraph_compiler.dsl import ast
 from egraph_compiler.verify import evalexpr
-from egraph_compiler.verify.encode import SYMBOLIC_LIST, Config, Illformed, Unsupported
+from egraph_compiler.verify.encode import (
+    SYMBOLIC_LIST,
+    Config,
+    Illformed,
+    Unsupported,
+    target_length,
+)
 from egraph_compiler.verify.normalize import CanonRule, subpatterns
 from egraph_compiler.verify.semantics import OpSemantics
 
 RANKS = (0, 1, 2, 3)
+MAX_RANK_COMBINATIONS = 100_000  # 4 ** 8: eight tensor variables of any rank
 _RANK_SENSITIVE = {"rank", "shape", "dim", "numel", "same_shape", "broadcastable"}
 
 
 class _RankFacts:
-    def __init__(self, ranks: dict[str, int]) -> None:
+    """What ranks and enumerated attributes alone say: dims are placeholders (so list
+    lengths such as ``len(flatten_shape(shape(?x), 1))`` are known), element facts
+    are not known."""
+
+    def __init__(self, ranks: dict[str, int], attrs: dict[str, Any] | None = None) -> None:
         self.ranks = ranks
+        self.attrs = attrs or {}
 
     def rank(self, var: str) -> int:
         return self.ranks[var]
 
     def shape(self, var: str) -> list[Any]:
-        raise evalexpr.NotApplicable("shape is symbolic")
+        return [z3.Int(f"d_{var}_{k}") for k in range(self.ranks[var])]
+
+    def values(self, var: str) -> list[Any]:
+        length = target_length(self.attrs, var)
+        if length is None:
+            raise evalexpr.NotApplicable("symbolic")
+        return [z3.Int(f"v_{var}_{k}") for k in range(length)]
+
+    def require(self, cond: Any) -> None:
+        pass  # only lengths are wanted here
 
     def element_fact(self, kind: str, var: str) -> Any:
         raise evalexpr.NotApplicable("element facts are symbolic")
@@ -58,7 +82,7 @@ def rank_of(p: ast.Pattern, sems: dict[str, OpSemantics], ranks: dict[str, int],
     values: dict[str, Any] = {}
     for name, expr in p.attrs:
         try:
-            values[name] = evalexpr.evaluate(expr, attrs, _RankFacts(ranks))
+            values[name] = evalexpr.evaluate(expr, attrs, _RankFacts(ranks, attrs))
         except evalexpr.NotApplicable:
             values[name] = None
     return sem.builtin.out_rank(in_ranks, values)
@@ -137,7 +161,7 @@ def guard_refuted(guard: ast.Expr | None, config: Config) -> bool:
     if guard is None:
         return False
     attrs = {k: v for k, v in config.attrs if v != SYMBOLIC_LIST}
-    facts = _RankFacts(config.rank_of)
+    facts = _RankFacts(config.rank_of, attrs)
     for conjunct in _conjuncts(guard):
         try:
             value = evalexpr.evaluate(conjunct, attrs, facts)
@@ -160,9 +184,19 @@ def enumerate_configs(canon: CanonRule, sems: dict[str, OpSemantics],
     top = max(ranks)
     nodes = [p for p in subpatterns(canon.lhs) if isinstance(p, ast.POp)]
     pinned = pinned_ranks(guard)
-    choices = [(pinned[v],) if v in pinned else ranks for v in canon.tensor_vars]
+    # a guard pinning a rank above the limit (rank(?w) == 4 for a 2-D Conv) lets the
+    # variables it meets reach that rank too; ill-ranked left sides are dropped early
+    wide = tuple(range(max([top, *pinned.values()]) + 1))
+    choices = [(pinned[v],) if v in pinned else wide if v not in free else ranks
+               for v in canon.tensor_vars]
+    combinations = math.prod(len(c) for c in choices)
+    if combinations > MAX_RANK_COMBINATIONS:  # a guard pinning some ranks cuts this
+        raise Unsupported(f"{combinations} rank combinations to enumerate "
+                          f"(limit {MAX_RANK_COMBINATIONS}; pin ranks with rank(?x) == N)")
     for combo in itertools.product(*choices):
         rank_map = dict(zip(canon.tensor_vars, combo, strict=False))
+        if not _lhs_ranks_fit(canon, sems, rank_map, nodes, top):
+            continue
         # shapes of rank-free variables are covered by rank 3 (leading 1s), their
         # elements by rank 0: at one output index each is read at one element
         values_needed = all(rank_map[v] == 0 for v in free)
@@ -170,6 +204,28 @@ def enumerate_configs(canon: CanonRule, sems: dict[str, OpSemantics],
         for attrs in _assign(nodes, 0, {}, sems, rank_map, top):
             config = Config(tuple(rank_map.items()), tuple(sorted(attrs.items())))
             yield config, ("values" if values_needed else "shape" if shape_needed else "rank")
+
+
+def _lhs_ranks_fit(canon: CanonRule, sems: dict[str, OpSemantics], rank_map: dict[str, int],
+                   nodes: list[ast.POp], top: int) -> bool:
+    """False where the left side is ill-formed for these ranks under every
+    assignment of the enumerated attributes."""
+    try:
+        rank_of(canon.lhs, sems, rank_map, {})
+        return True
+    except Illformed:
+        pass  # perhaps only for want of an attribute: try the assignments
+    except Exception:
+        return True
+    for attrs in _assign(nodes, 0, {}, sems, rank_map, top):
+        try:
+            rank_of(canon.lhs, sems, rank_map, attrs)
+            return True
+        except Illformed:
+            continue
+        except Exception:
+            return True
+    return False
 
 
 def _assign(nodes: list[ast.POp], i: int, attrs: dict[str, Any],
@@ -195,7 +251,7 @@ def _assign(nodes: list[ast.POp], i: int, attrs: dict[str, Any],
     for attr, var in unbound:
         domain = sem.builtin.attr_domain(attr, in_ranks) if sem.builtin is not None else None
         if domain is None:
-            if types.get(attr) in ("float", "int"):
+            if types.get(attr) in ("float", "int", "tensor"):
                 continue  # stays symbolic
             raise Unsupported(f"attribute `{attr}` of {node.op} has no finite domain to "
                               "enumerate")

@@ -11,6 +11,7 @@ sums over a prefix of symbolic length ``m`` ("induction" mode; see `check.py`).
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,6 +96,10 @@ class Encoder:
     flags: dict[tuple[str, str], z3.BoolRef] = field(default_factory=dict)
     symbolic_attrs: dict[str, Any] = field(default_factory=dict)
     hints: list[Any] = field(default_factory=list)  # preferred models, never assumed
+    fires: list[Any] = field(default_factory=list)  # where the rule's built-ins are defined
+    row_major: bool = False  # an exact Reshape / Flatten index map was encoded
+    valued_vars: frozenset[str] = frozenset()  # tensors the rule reads as int lists
+    _values: dict[str, list[Any]] = field(default_factory=dict)
     _shape_memo: dict[Any, tuple[Dims, list[Any]]] = field(default_factory=dict)
     _value_memo: dict[Any, Cell] = field(default_factory=dict)
     _in_body: bool = False
@@ -117,6 +122,28 @@ class Encoder:
 
     def dtype(self, var: str) -> str:
         return {"real": "float32", "int": "uint32"}.get(self.domain.name, self.domain.dtype)
+
+    def require(self, cond: Any) -> None:
+        self.fires.append(cond)
+
+    def values(self, var: str) -> list[Any]:
+        """The elements of a 1-D tensor read as a list of ints (a Reshape target):
+        integer z3 constants tied to the tensor's elements; the length is the
+        enumerated target rank of the Reshape / Expand / ConstantOfShape reading it."""
+        if var not in self._values:
+            length = target_length(self.config.attr_of, var)
+            if length is None or self.rank(var) != 1:
+                raise evalexpr.NotApplicable(f"?{var} has no known length as a list")
+            ints = [z3.Int(f"v_{var}_{k}") for k in range(length)]
+            self._values[var] = ints
+            for k, v in enumerate(ints):
+                element = self.var_element(var, [k])
+                if self.domain.name == "real":
+                    self.index_facts.append(element == z3.ToReal(v))
+                elif self.domain.name == "int":
+                    self.index_facts.append(element == v)
+                # other tiers: the ints stay free (a proof covers every value)
+        return self._values[var]
 
     def guard(self, expr: ast.Expr | None) -> Any:
         if expr is None:
@@ -147,9 +174,10 @@ class Encoder:
                 self.symbolic_attrs.setdefault(expr.name, [
                     z3.Int(f"attr_{expr.name}_{k}") for k in range(length)])
             elif isinstance(expr, ast.Var) and expr.name not in self.config.attr_of:
-                if types.get(name) not in ("float", "int"):
+                if types.get(name) not in ("float", "int", "tensor"):
                     raise Unsupported(f"attribute ?{expr.name} of {node.op} is not enumerable")
-                make = z3.Real if types.get(name) == "float" else z3.Int
+                # a `tensor` attribute (ConstantOfShape's value) is one symbolic scalar
+                make = z3.Int if types.get(name) == "int" else z3.Real
                 self.symbolic_attrs.setdefault(expr.name, make(f"attr_{expr.name}"))
             try:
                 out[name] = evalexpr.evaluate(expr, self.attr_env(), self)
@@ -179,6 +207,8 @@ class Encoder:
             result: tuple[Dims, list[Any]] = (self.shape(p.name), [])
         elif isinstance(p, ast.PConst) or (isinstance(p, ast.PCompute) and p.func == "scalar"):
             result = ([], [])
+        elif isinstance(p, ast.PCompute) and p.func == "vector":
+            result = ([len(self.vector_entries(p))], [])
         elif isinstance(p, ast.PCompute):
             raise Unsupported(f"{p.func}() constants have no verifier encoding")
         else:
@@ -225,6 +255,14 @@ class Encoder:
             return self.var_element(p.name, idx), z3.BoolVal(True)
         if isinstance(p, ast.PConst):
             return self.domain.const(p.value), z3.BoolVal(True)
+        if isinstance(p, ast.PCompute) and p.func == "vector":
+            entries = self.vector_entries(p)
+            if not entries:
+                raise Illformed("an element of an empty vector()")
+            value = self.scalar_const(entries[-1])
+            for k in range(len(entries) - 2, -1, -1):
+                value = z3.If(idx[0] == k, self.scalar_const(entries[k]), value)
+            return value, z3.BoolVal(True)
         if isinstance(p, ast.PCompute):
             value = evalexpr.evaluate(p.args[0], self.attr_env(), self)
             return self.scalar_const(value), z3.BoolVal(True)
@@ -237,6 +275,19 @@ class Encoder:
                                          z3.And(*[c[1] for c in cells]))
         assert sem.builtin is not None
         return sem.builtin.value(self, p, self.attrs(p), idx)
+
+    def vector_entries(self, p: ast.PCompute) -> list[Any]:
+        """The int list of ``vector(...)`` (ints and z3 Ints), evaluated once."""
+        key = ("vector", p)
+        if key not in self._shape_memo:
+            try:
+                entries = evalexpr.evaluate(p.args[0], self.attr_env(), self)
+            except evalexpr.NotApplicable as err:
+                raise DoesNotFire(f"vector(): {err}") from err
+            if not isinstance(entries, list):
+                raise Illformed("vector() of something that is not a list")
+            self._shape_memo[key] = (entries, [])
+        return list(self._shape_memo[key][0])
 
     def var_element(self, var: str, idx: list[Any]) -> z3.ExprRef:
         if var.startswith("#"):
@@ -340,6 +391,29 @@ class Encoder:
                 facts.append(z3.Implies(flag, element_predicate(kind, term, self.domain)))
         facts.extend(self.domain.axioms())
         facts.extend(self.index_facts)
+        if self.row_major:
+            facts.extend(self._row_major_injective())
+        return facts
+
+    def _row_major_injective(self) -> list[Any]:
+        """Two in-bounds indices of one tensor with the same row-major offset are the
+        same index (true of every shape): instantiated on the pairs read, so that a
+        Reshape's read index (known by its offset) meets a directly read one."""
+        facts: list[Any] = []
+        for var, cells in self.touched.items():
+            if var.startswith("#") or self.rank(var) < 2:
+                continue
+            dims = self.shape(var)
+            seen: list[tuple[Any, ...]] = []
+            for idx, _term in cells:
+                if any(idx is other or idx == other for other in seen):
+                    continue
+                seen.append(idx)
+            for a, b in itertools.combinations(seen, 2):
+                facts.append(z3.Implies(
+                    z3.And(*in_bounds(a, dims), *in_bounds(b, dims),
+                           row_major_offset(a, dims) == row_major_offset(b, dims)),
+                    z3.And(*[x == y for x, y in zip(a, b, strict=True)])))
         return facts
 
 
@@ -390,6 +464,27 @@ def broadcast(shapes: list[Dims]) -> tuple[Dims, list[Any]]:
                 dim = z3.If(dim == 1, d, dim)
         out.append(dim)
     return out, wf
+
+
+def in_bounds(idx: tuple[Any, ...] | list[Any], dims: Dims) -> list[Any]:
+    return [z3.And(i >= 0, i < d) for i, d in zip(idx, dims, strict=True)]
+
+
+def row_major_offset(idx: tuple[Any, ...] | list[Any], dims: Dims) -> Any:
+    """The position of ``idx`` in the row-major order of a tensor of shape ``dims``."""
+    offset: Any = z3.IntVal(0)
+    for i, d in zip(idx, dims, strict=True):
+        offset = offset * d + i
+    return offset
+
+
+def target_length(attrs: dict[str, Any], var: str) -> int | None:
+    """The enumerated length of a shape tensor ``?var`` (see `normalize._reshape_rank`)."""
+    for kind in ("Reshape", "Expand", "ConstantOfShape"):
+        length = attrs.get(f"_{kind}0_rank_{var}")
+        if isinstance(length, int):
+            return length
+    return None
 
 
 def project(dims: Dims, idx: list[Any]) -> list[Any]:

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import z3
 
-from egraph_compiler.dsl import ast
+from egraph_compiler.dsl import ast, shape_builtins
 from egraph_compiler.verify.scalar import Unsupported
 
 
@@ -28,6 +28,8 @@ class Facts(Protocol):
     def element_fact(self, kind: str, var: str) -> Any: ...
     def is_const(self, var: str) -> Any: ...
     def dtype(self, var: str) -> str: ...
+    # optional: ``values(var)`` (a rank-1 tensor's elements as ints, for list
+    # built-ins) and ``require(cond)`` (a symbolic condition a built-in needs)
 
 
 def _is_z3(value: object) -> bool:
@@ -97,6 +99,101 @@ PURE_BUILTINS: dict[str, Callable[..., Any]] = {
 ELEMENT_FACTS = ("nonzero", "positive", "nonneg")
 
 
+def _has_z3(value: Any) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(_has_z3(v) for v in value)
+    return _is_z3(value)
+
+
+# ---------------------------------------------------------------- shape built-ins, symbolic
+# `dsl.shape_builtins` over z3 dims: the same results, with the conditions under which
+# the compiler's version succeeds handed to ``require`` (where it raises, the rule does
+# not fire). Where the compiler may fail on a case that is mathematically defined (it
+# cannot cancel some symbolic dims), firing is over-approximated: more is proved.
+Require = Callable[[Any], None]
+
+
+def _int(value: Any) -> Any:
+    return z3.IntVal(value) if isinstance(value, int) else value
+
+
+def _prod(dims: Sequence[Any]) -> Any:
+    return math.prod((_int(d) for d in dims), start=z3.IntVal(1)) if dims else 1
+
+
+def sym_reshape_shape(shape: Sequence[Any], target: Sequence[Any], require: Require
+                      ) -> list[Any]:
+    """ONNX Reshape (allowzero=0): 0 copies the input dim, one -1 is inferred (the
+    element count divided by the other output dims), the element count is kept."""
+    plain: list[Any] = []  # each output dim, with 1 in place of an inferred one
+    is_inferred: list[Any] = []
+    for k, t in enumerate(target):
+        copy = shape[k] if k < len(shape) else None
+        if isinstance(t, int):
+            if t == 0 and copy is None or t < -1:
+                raise NotApplicable(f"Reshape target entry {t} at {k}")
+            plain.append(copy if t == 0 else 1 if t == -1 else t)
+            is_inferred.append(t == -1)
+            continue
+        require(t >= -1)
+        if copy is None:
+            require(t != 0)
+        plain.append(z3.If(t == -1, 1, t if copy is None else z3.If(t == 0, copy, t)))
+        is_inferred.append(t == -1)
+    numel = _prod(shape)
+    if not any(x is True or _is_z3(x) for x in is_inferred):
+        require(_prod(plain) == numel)
+        return plain
+    require(z3.Sum([z3.If(x, 1, 0) if _is_z3(x) else int(x) for x in is_inferred]) <= 1)
+    inferred = _int(numel) / _prod(plain)
+    out = [inferred if x is True else z3.If(x, inferred, d) if _is_z3(x) else d
+           for x, d in zip(is_inferred, plain, strict=True)]
+    require(_prod(out) == numel)
+    return out
+
+
+def sym_reshape_target(source: Sequence[Any], result: Sequence[Any], require: Require
+                       ) -> list[Any]:
+    """A target that gives ``result``: the compiler writes 0 / -1 for some symbolic
+    dims, and returns it only once `reshape_shape(source, target) == result`; the
+    result itself (its dims >= 1 written out) gives the same output shape."""
+    require(_prod(result) == _prod(source))
+    return list(result)
+
+
+def sym_squeeze_shape(shape: Sequence[Any], axes: Sequence[int], require: Require
+                      ) -> list[Any]:
+    if not axes:
+        raise NotApplicable("squeeze of all unit dims with symbolic dims")
+    drop = {shape_builtins._axis(a, len(shape)) for a in axes}
+    for i in drop:
+        require(_int(shape[i]) == 1)
+    return [d for i, d in enumerate(shape) if i not in drop]
+
+
+def sym_unsqueeze_shape(shape: Sequence[Any], axes: Sequence[int], require: Require
+                        ) -> list[Any]:
+    try:
+        return list(shape_builtins.unsqueeze_shape(list(shape), list(axes)))
+    except ValueError as err:
+        raise NotApplicable(str(err)) from err
+
+
+def sym_flatten_shape(shape: Sequence[Any], axis: int, require: Require) -> list[Any]:
+    rank = len(shape)
+    if not isinstance(axis, int) or not -rank <= axis <= rank:
+        raise NotApplicable(f"Flatten axis {axis} for rank {rank}")
+    cut = axis + rank if axis < 0 else axis
+    return [_prod(shape[:cut]), _prod(shape[cut:])]
+
+
+SHAPE_BUILTINS: dict[str, Callable[..., Any]] = {
+    "reshape_shape": sym_reshape_shape, "reshape_target": sym_reshape_target,
+    "squeeze_shape": sym_squeeze_shape, "unsqueeze_shape": sym_unsqueeze_shape,
+    "flatten_shape": sym_flatten_shape,
+}
+
+
 def evaluate(expr: ast.Expr, attrs: dict[str, Any], facts: Facts) -> Any:
     """The value of ``expr``; tensor variables are named by ``?x`` (`ast.Var`) and
     looked up as tensors only inside tensor-fact built-ins."""
@@ -119,6 +216,9 @@ class _Evaluator:
         if isinstance(e, ast.Var):
             if e.name in self.attrs:
                 return self.attrs[e.name]
+            values = getattr(self.facts, "values", None)
+            if values is not None:  # a constant 1-D tensor used as a list (a shape)
+                return list(values(e.name))
             raise NotApplicable(f"?{e.name} is a tensor; use it through shape(), dim() ...")
         if isinstance(e, ast.ListLit):
             return [self(item) for item in e.items]
@@ -157,6 +257,21 @@ class _Evaluator:
             ">=": lambda x, y: x >= y}
         return ops[e.op](a, b)
 
+    def _require(self, cond: Any) -> None:
+        """A symbolic shape built-in is defined only where ``cond`` holds."""
+        if not _is_z3(cond):
+            if not cond:
+                raise NotApplicable("a shape built-in is undefined here")
+            return
+        simple = z3.simplify(cond)
+        if z3.is_false(simple):
+            raise NotApplicable("a shape built-in is undefined here")
+        if not z3.is_true(simple):
+            require = getattr(self.facts, "require", None)
+            if require is None:
+                raise NotApplicable("a symbolic shape condition")
+            require(cond)
+
     def _tensor(self, arg: ast.Expr) -> str:
         if not isinstance(arg, ast.Var):
             raise NotApplicable("tensor built-ins take a pattern variable")
@@ -166,6 +281,14 @@ class _Evaluator:
         f, args = e.func, e.args
         if f in PURE_BUILTINS:
             return PURE_BUILTINS[f](*[self(a) for a in args])
+        if f in SHAPE_BUILTINS:
+            args_v = [self(a) for a in args]
+            if not any(_has_z3(a) for a in args_v):
+                try:
+                    return list(getattr(shape_builtins, f)(*args_v))
+                except ValueError as err:
+                    raise NotApplicable(str(err)) from err
+            return SHAPE_BUILTINS[f](*args_v, require=self._require)
         if f in ELEMENT_FACTS:
             return self.facts.element_fact(f, self._tensor(args[0]))
         if f == "rank":

@@ -100,12 +100,20 @@ class _Canon:
     def _reshape_rank(self, decl: ast.OpDecl | None, inputs: tuple[ast.Pattern, ...],
                       attrs: dict[str, ast.Expr]) -> None:
         """A Reshape's target rank is an enumerated hidden attribute, shared by every
-        Reshape to the same shape variable."""
-        if decl is not None and decl.builtin in ("reshape", "expand") and len(inputs) > 1:
-            target = inputs[1]
-            if isinstance(target, ast.PVar):
-                kind = "Reshape" if decl.builtin == "reshape" else "Expand"
-                attrs["_out_rank"] = ast.Var(f"_{kind}0_rank_{target.name.lstrip('#')}")
+        Reshape to the same shape variable; a ``vector(...)`` target's length is an
+        attribute computed from its list (``_target_len``)."""
+        kinds = {"reshape": ("Reshape", 1), "expand": ("Expand", 1),
+                 "constant_of_shape": ("ConstantOfShape", 0)}
+        if decl is None or decl.builtin not in kinds:
+            return
+        kind, position = kinds[decl.builtin]
+        if len(inputs) <= position:
+            return
+        target = inputs[position]
+        if isinstance(target, ast.PVar):
+            attrs["_out_rank"] = ast.Var(f"_{kind}0_rank_{target.name.lstrip('#')}")
+        elif isinstance(target, ast.PCompute) and target.func == "vector" and target.args:
+            attrs["_target_len"] = ast.Call("len", (target.args[0],))
 
     def rhs(self, p: ast.Pattern) -> ast.Pattern:
         if (isinstance(p, ast.PCompute) and p.func == "vector" and len(p.args) == 1
@@ -164,3 +172,47 @@ def subpatterns(p: ast.Pattern) -> list[ast.Pattern]:
             out.extend(subpatterns(child))
     out.append(p)
     return out
+
+
+_TENSOR_FACTS = {"rank", "shape", "dim", "numel", "dtype", "is_const", "same_shape",
+                 "broadcastable", "nonzero", "positive", "nonneg"}
+
+
+def list_used_vars(canon: CanonRule) -> frozenset[str]:
+    """Tensor variables whose values the rule reads as an int list (``?s`` in
+    ``reshape_shape(shape(?x), ?s)``), not only their shape or facts."""
+    found: set[str] = set()
+
+    def expr(e: object, as_tensor: bool = False) -> None:
+        if isinstance(e, ast.Var):
+            if not as_tensor and e.name in canon.tensor_vars:
+                found.add(e.name)
+        elif isinstance(e, ast.Call):
+            for a in e.args:
+                expr(a, e.func in _TENSOR_FACTS)
+        elif isinstance(e, ast.BinOp):
+            expr(e.lhs)
+            expr(e.rhs)
+        elif isinstance(e, ast.UnOp):
+            expr(e.operand)
+        elif isinstance(e, ast.Index):
+            expr(e.base)
+            expr(e.index)
+        elif isinstance(e, ast.ListLit):
+            for item in e.items:
+                expr(item)
+
+    def pattern(p: ast.Pattern) -> None:
+        if isinstance(p, ast.PCompute):
+            for a in p.args:
+                expr(a)
+        elif isinstance(p, ast.POp):
+            for child in p.inputs:
+                pattern(child)
+            for _name, value in p.attrs:
+                expr(value)
+
+    expr(canon.guard)
+    pattern(canon.lhs)
+    pattern(canon.rhs)
+    return frozenset(found)

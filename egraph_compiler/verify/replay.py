@@ -56,6 +56,13 @@ class NumpyFacts:
     def is_const(self, var: str) -> bool:
         return var.startswith("#")
 
+    def values(self, var: str) -> list[int]:
+        """A 1-D tensor of integral values as a list (a shape operand)."""
+        x = self.tensors[var]
+        if x.ndim != 1 or not np.all(np.isfinite(x)) or np.any(x != np.round(x)):
+            raise evalexpr.NotApplicable(f"?{var} is not a list of ints")
+        return [int(v) for v in x]
+
     def dtype(self, var: str) -> str:
         return {"real": "float32", "int": "uint32"}.get(self.domain.name, self.domain.dtype)
 
@@ -92,7 +99,10 @@ class Runner:
         if isinstance(p, ast.PConst):
             return self.cast(p.value)
         if isinstance(p, ast.PCompute):
-            return self.cast(evalexpr.evaluate(p.args[0], self.attrs, self.facts))
+            try:
+                return self.cast(evalexpr.evaluate(p.args[0], self.attrs, self.facts))
+            except evalexpr.NotApplicable as err:  # as the e-graph: no rewrite
+                raise DoesNotFire(str(err)) from err
         sem = self.sems[p.op]
         inputs = [self._run(child) for child in p.inputs]
         attrs: dict[str, Any] = {}

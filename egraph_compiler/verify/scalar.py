@@ -10,6 +10,7 @@ terms that actually occur (DESIGN §4: quantified axioms made Z3 say unknown).
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -196,6 +197,13 @@ class Domain:
                 break
             for func, args, term in todo:
                 facts.extend(self._instances(func, args, term))
+        # exp and log are injective (log on positives): instantiated on each pair met,
+        # so that log(S) = log(T) for two sums of exponentials gives S = T
+        for func in ("exp", "log"):
+            terms = [(args[0], term) for f, args, term in self.terms if f == func]
+            for (a, fa), (b, fb) in itertools.combinations(terms, 2):
+                domain = z3.And(a > 0, b > 0) if func == "log" else z3.BoolVal(True)
+                facts.append(z3.Implies(z3.And(domain, fa == fb), a == b))
         return facts
 
     def _instances(self, func: str, args: tuple[z3.ExprRef, ...],

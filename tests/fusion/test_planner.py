@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from egraph_compiler import dsl
 from egraph_compiler.fusion import FusionTables, plan_fusion
 from egraph_compiler.fusion.tables import BREAK, FUSE, LAYOUT_OPS, MANY_TO_MANY, ONE_TO_ONE
 from tests.backends.opencl.helpers import static_graph
@@ -22,7 +23,7 @@ def _graph(name: str):  # noqa: ANN202
 
 
 def test_default_table_follows_table_3_3() -> None:
-    tables = FusionTables()
+    tables = FusionTables.shipped()
     assert tables.verdict(ONE_TO_ONE, MANY_TO_MANY) == (MANY_TO_MANY, FUSE)
     assert tables.verdict(MANY_TO_MANY, ONE_TO_ONE) == (MANY_TO_MANY, FUSE)
     assert tables.verdict(MANY_TO_MANY, MANY_TO_MANY)[1] == BREAK
@@ -55,3 +56,23 @@ def test_fusion_off_gives_one_block_per_operator() -> None:
     graph = _graph("residual")
     plan = plan_fusion(graph, fuse=False)
     assert plan.kernel_count == plan.operator_count == len(graph.nodes)
+
+
+def test_mapping_types_come_from_the_rule_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                ) -> None:
+    """No Python copy of Table 3.2: edit operators.dnnr and the plan follows it."""
+    rules = Path(dsl.rules_dir())
+    for source in ("operators.dnnr", "fusion.dnnr"):
+        text = (rules / source).read_text()
+        if source == "operators.dnnr":
+            declared = "op Relu(x)          : one_to_one"
+            assert declared in text
+            text = text.replace(declared, "op Relu(x)          : many_to_many")
+        (tmp_path / source).write_text(text)
+    graph = _graph("conv_bn_relu")
+    fused = plan_fusion(graph)
+    assert any("Conv" in b.ops and "Relu" in b.ops for b in fused.blocks), fused.blocks
+    monkeypatch.setenv("DNNR_RULES", str(tmp_path))
+    assert FusionTables.shipped().mapping_of("Relu") == MANY_TO_MANY
+    split = plan_fusion(graph)  # Conv then Relu is now Many-to-Many twice: red
+    assert not any("Conv" in b.ops and "Relu" in b.ops for b in split.blocks), split.blocks

@@ -1,5 +1,6 @@
-"""The shipped library (rules/): every rule whose operators have a verifier encoding
-is proved in its exact tier (reals, or unbounded integers), with its guards."""
+"""The shipped library (rules/): every rule is proved in its exact tier (reals, or
+unbounded integers), with its guards -- but for the few listed in `NOT_YET_PROVED`,
+which must stay `unknown` (so the list cannot go stale)."""
 
 from __future__ import annotations
 
@@ -8,26 +9,33 @@ import time
 import pytest
 
 from egraph_compiler import dsl, verify
+from egraph_compiler.dsl.ast import RuleSet
 from egraph_compiler.verify import Verdict
+from egraph_compiler.verify.normalize import canonical
 
 from .conftest import ROOT
 
-# Shipped rules that use an operator or built-in without a verifier encoding, by what is
-# missing: they must stay `unknown` (never proved); a rule leaving this set (a new
-# encoding) or joining it (a new rule, a lost encoding) fails the test on purpose.
-WITHOUT_ENCODING: dict[str, set[str]] = {
-    "Conv / Gemm": {"bn-fold-conv", "bn-fold-conv-nobias", "bn-fold-gemm", "bn-fold-gemm-transb",
-                    "scale-fold-conv", "scale-fold-conv-nobias", "bias-fold-conv",
-                    "bias-fold-conv-nobias", "scale-fold-conv-left", "bias-fold-conv-left",
-                    "scale-fold-gemm", "scale-fold-gemm-transb", "concat-conv-partition",
-                    "concat-conv-partition-nobias", "concat-depthwise-partition"},
-    "Reshape target values (vector, reshape_shape)": {
-        "reshape-id", "reshape-reshape", "unsqueeze-to-reshape", "squeeze-to-reshape",
-        "flatten-to-reshape", "reshape-const-target", "constant-of-shape-fold"},
-    "Softmax / LogSoftmax / Flatten": {"softmax-unflatten", "logsoftmax-unflatten"},
-    "QuantizeLinear / DequantizeLinear": {"qdq-conv", "qdq-matmul", "qdq-add", "qdq-mul",
-                                          "qdq-requantize", "qdq-maxpool"},
+# Shipped rules not proved yet, by what the verifier lacks. Every other shipped rule
+# (a new one included) must be proved; an entry must stay `unknown` -- never `failed`,
+# never proved -- so a rule that gets proved (or refuted) has to leave the list.
+NOT_YET_PROVED: dict[str, set[str]] = {
+    # Q(MaxPool(DQ(x))): the maximum of dequantised values under QuantizeLinear's
+    # rounding (verify/quant_ops.py) is `unknown` to Z3, unrolled or by induction
+    "max through QuantizeLinear's rounding": {"qdq-maxpool"},
+    # a Conv sum over Concat(x1, x2) channels is not split at the boundary: the two
+    # partial sums have other index spaces than the whole, so the induction cannot pair them
+    "sum split at a Concat boundary": {"concat-conv-partition", "concat-conv-partition-nobias"},
 }
+# Operators whose encodings are being written: every shipped rule using one (whatever
+# its name) must be proved or `unknown`, never `failed` (none today: the QDQ rules are
+# proved, see egraph_compiler/verify/quant_ops.py).
+IN_PROGRESS_OPS: set[str] = set()
+# Shipped rules whose proof needs nonlinear integer or real arithmetic that Z3 finds in
+# seconds or not at all depending on its search order (BN folded into Gemm: a division
+# by sqrt inside the induction; softmax over a flattened axis: row-major offsets split
+# at a symbolic dim): proved or `unknown` on a timeout, never `failed`.
+NONLINEAR_SLOW: set[str] = {"bn-fold-gemm", "bn-fold-gemm-transb", "softmax-unflatten",
+                            "logsoftmax-unflatten"}
 
 # Shipped rules the verifier refutes, reported to the rules' owner (none today; an
 # entry must keep failing, so the list cannot go stale).
@@ -35,23 +43,34 @@ KNOWN_REFUTED: set[str] = set()
 
 
 @pytest.fixture(scope="module")
-def verdicts(tmp_path_factory: pytest.TempPathFactory) -> list[Verdict]:
-    ruleset = dsl.load_rules([str(ROOT / "rules")])
+def library() -> RuleSet:
+    return dsl.load_rules([str(ROOT / "rules")])
+
+
+@pytest.fixture(scope="module")
+def in_progress(library: RuleSet) -> set[str]:
+    return {r.name for r in library.rules
+            if IN_PROGRESS_OPS & set(canonical(r, library.ops).ops)}
+
+
+@pytest.fixture(scope="module")
+def verdicts(library: RuleSet, tmp_path_factory: pytest.TempPathFactory) -> list[Verdict]:
     start = time.perf_counter()
-    result = verify.verify_rules(ruleset, jobs=2, cache_dir=tmp_path_factory.mktemp("c"),
+    result = verify.verify_rules(library, jobs=2, cache_dir=tmp_path_factory.mktemp("c"),
                                  timeout_s=30, suggest_guards=False, machine_tiers=False)
     print(f"\nshipped library, exact tier, cold cache: {time.perf_counter() - start:.1f} s")
     print(verify.render_text([v for v in result if not v.ok]))
     return result
 
 
-def test_encoded_rules_are_proved(verdicts: list[Verdict]) -> None:
-    encoded = [v for v in verdicts if v.stage != "semantics"]
-    assert len(encoded) >= 90
-    for v in encoded:
-        if v.rule in KNOWN_REFUTED:
-            continue
-        assert v.ok, verify.render_text([v])
+def test_every_shipped_rule_is_proved(verdicts: list[Verdict],
+                                      in_progress: set[str]) -> None:
+    waived = (set().union(*NOT_YET_PROVED.values()) | NONLINEAR_SLOW | KNOWN_REFUTED
+              | in_progress)
+    assert len(verdicts) >= 157
+    for v in verdicts:
+        if v.rule not in waived:
+            assert v.ok and v.tiers[:1] in (("real",), ("int",)), verify.render_text([v])
 
 
 def test_known_refuted_rules_still_fail(verdicts: list[Verdict]) -> None:
@@ -62,16 +81,17 @@ def test_known_refuted_rules_still_fail(verdicts: list[Verdict]) -> None:
         assert v.counterexample is not None and v.counterexample.replay == "CONFIRMED"
 
 
-def test_rules_without_encodings_are_unknown_not_passed(verdicts: list[Verdict]) -> None:
-    missing = [v for v in verdicts if v.stage == "semantics"]
-    print(f"{len(missing)} rules use operators without an encoding:",
-          sorted({v.message for v in missing}))
-    assert all(v.status == "unknown" and not v.ok and "encoding" in v.message
-               for v in missing), verify.render_text(missing)
-
-
-def test_exactly_the_rules_without_encodings_are_unknown(verdicts: list[Verdict]) -> None:
-    expected = set().union(*WITHOUT_ENCODING.values())
-    missing = {v.rule for v in verdicts if v.stage == "semantics"}
-    assert missing == expected, (sorted(missing - expected), sorted(expected - missing))
-    assert len(verdicts) - len(missing) >= 127
+def test_not_yet_proved_rules_are_unknown_not_passed(verdicts: list[Verdict],
+                                                     in_progress: set[str]) -> None:
+    by_name = {v.rule: v for v in verdicts}
+    expected = set().union(*NOT_YET_PROVED.values())
+    present = expected & set(by_name)
+    print(f"{len(present)} shipped rules not proved yet:", sorted(present))
+    for name in present:
+        v = by_name[name]
+        assert v.status == "unknown" and not v.ok, verify.render_text([v])
+    for name in in_progress:
+        v = by_name[name]
+        assert v.status in ("proved", "unknown"), verify.render_text([v])
+    for name in NONLINEAR_SLOW & set(by_name):
+        assert by_name[name].status in ("proved", "unknown"), verify.render_text([by_name[name]])

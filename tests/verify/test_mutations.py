@@ -19,7 +19,9 @@ from .conftest import HERE
 SOLVER_ONLY = ["m-sub-comm", "m-div-cancel", "m-square-sqrt", "m-transpose-fold-order",
                "m-reduce-broadcast-axis", "m-reduce-right-shift", "m-reduce-sum-add-scalar",
                "m-sqrt-square", "m-add-zero", "m-add-zero-fp", "m-transpose-id-absent",
-               "m-concat-swap"]
+               "m-concat-swap", "m-reshape-transposed", "m-flatten-infer-first",
+               "m-scale-fold-gemm-c", "m-bn-fold-conv-eps", "m-scale-fold-conv-bias",
+               "m-concat-conv-partition-slice"]
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,9 @@
 """Hexagon HVX backend: a QDQ-quantised `Graph` in, an artefact directory out.
 
 ``build(graph, out_dir) -> Artefact`` lowers the graph to integer operators
-(`lower`), chooses an HVX instruction family and layout per operator (`select`),
+(`lower`: the integer operators rules/quant.dnnr made in the e-graph, QLinearConv /
+QLinearMatMul, the QDQ patterns no rule covers yet; anything else in scalar float C,
+`fallback`), chooses an HVX instruction family and layout per operator (`select`),
 writes HVX C (`kernels`, `eltwise`), compiles it with clang, re-packs clang's
 assembly with our soft-dependency-aware VLIW packer (`packer`), assembles and links
 an ELF and writes ``report.txt``. ``load(out_dir).run(inputs) -> outputs`` runs the
@@ -25,10 +27,23 @@ from egraph_compiler.backends.hexagon.eltwise import (
     concat_rq_c,
     depthwise_c,
     depthwise_scratch,
+    kernel_form,
     pool_c,
     softmax_c,
 )
-from egraph_compiler.backends.hexagon.kernels import ceil_to, gemm_c, scratch_sizes
+from egraph_compiler.backends.hexagon.fallback import (
+    FLOAT_C,
+    dequantize_c,
+    float_op_c,
+    gather_c,
+    quantize_c,
+)
+from egraph_compiler.backends.hexagon.kernels import (
+    ceil_to,
+    gemm_c,
+    scratch_sizes,
+    writes_packed_input_of,
+)
 from egraph_compiler.backends.hexagon.lower import IntOp, Lowered, lower_qdq
 from egraph_compiler.backends.hexagon.program import Program, Step, build_program
 from egraph_compiler.backends.hexagon.select import Choice, Option, choose, gemm_options
@@ -49,9 +64,10 @@ class Artefact:
 
 def _choose_families(lowered: Lowered) -> tuple[list[IntOp], dict[str, Choice]]:
     options: list[tuple[str, list[Option]]] = []
-    for op in lowered.ops:
+    for index, op in enumerate(lowered.ops):
         if op.kind == "gemm":
-            options.append((op.name, gemm_options(*op.spec.shape)))
+            consumer = _packed_consumer(lowered, index)
+            options.append((op.name, gemm_options(*op.spec.shape, packed_consumer=consumer and consumer.spec.shape)))
         elif op.kind == "depthwise":
             g = op.spec.geometry
             taps = g.kernel[0] * g.kernel[1]
@@ -63,25 +79,63 @@ def _choose_families(lowered: Lowered) -> tuple[list[IntOp], dict[str, Choice]]:
     choices = choose(options, edges)
     ops = [replace(op, spec=replace(op.spec, family=choices[op.name].option.family)) if op.name in choices else op
            for op in lowered.ops]
-    return ops, choices
+    return _agree_layouts(ops, choices), choices
+
+
+def _packed_consumer(lowered: Lowered, index: int) -> IntOp | None:
+    """The next GEMM when it alone reads this GEMM's output, right after it, as a pure
+    relayout (`writes_packed_input_of`): then this one may write its packed input."""
+    op = lowered.ops[index]
+    if index + 1 >= len(lowered.ops) or op.output in lowered.outputs.values():
+        return None
+    after = lowered.ops[index + 1]
+    readers = [o for o in lowered.ops if op.output in o.inputs]
+    if after.kind != "gemm" or after.inputs != (op.output,) or readers != [after]:
+        return None
+    as_hvx = [replace(o.spec, family="vrmpy") for o in (op, after)]
+    return after if writes_packed_input_of(*as_hvx) else None
+
+
+def _agree_layouts(ops: list[IntOp], choices: dict[str, Choice]) -> list[IntOp]:
+    """Apply the chosen ``packed:<family>`` outputs: the producer writes its consumer's panels."""
+    ops = list(ops)
+    for index, op in enumerate(ops):
+        writes = choices[op.name].option.writes if op.name in choices else "nhwc"
+        if writes == "nhwc":
+            continue
+        after = ops[index + 1]
+        if writes != f"packed:{after.spec.family}":
+            raise DnnrError(f"hexagon backend: {op.name} writes {writes} but {after.name} reads {after.spec.family}")
+        ops[index + 1] = after = replace(after, spec=replace(after.spec, packed_input=True))
+        ops[index] = replace(op, spec=replace(op.spec, into=after.spec))
+    return ops
 
 
 def _program(lowered: Lowered, ops: list[IntOp]) -> tuple[Program, dict[str, str]]:
+    # A gather that moves no bytes (another shape or layout flag over the same order) shares its input's buffer.
+    shared = {op.output: op.inputs[0] for op in ops if op.kind == "gather" and op.spec.element_bytes == 0}
     names: dict[str, str] = {}
     for tensor in lowered.shapes:
-        names[tensor] = f"t{len(names)}"
-    program = Program(buffers={names[t]: int(np.prod(s)) for t, s in lowered.shapes.items()},
+        names[tensor] = names[shared[tensor]] if tensor in shared else f"t{len(names)}"
+    program = Program(buffers={names[t]: int(np.prod(s)) * lowered.element_bytes(t)
+                               for t, s in lowered.shapes.items() if t not in shared},
                       inputs=[names[t] for t in lowered.inputs.values()],
-                      outputs=[names[t] for t in lowered.outputs.values()])
+                      outputs=[names[t] for t in lowered.outputs.values()],
+                      constants={names[t]: np.ascontiguousarray(v).tobytes() for t, v in lowered.constants.items()})
+    if any(op.kind in ("dequant", "quant", "float") for op in ops):
+        program.preamble = FLOAT_C
     pack = acc = 128
     emitters = {"gemm": gemm_c, "depthwise": depthwise_c, "binary": binary_c, "clip": clip_c,
-                "pool": pool_c, "concat": concat_rq_c, "softmax": softmax_c}
+                "pool": pool_c, "concat": concat_rq_c, "softmax": softmax_c, "gather": gather_c,
+                "dequant": dequantize_c, "quant": quantize_c, "float": float_op_c}
     for index, op in enumerate(ops):
+        if op.output in shared:
+            continue
         defs, call = emitters[op.kind](op.spec, f"op{index}_{op.kind}")
         buffers = {"y": names[op.output]}
         if op.kind == "binary":
             buffers |= {"a": names[op.inputs[0]], "b": names[op.inputs[1]]}
-        elif op.kind == "concat":
+        elif op.kind in ("concat", "float"):
             buffers |= {f"x{i}": names[t] for i, t in enumerate(op.inputs)}
         else:
             buffers["x"] = names[op.inputs[0]]
@@ -102,11 +156,16 @@ def _report(ops: list[IntOp], choices: dict[str, Choice]) -> str:
     for op in ops:
         if op.name in choices:
             c = choices[op.name]
-            alts = ", ".join(f"{o.family}={o.cycles}" for o in c.alternatives)
-            lines.append(f"{op.name:32s} {op.kind:9s} -> {c.option.family:6s} ({c.option.detail}); "
-                         f"options: {alts}; {c.reason}")
+            lines.append(f"{op.name:32s} {op.kind:9s} -> {c.option.label:6s} ({c.option.detail}); {c.reason}")
+        elif op.kind == "float":
+            lines.append(f"{op.name:32s} {op.spec.op:9s} -> scalar C float fallback (no integer kernel)")
+        elif op.kind == "gather":
+            what = "same bytes, no copy" if op.spec.element_bytes == 0 else "layout copy"
+            lines.append(f"{op.name:32s} {op.kind:9s} -> {'scalar C' if op.spec.element_bytes else 'alias'} ({what})")
+        elif op.kind in ("dequant", "quant"):
+            lines.append(f"{op.name:32s} {op.kind:9s} -> scalar C (float boundary of the fallback)")
         else:
-            lines.append(f"{op.name:32s} {op.kind:9s} -> scalar C (no HVX family offered)")
+            lines.append(f"{op.name:32s} {op.kind:9s} -> {kernel_form(op.kind, op.spec)}")
     return "\n".join(lines) + "\n"
 
 
@@ -120,10 +179,12 @@ def build(graph: Graph, out_dir: str | Path, mode: str = "sda") -> Artefact:
     report = _report(ops, choices)
     meta = {
         "inputs": {k: {"device": names[v], "shape": lowered.shapes[v], "scale": lowered.qparams[v].scale,
-                       "zero_point": lowered.qparams[v].zero_point, "signed": lowered.qparams[v].signed}
+                       "zero_point": lowered.qparams[v].zero_point, "signed": lowered.qparams[v].signed,
+                       "nhwc": v in lowered.nhwc, "integer": k in lowered.integer_io}
                    for k, v in lowered.inputs.items()},
         "outputs": {k: {"device": names[v], "shape": lowered.shapes[v], "scale": lowered.qparams[v].scale,
-                        "zero_point": lowered.qparams[v].zero_point, "signed": lowered.qparams[v].signed}
+                        "zero_point": lowered.qparams[v].zero_point, "signed": lowered.qparams[v].signed,
+                        "nhwc": v in lowered.nhwc, "integer": k in lowered.integer_io}
                     for k, v in lowered.outputs.items()},
         "input_order": list(lowered.inputs), "output_order": list(lowered.outputs),
     }
@@ -140,9 +201,12 @@ def build(graph: Graph, out_dir: str | Path, mode: str = "sda") -> Artefact:
 
 
 def _to_device(x: np.ndarray, info: dict) -> bytes:
-    q = np.rint(x.astype(np.float64) / info["scale"]) + info["zero_point"]  # ties to even, as ORT
-    q = np.clip(q, 0, 255).astype(np.uint8)
-    if q.ndim == 4:
+    if info.get("integer"):  # the model takes int8/uint8 itself
+        q = (x.astype(np.int16) + (128 if info["signed"] else 0)).astype(np.uint8)
+    else:
+        q = np.rint(x.astype(np.float64) / info["scale"]) + info["zero_point"]  # ties to even, as ORT
+        q = np.clip(q, 0, 255).astype(np.uint8)
+    if info.get("nhwc", q.ndim == 4):
         q = q.transpose(0, 2, 3, 1)
     return np.ascontiguousarray(q).tobytes()
 
@@ -166,16 +230,22 @@ class Runner:
             size = int(np.prod(shape))
             q = np.frombuffer(raw[offset:offset + size], dtype=np.uint8)
             offset += size
-            q = q.reshape((shape[0], *shape[2:], shape[1])).transpose(0, 3, 1, 2) if len(shape) == 4 else q.reshape(shape)
+            if info.get("nhwc", len(shape) == 4):
+                q = q.reshape((shape[0], *shape[2:], shape[1])).transpose(0, 3, 1, 2)
+            else:
+                q = q.reshape(shape)
             outputs[name] = (q.astype(np.int16) - 128).astype(np.int8) if info["signed"] else q.copy()
         return outputs
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Float outputs (dequantised), as the QDQ model's DequantizeLinear would give."""
+        """Outputs as the model gives them: dequantised floats (QDQ), or int8/uint8 tensors."""
         meta = json.loads((self.out_dir / "meta.json").read_text())
         result = {}
         for name, q in self.run_quantized(inputs).items():
             info = meta["outputs"][name]
+            if info.get("integer"):  # the model's output is int8/uint8 itself
+                result[name] = q
+                continue
             zp = info["zero_point"] - (128 if info["signed"] else 0)
             result[name] = ((q.astype(np.float32) - zp) * np.float32(info["scale"])).astype(np.float32)
         return result

@@ -67,6 +67,10 @@ class QGemm:
     requant: Requant
     x_zero_point: int  # value of padding pixels
     family: str = "vrmpy"
+    # Layout agreement with the next operator (see `writes_packed_input_of`): write the
+    # output in ``into``'s packed input layout; read the input already packed.
+    into: QGemm | None = None
+    packed_input: bool = False
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -143,20 +147,42 @@ def scratch_sizes(op: QGemm) -> tuple[int, int]:
     return rows * k_pad * PACK_BYTES[op.family], rows * n_pad * 4
 
 
+def packed_offset(op: QGemm) -> str:
+    """C expression: where input element (row ``mm``, column ``kk``) of ``op`` lies in
+    its family's packed layout (elements of type `packed_type`)."""
+    fam = op.family
+    k_pad = ceil_to(op.shape[1], K_STEP[fam])
+    if fam == "vrmpy":
+        return f"(mm / 32) * {k_pad * 32} + (kk / 4) * 128 + (mm % 32) * 4 + (kk % 4)"
+    if fam == "vmpa":
+        return f"(mm / 64) * {k_pad * 64} + (kk / 2) * 128 + (kk % 2) * 64 + (mm % 64)"
+    return f"(mm / 128) * {k_pad * 128} + kk * 128 + (mm % 128)"
+
+
+def packed_type(family: str) -> str:
+    return "i16" if family == "vmpa" else "u8"
+
+
+def writes_packed_input_of(producer: QGemm, consumer: QGemm) -> bool:
+    """Whether ``producer``'s requantisation can store straight into ``consumer``'s packed
+    input layout: the consumer is a 1×1, stride-1, unpadded convolution or a MatMul over
+    the producer's output (its packing is then a pure relayout, no im2col), and both are
+    HVX kernels. Padding rows/columns need no fill: padded K columns meet zero weights
+    and padded rows are never requantised."""
+    g = consumer.geometry
+    return (producer.family != "scalar" and consumer.family != "scalar"
+            and g.kernel == (1, 1) and g.strides == (1, 1) and g.pads == (0, 0) and g.dilations == (1, 1)
+            and g.rows == producer.shape[0] and g.channels == producer.shape[2])
+
+
 def _pack_c(op: QGemm, name: str) -> str:
     """Scalar C that writes the family layout straight from the NHWC input (im2col fused)."""
     g = op.geometry
     fam = op.family
     m, k, _ = op.shape
     k_pad = ceil_to(k, K_STEP[fam])
-    etype = "i16" if fam == "vmpa" else "u8"
-    # Packed offset of element (row m, column kk) for each layout.
-    if fam == "vrmpy":
-        offset = f"(mm / 32) * {k_pad * 32} + (kk / 4) * 128 + (mm % 32) * 4 + (kk % 4)"
-    elif fam == "vmpa":
-        offset = f"(mm / 64) * {k_pad * 64} + (kk / 2) * 128 + (kk % 2) * 64 + (mm % 64)"
-    else:
-        offset = f"(mm / 128) * {k_pad * 128} + kk * 128 + (mm % 128)"
+    etype = packed_type(fam)
+    offset = packed_offset(op)
     kh, kw = g.kernel
     sh, sw = g.strides
     ph, pw = g.pads
@@ -247,8 +273,18 @@ def requant_c(mult: str, shift: str, channel: str, rq: Requant, value: str) -> s
 
 
 def gemm_c(op: QGemm, prefix: str) -> tuple[str, str]:
-    """(definitions, call) for one GEMM-shaped operator reading ``x`` and writing ``y``."""
+    """(definitions, call) for one GEMM-shaped operator reading ``x`` and writing ``y``.
+
+    ``op.into``: write the output in that consumer's packed input layout, into
+    ``dnnr_scratch_pack`` (free once this operator's own GEMM has read it), instead of
+    NHWC ``y`` (see `writes_packed_input_of`). ``op.packed_input``: the input is already
+    there, written by the producer, so the packing step is skipped."""
     m, k, n = op.shape
+    into, packed_input = op.into, op.packed_input
+    if into is not None and not writes_packed_input_of(op, into):
+        raise ValueError(f"{prefix}: cannot write the packed input of a {into.family} consumer")
+    if packed_input and op.family == "scalar":
+        raise ValueError(f"{prefix}: the scalar kernel reads NHWC input")
     wtype, wdata, n_pad = packed_weights(op)
     rq = op.requant
     per_channel = len(rq.multiplier) > 1
@@ -275,21 +311,27 @@ static void __attribute__((noinline)) {prefix}(const u8 *restrict x, u8 *restric
 """)
         defs.insert(0, _im2col_plain_c(g, op.x_zero_point, f"{prefix}_im2col"))
         return "".join(defs), f"{prefix}({{x}}, {{y}}, (u8 *)dnnr_scratch_pack);"
-    etype = "i16" if op.family == "vmpa" else "u8"
-    defs.append(_pack_c(op, f"{prefix}_pack"))
+    etype = packed_type(op.family)
+    if not packed_input:
+        defs.append(_pack_c(op, f"{prefix}_pack"))
     defs.append(_gemm_c(op, f"{prefix}_gemm", n_pad))
+    out_type, store, out_arg = "u8", f"out[m * {n} + n] = y;", "{y}"
+    if into is not None:
+        out_type = packed_type(into.family)
+        store = f"int mm = m, kk = n; out[{packed_offset(into)}] = y;"
+        out_arg = f"({out_type} *)dnnr_scratch_pack"
     defs.append(f"""
-static void __attribute__((noinline)) {prefix}_requant(const i32 *restrict acc, u8 *restrict out) {{
+static void __attribute__((noinline)) {prefix}_requant(const i32 *restrict acc, {out_type} *restrict out) {{
   for (int m = 0; m < {m}; m++)
     for (int n = 0; n < {n}; n++) {{
       u8 y; {requant_c(prefix + "_mult", prefix + "_shift", ch, rq, f"acc[{_acc_index(op)}] + {prefix}_bias[n]")}
-      out[m * {n} + n] = y;
+      {store}
     }}
 }}
 """)
-    call = (f"{prefix}_pack({{x}}, ({etype} *)dnnr_scratch_pack); "
-            f"{prefix}_gemm(({etype} *)dnnr_scratch_pack, {prefix}_w, (i32 *)dnnr_scratch_acc); "
-            f"{prefix}_requant((i32 *)dnnr_scratch_acc, {{y}});")
+    pack = "" if packed_input else f"{prefix}_pack({{x}}, ({etype} *)dnnr_scratch_pack); "
+    call = (pack + f"{prefix}_gemm(({etype} *)dnnr_scratch_pack, {prefix}_w, (i32 *)dnnr_scratch_acc); "
+            f"{prefix}_requant((i32 *)dnnr_scratch_acc, {out_arg});")
     return "".join(defs), call
 
 

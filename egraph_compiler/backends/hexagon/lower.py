@@ -1,13 +1,19 @@
 """Lower a QDQ-quantised graph to integer operators with explicit requantisation.
 
-The patterns (also declared in ``rules/quant.dnnr``) are matched here in Python
-because the e-graph engine does not yet run the quantisation rules:
-``Q(op(DQ(x), DQ(w), DQ(b)))`` becomes an integer operator reading the quantised
-``x`` and writing the quantised output, with multiplier/shift computed from the
-scales. QLinearConv / QLinearMatMul / MatMulInteger are not lowered yet.
+The e-graph (``rules/quant.dnnr``, run by the ``--target hexagon`` schedule) has already
+turned ``Q(op(DQ(x), DQ(w), DQ(b)))`` into integer operators (QConvInt, QMatMulInt,
+QAddInt, QMulInt, Requantize, MaxPool on integers); they, and ONNX's QLinearConv /
+QLinearMatMul, lower here to kernels reading the quantised ``x`` and writing the quantised
+output, with multiplier/shift computed from the constant scales; so does MatMulInteger /
+ConvInteger → Cast → Mul(constant scale) → QuantizeLinear. The few QDQ patterns the
+rules do not cover yet (Gemm, average pooling, Concat, Relu/Clip, Softmax) are still
+matched here. Any other operator runs in the scalar float fallback (`fallback`):
+Dequantize → float operator → Quantize, as onnxruntime executes the QDQ graph.
 
 All activations are uint8 on the device (int8 tensors are shifted by 128 and their
-zero point with them); tensors are NHWC on the device, NCHW at the graph boundary.
+zero point with them). Rank-4 tensors of the convolutional operators are NHWC on the
+device (`Lowered.nhwc`), everything else row-major in ONNX order; graph inputs of
+rank 4 arrive NHWC. `Gather` operators convert where a consumer needs the other order.
 """
 
 from __future__ import annotations
@@ -17,6 +23,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from egraph_compiler.backends.hexagon.eltwise import QBinary, QClip, QDepthwise, QPool
+from egraph_compiler.backends.hexagon.fallback import (
+    FLOAT_OPS,
+    Dequantize,
+    FloatOp,
+    Gather,
+    Quantize,
+)
 from egraph_compiler.backends.hexagon.kernels import ConvGeometry, QGemm
 from egraph_compiler.backends.hexagon.quant import ELEMENTWISE_SHIFT, requant_from_scales
 from egraph_compiler.ir.errors import ModelError
@@ -64,10 +77,22 @@ class IntOp:
 @dataclass(slots=True)
 class Lowered:
     ops: list[IntOp] = field(default_factory=list)
-    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # NCHW shape of device tensors
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # ONNX (NCHW) shape of device tensors
     qparams: dict[str, QParams] = field(default_factory=dict)
     inputs: dict[str, str] = field(default_factory=dict)  # graph input -> device tensor
     outputs: dict[str, str] = field(default_factory=dict)  # graph output -> device tensor
+    nhwc: set[str] = field(default_factory=set)  # rank-4 device tensors stored NHWC
+    floats: set[str] = field(default_factory=set)  # float32 device tensors (the scalar fallback's)
+    constants: dict[str, np.ndarray] = field(default_factory=dict)  # initialised device tensors (device layout)
+    integer_io: set[str] = field(default_factory=set)  # graph inputs/outputs that are int8/uint8 in the model
+
+    def element_bytes(self, tensor: str) -> int:
+        return 4 if tensor in self.floats else 1
+
+
+class _NoKernel(Exception):
+    """The operator has no integer lowering here; the reason goes into the error if
+    the float fallback cannot run it either."""
 
 
 def _const(graph: Graph, name: str) -> np.ndarray:
@@ -77,10 +102,14 @@ def _const(graph: Graph, name: str) -> np.ndarray:
 
 
 def _qparams(graph: Graph, node: Node) -> QParams:
-    scale = _const(graph, node.inputs[1]).astype(np.float64)
-    zp = _const(graph, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros((), np.uint8)
+    return _qparams_of(graph, node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else "", node.name)
+
+
+def _qparams_of(graph: Graph, scale_name: str, zero_name: str, where: str) -> QParams:
+    scale = _const(graph, scale_name).astype(np.float64)
+    zp = _const(graph, zero_name) if zero_name else np.zeros((), np.uint8)
     if scale.size != 1:
-        raise ModelError(f"hexagon backend: per-channel activation quantisation in {node.name} is not supported")
+        raise ModelError(f"hexagon backend: per-channel activation quantisation in {where} is not supported")
     signed = zp.dtype == np.int8
     return QParams(float(scale.reshape(-1)[0]), int(zp.reshape(-1)[0]) + (128 if signed else 0), signed)
 
@@ -89,90 +118,484 @@ def _nhwc(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (shape[0], *shape[2:], shape[1]) if len(shape) == 4 else shape
 
 
-def lower_qdq(graph: Graph) -> Lowered:
-    consumers = graph.consumers()
-    out = Lowered()
-    dq_source: dict[str, str] = {}  # DQ output -> quantised tensor (activation or constant)
-    float_alias: dict[str, str] = {}  # float value -> the DQ output it equals (Dropout, Flatten…)
-    quantised_of: dict[str, str] = {}  # float value feeding a Q -> the Q output
-    for node in graph.nodes:
-        if node.op == "QuantizeLinear":
-            quantised_of[node.inputs[0]] = node.outputs[0]
-            out.qparams[node.outputs[0]] = _qparams(graph, node)
-    graph_inputs = {v.name: v for v in graph.inputs}
-    graph_outputs = {v.name for v in graph.outputs}
-
-    def source(value: str) -> str:
-        value = float_alias.get(value, value)
-        if value not in dq_source:
-            raise ModelError(f"hexagon backend: {value} is not dequantised from an int8/uint8 tensor")
-        return dq_source[value]
-
-    for node in graph.nodes:
-        op = node.op
-        if op == "QuantizeLinear":
-            q = _qparams(graph, node)
-            if node.inputs[0] in graph_inputs:
-                shape = tuple(int(d) for d in graph_inputs[node.inputs[0]].type.shape or ())
-                out.inputs[node.inputs[0]] = node.outputs[0]
-                out.shapes[node.outputs[0]] = shape
-            out.qparams[node.outputs[0]] = q
-            src = float_alias.get(node.inputs[0], node.inputs[0])
-            if src in dq_source:  # Q(DQ(x)): a requantisation from one scale to another
-                x = dq_source[src]
-                xq, shape = out.qparams[x], out.shapes[x]
-                rows = int(np.prod(shape)) // (shape[1] if len(shape) == 4 else shape[-1])
-                ch = shape[1] if len(shape) == 4 else shape[-1]
-                spec = QConcatRq(rows, (ch,), (xq.zero_point,), (round(xq.scale / q.scale * 2**ELEMENTWISE_SHIFT),),
-                                 q.zero_point)
-                out.shapes[node.outputs[0]] = shape
-                out.ops.append(IntOp(node.name, "concat", spec, (x,), node.outputs[0]))
-            continue
-        if op == "DequantizeLinear":
-            dq_source[node.outputs[0]] = node.inputs[0]
-            if node.outputs[0] in graph_outputs:
-                out.outputs[node.outputs[0]] = node.inputs[0]
-            continue
-        if op in ("Dropout", "Identity") or op == "Shape":
-            if op != "Shape":
-                float_alias[node.outputs[0]] = float_alias.get(node.inputs[0], node.inputs[0])
-            continue
-        if op in ("Flatten", "Reshape"):
-            src = float_alias.get(node.inputs[0], node.inputs[0])
-            shape = out.shapes.get(dq_source.get(src, ""), ())
-            if len(shape) == 4 and shape[2:] != (1, 1):
-                raise ModelError(f"hexagon backend: {op} {node.name} changes the NHWC element order")
-            float_alias[node.outputs[0]] = src
-            continue
-        y_float = node.outputs[0]
-        while y_float not in quantised_of:  # through layout-neutral ops (Reshape back, Flatten…)
-            users = [n for n in consumers.get(y_float, []) if n.op != "Shape"]
-            if len(users) != 1 or users[0].op not in ("Reshape", "Flatten", "Identity", "Dropout"):
-                break
-            y_float = users[0].outputs[0]
-        if y_float not in quantised_of:
-            raise ModelError(f"hexagon backend: the output of {op} {node.name} is not quantised (QDQ expected)")
-        y = quantised_of[y_float]
-        yq = out.qparams[y]
-        _lower_op(graph, node, [source(i) if i else "" for i in node.inputs], y, yq, out)
-    return out
+# Integer operators: the float operator each stands for, its quantised operands as (value,
+# scale, zero point) input positions, its weights (value, scale, zero point or None), its
+# bias position and its output's (scale, zero point) positions.
+_INTEGER_SIGNATURES: dict[str, tuple[str, tuple[tuple[int, int, int], ...], tuple[int, int, int | None] | None,
+                                     int | None, tuple[int, int]]] = {
+    "QLinearConv": ("Conv", ((0, 1, 2),), (3, 4, 5), 8, (6, 7)),
+    "QLinearMatMul": ("MatMul", ((0, 1, 2),), (3, 4, 5), None, (6, 7)),
+    "QConvInt": ("Conv", ((0, 1, 2),), (3, 4, 5), 6, (9, 10)),
+    "QMatMulInt": ("MatMul", ((0, 1, 2),), (3, 4, 5), None, (6, 7)),
+    "QAddInt": ("Add", ((0, 1, 2), (3, 4, 5)), None, None, (6, 7)),
+    "QMulInt": ("Mul", ((0, 1, 2), (3, 4, 5)), None, None, (6, 7)),
+    "Requantize": ("Identity", ((0, 1, 2),), None, None, (3, 4)),
+}
+# The bias's (scale, zero point) positions of the integer operators that carry them.
+_BIAS_QUANT: dict[str, tuple[int, int]] = {"QConvInt": (7, 8)}
+_LAYOUT_OPS = ("Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
+# DQ → op → Q patterns still recognised here, for the operators rules/quant.dnnr has no
+# rule for yet. Conv, MatMul, Add, Mul and MaxPool arrive as the e-graph's integer
+# operators (`_INTEGER_SIGNATURES`); left in QDQ form they run in the float fallback
+# (MatMul, Add, Mul) or are reported (Conv, MaxPool).
+_QDQ_MATCHED_OPS = ("Gemm", "AveragePool", "GlobalAveragePool", "Concat", "Relu", "Clip", "Softmax")
+_RULE_LOWERED_OPS = ("Conv", "MatMul", "Add", "Mul", "MaxPool")
 
 
-def _lower_op(graph: Graph, node: Node, inputs: list[str], y: str, yq: QParams, out: Lowered) -> None:
+def _layout_shape(known: dict[str, np.ndarray], node: Node, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Output shape of a layout operator (ONNX semantics, static shapes); ``known`` holds
+    the constant values (shape and axes operands)."""
+
+    def constant(name: str) -> np.ndarray:
+        if name not in known:
+            raise ModelError(f"hexagon backend: {node.op} {node.name}: {name} must be a constant")
+        return np.asarray(known[name])
+
     op = node.op
-    x = inputs[0]
-    xq = out.qparams[x]
-    xs = out.shapes[x]
+    if op in ("Identity", "Dropout"):
+        return shape
+    if op == "Transpose":
+        perm = node.attr("perm", tuple(reversed(range(len(shape)))))
+        return tuple(shape[int(p)] for p in perm)  # type: ignore[union-attr]
+    if op == "Flatten":
+        axis = int(node.attr("axis", 1)) % (len(shape) + 1) if shape else 0  # type: ignore[arg-type]
+        return (int(np.prod(shape[:axis])), int(np.prod(shape[axis:])))
+    if op == "Reshape":
+        target = [int(v) for v in constant(node.inputs[1]).reshape(-1)]
+        if not node.attr("allowzero", 0):
+            target = [shape[i] if v == 0 else v for i, v in enumerate(target)]
+        if -1 in target:
+            known = int(np.prod([v for v in target if v != -1]))
+            target[target.index(-1)] = int(np.prod(shape)) // max(known, 1)
+        if int(np.prod(target)) != int(np.prod(shape)):
+            raise ModelError(f"hexagon backend: Reshape {node.name} to {target} does not keep {shape}'s size")
+        return tuple(target)
+    axes_value = node.inputs[1] if len(node.inputs) > 1 and node.inputs[1] else None
+    axes = [int(a) for a in (constant(axes_value).reshape(-1) if axes_value else node.attr("axes", ()))]  # type: ignore[union-attr]
+    if op == "Squeeze":
+        rank = len(shape)
+        drop = {a % rank for a in axes} if axes else {i for i, d in enumerate(shape) if d == 1}
+        return tuple(d for i, d in enumerate(shape) if i not in drop)
+    rank = len(shape) + len(axes)  # Unsqueeze
+    inserted = {a % rank for a in axes}
+    dims = iter(shape)
+    return tuple(1 if i in inserted else next(dims) for i in range(rank))
+
+
+def _float_shape(node: Node, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    op = node.op
+    if op == "MatMul":
+        return np.matmul(np.zeros(shapes[0], np.float32), np.zeros(shapes[1], np.float32)).shape
+    if op in ("Add", "Sub", "Mul", "Div", "Pow"):
+        return tuple(np.broadcast_shapes(*shapes))
+    if op == "ReduceMean":
+        rank = len(shapes[0])
+        axes = {int(a) % rank for a in node.attr("axes", range(rank))}  # type: ignore[union-attr]
+        keep = bool(node.attr("keepdims", 1))
+        return tuple(1 if i in axes else d for i, d in enumerate(shapes[0]) if keep or i not in axes)
+    return shapes[0]
+
+
+class _Lowering:
+    """One pass over the nodes in order. ONNX float values are known either as the
+    dequantisation of a device uint8 tensor (``quantised``) or as a device float32
+    tensor (``device_float``); quantised constants stay graph constants until an
+    operator needs them on the device."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.out = Lowered()
+        self.consumers = graph.consumers()
+        self.quantised: dict[str, str] = {}  # float value -> uint8 tensor (device or constant) it dequantises
+        self.device_float: dict[str, str] = {}
+        self.alias: dict[str, str] = {}  # QuantizeLinear output -> the device tensor holding it
+        self.layouts: dict[tuple[str, bool, tuple[int, ...]], str] = {}
+        self.dequantised: dict[str, str] = {}  # uint8 device tensor -> its float copy
+        self.q_of = {n.inputs[0]: n for n in graph.nodes if n.op == "QuantizeLinear"}
+        self.dq_params: dict[str, QParams] = {}  # DequantizeLinear output of a constant -> its parameters
+        self.consumed: set[str] = set()  # nodes lowered as part of an earlier one (MatMulInteger's Cast, Mul)
+        self.known: dict[str, np.ndarray] = dict(graph.constants)  # constants and static Shape results
+
+    # -- device tensors ------------------------------------------------------------
+    def new_tensor(self, name: str, shape: tuple[int, ...], qparams: QParams | None = None,
+                   nhwc: bool = False, is_float: bool = False) -> str:
+        while name in self.out.shapes:
+            name += "_"
+        self.out.shapes[name] = tuple(int(d) for d in shape)
+        if qparams is not None:
+            self.out.qparams[name] = qparams
+        if nhwc and len(shape) == 4:
+            self.out.nhwc.add(name)
+        if is_float:
+            self.out.floats.add(name)
+        return name
+
+    def device(self, tensor: str) -> str:
+        """The device tensor a quantised tensor name (or its alias) stands for."""
+        tensor = self.alias.get(tensor, tensor)
+        if tensor not in self.out.shapes:
+            raise ModelError(f"hexagon backend: {tensor} is not computed on the device")
+        return tensor
+
+    def quantised_device(self, value: str, where: str) -> str:
+        """The uint8 device tensor whose dequantisation is the float ``value``; a quantised
+        constant is put on the device with the parameters of the DequantizeLinear reading it."""
+        source = self.quantised[value]
+        if source in self.graph.constants and source not in self.out.shapes:
+            return self.integer_tensor(source, self.dq_params[value], where)
+        return self.device(source)
+
+    def physical_index(self, tensor: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
+        """Array of ``shape`` (default: the tensor's ONNX shape) holding each element's device offset."""
+        logical = shape or self.out.shapes[tensor]
+        size = int(np.prod(logical))
+        if tensor in self.out.nhwc:
+            b, c, h, w = self.out.shapes[tensor]
+            return np.arange(size).reshape(b, h, w, c).transpose(0, 3, 1, 2).reshape(logical)
+        return np.arange(size).reshape(logical)
+
+    def gather(self, node_name: str, tensor: str, table: np.ndarray, shape: tuple[int, ...], nhwc: bool) -> str:
+        table = table.reshape(-1)
+        if np.array_equal(table, np.arange(table.size)) and self.out.shapes[tensor] == shape and \
+                (tensor in self.out.nhwc) == (nhwc and len(shape) == 4):
+            return tensor
+        is_float = tensor in self.out.floats
+        y = self.new_tensor(f"{tensor}_g", shape, self.out.qparams.get(tensor), nhwc, is_float)
+        if np.array_equal(table, np.arange(table.size)):  # same bytes, another shape or layout flag
+            self.out.ops.append(IntOp(node_name, "gather", Gather(table, 0), (tensor,), y))
+        else:
+            self.out.ops.append(IntOp(node_name, "gather", Gather(table.astype(np.int32), self.out.element_bytes(tensor)),
+                                      (tensor,), y))
+        return y
+
+    def in_layout(self, node_name: str, tensor: str, nhwc: bool, shape: tuple[int, ...] | None = None) -> str:
+        """``tensor`` viewed as ``shape`` (same size) in NHWC (rank 4) or row-major order."""
+        shape = shape or self.out.shapes[tensor]
+        key = (tensor, nhwc, shape)
+        if key not in self.layouts:
+            index = self.physical_index(tensor, shape)
+            table = index.transpose(0, 2, 3, 1) if nhwc and len(shape) == 4 else index
+            self.layouts[key] = self.gather(node_name, tensor, table, shape, nhwc)
+        return self.layouts[key]
+
+    def float_input(self, node_name: str, value: str) -> str:
+        """A float32 device tensor (row-major) holding ``value``."""
+        if value in self.device_float:
+            return self.device_float[value]
+        if value in self.quantised:
+            source = self.alias.get(self.quantised[value], self.quantised[value])
+            if source not in self.out.shapes:  # a quantised constant: dequantise it now, as ONNX does
+                q = self.dq_params[value]
+                data = _const(self.graph, source).astype(np.int32) + (128 if q.signed else 0)
+                values = ((data - q.zero_point).astype(np.float32) * np.float32(q.scale)).astype(np.float32)
+                return self.float_constant(value, values)
+            if source not in self.dequantised:
+                x = self.in_layout(node_name, source, False)
+                q = self.out.qparams[x]
+                y = self.new_tensor(f"{x}_f", self.out.shapes[x], is_float=True)
+                self.out.ops.append(IntOp(node_name, "dequant", Dequantize(int(np.prod(self.out.shapes[x])), q.zero_point,
+                                                                           q.scale), (x,), y))
+                self.dequantised[source] = y
+            return self.dequantised[source]
+        if value in self.graph.constants:
+            return self.float_constant(value, np.asarray(self.graph.constants[value]).astype(np.float32))
+        raise ModelError(f"hexagon backend: {value} is neither quantised nor computed on the device")
+
+    def float_constant(self, name: str, values: np.ndarray) -> str:
+        key = f"{name}_fc"
+        if key not in self.out.shapes:
+            self.new_tensor(key, values.shape, is_float=True)
+            self.out.constants[key] = values.astype(np.float32)
+        return key
+
+    # -- nodes -----------------------------------------------------------------------
+    def run(self) -> Lowered:
+        graph_inputs = {v.name: v for v in self.graph.inputs}
+        if not any(n.op in ("QuantizeLinear", *_INTEGER_SIGNATURES) for n in self.graph.nodes):
+            raise ModelError("hexagon backend: the model is not quantised; the Hexagon target runs int8 models "
+                             "(quantize it first, e.g. onnxruntime.quantization.quantize_static)")
+        for node in self.graph.nodes:
+            if node.op == "QuantizeLinear":
+                self.quantize(node, graph_inputs)
+            elif node.op == "DequantizeLinear":
+                self.dequantize(node)
+            elif node.op in _LAYOUT_OPS:
+                self.layout_op(node)
+            elif node.op == "Shape":
+                self.shape_of(node)
+            elif node.op in _INTEGER_SIGNATURES:
+                self.integer_node(node)
+            elif node.op in ("MatMulInteger", "ConvInteger"):
+                self.integer_accumulation(node)
+            elif node.name in self.consumed:
+                continue
+            elif node.op == "MaxPool" and node.inputs[0] in self.alias:  # qdq-maxpool: pooling the integers
+                x = self.alias[node.inputs[0]]
+                as_float_op = Node("MaxPool", (x,), node.outputs, node.attrs, node.name)
+                self.alias[node.outputs[0]] = _lower_op(self, as_float_op, [x], node.outputs[0], self.out.qparams[x])
+            else:
+                self.compute(node)
+        for value in self.graph.outputs:
+            if value.name in self.alias:  # an integer output (of a QLinear operator)
+                self.out.outputs[value.name] = self.alias[value.name]
+                self.out.integer_io.add(value.name)
+                continue
+            if value.name not in self.quantised:
+                raise ModelError(f"hexagon backend: graph output {value.name} must be dequantised (QDQ expected)")
+            self.out.outputs[value.name] = self.quantised_device(value.name, value.name)
+        return self.out
+
+    def shape_of(self, node: Node) -> None:
+        """Shapes are static here: Shape(x) is a constant for the operators reading it (Reshape)."""
+        x = node.inputs[0]
+        tensor = self.quantised_device(x, node.name) if x in self.quantised else self.device_float.get(x)
+        if tensor is None:
+            raise ModelError(f"hexagon backend: Shape {node.name} reads {x}, which is not computed on the device")
+        shape = np.asarray(self.out.shapes[tensor], dtype=np.int64)
+        start, end = int(node.attr("start", 0)), node.attr("end", None)  # type: ignore[arg-type]
+        self.known[node.outputs[0]] = shape[start:None if end is None else int(end)]  # type: ignore[arg-type]
+
+    def quantize(self, node: Node, graph_inputs: dict) -> None:
+        q = _qparams(self.graph, node)
+        x, y = node.inputs[0], node.outputs[0]
+        if x in graph_inputs:
+            shape = tuple(int(d) for d in graph_inputs[x].type.shape or ())
+            self.out.inputs[x] = self.new_tensor(y, shape, q, nhwc=True)
+            self.alias[y] = self.out.inputs[x]
+        elif x in self.quantised:
+            self.alias[y] = self.requantize(node.name, self.quantised_device(x, node.name), q, y)
+        elif x in self.device_float:
+            source = self.device_float[x]
+            shape = self.out.shapes[source]
+            self.alias[y] = self.new_tensor(y, shape, q)
+            self.out.ops.append(IntOp(node.name, "quant", Quantize(int(np.prod(shape)), q.zero_point, q.scale),
+                                      (source,), self.alias[y]))
+        elif x in self.graph.constants:
+            raise ModelError(f"hexagon backend: QuantizeLinear {node.name} of a float constant (fold it first)")
+        else:
+            raise ModelError(f"hexagon backend: the input of QuantizeLinear {node.name} is not computed on the device")
+        self.out.qparams.setdefault(y, q)
+
+    def dequantize(self, node: Node) -> None:
+        x = node.inputs[0]
+        if x in self.graph.constants:
+            self.dq_params[node.outputs[0]] = _qparams(self.graph, node)
+        elif self.alias.get(x, x) not in self.out.shapes:
+            raise ModelError(f"hexagon backend: DequantizeLinear {node.name} reads {x}, which is not quantised here")
+        self.quantised[node.outputs[0]] = self.alias.get(x, x)
+
+    def layout_op(self, node: Node) -> None:
+        x, y = node.inputs[0], node.outputs[0]
+        if x in self.quantised:
+            source = self.quantised_device(x, node.name)
+        elif x in self.device_float:
+            source = self.device_float[x]
+        else:
+            raise ModelError(f"hexagon backend: {node.op} {node.name} reads {x}, which is not computed on the device")
+        shape = _layout_shape(self.known, node, self.out.shapes[source])
+        index = self.physical_index(source)
+        if node.op == "Transpose":
+            index = index.transpose([int(p) for p in node.attr("perm", tuple(reversed(range(index.ndim))))])  # type: ignore[union-attr]
+        result = self.gather(node.name, source, index.reshape(shape), shape, False)
+        (self.quantised if x in self.quantised else self.device_float)[y] = result
+
+    def compute(self, node: Node) -> None:
+        try:
+            self.integer_op(node)
+        except _NoKernel as reason:
+            if node.op not in FLOAT_OPS:
+                raise ModelError(f"hexagon backend: {node.op} {node.name}: {reason}") from None
+            self.float_op(node)
+
+    def integer_op(self, node: Node) -> None:
+        if node.op in _RULE_LOWERED_OPS:
+            raise _NoKernel(f"a quantised {node.op} reaches the backend as rules/quant.dnnr's integer operator "
+                            "(compile with `dnnr compile --target hexagon`, whose schedule runs them); this one "
+                            "did not match a rule")
+        if node.op not in _QDQ_MATCHED_OPS:
+            raise _NoKernel(f"no integer kernel for {node.op}")
+        y_float = node.outputs[0]
+        end = y_float  # the value quantised: y itself or y through layout operators
+        while end not in self.q_of and len(self.consumers.get(end, [])) == 1 and \
+                self.consumers[end][0].op in _LAYOUT_OPS and self.consumers[end][0].op != "Transpose":
+            end = self.consumers[end][0].outputs[0]
+        if end not in self.q_of or len(self.consumers.get(y_float, [])) != 1 or any(o for o in node.outputs[1:]):
+            raise _NoKernel("its output is not quantised (QDQ expected)")
+        yq = _qparams(self.graph, self.q_of[end])
+        inputs = list(node.inputs)
+        for i, value in enumerate(inputs):
+            if not value:
+                continue
+            if value in self.quantised:
+                # Gemm's weights and bias are read as constants (with their DequantizeLinear's scale).
+                constant = node.op == "Gemm" and i > 0 and self.quantised[value] in self.graph.constants
+                inputs[i] = self.quantised[value] if constant else self.quantised_device(value, node.name)
+            elif not (node.op in ("Conv", "Gemm") and i == 2 and value in self.graph.constants):
+                raise _NoKernel(f"input {value} is not dequantised from an int8/uint8 tensor")
+        self.quantised[y_float] = _lower_op(self, node, inputs, y_float, yq)
+
+    def integer_tensor(self, name: str, declared: QParams, where: str) -> str:
+        """The device tensor (or quantised constant) an integer operator reads as ``name``,
+        checked against the quantisation parameters the operator declares for it."""
+        if name in self.graph.constants:  # one device copy per quantisation it is read with
+            key = f"{name}_q{declared.scale:.9g}_{declared.zero_point}"
+            if key not in self.out.shapes:
+                data = _const(self.graph, name)
+                device_data = (data.astype(np.int16) + 128).astype(np.uint8) if declared.signed else data.astype(np.uint8)
+                self.out.constants[self.new_tensor(key, data.shape, declared)] = device_data
+            return key
+        graph_input = next((v for v in self.graph.inputs if v.name == name), None)
+        if graph_input is not None and name not in self.alias:  # an integer graph input
+            shape = tuple(int(d) for d in graph_input.type.shape or ())
+            self.alias[name] = self.out.inputs[name] = self.new_tensor(name, shape, declared, nhwc=True)
+            self.out.integer_io.add(name)
+        source = self.alias.get(name, name)
+        if source not in self.out.qparams:
+            raise ModelError(f"hexagon backend: {where} reads {name}, which is not computed on the device")
+        actual = self.out.qparams[source]
+        if (declared.scale, declared.zero_point) != (actual.scale, actual.zero_point):
+            raise ModelError(f"hexagon backend: {where} reads {name} with other quantisation "
+                             "parameters than it was written with")
+        return source
+
+    def integer_node(self, node: Node) -> None:
+        """An operator on quantised tensors: ONNX QLinearConv/QLinearMatMul, or the integer
+        operators `rules/quant.dnnr` rewrites DQ→op→Q into (QConvInt, QMatMulInt, QAddInt,
+        QMulInt, Requantize). Each lowers as the float operator it stands for."""
+        float_op, operands, weights, bias, y = _INTEGER_SIGNATURES[node.op]
+        inputs = list(node.inputs) + [""] * 10
+        yq = _qparams_of(self.graph, inputs[y[0]], inputs[y[1]], node.name)
+        tensors = [self.integer_tensor(inputs[i], _qparams_of(self.graph, inputs[s], inputs[z], node.name),
+                                       f"{node.op} {node.name}")
+                   for i, s, z in operands]
+        if node.op == "Requantize":
+            self.alias[node.outputs[0]] = self.requantize(node.name, tensors[0], yq, node.outputs[0])
+            return
+        weight_quant = None
+        if weights is not None:
+            w, w_scale, w_zero = (inputs[i] if i is not None else "" for i in weights)
+            if w not in self.graph.constants:
+                raise ModelError(f"hexagon backend: {node.op} {node.name}: the weights must be a constant")
+            tensors.append(w)
+            weight_quant = (_const(self.graph, w_scale), _const(self.graph, w_zero) if w_zero else None)
+        if float_op != "Add" and float_op != "Mul":
+            tensors.append(inputs[bias] if bias is not None else "")
+        bias_quant = None
+        if node.op in _BIAS_QUANT:
+            b_scale, b_zero = (inputs[i] for i in _BIAS_QUANT[node.op])
+            bias_quant = (_const(self.graph, b_scale), _const(self.graph, b_zero) if b_zero else None)
+        as_float_op = Node(float_op, tuple(tensors), node.outputs, node.attrs, node.name)
+        try:
+            y_tensor = _lower_op(self, as_float_op, tensors, node.outputs[0], yq, weight_quant, bias_quant)
+        except _NoKernel as reason:
+            raise ModelError(f"hexagon backend: {node.op} {node.name}: {reason}") from None
+        self.alias[node.outputs[0]] = y_tensor
+
+    def integer_accumulation(self, node: Node) -> None:
+        """MatMulInteger / ConvInteger → Cast(float) → Mul(constant scale) → QuantizeLinear, as
+        written by hand or by a static version of quantize_dynamic: the same integer GEMM
+        with the requantisation scale ``c / s_y`` (int32 tensors do not live on the device)."""
+        conv = node.op == "ConvInteger"
+        pattern = f"{node.op} {node.name}: only {node.op} → Cast(to float) → Mul(constant) → QuantizeLinear lowers"
+        chain, value = [], node.outputs[0]
+        for op in ("Cast", "Mul"):
+            users = self.consumers.get(value, [])
+            if len(users) != 1 or users[0].op != op:
+                raise ModelError(f"hexagon backend: {pattern}")
+            chain.append(users[0])
+            value = users[0].outputs[0]
+        cast, mul = chain
+        scale_name = next((i for i in mul.inputs if i != cast.outputs[0]), "")
+        if int(cast.attr("to", 0)) != 1 or scale_name not in self.graph.constants or value not in self.q_of:
+            raise ModelError(f"hexagon backend: {pattern}")
+        a, w = node.inputs[0], node.inputs[1]
+        a_zero, w_zero = (node.inputs[i] if len(node.inputs) > i else "" for i in (2, 3))
+        source = self.device(a) if self.alias.get(a, a) in self.out.shapes else ""
+        if not source or w not in self.graph.constants:
+            raise ModelError(f"hexagon backend: {node.op} {node.name}: A must be quantised on the device, B constant")
+        aq = self.out.qparams[source]
+        declared_zero = _const(self.graph, a_zero) if a_zero else np.zeros((), np.uint8)
+        if int(declared_zero.reshape(-1)[0]) + (128 if declared_zero.dtype == np.int8 else 0) != aq.zero_point:
+            raise ModelError(f"hexagon backend: {node.op} {node.name}: a_zero_point differs from its input's")
+        scale = _const(self.graph, scale_name).astype(np.float64).reshape(-1)
+        # The requantisation scale is c / s_y = s_a · (c / s_a) / s_y: c / s_a plays the weights' scale.
+        weight_quant = (scale / aq.scale, _const(self.graph, w_zero) if w_zero else None)
+        as_float_op = Node("Conv" if conv else "MatMul", (source, w, ""), node.outputs, node.attrs, node.name)
+        yq = _qparams(self.graph, self.q_of[value])
+        self.quantised[value] = _lower_op(self, as_float_op, [source, w, ""], value, yq, weight_quant)
+        self.consumed.update((cast.name, mul.name))
+
+    def requantize(self, node_name: str, source: str, q: QParams, y_name: str) -> str:
+        """``source`` requantised to ``q`` (the same tensor when the parameters agree)."""
+        sq = self.out.qparams[source]
+        if (sq.scale, sq.zero_point) == (q.scale, q.zero_point):
+            return source
+        shape = self.out.shapes[source]
+        ch = shape[-1] if source not in self.out.nhwc else shape[1]
+        spec = QConcatRq(int(np.prod(shape)) // max(ch, 1), (ch,), (sq.zero_point,),
+                         (round(sq.scale / q.scale * 2**ELEMENTWISE_SHIFT),), q.zero_point)
+        y = self.new_tensor(y_name, shape, q, nhwc=source in self.out.nhwc)
+        self.out.ops.append(IntOp(node_name, "concat", spec, (source,), y))
+        return y
+
+    def float_op(self, node: Node) -> None:
+        attrs = dict(node.attr_dict)
+        inputs = [i for i in node.inputs if i]
+        if node.op == "Pow":
+            exponent = _const(self.graph, inputs[1]) if inputs[1] in self.graph.constants else None
+            if exponent is None or exponent.size != 1:
+                raise ModelError(f"hexagon backend: Pow {node.name} needs a constant scalar exponent")
+            attrs["exponent"] = float(exponent.reshape(-1)[0])
+        if node.op == "ReduceMean" and len(inputs) > 1:
+            attrs["axes"] = tuple(int(a) for a in _const(self.graph, inputs[1]).reshape(-1))
+            inputs = inputs[:1]
+        if any(o for o in node.outputs[1:] if self.consumers.get(o)):
+            raise ModelError(f"hexagon backend: {node.op} {node.name}: only the first output is supported")
+        tensors = [self.float_input(node.name, i) for i in inputs]
+        shapes = [self.out.shapes[t] for t in tensors]
+        shape = _float_shape(node, shapes)
+        y = self.new_tensor(node.outputs[0], shape, is_float=True)
+        spec = FloatOp(node.op, tuple(shapes), tuple(int(d) for d in shape), tuple(sorted(attrs.items())))
+        self.out.ops.append(IntOp(node.name, "float", spec, tuple(tensors), y))
+        self.device_float[node.outputs[0]] = y
+
+
+def lower_qdq(graph: Graph) -> Lowered:
+    return _Lowering(graph).run()
+
+
+def _lower_op(low: _Lowering, node: Node, inputs: list[str], y_name: str, yq: QParams,
+              weight_quant: tuple[np.ndarray, np.ndarray | None] | None = None,
+              bias_quant: tuple[np.ndarray, np.ndarray | None] | None = None) -> str:
+    """Lower one operator whose output is quantised with ``yq``; returns its device tensor.
+    ``weight_quant`` is the weights' scale and zero point (QLinear operators); otherwise
+    they are those of the DequantizeLinear reading the weights, and an int32 bias too.
+    ``bias_quant`` is the int32 bias's scale and zero point where the operator carries
+    them (QConvInt)."""
+    graph, out, op = low.graph, low.out, node.op
     if op in ("Conv", "MatMul", "Gemm"):
+        if str(node.attr("auto_pad", "NOTSET")) != "NOTSET":
+            raise ModelError(f"hexagon backend: {node.name}: auto_pad={node.attr('auto_pad')} is not supported "
+                             "(explicit pads only)")
+        if inputs[1] not in graph.constants:
+            raise _NoKernel("the right operand is not a constant (no integer kernel for two activations)")
         w_q = _const(graph, inputs[1])
-        w_dq = next(n for n in graph.nodes if n.op == "DequantizeLinear" and n.inputs[0] == inputs[1])
-        w_scale = _const(graph, w_dq.inputs[1]).astype(np.float64).reshape(-1)
-        if len(w_dq.inputs) > 2 and w_dq.inputs[2] and np.any(_const(graph, w_dq.inputs[2]) != 0):
+        if weight_quant is None:
+            w_dq = next(n for n in graph.nodes if n.op == "DequantizeLinear" and n.inputs[0] == inputs[1])
+            zero = _const(graph, w_dq.inputs[2]) if len(w_dq.inputs) > 2 and w_dq.inputs[2] else None
+            weight_quant = (_const(graph, w_dq.inputs[1]), zero)
+        w_scale = np.asarray(weight_quant[0]).astype(np.float64).reshape(-1)
+        if weight_quant[1] is not None and np.any(np.asarray(weight_quant[1]) != 0):
             raise ModelError(f"hexagon backend: {node.name}: asymmetric weights are not supported")
         if w_q.dtype != np.int8:
             raise ModelError(f"hexagon backend: {node.name}: weights must be int8")
-        bias = _const(graph, inputs[2]).astype(np.int64) if len(inputs) > 2 and inputs[2] else None
+        if op == "MatMul" and w_q.ndim != 2:
+            raise _NoKernel("the MatMul weight is not a matrix")
+        x = low.device(inputs[0])
+        xq = out.qparams[x]
         if op == "Conv":
+            x = low.in_layout(node.name, x, True)
+            xs = out.shapes[x]
             group = int(node.attr("group", 1))
             kh, kw = (int(v) for v in node.attr("kernel_shape", w_q.shape[2:]))
             sh, sw = (int(v) for v in node.attr("strides", (1, 1)))
@@ -183,7 +606,7 @@ def _lower_op(graph: Graph, node: Node, inputs: list[str], y: str, yq: QParams, 
             ow = (w + pads[1] + pads[3] - dw * (kw - 1) - 1) // sw + 1
             cout = int(w_q.shape[0])
             geometry = ConvGeometry(b, h, w, c, (kh, kw), (sh, sw), (pads[0], pads[1]), (dh, dw), (oh, ow))
-            out.shapes[y] = (b, cout, oh, ow)
+            y_shape: tuple[int, ...] = (b, cout, oh, ow)
             if group == 1:
                 weights = w_q.transpose(2, 3, 1, 0).reshape(kh * kw * c, cout).astype(np.int8)
             elif group == c == cout:
@@ -191,6 +614,8 @@ def _lower_op(graph: Graph, node: Node, inputs: list[str], y: str, yq: QParams, 
             else:
                 raise ModelError(f"hexagon backend: grouped convolution {node.name} (group={group}) is not supported")
         else:
+            x = low.in_layout(node.name, x, False)
+            xs = out.shapes[x]
             if op == "Gemm":
                 if node.attr("transA", 0) or float(node.attr("alpha", 1.0)) != 1.0 or float(node.attr("beta", 1.0)) != 1.0:
                     raise ModelError(f"hexagon backend: Gemm {node.name} with transA/alpha/beta is not supported")
@@ -199,12 +624,13 @@ def _lower_op(graph: Graph, node: Node, inputs: list[str], y: str, yq: QParams, 
             geometry = ConvGeometry(1, rows, 1, int(xs[-1]), (1, 1), out_hw=(rows, 1))
             weights = w_q.astype(np.int8)
             cout = int(weights.shape[1])
-            out.shapes[y] = (*xs[:-1], cout)
+            y_shape = (*xs[:-1], cout)
             group = 1
+        bias = _bias(graph, inputs[2] if len(inputs) > 2 else "", xq.scale * w_scale, cout, node, bias_quant)
         col_sums = weights.astype(np.int64).sum(axis=0)
-        total_bias = (bias if bias is not None else 0) - xq.zero_point * col_sums
-        scales = xq.scale * w_scale / yq.scale
-        rq = requant_from_scales(scales, yq.zero_point)
+        total_bias = bias - xq.zero_point * col_sums
+        rq = requant_from_scales(xq.scale * w_scale / yq.scale, yq.zero_point)
+        y = low.new_tensor(y_name, y_shape, yq, nhwc=op == "Conv")
         if op == "Conv" and group != 1:
             spec: object = QDepthwise(geometry, weights, total_bias.astype(np.int32), rq, xq.zero_point)
             kind = "depthwise"
@@ -212,8 +638,10 @@ def _lower_op(graph: Graph, node: Node, inputs: list[str], y: str, yq: QParams, 
             spec = QGemm(geometry, weights, total_bias.astype(np.int32), rq, xq.zero_point)
             kind = "gemm"
         out.ops.append(IntOp(node.name, kind, spec, (x,), y))
-        return
+        return y
     if op in ("MaxPool", "AveragePool", "GlobalAveragePool"):
+        x = low.in_layout(node.name, low.device(inputs[0]), True)
+        xq, xs = out.qparams[x], out.shapes[x]
         b, c, h, w = xs
         if op == "GlobalAveragePool":
             kh, kw, sh, sw, pads = h, w, 1, 1, (0, 0, 0, 0)
@@ -225,62 +653,109 @@ def _lower_op(graph: Graph, node: Node, inputs: list[str], y: str, yq: QParams, 
         if node.attr("ceil_mode", 0):
             raise ModelError(f"hexagon backend: {op} {node.name} with ceil_mode is not supported")
         geometry = ConvGeometry(b, h, w, c, (kh, kw), (sh, sw), (pads[0], pads[1]), (1, 1), (oh, ow))
-        out.shapes[y] = (b, c, oh, ow)
         if op == "MaxPool":
             if (xq.scale, xq.zero_point) != (yq.scale, yq.zero_point):
                 raise ModelError(f"hexagon backend: MaxPool {node.name} changes quantisation parameters")
-            out.ops.append(IntOp(node.name, "pool", QPool("MaxPool", geometry), (x,), y))
+            spec = QPool("MaxPool", geometry)
         else:
             if any(pads):
                 raise ModelError(f"hexagon backend: padded AveragePool {node.name} is not supported")
             rq = requant_from_scales(np.array([xq.scale / (yq.scale * kh * kw)]), yq.zero_point)
-            out.ops.append(IntOp(node.name, "pool", QPool("AveragePool", geometry, rq, xq.zero_point), (x,), y))
-        return
+            spec = QPool("AveragePool", geometry, rq, xq.zero_point)
+        y = low.new_tensor(y_name, (b, c, oh, ow), yq, nhwc=True)
+        out.ops.append(IntOp(node.name, "pool", spec, (x,), y))
+        return y
     if op == "Concat":
         axis = int(node.attr("axis", 1))
-        shapes = [out.shapes[i] for i in inputs]
-        if axis not in (1, -3) or any(len(s) != 4 for s in shapes):
-            raise ModelError(f"hexagon backend: Concat {node.name} must join NCHW channels")
+        xs = [low.device(i) for i in inputs]
+        if axis not in (1, -3) or any(len(out.shapes[i]) != 4 for i in xs):
+            raise _NoKernel("only a channel Concat of NCHW tensors has an integer kernel")
+        xs = [low.in_layout(node.name, i, True) for i in xs]
+        shapes = [out.shapes[i] for i in xs]
         b, _, h, w = shapes[0]
         chans = tuple(int(s[1]) for s in shapes)
-        mults = tuple(round(out.qparams[i].scale / yq.scale * 2**ELEMENTWISE_SHIFT) for i in inputs)
-        spec = QConcatRq(b * h * w, chans, tuple(out.qparams[i].zero_point for i in inputs), mults, yq.zero_point)
-        out.shapes[y] = (b, sum(chans), h, w)
-        out.ops.append(IntOp(node.name, "concat", spec, tuple(inputs), y))
-        return
+        mults = tuple(round(out.qparams[i].scale / yq.scale * 2**ELEMENTWISE_SHIFT) for i in xs)
+        spec = QConcatRq(b * h * w, chans, tuple(out.qparams[i].zero_point for i in xs), mults, yq.zero_point)
+        y = low.new_tensor(y_name, (b, sum(chans), h, w), yq, nhwc=True)
+        out.ops.append(IntOp(node.name, "concat", spec, tuple(xs), y))
+        return y
     if op in ("Add", "Mul"):
-        a, bb = inputs[0], inputs[1]
+        a, bb = low.device(inputs[0]), low.device(inputs[1])
         aq, bq = out.qparams[a], out.qparams[bb]
-        a_shape, b_shape = out.shapes[a], out.shapes[bb]
-        y_shape = tuple(np.broadcast_shapes(a_shape, b_shape))
+        y_shape = tuple(np.broadcast_shapes(out.shapes[a], out.shapes[bb]))
         rank = len(y_shape)
-        pad = lambda s: (1,) * (rank - len(s)) + tuple(s)  # noqa: E731
+        nhwc = rank == 4 and (a in out.nhwc or bb in out.nhwc)
+
+        def operand(t: str) -> str:
+            padded = (1,) * (rank - len(out.shapes[t])) + tuple(out.shapes[t])
+            return low.in_layout(node.name, t, nhwc, padded)
+
+        a, bb = operand(a), operand(bb)
+        view = _nhwc if nhwc else (lambda s: s)  # noqa: E731
         if op == "Add":
             mults = (round(aq.scale / yq.scale * 2**ELEMENTWISE_SHIFT), round(bq.scale / yq.scale * 2**ELEMENTWISE_SHIFT))
         else:
             mults = (round(aq.scale * bq.scale / yq.scale * 2**ELEMENTWISE_SHIFT),)
-        spec = QBinary(op, _nhwc(pad(a_shape)), _nhwc(pad(b_shape)), _nhwc(y_shape), aq.zero_point, bq.zero_point,
+        spec = QBinary(op, view(out.shapes[a]), view(out.shapes[bb]), view(y_shape), aq.zero_point, bq.zero_point,
                        mults, yq.zero_point)
-        out.shapes[y] = y_shape
+        y = low.new_tensor(y_name, y_shape, yq, nhwc=nhwc)
         out.ops.append(IntOp(node.name, "binary", spec, (a, bb), y))
-        return
+        return y
     if op in ("Relu", "Clip"):
-        lo_real = 0.0 if op == "Relu" else float(node.attr("min", -np.inf))
-        hi_real = np.inf if op == "Relu" else float(node.attr("max", np.inf))
+        x = low.device(inputs[0])
+        xq, xs = out.qparams[x], out.shapes[x]
+        if op == "Relu":
+            lo_real, hi_real = 0.0, np.inf
+        elif len(inputs) > 1:  # opset ≥ 11: min/max are optional inputs
+            lo_real = float(_const(graph, inputs[1])) if len(inputs) > 1 and inputs[1] else -np.inf
+            hi_real = float(_const(graph, inputs[2])) if len(inputs) > 2 and inputs[2] else np.inf
+        else:
+            lo_real, hi_real = float(node.attr("min", -np.inf)), float(node.attr("max", np.inf))
         if (xq.scale, xq.zero_point) != (yq.scale, yq.zero_point):
             raise ModelError(f"hexagon backend: {op} {node.name} changes quantisation parameters")
         lo = int(np.clip(np.round(lo_real / xq.scale) + xq.zero_point, 0, 255)) if np.isfinite(lo_real) else 0
         hi = int(np.clip(np.round(hi_real / xq.scale) + xq.zero_point, 0, 255)) if np.isfinite(hi_real) else 255
-        out.shapes[y] = xs
+        y = low.new_tensor(y_name, xs, yq, nhwc=x in out.nhwc)
         out.ops.append(IntOp(node.name, "clip", QClip(int(np.prod(xs)), lo, hi), (x,), y))
-        return
+        return y
     if op == "Softmax":
-        length = int(xs[1]) if len(xs) == 4 else int(xs[-1])
-        if len(xs) == 4 and xs[2:] != (1, 1):
-            raise ModelError(f"hexagon backend: Softmax {node.name} must run over channels of a 1×1 map")
+        x = low.device(inputs[0])
+        rank = len(out.shapes[x])
+        if int(node.attr("axis", -1)) % rank != rank - 1:
+            raise _NoKernel("the integer Softmax runs over the last axis only")
+        x = low.in_layout(node.name, x, False)
+        xq, xs = out.qparams[x], out.shapes[x]
+        length = int(xs[-1])
         table = tuple(float(np.float32(np.exp(-d * xq.scale))) for d in range(256))
         spec = QSoftmax(int(np.prod(xs)) // length, length, table, 1.0 / yq.scale, yq.zero_point)
-        out.shapes[y] = xs
+        y = low.new_tensor(y_name, xs, yq)
         out.ops.append(IntOp(node.name, "softmax", spec, (x,), y))
-        return
-    raise ModelError(f"hexagon backend: no integer lowering for {op} ({node.name})")
+        return y
+    raise _NoKernel(f"no integer kernel for {op}")
+
+
+def _bias(graph: Graph, name: str, acc_scale: np.ndarray, channels: int, node: Node,
+          bias_quant: tuple[np.ndarray, np.ndarray | None] | None = None) -> np.ndarray:
+    """The bias in accumulator units (scale s_x·s_w): an int32 DQ input, or a float
+    constant the quantiser left unquantised (rounded to the nearest unit). With
+    ``bias_quant`` (the operator's own bias scale and zero point) the bias is exact or
+    refused: the kernels add it unscaled, so its scale must be s_x·s_w."""
+    if not name:
+        return np.zeros(channels, np.int64)
+    values = _const(graph, name)
+    if bias_quant is not None:
+        scale = np.asarray(bias_quant[0]).astype(np.float64).reshape(-1)
+        zero = np.zeros((), np.int64) if bias_quant[1] is None else np.asarray(bias_quant[1]).astype(np.int64)
+        if values.dtype != np.int32 or not np.allclose(scale, acc_scale, rtol=1e-6, atol=0.0):
+            raise ModelError(f"hexagon backend: {node.name}: the bias must be int32 with scale x_scale·w_scale "
+                             f"(got {values.dtype}, scale {scale.tolist()} vs {np.atleast_1d(acc_scale).tolist()})")
+        return (values.astype(np.int64).reshape(-1) - zero.reshape(-1)) * np.ones(channels, np.int64)
+    if values.dtype == np.int32:
+        dq = next((n for n in graph.nodes if n.op == "DequantizeLinear" and n.inputs[0] == name), None)
+        if dq is None:  # QLinearConv: int32 in accumulator units by definition
+            return values.astype(np.int64).reshape(-1) * np.ones(channels, np.int64)
+        scale = _const(graph, dq.inputs[1]).astype(np.float64).reshape(-1)
+        if np.allclose(scale, acc_scale, rtol=1e-6):
+            return values.astype(np.int64).reshape(-1) * np.ones(channels, np.int64)
+        values = values.astype(np.float64) * scale
+    return np.rint(values.astype(np.float64).reshape(-1) / acc_scale).astype(np.int64) * np.ones(channels, np.int64)

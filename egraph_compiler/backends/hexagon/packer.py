@@ -10,6 +10,14 @@ edge) chosen by
 where ``p`` charges the stall of each soft dependency satisfied inside the packet.
 Modes: ``sda`` (the algorithm), ``soft-as-hard`` (soft edges forbid sharing a
 packet), ``soft-as-none`` (soft edges share packets without penalty).
+
+`pack_block` keeps the best estimate among a sweep of (w, p) settings and, on loop
+bodies, a local search from clang's own packing (single-instruction moves between
+neighbouring packets) and a packing of the loop body with its killed block-local values
+renamed to free registers (`rename.rename_block`: fewer false WAR/WAW dependencies);
+with ``guard`` it never returns more packets or more
+estimated cycles than clang's block, and before an alignment directive it keeps
+clang's block unless ours saves a packet (llvm-mc's nop padding, see `pack_block`).
 """
 
 from __future__ import annotations
@@ -18,9 +26,10 @@ import re
 from dataclasses import dataclass, replace
 
 from egraph_compiler.backends.hexagon.asm import AsmFile, Block, Insn, Packet, analyse
-from egraph_compiler.backends.hexagon.estimate import estimate_block
+from egraph_compiler.backends.hexagon.estimate import estimate_block, estimate_packets
 from egraph_compiler.backends.hexagon.idg import Edge, Idg, Node, build_idg
 from egraph_compiler.backends.hexagon.machine import MachineModel
+from egraph_compiler.backends.hexagon.rename import free_registers, rename_block
 
 MODES = ("sda", "soft-as-hard", "soft-as-none")
 
@@ -42,6 +51,12 @@ class PackOptions:
     sweep: tuple[tuple[float, float, float], ...] = ((0.5, 4.0, 2.0), (0.8, 1.0, 2.0), (0.5, 4.0, 10.0))
     # Never return a block with more packets or more estimated cycles than the input.
     guard: bool = True
+    # On loop bodies, also try a local search from clang's own packing (`improve_by_moves`)
+    # and keep the best.
+    local_search: bool = True
+    # On loop bodies, also pack a copy whose killed block-local values sit in free
+    # registers (`rename.rename_block`: no false WAR/WAW dependencies) and keep the best.
+    rename: bool = True
 
 
 def _critical_heights(idg: Idg, remaining: set[int], mode: str) -> dict[int, int]:
@@ -102,8 +117,23 @@ def _effective_insns(members: list[Node], idg: Idg) -> list[Insn]:
         for insn in node.insns:
             cur = any(e.soft_kind == "cur_load" and e.dst in inside and idg.nodes[e.dst].insns and
                       insn in node.insns for e in node.succs)
-            out.append(_with_cur(insn, cur))
+            out.append(_with_new_store(_with_cur(insn, cur), node, inside))
     return out
+
+
+def _with_new_store(insn: Insn, node: Node, inside: set[int]) -> Insn:
+    """A store as `_render_insn` will write it: ``.new`` exactly when its value's producer
+    shares the packet. The forms differ in resources (an HVX ``.new`` store takes no VA
+    unit; a scalar one only slot 0), so the packet is checked in the rendered form."""
+    match = _NEW_STORE.search(insn.text)
+    if not match or not insn.text.lstrip().startswith(("vmem", "mem", "if")):
+        return insn
+    reg = match.group(2)
+    new = any(e.kind == "soft" and e.soft_kind == "new_store" and e.register == reg and e.src in inside
+              for e in node.preds) or (reg in insn.new_uses and any(reg in other.defs for other in node.insns
+                                                                      if other is not insn))
+    text = insn.text[: match.start()] + match.group(1) + reg + (".new" if new else "")
+    return insn if text == insn.text else replace(insn, text=text)
 
 
 def _with_cur(insn: Insn, cur: bool) -> Insn:
@@ -121,14 +151,19 @@ def _set_cur(text: str, cur: bool) -> str:
 
 
 def _reads_old_vector_of_a_load(members: list[Node], idg: Idg) -> bool:
-    """A vector load may become ``.cur``, which forwards its value to every reader in the
-    packet: a reader that wants the register's old value must not share its packet."""
+    """A vector load that becomes ``.cur`` (a reader of its new value shares the packet)
+    forwards its value to every reader in the packet: a reader that wants the register's
+    old value must not share that packet. A plain load's value is seen one packet later."""
     inside = {m.index for m in members}
     for node in members:
         for edge in node.succs:
-            if edge.kind == "anti" and edge.dst in inside and edge.register.startswith("v") \
-                    and any(i.klass.name in ("hvx_load", "hvx_load_cur") for i in idg.nodes[edge.dst].insns):
-                return True
+            if edge.kind == "anti" and edge.dst in inside and edge.register.startswith("v"):
+                load = idg.nodes[edge.dst]
+                if not any(i.klass.name in ("hvx_load", "hvx_load_cur") for i in load.insns):
+                    continue
+                if any(i.cur_def for i in load.insns) or any(
+                        e.soft_kind == "cur_load" and e.dst in inside for e in load.succs):
+                    return True
     return False
 
 
@@ -153,8 +188,13 @@ def _soft_stall(node: Node, current: set[int], idg: Idg, model: MachineModel) ->
     return stall
 
 
-def pack_idg(idg: Idg, model: MachineModel, options: PackOptions) -> list[list[Node]]:
-    """Algorithm 1 on one block's IDG; returns packets in execution order."""
+def _slots_used(members: list[Node]) -> int:
+    return sum(1 + insn.extenders for node in members for insn in node.insns)
+
+
+def pack_idg(idg: Idg, model: MachineModel, options: PackOptions, last_packet_slots: int = 4) -> list[list[Node]]:
+    """Algorithm 1 on one block's IDG; returns packets in execution order. The last
+    packet (built first) uses at most ``last_packet_slots`` slots (see `pack_block`)."""
     mode = options.mode
     if mode not in MODES:
         raise ValueError(f"unknown packing mode {mode!r}; expected one of {MODES}")
@@ -185,6 +225,7 @@ def pack_idg(idg: Idg, model: MachineModel, options: PackOptions) -> list[list[N
             seed = max(sinks, key=lambda i: (-stall(idg.nodes[i], now), heights[i] + idg.nodes[i].latency, i))
             current_nodes = [idg.nodes[seed]]
         current = {n.index for n in current_nodes}
+        slot_limit = last_packet_slots if not built else 4
         while len(current_nodes) < 4 and not any(n.barrier for n in current_nodes):
             hi_lat = max(n.latency for n in current_nodes)
             best: tuple[float, int] | None = None
@@ -193,6 +234,8 @@ def pack_idg(idg: Idg, model: MachineModel, options: PackOptions) -> list[list[N
                 if node.barrier or not _is_free(node, packed, current, mode):
                     continue
                 if not _fits(current_nodes + [node], idg, model):
+                    continue
+                if _slots_used(current_nodes + [node]) > slot_limit:
                     continue
                 if options.latency_weight >= 10 and stall(node, len(built)) > 0:
                     continue
@@ -213,6 +256,69 @@ def pack_idg(idg: Idg, model: MachineModel, options: PackOptions) -> list[list[N
         packed |= current
     built.reverse()
     return built
+
+
+def estimate_schedule(packets: list[list[Node]], idg: Idg, model: MachineModel) -> int:
+    """Estimated cycles of a packing, rendered first (its ``.new``/``.cur`` forms)."""
+    rendered = render_block(packets, idg)
+    return estimate_packets([Packet([analyse(i.text, model) for i in p.insns], p.endloop) for p in rendered], model)
+
+
+def _mergeable(first: list[Node], second: list[Node], idg: Idg, model: MachineModel, options: PackOptions) -> bool:
+    inside = {n.index for n in first}
+    blocked = any(e.src in inside and (e.kind == "hard" or (e.kind == "soft" and options.mode == "soft-as-hard"))
+                  for n in second for e in n.preds)
+    merged = first + second
+    return (not blocked and _slots_used(merged) <= 4 and not any(n.barrier for n in merged)
+            and _fits(merged, idg, model))
+
+
+def _movable(node: Node, source: list[Node], target: list[Node], earlier: bool, options: PackOptions) -> bool:
+    """Whether ``node`` may move from ``source`` to the neighbouring packet ``target``."""
+    if node.control or node.barrier or any(n.barrier for n in target):
+        return False
+    here = {n.index for n in source}
+    there = {n.index for n in target}
+    hard_soft = ("hard", "soft") if options.mode == "soft-as-hard" else ("hard",)
+    if earlier:  # producers must stay at or before the new packet
+        return not any(e.src in here or (e.src in there and e.kind in hard_soft) for e in node.preds)
+    return not any(e.dst in here or (e.dst in there and e.kind in hard_soft) for e in node.succs)
+
+
+def improve_by_moves(packets: list[list[Node]], cycles: int, idg: Idg, model: MachineModel, options: PackOptions,
+                  target_packets: int, rounds: int = 4) -> list[list[Node]]:
+    """Move single instructions between neighbouring packets (or merge two) while that
+    lowers (packets above ``target_packets``, estimated cycles)."""
+    def key(candidate: list[list[Node]], estimate: int) -> tuple[int, int]:
+        return max(0, len(candidate) - target_packets), estimate
+
+    current = key(packets, cycles)
+    for _ in range(rounds):
+        best: tuple[tuple[int, int], list[list[Node]]] | None = None
+        for k in range(len(packets) - 1):
+            options_here: list[list[list[Node]]] = []
+            if _mergeable(packets[k], packets[k + 1], idg, model, options):
+                options_here.append(packets[:k] + [packets[k] + packets[k + 1]] + packets[k + 2:])
+            for src, dst, earlier in ((k + 1, k, True), (k, k + 1, False)):
+                for node in packets[src]:
+                    moved = packets[dst] + [node]
+                    if not _movable(node, packets[src], packets[dst], earlier, options):
+                        continue
+                    if _slots_used(moved) > 4 or not _fits(moved, idg, model):
+                        continue
+                    rest = [n for n in packets[src] if n is not node]
+                    candidate = list(packets)
+                    candidate[dst] = moved if earlier else [node] + packets[dst]
+                    candidate[src] = rest
+                    options_here.append([p for p in candidate if p])
+            for candidate in options_here:
+                estimate = estimate_schedule(candidate, idg, model)
+                if best is None or key(candidate, estimate) < best[0]:
+                    best = (key(candidate, estimate), candidate)
+        if best is None or best[0] >= current:
+            break
+        current, packets = best
+    return packets
 
 
 # ---- rendering ---------------------------------------------------------------------
@@ -267,28 +373,63 @@ def render_block(packets: list[list[Node]], idg: Idg) -> list[Packet]:
     return out
 
 
-def pack_block(block: Block, model: MachineModel, options: PackOptions, restrict: bool) -> Block:
+def _packet_slots(packet: Packet) -> int:
+    return sum(1 + insn.extenders for insn in packet.insns)
+
+
+def pack_block(block: Block, model: MachineModel, options: PackOptions, restrict: bool,
+               aligned_next: bool = False, free: frozenset[str] = frozenset()) -> Block:
+    """Re-pack one block. ``aligned_next``: an alignment directive follows the block;
+    llvm-mc pads up to it with nops placed in the block's *last* packet, or in a new
+    packet when that one does not take them (a packet executed on every pass). How many
+    nops depends on encoded sizes, which duplex pairing (two sub-instructions in one
+    word) changes, so such a block keeps clang's packing unless ours saves a packet, and
+    our last packet keeps at least the free slots of clang's. ``free``: registers the
+    block's function never names (for `rename_block`)."""
     if len(block.packets) < 2 and options.guard:
         return block  # one packet: nothing to gain
-    idg = build_idg(block, restrict=restrict)
-    settings = [(options.w, options.penalty_scale, options.latency_weight)]
-    if options.sweep:
-        settings += [s for s in options.sweep if s not in settings]
-    best: tuple[tuple[int, int], Block] | None = None
-    for w, scale, latency_weight in settings:
-        tuned = replace(options, w=w, penalty_scale=scale, latency_weight=latency_weight)
-        packets = render_block(pack_idg(idg, model, tuned), idg)
-        candidate = Block([Packet([analyse(i.text, model) for i in p.insns], p.endloop) for p in packets])
-        # Fewest estimated cycles among packings with no more packets than the input.
-        key = (len(candidate.packets) > len(block.packets), estimate_block(candidate, model), len(candidate.packets))
-        if best is None or key < best[0]:
-            best = (key, candidate)
+    last_packet_slots = _packet_slots(block.packets[-1]) if aligned_next else 4
+    variants = [block]
+    if options.rename and block.packets[-1].endloop:  # loop bodies: worth packing twice
+        renamed = rename_block(block, free, model)
+        if renamed is not block:
+            variants.append(renamed)
+    best: tuple[tuple[bool, int, int], Block] | None = None
+    for variant in variants:
+        for candidate in _candidates(variant, model, options, restrict, last_packet_slots):
+            # Fewest estimated cycles among packings with no more packets than the input.
+            key = (len(candidate.packets) > len(block.packets), estimate_block(candidate, model),
+                   len(candidate.packets))
+            if best is None or key < best[0]:
+                best = (key, candidate)
     assert best is not None
     if options.guard:
         _, cycles, packets = best[0]
         if packets > len(block.packets) or cycles > estimate_block(block, model):
             return block
+        if aligned_next and packets == len(block.packets):
+            return block
     return best[1]
+
+
+def _candidates(block: Block, model: MachineModel, options: PackOptions, restrict: bool,
+                last_packet_slots: int) -> list[Block]:
+    """Our packings of ``block``: one per sweep setting, and on loop bodies the local search."""
+    idg = build_idg(block, restrict=restrict)
+    settings = [(options.w, options.penalty_scale, options.latency_weight)]
+    if options.sweep:
+        settings += [s for s in options.sweep if s not in settings]
+    schedules = [pack_idg(idg, model, replace(options, w=w, penalty_scale=scale, latency_weight=latency_weight),
+                          last_packet_slots) for w, scale, latency_weight in settings]
+    if options.local_search and idg.endloop:  # loop bodies: worth the search's time
+        as_input = [[n for n in idg.nodes if n.packet == k] for k in range(len(block.packets))]
+        as_input = [p for p in as_input if p]
+        improved = improve_by_moves(as_input, estimate_schedule(as_input, idg, model), idg, model, options,
+                                    len(block.packets))
+        if _slots_used(improved[-1]) <= last_packet_slots:
+            schedules.append(improved)
+    return [Block([Packet([analyse(i.text, model) for i in p.insns], p.endloop) for p in render_block(s, idg)])
+            for s in schedules]
 
 
 def format_asm(asm: AsmFile) -> str:
@@ -311,12 +452,28 @@ def pack_asm(asm: AsmFile, model: MachineModel, options: PackOptions) -> AsmFile
     """Re-pack every block of a parsed file; lines other than packets are kept."""
     items: list[str | Block] = []
     function = ""
-    for item in asm.items:
+    free = free_registers(asm) if options.rename else {}
+    for position, item in enumerate(asm.items):
         if isinstance(item, str):
             match = _FUNCTION_LABEL.match(item)
             if match:
                 function = match.group(1)
             items.append(item)
         else:
-            items.append(pack_block(item, model, options, function in options.restrict_functions))
+            items.append(pack_block(item, model, options, function in options.restrict_functions,
+                                    _alignment_follows(asm.items, position), free.get(position, frozenset())))
     return AsmFile(items)
+
+
+_ALIGN = re.compile(r"^\s*\.(p2align|balign|align)\b")
+
+
+def _alignment_follows(items: list[str | Block], position: int) -> bool:
+    """An alignment directive between block ``position`` and the next block."""
+    for index in range(position + 1, len(items)):
+        item = items[index]
+        if isinstance(item, Block):
+            return False
+        if _ALIGN.match(item):
+            return True
+    return False

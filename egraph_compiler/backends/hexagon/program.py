@@ -34,13 +34,19 @@ class Program:
     steps: list[Step] = field(default_factory=list)
     scratch_pack: int = 128
     scratch_acc: int = 128
+    constants: dict[str, bytes] = field(default_factory=dict)  # buffers with initial contents
+    preamble: str = ""  # C shared by several steps (e.g. the float helpers of the scalar fallback)
 
     def c_source(self) -> str:
-        parts = [RUNTIME_C]
+        parts = [RUNTIME_C, self.preamble]
         parts.append(f"static u8 dnnr_scratch_pack[{self.scratch_pack}] __attribute__((aligned(256)));\n")
         parts.append(f"static u8 dnnr_scratch_acc[{self.scratch_acc}] __attribute__((aligned(256)));\n")
         for name, size in self.buffers.items():
-            parts.append(f"static u8 {name}[{max(size, 1) + 256}] __attribute__((aligned(256)));\n")
+            if name in self.constants:
+                data = ",".join(str(b) for b in self.constants[name])
+                parts.append(f"static u8 {name}[{max(size, 1) + 256}] __attribute__((aligned(256))) = {{{data}}};\n")
+            else:
+                parts.append(f"static u8 {name}[{max(size, 1) + 256}] __attribute__((aligned(256)));\n")
         calls = []
         for step in self.steps:
             parts.append(step.definitions)

@@ -28,9 +28,11 @@ def build(execution_plan: ExecutionPlan, out_dir: str | Path,
     return build_artefact(execution_plan, out_dir, params)
 
 
-def load(out_dir: str | Path, device: str | None = None) -> CompiledModel:
-    """Load an artefact written by `build` onto an OpenCL device (PoCL by default)."""
-    return CompiledModel(out_dir, device)
+def load(out_dir: str | Path, device: str | None = None,
+         images: bool | None = None) -> CompiledModel:
+    """Load an artefact written by `build` onto an OpenCL device (PoCL by default);
+    ``images=False`` runs its image2d_t tensors as buffers (see `images`)."""
+    return CompiledModel(out_dir, device, images)
 
 
 def compile_graph(graph: Graph, out_dir: str | Path, fuse: bool = True, tables: object = None,

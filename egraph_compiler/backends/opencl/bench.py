@@ -4,7 +4,8 @@
 each ``repeats`` times after one warm-up run (which pays PoCL's lazy kernel
 compilation), and times onnxruntime CPU with ``ORT_ENABLE_ALL``. It also counts
 kernels launched and onnxruntime's optimised node count, and reports the arena
-against a buffer per tensor and against the max-live lower bound.
+against a buffer per tensor and against the max-live lower bound, and the
+launches of ours that take the most time, each timed on its own.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class BenchResult:
     naive_bytes: int
     lower_bound_bytes: int
     max_abs_error: float
+    # ours' slowest launches: (ms, kind, operators), slowest first
+    hottest: tuple[tuple[float, str, str], ...] = ()
 
     def table(self) -> str:
         return "\n".join([
@@ -70,6 +73,8 @@ class BenchResult:
             f"  arena {self.arena_bytes} B, naive {self.naive_bytes} B, "
             f"lower bound {self.lower_bound_bytes} B",
             f"  max |ours - onnxruntime| = {self.max_abs_error:.3g}",
+            "  slowest launches of ours (each timed alone):",
+            *(f"  {ms:9.2f} ms  {kind:9s} {ops}" for ms, kind, ops in self.hottest),
         ])
 
 
@@ -164,6 +169,7 @@ def bench(model_path: str | Path, repeats: int = 10, dims: dict[str, int] | None
         if optimize is not None:
             graph = optimize(graph)
         results = {}
+        hottest: tuple[tuple[float, str, str], ...] = ()
         for label, fuse in (("ours", True), ("unfused", False)):
             plan = plan_memory(plan_fusion(graph, tables, fuse=fuse))
             artefact = build_artefact(plan, work / label)
@@ -171,6 +177,8 @@ def bench(model_path: str | Path, repeats: int = 10, dims: dict[str, int] | None
             outputs: dict[str, np.ndarray] = {}
             seconds = _time(lambda c=compiled, o=outputs: o.update(c.run(feeds)), repeats)
             results[label] = (artefact, Timing.of(seconds), outputs)
+            if fuse:
+                hottest = _hottest(compiled)
         ort_seconds, ort_nodes, ort_outputs = _onnxruntime(model_path, feeds, repeats, work)
     ours, ours_time, ours_out = results["ours"]
     unfused, unfused_time, _ = results["unfused"]
@@ -178,4 +186,12 @@ def bench(model_path: str | Path, repeats: int = 10, dims: dict[str, int] | None
                  for k, v in ort_outputs.items() if v.size), default=0.0)
     return BenchResult(name, ours.operators, ours.kernels, unfused.kernels,
                        ort_nodes, ours_time, unfused_time, Timing.of(ort_seconds),
-                       ours.arena_bytes, ours.naive_bytes, ours.lower_bound_bytes, error)
+                       ours.arena_bytes, ours.naive_bytes, ours.lower_bound_bytes, error,
+                       hottest)
+
+
+def _hottest(compiled: CompiledModel, count: int = 5) -> tuple[tuple[float, str, str], ...]:
+    launches = compiled.plan["launches"]
+    timed = sorted(zip(compiled.time_launches(), launches, strict=True), key=lambda t: -t[0])
+    return tuple((seconds * 1000.0, launch["kind"], "+".join(launch["ops"]))
+                 for seconds, launch in timed[:count])

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from egraph_compiler.backends.opencl import images
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.view import GraphView
@@ -67,6 +68,8 @@ class ValueEmitter:
         self.counter = 0
         # constants re-laid-out for their consumer (name -> array), see kernels.relayout
         self.derived: dict[str, np.ndarray] = {}
+        # intermediates stored in another dimension order (fusion.layout): name -> perm
+        self.layouts: dict[str, tuple[int, ...]] = {}
 
     def fresh(self, stem: str = "t") -> str:
         self.counter += 1
@@ -85,10 +88,16 @@ class ValueEmitter:
             return sp.literal(np.asarray(constant).reshape(()).item(), str(np.asarray(constant).dtype))
         if name in self.params:
             array = self.derived.get(name)
-            shape = array.shape if array is not None else self.view.shape(name)
+            shape = tuple(array.shape) if array is not None else self.view.shape(name)
             dtype = str(array.dtype) if array is not None else self.view.dtype(name)
-            offset = ix.render(ix.linearize(index, tuple(shape)))
-            result = self.assign(scope, dtype, f"{self.params[name]}[{offset}]")
+            offset = ix.render(ix.physical_offset(index, shape, self.layouts.get(name)))
+            load = f"{self.params[name]}[{offset}]"
+            constant = array is not None or name in self.view.constants
+            if constant and images.candidate(shape, dtype):  # the kernel decides (images.py)
+                row = ix.render(ix.linearize(index[:-1], shape[:-1]))
+                load = images.mark(self.params[name], ix.render(index[-1]), row, shape[-1],
+                                   offset)
+            result = self.assign(scope, dtype, load)
         else:
             producer = self.view.producer_index.get(name)
             if producer is None or producer not in self.members:
@@ -155,6 +164,9 @@ class ValueEmitter:
             expr = f"((isinf({args[0]}) && ({' || '.join(sides) or '0'})) ? 1 : 0)"
         elif op == "Where":
             expr = f"(({args[0]}) ? {args[1]} : {args[2]})"
+        elif op == "Pow" and dtype.startswith("float") and _is_two(self.view.constants.get(
+                node.inputs[1])):  # LayerNorm's variance: pow is a slow call on PoCL
+            expr = f"({args[0]} * {args[0]})"
         elif op == "Mod":
             expr = f"fmod({args[0]}, {args[1]})" if dtype.startswith("float") else \
                 f"({args[0]} % {args[1]})"
@@ -310,3 +322,8 @@ class ValueEmitter:
 def _within(expr: ix.IExpr, size: int) -> bool:
     lo, hi = ix.value_range(expr)
     return lo >= 0 and hi < size
+
+
+def _is_two(constant: np.ndarray | None) -> bool:
+    """A constant exponent of 2 (every element), so Pow is one multiply, exactly."""
+    return constant is not None and np.size(constant) > 0 and bool(np.all(constant == 2))

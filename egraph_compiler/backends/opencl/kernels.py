@@ -10,14 +10,25 @@
 - ``pool``: MaxPool, AveragePool, LRN, one output per work-item.
 - ``reduce``: Reduce*, ArgMax/ArgMin, global pools — a work-group reduction in
   local memory when the reduced extent is large, a serial loop when small.
-- ``rownorm``: Softmax, LogSoftmax, LayerNormalization — one work-group per row,
-  two reductions, then the normalised row through the epilogue.
+- ``rownorm``: Softmax, LogSoftmax, LayerNormalization — two reductions over a
+  row, then the normalised row through the epilogue.
+- ``rowgroup``: reductions over the same rows chained with elementwise operators
+  (LayerNorm or Softmax written out as exporters emit them) — one reduction per
+  Reduce*, per-row values computed once.
+
+Both row kinds come in two variants (`KernelParams.row_serial_below`): short rows,
+when there are enough of them, run one work-item per row — serial loops, no
+barrier; long rows (or few rows) run one work-group per row, a strided loop then a
+tree in local memory per reduction. Work-group barriers are what a CPU OpenCL
+device pays most for (PoCL runs a work-group's items as loops cut at every
+barrier): Softmax over 64-element rows took 3.2 ms of MHA's 4.6 ms as a tree.
 
 Every anchor's result goes through the same epilogue: the spine of the block
 evaluated at the anchor's index and stored at each output's forward index.
 Tile and work-group sizes are `KernelParams` fields, written as ``#define``s.
-Sources use ``KNAME`` as the kernel name; the builder names each distinct
-source by its hash, so identical blocks share one compiled kernel.
+Sources use ``KNAME`` as the kernel name; the builder turns the body's integer
+literals into size arguments (`build.hoist_sizes`) and names each distinct source
+by its hash, so blocks that differ only in shape share one compiled kernel.
 
 Every tensor parameter is a buffer plus an element offset (``in0_buf, in0_off``)
 and the body works on ``in0 = in0_buf + in0_off``: arena tensors are passed as
@@ -29,15 +40,23 @@ CL_DEVICE_MEM_BASE_ADDR_ALIGN, which a plain offset does not need.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from egraph_compiler.backends.opencl import images
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl.emit import Scope, ValueEmitter, ctype
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.blocks import Block
-from egraph_compiler.fusion.structure import BlockStructure, analyse
+from egraph_compiler.fusion.layout import SERIAL_REDUCE_BELOW
+from egraph_compiler.fusion.structure import (
+    ROW_REDUCE_OPS,
+    BlockStructure,
+    analyse,
+    reduce_axes,
+)
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Node
@@ -56,7 +75,15 @@ class KernelParams:
     matmul_tile_m: int = 4
     matmul_tile_n: int = 4
     reduce_work_group: int = 64
-    serial_reduce_below: int = 32
+    serial_reduce_below: int = SERIAL_REDUCE_BELOW  # the layout cost model assumes it
+    # Row kernels (rownorm, rowgroup): rows shorter than this run one work-item per
+    # row when there are at least `row_serial_min_rows` of them (enough work-items to
+    # keep every compute unit busy); otherwise one work-group per row. The default
+    # suits CPU devices, where barriers cost most; a GPU wants it low (a work-item
+    # per row leaves lanes idle and their loads uncoalesced), e.g. 0 to disable.
+    row_serial_below: int = 1024
+    row_serial_min_rows: int = 64
+    row_serial_lanes: int = 8  # partial results per serial row reduction (a vector's width)
 
 
 @dataclass(frozen=True)
@@ -67,6 +94,9 @@ class Kernel:
     local_size: int
     # constants this kernel reads in a layout of its own (SmartMem §3.2.2)
     constants: tuple[tuple[str, np.ndarray], ...] = ()
+    # constants it reads as image2d_t when the device allows (images.py):
+    # (tensor, width, height, reason)
+    images: tuple[tuple[str, int, int, str], ...] = ()
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -94,33 +124,51 @@ class _Gen:
             self.stores[value] = f"out{k}"
             self.args.append(value)
         self.em = ValueEmitter(view, block.nodes, loads)
+        self.em.layouts = dict(block.layouts)
         self.defines: list[str] = []
+        self.helpers: list[str] = []  # functions the body calls, defined before the kernel
 
     # -- shared pieces ------------------------------------------------------------------
-    def signature(self, local: int) -> tuple[str, list[str]]:
+    def signature(self, local: int, image_params: frozenset[str] = frozenset()
+                  ) -> tuple[str, list[str]]:
         """The kernel header and the body's first lines, which point each tensor
-        name at its buffer plus offset (see the module docstring)."""
+        name at its buffer plus offset (see the module docstring); ``image_params``
+        are declared through the `images` prelude (an image or a buffer at build)."""
         params, pointers = [], []
         for k, value in enumerate(self.args):
             qual = "const " if k < self.n_inputs else ""
             name = f"in{k}" if k < self.n_inputs else self.stores[value]
+            if name in image_params:
+                params.append(f"DNNR_IMAGE_ARG({name})")
+                pointers.append(f"DNNR_IMAGE_POINTER({name})")
+                continue
             derived = self.em.derived.get(value)
             dtype = str(derived.dtype) if derived is not None else self.view.dtype(value)
             pointer = f"__global {qual}{ctype(dtype)}*"
             params.append(f"{pointer} {name}_buf, const ulong {name}_off")
             pointers.append(f"{pointer} restrict {name} = {name}_buf + {name}_off;")
         defines = "".join(f"#define {d}\n" for d in self.defines)
-        return (f"{defines}__kernel __attribute__((reqd_work_group_size({local}, 1, 1)))\n"
+        prelude = (images.PRELUDE if image_params else "") + "".join(self.helpers)
+        return (f"{prelude}{defines}__kernel __attribute__((reqd_work_group_size({local}, 1, 1)))\n"
                 f"void KNAME({', '.join(params)})"), pointers
 
     def finish(self, body: Scope, total: int, local: int) -> Kernel:
-        header, pointers = self.signature(local)
-        lines = "\n".join("  " + line for line in [*pointers, *body.lines])
+        inputs = {}
+        for k, value in enumerate(self.args[:self.n_inputs]):
+            derived = self.em.derived.get(value)
+            shape = tuple(derived.shape) if derived is not None else self.view.shape(value)
+            inputs[f"in{k}"] = (shape, value)
+        work_items = int(np.prod(self.shape.iteration_shape, dtype=np.int64))
+        text, chosen = images.resolve("\n".join("  " + line for line in body.lines), inputs,
+                                      work_items)
+        header, pointers = self.signature(local, frozenset(chosen))
+        lines = "\n".join("  " + line for line in pointers) + "\n" + text
         undefs = "".join(f"#undef {d.split()[0]}\n" for d in self.defines)
         source = f"{header} {{\n{lines}\n}}\n{undefs}"
         global_size = _cdiv(max(total, 1), local) * local
         return Kernel(source, tuple(self.args), global_size, local,
-                      tuple(sorted(self.em.derived.items())))
+                      tuple(sorted(self.em.derived.items())),
+                      tuple((inputs[p][1], w, h, why) for p, (w, h, why) in sorted(chosen.items())))
 
     def single_use(self, name: str) -> bool:
         return sum(name in self.view.nodes[n].inputs for n in self.block.nodes) == 1
@@ -160,8 +208,13 @@ class _Gen:
             var = self.em.node_value(scope, spine_node, out, self.shape.forward[out])
             self.em.pinned[out] = var
         for value, store in self.stores.items():
-            offset = ix.linearize(self.shape.forward[value], self.view.shape(value))
-            scope.emit(f"{store}[{ix.render(offset)}] = {self.em.pinned[value]};")
+            offset = self.store_offset(value, self.shape.forward[value])
+            scope.emit(f"{store}[{offset}] = {self.em.pinned[value]};")
+
+    def store_offset(self, value: str, index: tuple[ix.IExpr, ...]) -> str:
+        """Where element ``index`` of an output goes, in the layout the plan chose."""
+        return ix.render(ix.physical_offset(index, self.view.shape(value),
+                                            self.em.layouts.get(value)))
 
     def anchor(self) -> Node:
         return self.view.nodes[self.shape.anchor]  # type: ignore[index]
@@ -180,8 +233,9 @@ class _Gen:
             numel = self.view.numel(value)
             body = scope.child() if numel < total else scope
             flat = self.ivar("gid", numel)
-            result = self.em.value(body, value, ix.delinearize(flat, self.view.shape(value)))
-            body.emit(f"{store}[gid] = {result};")
+            index = ix.delinearize(flat, self.view.shape(value))
+            result = self.em.value(body, value, index)
+            body.emit(f"{store}[{self.store_offset(value, index)}] = {result};")
             if body is not scope:
                 scope.nest(f"if (gid < {numel})", body)
         return self.finish(scope, total, local)
@@ -242,34 +296,39 @@ class _Gen:
         qs = tuple(self.ivar(f"q{d}", k) for d, k in enumerate(kernel))
         # weights for TC output channels
         wbody = Scope(s)
-        wbody.emit(f"const int co = min(ct * TC + tc, {cout - 1});")
+        wbody.emit(f"const int co = {_clamp_high('ct * TC + tc', cout - 1)};")
         co = self.ivar("co", cout)
         w_index = (ci, *qs, co) if w_read else (co, ci, *qs)
         wbody.emit(f"wv[tc] = {self.em.value(wbody, w_read or w_name, w_index)};")
         # inputs for TW output columns
         xbody = Scope(s)
-        xbody.emit(f"const int ol = min(wt * TW + tw, {out_shape[-1] - 1});")
+        xbody.emit(f"const int ol = {_clamp_high('wt * TW + tw', out_shape[-1] - 1)};")
         positions, conds = [], []
         out_vars = [f"o{d}" for d in range(len(outer))] + ["ol"]
         for d in range(spatial):
             xbody.emit(f"const int p{d} = {out_vars[d]} * {strides[d]} - {begin[d]} + "
                        f"{ix.render(qs[d])} * {dil[d]};")
-            positions.append(self.ivar(f"p{d}", x_shape[2 + d]))
-            conds.append(f"p{d} >= 0 && p{d} < {x_shape[2 + d]}")
-        xbody.emit("float xv = 0.0f;")
-        guarded = Scope(xbody)
-        guarded.emit(f"xv = {self.em.value(guarded, x_name, (n_var, channel, *positions))};")
-        xbody.nest(f"if ({' && '.join(conds)})", guarded)
+            checks = _window_checks(f"p{d}", begin[d], out_shape[2 + d], strides[d],
+                                    kernel[d], dil[d], x_shape[2 + d])
+            if checks:  # read a clamped position and select zero padding after it
+                xbody.emit(f"const int c{d} = p{d} < 0 ? 0 : ({_clamp_high(f'p{d}', x_shape[2 + d] - 1)});")
+            positions.append(self.ivar(f"c{d}" if checks else f"p{d}", x_shape[2 + d]))
+            conds += checks
+        # no branch around the load: the fused prologue's per-channel part (BatchNorm's
+        # rsqrt of the variance, say) is then loop-invariant and leaves the tap loops
+        value = self.em.value(xbody, x_name, (n_var, channel, *positions))
+        xbody.emit(f"const float xv = ({' && '.join(conds)}) ? {value} : 0.0f;" if conds
+                   else f"const float xv = {value};")
         inner = Scope(s)
         if vector:
             w_shape_padded = self.em.derived[w_read].shape  # type: ignore[index]
             offset = ix.render(ix.linearize((ci, *qs, 0), tuple(w_shape_padded)))
-            inner.emit(f"const float{tc} wv = vload{tc}(0, {self.em.params[w_read]} + "  # type: ignore[index]
-                       f"{offset} + ct * TC);")
-            xbody.emit(f"acc[tw] = mad(wv, (float{tc})(xv), acc[tw]);")
+            # an aligned vector load: the row length is padded to a multiple of TC
+            inner.emit(f"const float{tc} wv = *(__global const float{tc}*)("
+                       f"{self.em.params[w_read]} + {offset} + ct * TC);")  # type: ignore[index]
+            xbody.emit("acc[tw] += wv * xv;")
         else:
-            xbody.emit(UNROLL + "for (int tc = 0; tc < TC; ++tc) "
-                       "acc[tc][tw] = mad(wv[tc], xv, acc[tc][tw]);")
+            xbody.emit(UNROLL + "for (int tc = 0; tc < TC; ++tc) acc[tc][tw] += wv[tc] * xv;")
             inner.emit("float wv[TC];")
             inner.nest(UNROLL + "for (int tc = 0; tc < TC; ++tc)", wbody)
         inner.nest(UNROLL + "for (int tw = 0; tw < TW; ++tw)", xbody)
@@ -288,10 +347,14 @@ class _Gen:
                                       *(ix.IVar(v, 0, 0) for v in out_vars)))
         self.epilogue(done, value)
         fin.nest(f"if (co < {cout} && ol < {out_shape[-1]})", done)
+        # the vector epilogue's inner loop stays rolled: unrolled, the fused epilogue is
+        # copied TC × TW times and PoCL's first-launch compile takes 3× longer, for no
+        # speed. The scalar tile unrolls both, so acc[][] keeps constant indices and
+        # stays in registers.
         tiles = Scope(s)
         if vector:
-            tiles.emit(f"float accs[TC]; vstore{tc}(acc[tw], 0, accs);")
-            tiles.nest(UNROLL + "for (int tc = 0; tc < TC; ++tc)", fin)
+            tiles.emit(f"const float{tc} accv = acc[tw]; const float* accs = (const float*)&accv;")
+            tiles.nest("for (int tc = 0; tc < TC; ++tc)", fin)
             s.nest(UNROLL + "for (int tw = 0; tw < TW; ++tw)", tiles)
         else:
             tiles.nest(UNROLL + "for (int tw = 0; tw < TW; ++tw)", fin)
@@ -344,7 +407,7 @@ class _Gen:
         k = self.ivar("k", k_size)
         m, nn = self.ivar("m", m_size), self.ivar("nn", n_size)
         abody = Scope(s)
-        abody.emit(f"const int m = min(mt * TM + tm, {m_size - 1});")
+        abody.emit(f"const int m = {_clamp_high('mt * TM + tm', m_size - 1)};")
         if a_vec:
             a_index: tuple[ix.IExpr, ...] = (k,)
         else:
@@ -352,7 +415,7 @@ class _Gen:
             a_index = (*a_batch, k, m) if trans_a else (*a_batch, m, k)
         abody.emit(f"av[tm] = {self.em.value(abody, a_name, a_index)};")
         bbody = Scope(s)
-        bbody.emit(f"const int nn = min(nt * TN + tn, {n_size - 1});")
+        bbody.emit(f"const int nn = {_clamp_high('nt * TN + tn', n_size - 1)};")
         if b_vec:
             b_index: tuple[ix.IExpr, ...] = (k,)
         else:
@@ -364,16 +427,16 @@ class _Gen:
         if b_read is not None:
             shape_b = self.em.derived[b_read].shape if b_read in self.em.derived else b_shape
             offset = ix.render(ix.linearize((*b_batch, k, 0), tuple(shape_b)))
-            loop.emit(f"const float{tn} bv = vload{tn}(0, {self.em.params[b_read]} + {offset} "
-                      "+ nt * TN);")
-            loop.emit(UNROLL + f"for (int tm = 0; tm < TM; ++tm) "
-                      f"acc[tm] = mad((float{tn})(av[tm]), bv, acc[tm]);")
+            # aligned: rows are padded to (or already) a multiple of TN
+            loop.emit(f"const float{tn} bv = *(__global const float{tn}*)("
+                      f"{self.em.params[b_read]} + {offset} + nt * TN);")
+            loop.emit(UNROLL + "for (int tm = 0; tm < TM; ++tm) acc[tm] += av[tm] * bv;")
         else:
             bbody.emit(f"bv[tn] = {self.em.value(bbody, b_name, b_index)};")
             loop.emit("float bv[TN];")
             loop.nest(UNROLL + "for (int tn = 0; tn < TN; ++tn)", bbody)
             loop.emit(UNROLL + "for (int tm = 0; tm < TM; ++tm) " + UNROLL +
-                      "for (int tn = 0; tn < TN; ++tn) acc[tm][tn] = mad(av[tm], bv[tn], acc[tm][tn]);")
+                      "for (int tn = 0; tn < TN; ++tn) acc[tm][tn] += av[tm] * bv[tn];")
         s.nest(f"for (int k = 0; k < {k_size}; ++k)", loop)
         fin = Scope(s)
         fin.emit("const int m = mt * TM + tm; const int nn = nt * TN + tn;")
@@ -393,8 +456,9 @@ class _Gen:
         fin.nest(f"if (m < {m_size} && nn < {n_size})", done)
         tiles = Scope(s)
         if b_read is not None:
-            tiles.emit(f"float accs[TN]; vstore{tn}(acc[tm], 0, accs);")
-        tiles.nest(UNROLL + "for (int tn = 0; tn < TN; ++tn)", fin)
+            tiles.emit(f"const float{tn} accv = acc[tm]; const float* accs = (const float*)&accv;")
+        # rolled for a vector tile, unrolled for a scalar one: see conv's epilogue
+        tiles.nest(("" if b_read is not None else UNROLL) + "for (int tn = 0; tn < TN; ++tn)", fin)
         s.nest(UNROLL + "for (int tm = 0; tm < TM; ++tm)", tiles)
         return self.finish(s, total, self.params.work_group)
 
@@ -436,12 +500,14 @@ class _Gen:
         for d in range(spatial):
             body.emit(f"const int p{d} = {ix.render(idx[2 + d])} * {strides[d]} - {begin[d]} + "
                       f"q{d} * {dil[d]};")
-            conds.append(f"p{d} >= 0 && p{d} < {x_shape[2 + d]}")
+            conds += _window_checks(f"p{d}", begin[d], out_shape[2 + d], strides[d],
+                                    kernel[d], dil[d], x_shape[2 + d])
             positions.append(self.ivar(f"p{d}", x_shape[2 + d]))
         guarded = Scope(body)
         x = self.em.value(guarded, x_name, (idx[0], idx[1], *positions))
-        guarded.emit(f"accv = fmax(accv, {x});" if is_max else f"accv += {x}; cnt += 1;")
-        body.nest(f"if ({' && '.join(conds)})", guarded)
+        guarded.emit(f"const float xv = {x}; accv = xv > accv ? xv : accv;" if is_max
+                     else f"accv += {x}; cnt += 1;")
+        body.nest(f"if ({' && '.join(conds)})" if conds else "", guarded)
         loop = body
         for d in reversed(range(spatial)):
             outer = Scope(s)
@@ -493,12 +559,7 @@ class _Gen:
         elif op in ("ArgMax", "ArgMin"):
             axes, keep = (int(node.attr("axis", 0)) % rank,), bool(node.attr("keepdims", 1))
         else:
-            given = node.attr("axes")
-            keep = bool(node.attr("keepdims", 1))
-            if given is None or len(given) == 0:  # type: ignore[arg-type]
-                axes = () if node.attr("noop_with_empty_axes", 0) else tuple(range(rank))
-            else:
-                axes = tuple(sorted(a % rank for a in given))  # type: ignore[union-attr]
+            axes, keep = reduce_axes(self.view, node)
         reduced = tuple(x_shape[a] for a in axes)
         length = int(np.prod(reduced, dtype=np.int64))
         total = int(np.prod(out_shape, dtype=np.int64))
@@ -557,6 +618,63 @@ class _Gen:
         s.nest("if (lid == 0)", done)
         return self.finish(s, total * local, local)
 
+    def serial_rows(self, length: int, rows: int) -> bool:
+        """One work-item per row rather than one work-group (`KernelParams.row_serial_below`)."""
+        return length < self.params.row_serial_below and rows >= self.params.row_serial_min_rows
+
+    def row_start(self, s: Scope, serial: bool, rows: int, length: int) -> tuple[str, int]:
+        """Bind ``o`` (this kernel instance's row); return the loop header that walks
+        the row's elements ``r`` and the work-group size."""
+        if serial:
+            s.emit("const int o = get_global_id(0);")
+            s.emit(f"if (o >= {rows}) return;")
+            return f"for (int r = 0; r < {length}; ++r)", self.params.work_group
+        local = min(self.params.reduce_work_group, 1 << max(length - 1, 1).bit_length())
+        self.defines.append(f"WG {local}")
+        s.emit("const int o = get_group_id(0); const int lid = get_local_id(0);")
+        s.emit("__local float red[WG];")
+        return f"for (int r = lid; r < {length}; r += WG)", local
+
+    def row_reduce(self, s: Scope, serial: bool, loop: str, length: int, var: str, init: str,
+                   step: str, term: Callable[[Scope], str]) -> str:
+        """Reduce ``term`` (emitted into a loop body that binds ``r``) over the row
+        with ``step``; return the expression of the row's total. ``loop`` is
+        `row_start`'s loop over the row.
+
+        A work-group strides over the row, then combines its lanes in a tree. A
+        serial row keeps `KernelParams.row_serial_lanes` partials for consecutive
+        elements (an unrolled inner loop: the compiler turns them into vector loads
+        and vector arithmetic where the row is contiguous), then the tail."""
+        lanes = self.params.row_serial_lanes
+        if not serial or lanes < 2 or length < lanes:
+            s.emit(f"float {var} = {init};")
+            body = Scope(s)
+            body.emit(f"{var} = {step.format(var, term(body))};")
+            s.nest(loop, body)
+            if serial:
+                return var
+            s.lines.extend(_tree_reduce(step, var))
+            return "red[0]"
+        if f"LANES {lanes}" not in self.defines:  # a literal: the loops over it unroll
+            self.defines.append(f"LANES {lanes}")
+        combine, chunked = _combine_only(step), length - length % lanes
+        s.emit(f"float {var}_[LANES];")
+        s.emit(UNROLL + f"for (int j = 0; j < LANES; ++j) {var}_[j] = {init};")
+        lane = Scope(s)
+        lane.emit("const int r = r0 + j;")
+        lane.emit(f"{var}_[j] = {step.format(f'{var}_[j]', term(lane))};")
+        chunk = Scope(s)
+        chunk.nest(UNROLL + "for (int j = 0; j < LANES; ++j)", lane)
+        s.nest(f"for (int r0 = 0; r0 < {chunked}; r0 += LANES)", chunk)
+        s.emit(f"float {var} = {var}_[0];")
+        s.emit(UNROLL + f"for (int j = 1; j < LANES; ++j) {var} = "
+               f"{combine.format(var, f'{var}_[j]')};")
+        if chunked < length:
+            tail = Scope(s)
+            tail.emit(f"{var} = {step.format(var, term(tail))};")
+            s.nest(f"for (int r = {chunked}; r < {length}; ++r)", tail)
+        return var
+
     def rownorm(self) -> Kernel:
         node = self.anchor()
         x_name = node.inputs[0]
@@ -572,8 +690,7 @@ class _Gen:
         outer = tuple(x_shape[a] for a in outer_axes)
         length = int(np.prod(reduced, dtype=np.int64))
         rows = int(np.prod(outer, dtype=np.int64))
-        local = min(self.params.reduce_work_group, 1 << max(length - 1, 1).bit_length())
-        self.defines.append(f"WG {local}")
+        serial = self.serial_rows(length, rows)
         o_idx = ix.delinearize(self.ivar("o", rows), outer)
 
         def full(r_idx: tuple[ix.IExpr, ...]) -> tuple[ix.IExpr, ...]:
@@ -585,34 +702,31 @@ class _Gen:
             return tuple(out)
 
         s = Scope()
-        s.emit("const int o = get_group_id(0); const int lid = get_local_id(0);")
-        s.emit("__local float red[WG];")
+        loop, local = self.row_start(s, serial, rows, length)
         r_idx = ix.delinearize(self.ivar("r", length), reduced)
-        first, second = ("fmax({0}, {1})", "({0} + {1})")
-        if layer_norm:
-            first = "({0} + {1})"
-        s.emit("float accv = -INFINITY;" if not layer_norm else "float accv = 0.0f;")
-        body = Scope(s)
-        x = self.em.value(body, x_name, full(r_idx))
-        body.emit(f"accv = {first.format('accv', x)};")
-        s.nest(f"for (int r = lid; r < {length}; r += WG)", body)
-        s.lines.extend(_tree_reduce(first, "accv"))
-        center = "(red[0] / {})".format(sp.literal(float(length), "float32")) if layer_norm else "red[0]"
-        s.emit(f"const float center = {center};")
-        s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
-        s.emit("accv = 0.0f;")
-        body = Scope(s)
-        x = self.em.value(body, x_name, full(r_idx))
-        term = f"({x} - center) * ({x} - center)" if layer_norm else f"exp({x} - center)"
-        body.emit(f"accv += {term};")
-        s.nest(f"for (int r = lid; r < {length}; r += WG)", body)
-        s.lines.extend(_tree_reduce(second, "accv"))
+        init, first = ("0.0f", "({0} + {1})") if layer_norm else _REDUCERS["Max"][:2]
+        first_total = self.row_reduce(s, serial, loop, length, "accv", init, first,
+                                      lambda body: self.em.value(body, x_name, full(r_idx)))
+        count = sp.literal(float(length), "float32")
+        s.emit(f"const float center = {f'({first_total} / {count})' if layer_norm else first_total};")
+        if not serial:  # every lane has read red[0] before it is reused
+            s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
+        if not layer_norm:
+            self.helpers.append(INLINE_EXP)
+
+        def term(body: Scope) -> str:
+            x = self.em.value(body, x_name, full(r_idx))
+            return f"({x} - center) * ({x} - center)" if layer_norm else f"dnnr_exp({x} - center)"
+
+        second_total = self.row_reduce(s, serial, loop, length, "accs", "0.0f",
+                                        "({0} + {1})", term)
         if layer_norm:
             eps = sp.literal(float(node.attr("epsilon", 1e-5)), "float32")
-            s.emit(f"const float scale = rsqrt(red[0] / {sp.literal(float(length), 'float32')} "
-                   f"+ {eps});")
-        else:
-            s.emit("const float total = red[0];")
+            s.emit(f"const float scale = rsqrt({second_total} / {count} + {eps});")
+        elif node.op == "LogSoftmax":
+            s.emit(f"const float log_total = log({second_total});")
+        else:  # one division per row, a multiply per element
+            s.emit(f"const float inv_total = 1.0f / {second_total};")
         body = Scope(s)
         index = full(r_idx)
         x = self.em.value(body, x_name, index)
@@ -625,20 +739,91 @@ class _Gen:
                     index, x_shape, self.view.shape(node.inputs[2])))
                 value = f"({value} + {beta})"
         elif node.op == "LogSoftmax":
-            value = f"({x} - center - log(total))"
+            value = f"({x} - center - log_total)"
         else:
-            value = f"(exp({x} - center) / total)"
+            value = f"(dnnr_exp({x} - center) * inv_total)"
         self.declare_iteration(body, index)
         self.epilogue(body, value)
-        s.nest(f"for (int r = lid; r < {length}; r += WG)", body)
-        return self.finish(s, rows * local, local)
+        s.nest(loop, body)
+        return self.finish(s, rows if serial else rows * local, local)
+
+    def rowgroup(self) -> Kernel:
+        """Each reduction of the group in turn over the row (serially, or a strided
+        loop then a tree in local memory), the per-row values computed from it once,
+        then the full-row outputs (see `fusion.structure`)."""
+        view, nodes = self.view, self.block.nodes
+        reductions = [n for n in nodes if view.nodes[n].op in ROW_REDUCE_OPS]
+        full = self.shape.iteration_shape
+        axes, _ = reduce_axes(view, view.nodes[reductions[0]])
+        reduced = tuple(full[a] for a in axes)
+        outer_axes = [a for a in range(len(full)) if a not in axes]
+        length = int(np.prod(reduced, dtype=np.int64))
+        rows = int(np.prod([full[a] for a in outer_axes], dtype=np.int64))
+        serial = self.serial_rows(length, rows)
+        row_shape = tuple(1 if a in axes else size for a, size in enumerate(full))
+        o_idx = ix.delinearize(self.ivar("o", rows), tuple(full[a] for a in outer_axes))
+        r_idx = ix.delinearize(self.ivar("r", length), reduced)
+        at_row: list[ix.IExpr] = [0] * len(full)
+        at_element: list[ix.IExpr] = [0] * len(full)
+        for k, a in enumerate(outer_axes):
+            at_row[a] = at_element[a] = o_idx[k]
+        for k, a in enumerate(axes):
+            at_element[a] = r_idx[k]
+        row_index, element_index = tuple(at_row), tuple(at_element)
+        s = Scope()
+        loop, local = self.row_start(s, serial, rows, length)
+        for k, n in enumerate(reductions):
+            node = view.nodes[n]
+            init, step, final = _REDUCERS[node.op.removeprefix("Reduce")]
+            if k and not serial:  # every work-item has read red[0] of the previous reduction
+                s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
+            total = self.row_reduce(s, serial, loop, length, f"acc{k}", init, step,
+                                    lambda body, x=node.inputs[0]: self.em.value(
+                                        body, x, element_index))
+            s.emit(f"const float row{k} = {final.format(total, float(length))};")
+            self.em.pinned[node.outputs[0]] = f"row{k}"
+            self._hoist_row_values(s, row_shape, row_index)
+        per_element = Scope(s)
+        for value, store in self.stores.items():
+            if view.shape(value) == row_shape:
+                done = Scope(s)
+                offset = self.store_offset(value, row_index)
+                done.emit(f"{store}[{offset}] = {self.em.value(done, value, row_index)};")
+                if serial:
+                    s.lines.extend(done.lines)
+                else:
+                    s.nest("if (lid == 0)", done)
+            else:
+                offset = self.store_offset(value, element_index)
+                result = self.em.value(per_element, value, element_index)
+                per_element.emit(f"{store}[{offset}] = {result};")
+        if per_element.lines:
+            s.nest(loop, per_element)
+        return self.finish(s, rows if serial else rows * local, local)
+
+    def _hoist_row_values(self, s: Scope, row_shape: tuple[int, ...],
+                          row_index: tuple[ix.IExpr, ...]) -> None:
+        """Compute each per-row elementwise value once, as soon as its reductions are
+        known (e.g. LayerNorm's sqrt(var + eps)), instead of once per element."""
+        for n in self.block.nodes:
+            node = self.view.nodes[n]
+            out = node.outputs[0]
+            if out in self.em.pinned or node.op in ROW_REDUCE_OPS or \
+                    self.view.shape(out) != row_shape:
+                continue
+            ready = all(v in self.em.pinned or self.view.producer_index.get(v) not in
+                        self.block.nodes for v in self.view.data_inputs(node))
+            if ready:
+                self.em.pinned[out] = self.em.value(s, out, row_index)
 
 
 _REDUCERS = {  # init, combine step, final (from the accumulated value and the count)
     "Sum": ("0.0f", "({0} + {1})", "{0}"),
     "Mean": ("0.0f", "({0} + {1})", "({0} / (float){1})"),
-    "Max": ("-INFINITY", "fmax({0}, {1})", "{0}"),
-    "Min": ("INFINITY", "fmin({0}, {1})", "{0}"),
+    # comparisons, not fmax/fmin: PoCL's builtins are calls (`_clamp_high`); a NaN
+    # element is skipped as fmax would skip it
+    "Max": ("-INFINITY", "({1} > {0} ? {1} : {0})", "{0}"),
+    "Min": ("INFINITY", "({1} < {0} ? {1} : {0})", "{0}"),
     "Prod": ("1.0f", "({0} * {1})", "{0}"),
     "L1": ("0.0f", "({0} + fabs({1}))", "{0}"),
     "L2": ("0.0f", "mad({1}, {1}, {0})", "sqrt({0})"),
@@ -647,6 +832,21 @@ _REDUCERS = {  # init, combine step, final (from the accumulated value and the c
     "LogSumExp": ("0.0f", "({0} + exp({1}))", "log({0})"),
     "ArgMax": ("", "", ""), "ArgMin": ("", "", ""),
 }
+
+
+# exp in plain arithmetic: 2^(v log2 e) as 2^n (exponent bits) times a degree-5 fit of
+# 2^f on [0, 1) (relative error 1.5e-7). PoCL's exp is an out-of-line call here (see
+# `_clamp_high`) and cost 2/3 of a Softmax; this one inlines and vectorises. y is
+# clamped to [-127, 128] so it underflows to 0 and overflows to inf as exp does.
+# One line: `build.hoist_sizes` takes the first ") {" plus newline as the kernel body.
+INLINE_EXP = (
+    "#ifndef DNNR_INLINE_EXP\n#define DNNR_INLINE_EXP\n"
+    "inline float dnnr_exp(const float v) { "
+    "float y = v * 1.44269504f; y = y < -127.0f ? -127.0f : (y > 128.0f ? 128.0f : y); "
+    "int n = (int)y; n -= y < (float)n; const float f = y - (float)n; "
+    "float p = 0.0018762336f; p = p * f + 0.0089925891f; p = p * f + 0.0558235943f; "
+    "p = p * f + 0.2401545346f; p = p * f + 0.6931529641f; p = p * f + 0.9999999404f; "
+    "return as_float((n + 127) << 23) * p; }\n#endif\n")
 
 
 def _combine_only(step: str) -> str:
@@ -666,6 +866,24 @@ def _tree_reduce(step: str, var: str) -> list[str]:
         "  barrier(CLK_LOCAL_MEM_FENCE);",
         "}",
     ]
+
+
+def _window_checks(position: str, begin: int, out_size: int, stride: int, kernel: int,
+                   dilation: int, in_size: int) -> list[str]:
+    """The bounds checks a window position needs: none on a side no window crosses
+    (no padding there), which drops a compare and branch per load (1×1 convs)."""
+    checks = [f"{position} >= 0"] if begin > 0 else []
+    if (out_size - 1) * stride - begin + (kernel - 1) * dilation >= in_size:
+        checks.append(f"{position} < {in_size}")
+    return checks
+
+
+def _clamp_high(expr: str, high: int) -> str:
+    """``min(expr, high)`` without the builtin: PoCL's kernel library is built for
+    skylake-avx512 and is not inlined into kernels compiled for a CPU it names
+    differently (a Sapphire Rapids guest reads as rocketlake), so every builtin in a
+    hot loop is a call. Plain operators (``a * b + c`` contracts to an FMA) are not."""
+    return f"({expr} < {high} ? {expr} : {high})"
 
 
 def _pads_begin(node: Node, in_sizes: tuple[int, ...], out_sizes: tuple[int, ...],

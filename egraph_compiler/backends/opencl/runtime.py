@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from egraph_compiler.backends.opencl.build import PLAN_VERSION
+from egraph_compiler.backends.opencl.images import image_mode
 from egraph_compiler.ir.errors import DnnrError
 
 
@@ -36,7 +38,8 @@ def _device(device: str | None):  # noqa: ANN202 - pyopencl has no stubs
 class CompiledModel:
     """A loaded artefact: ``run({input name: array}) -> {output name: array}``."""
 
-    def __init__(self, out_dir: str | Path, device: str | None = None) -> None:
+    def __init__(self, out_dir: str | Path, device: str | None = None,
+                 images: bool | None = None) -> None:
         import pyopencl as cl
 
         out = Path(out_dir)
@@ -45,12 +48,20 @@ class CompiledModel:
             source = (out / "kernels.cl").read_text()
         except OSError as error:
             raise OpenClError(f"{out} is not a dnnr OpenCL artefact: {error}") from None
+        if self.plan.get("version") != PLAN_VERSION:
+            raise OpenClError(f"{out} was written by another dnnr version (plan version "
+                              f"{self.plan.get('version')}, expected {PLAN_VERSION}): compile "
+                              "it again")
         self.device = _device(device)
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context)
         # pyopencl caches built binaries keyed by source, so a rebuilt artefact with
         # unchanged kernels does not pay PoCL's compile time again
-        self.program = cl.Program(self.context, source).build()
+        # image2d_t tensors (images.py): on when the device supports them, else buffers
+        image_tensors = self.plan.get("images", {})
+        self.images_on, self.images_note = image_mode(self.device, image_tensors, images)
+        self.program = cl.Program(self.context, source).build(
+            options=["-D", "DNNR_IMAGES"] if self.images_on else [])
         names = json.loads((out / "weights.json").read_text())
         weights = np.load(out / "weights.npz")
         mf = cl.mem_flags
@@ -58,8 +69,22 @@ class CompiledModel:
         # never sub-buffers (kernels.py's docstring says why)
         self.buffers: dict[str, tuple[cl.Buffer, int]] = {}
         tensors = self.plan["tensors"]
-        self.constant_arrays = {n: weights[f"c{k}"] for k, n in enumerate(names)}
-        for name, array in self.constant_arrays.items():
+        # on the host only the constants that are model outputs stay: the device buffers
+        # hold the rest (vgg19's 550 MB of weights are not kept twice)
+        self.constant_arrays: dict[str, np.ndarray] = {}
+        for k, name in enumerate(names):
+            array = weights[f"c{k}"]  # read from the archive one at a time
+            if name in self.plan["outputs"]:
+                self.constant_arrays[name] = array
+            if self.images_on and name in image_tensors:
+                info = image_tensors[name]
+                texels = np.ascontiguousarray(array, np.float32).reshape(info["height"],
+                                                                        info["width"])
+                self.buffers[name] = (cl.create_image(
+                    self.context, mf.READ_ONLY | mf.COPY_HOST_PTR,
+                    cl.ImageFormat(cl.channel_order.R, cl.channel_type.FLOAT),
+                    shape=(info["width"], info["height"]), hostbuf=texels), 0)
+                continue
             data = np.ascontiguousarray(array).reshape(-1) if array.size else np.zeros(1, np.uint8)
             self.buffers[name] = (cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR,
                                             hostbuf=data), 0)
@@ -85,6 +110,7 @@ class CompiledModel:
             for arg in launch["args"]:
                 buffer, offset = self.buffers[arg]
                 args += [buffer, np.uint64(offset)]  # the kernel's `ulong NAME_off`
+            args += [np.int32(size) for size in launch["sizes"]]  # hoisted literals
             kernel.set_args(*args)
             self.launches.append((kernel, (launch["global"],), (launch["local"],)))
 
@@ -103,6 +129,27 @@ class CompiledModel:
                 f"{local} over {global_size} work-items; {self.device.name} allows at most "
                 f"{limit} per group for it and the global size must be a multiple: rebuild "
                 f"the artefact with a smaller work group")
+
+    def time_launches(self, repeats: int = 3) -> list[float]:
+        """Seconds of each launch on its own (the best of ``repeats``), in plan order,
+        on the data the last `run` left: where a run's time goes."""
+        import time
+
+        seconds = []
+        for kernel, global_size, local_size in self.launches:
+            best = float("inf")
+            for _ in range(repeats):
+                start = time.perf_counter()
+                cl_event = self._enqueue(kernel, global_size, local_size)
+                cl_event.wait()
+                best = min(best, time.perf_counter() - start)
+            seconds.append(best)
+        return seconds
+
+    def _enqueue(self, kernel, global_size: tuple[int], local_size: tuple[int]):  # noqa: ANN001, ANN202 - pyopencl
+        import pyopencl as cl
+
+        return cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
 
     @property
     def kernel_names(self) -> list[str]:
@@ -123,7 +170,7 @@ class CompiledModel:
             if array.size:
                 cl.enqueue_copy(self.queue, self.buffers[name][0], array)
         for kernel, global_size, local_size in self.launches:
-            cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
+            self._enqueue(kernel, global_size, local_size)
         results = {}
         for name in self.plan["outputs"]:
             info = tensors[name]

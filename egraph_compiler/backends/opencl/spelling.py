@@ -32,7 +32,8 @@ FLOAT_OPS = {
     "Sinh": "sinh({0})", "Cosh": "cosh({0})", "Asinh": "asinh({0})", "Acosh": "acosh({0})",
     "Atanh": "atanh({0})", "Ceil": "ceil({0})", "Floor": "floor({0})", "Round": "rint({0})",
     "Sign": "(({0} > 0) ? 1.0f : (({0} < 0) ? -1.0f : 0.0f))",
-    "Relu": "fmax({0}, 0.0f)", "LeakyRelu": "(({0} >= 0) ? {0} : {a:alpha} * {0})",
+    # not fmax: builtins are calls on PoCL (see kernels._clamp_high); NaN gives 0 either way
+    "Relu": "(({0} > 0.0f) ? {0} : 0.0f)", "LeakyRelu": "(({0} >= 0) ? {0} : {a:alpha} * {0})",
     "Elu": "(({0} >= 0) ? {0} : {a:alpha} * (exp({0}) - 1.0f))",
     "Celu": "(fmax({0}, 0.0f) + fmin(0.0f, {a:alpha} * (exp({0} / {a:alpha}) - 1.0f)))",
     "Selu": "({a:gamma} * (({0} > 0) ? {0} : {a:alpha} * (exp({0}) - 1.0f)))",

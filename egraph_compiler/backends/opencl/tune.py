@@ -1,10 +1,11 @@
 """``dnnr tune``: fill the profile database for the yellow cells of Table 3.3.
 
-For every yellow candidate the planner meets in a model (its decisions log has
-verdict ``profile``), time the two alternatives on the device: the candidate
-fused into the block, and the block and the candidate as two kernels. Results go
-to a versioned JSON database keyed by operator combination and shape class
-(`egraph_compiler.fusion.profile_db`).
+For every yellow case the planner meets in a model (a decision with verdict
+``profile``, which names its database key and the edge it decided), time the two
+operators of that edge on the device fused into one kernel and as two kernels.
+Results go to a versioned JSON database keyed by operator combination and shape
+class (`egraph_compiler.fusion.profile_db`); ``dnnr compile --profile-db FILE``
+reads it back.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from egraph_compiler.backends.opencl.build import build_artefact
 from egraph_compiler.backends.opencl.runtime import CompiledModel
 from egraph_compiler.fusion import ProfileDb, plan_fusion
-from egraph_compiler.fusion.profile_db import profile_key
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.graph import Graph, Node, Value
 from egraph_compiler.plan import plan_memory
@@ -38,9 +39,11 @@ def _pair_graph(graph: Graph, first: Node, second: Node) -> Graph:
                    outputs=(Value(out, graph.types[out]),), nodes=(first, second))
 
 
-def _latency_us(graph: Graph, fuse: bool, work: Path, repeats: int) -> float:
-    artefact = build_artefact(plan_memory(plan_fusion(graph, fuse=fuse)), work)
-    model = CompiledModel(artefact.out_dir)
+def _latency_us(graph: Graph, fuse: bool, work: Path, repeats: int, tables: Any,
+                device: str | None) -> tuple[float, str]:
+    """Best wall time of one run (µs) and the device's name."""
+    artefact = build_artefact(plan_memory(plan_fusion(graph, tables, fuse=fuse)), work)
+    model = CompiledModel(artefact.out_dir, device)
     feeds = {v.name: np.ones([int(d) for d in v.type.shape or ()], v.type.dtype)
              for v in graph.inputs}
     model.run(feeds)
@@ -49,34 +52,30 @@ def _latency_us(graph: Graph, fuse: bool, work: Path, repeats: int) -> float:
         start = time.perf_counter()
         model.run(feeds)
         best = min(best, time.perf_counter() - start)
-    return best * 1e6
+    return best * 1e6, str(model.device.name)
 
 
-def tune(graph: Graph, db_path: str | Path, repeats: int = 5) -> ProfileDb:
-    """Time every yellow pair of ``graph`` both ways; merge into the database at ``db_path``."""
+def tune(graph: Graph, db_path: str | Path, repeats: int = 5, tables: Any = None,
+         device: str | None = None) -> ProfileDb:
+    """Time every yellow edge of ``graph`` both ways; merge into the database at
+    ``db_path`` (created when missing; entries already there are kept)."""
     path = Path(db_path)
     db = ProfileDb.load(path) if path.exists() else ProfileDb()
-    plan = plan_fusion(graph, profile_db=None)
+    plan = plan_fusion(graph, tables, profile_db=None)
     graph = plan.graph
-    view = GraphView(graph)
     entries = dict(db.entries)
+    device_name = db.device
     with tempfile.TemporaryDirectory(prefix="dnnr-tune-") as tmp:
         for decision in plan.decisions:
-            if decision.verdict != "profile":
+            if decision.verdict != "profile" or decision.edge is None or decision.key in entries:
                 continue
-            candidate = int(decision.candidate.split(":")[1])
-            users = view.successors(candidate)
-            if not users:
-                continue
-            first, second = view.nodes[candidate], view.nodes[users[0]]
-            key = profile_key(first.op, second.op, view.numel(first.outputs[0]))
-            if key in entries:
-                continue
+            first, second = (graph.nodes[n] for n in decision.edge)
             pair = _pair_graph(graph, first, second)
-            entries[key] = {
-                "fused_us": _latency_us(pair, True, Path(tmp) / f"{key}-f", repeats),
-                "separate_us": _latency_us(pair, False, Path(tmp) / f"{key}-s", repeats),
-            }
-    result = ProfileDb(entries, db.device or "pocl")
+            work = Path(tmp) / f"pair{len(entries)}"
+            fused_us, device_name = _latency_us(pair, True, work / "fused", repeats, tables, device)
+            separate_us, _ = _latency_us(pair, False, work / "separate", repeats, tables, device)
+            entries[decision.key] = {"fused_us": round(fused_us, 3),
+                                     "separate_us": round(separate_us, 3)}
+    result = ProfileDb(entries, device_name)
     result.save(path)
     return result

@@ -15,8 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from egraph_compiler.backends import hexagon
 from egraph_compiler.backends.hexagon import gen_machine_model, toolchain
-from egraph_compiler.backends.hexagon.asm import analyse, parse_asm
+from egraph_compiler.backends.hexagon.asm import AsmFile, Block, analyse, parse_asm
+from egraph_compiler.backends.hexagon.idg import build_idg
 from egraph_compiler.backends.hexagon.kernels import (
     ConvGeometry,
     QGemm,
@@ -25,11 +27,27 @@ from egraph_compiler.backends.hexagon.kernels import (
     scratch_sizes,
 )
 from egraph_compiler.backends.hexagon.machine import MODEL_PATH, load_machine_model
-from egraph_compiler.backends.hexagon.packer import MODES, PackOptions, format_asm, pack_asm
-from egraph_compiler.backends.hexagon.program import Program, Step, build_program
+from egraph_compiler.backends.hexagon.packer import (
+    MODES,
+    PackOptions,
+    _fits,
+    estimate_schedule,
+    format_asm,
+    improve_by_moves,
+    pack_asm,
+    render_block,
+)
+from egraph_compiler.backends.hexagon.program import (
+    Program,
+    Step,
+    build_program,
+    restrict_functions,
+)
 from egraph_compiler.backends.hexagon.quant import requant_from_scales
+from tests.modelzoo import transformer_encoder_block
 
 from .conftest import needs_toolchain
+from .test_models import _quantise, _static, _through_quant_rules
 
 MODEL = load_machine_model()
 
@@ -103,6 +121,29 @@ def test_random_sequences_keep_dependencies_and_limits(tmp_path_factory, mode, s
         assert toolchain.assembler_errors(path) == "", format_asm(packed)
 
 
+@settings(max_examples=25, deadline=None)
+@given(sequence=st.lists(instruction, min_size=2, max_size=14))
+def test_local_search_on_loop_bodies_keeps_dependencies_and_limits(tmp_path_factory, sequence):
+    """The local search that `pack_block` runs on loop bodies (blocks ending in
+    ``:endloop0``), from the input's packing: the same order, limit and llvm-mc checks."""
+    source = "f:\n" + "".join(f"\t{{\n\t\t{text}\n\t}}{' :endloop0' if k == len(sequence) - 1 else ''}\n"
+                              for k, text in enumerate(sequence))
+    block = parse_asm(source, MODEL).blocks()[0]
+    idg = build_idg(block)
+    start = [[node] for node in idg.nodes]
+    searched = improve_by_moves(start, estimate_schedule(start, idg, MODEL), idg, MODEL, PackOptions(), len(start))
+    packets = render_block(searched, idg)
+    assert packets[-1].endloop == ":endloop0"
+    _check_order(sequence, [[i.text for i in p.insns] for p in packets])
+    for packet in packets:
+        insns = [analyse(i.text, MODEL) for i in packet.insns]
+        assert MODEL.packet_fits([i.klass for i in insns], sum(i.extenders for i in insns)), packet
+    if toolchain.have_toolchain():
+        path = tmp_path_factory.mktemp("asm") / "p.s"
+        path.write_text(format_asm(AsmFile(["f:", Block(packets)])))
+        assert toolchain.assembler_errors(path) == "", path.read_text()
+
+
 def test_soft_dependencies_share_packets_only_in_sda_modes():
     # load → use → store chains: soft edges (.cur load, .new store) everywhere.
     body = "".join(f"\t{{\n\t\tv{i} = vmem(r{i}+#0)\n\t}}\n\t{{\n\t\tv{i}.b = vadd(v{i}.b,v{i}.b)\n\t}}\n"
@@ -146,3 +187,51 @@ def test_repacking_never_changes_results(tmp_path):
     expected = gemm_reference(op, x).tobytes()
     for mode, raw in outputs.items():
         assert raw == expected, mode
+
+
+@needs_toolchain
+def test_every_block_of_the_quantised_encoder_packs_legally(tmp_path):
+    """The encoder build mixes HVX kernels with the scalar float fallback (sfmpy
+    multiply-accumulates, sfcmp.gt, convert_sf2w: slots 2-3 only). Every block, packed by
+    us (sda) without the guard that keeps clang's packing, assembles; and the
+    unguarded sda program computes what the guarded build does."""
+    model = _static(transformer_encoder_block(d_model=64, heads=4, d_ff=128, seed=1), {"batch": 1, "seq": 16})
+    artefact = hexagon.build(_through_quant_rules(_quantise(model, tmp_path, seed=2)), tmp_path / "artefact")
+    assert " 0 blocks rejected by llvm-mc, 0 reverted" in artefact.report
+    clang_text = (tmp_path / "artefact" / "model.clang.s").read_text()
+    parsed = parse_asm(clang_text, MODEL)
+    float_ops = [i.text for b in parsed.blocks() for p in b.packets for i in p.insns
+                 if re.search(r"sfcmp\.gt|[-+]= sfmpy|convert_sf2w", i.text)]
+    assert len(float_ops) > 10
+    assert all(MODEL.classify(text).slots == (2, 3) for text in float_ops)
+    # The build above checked its own choice (local search included); here every list
+    # schedule, in sda only: the other modes cost 5 s each here and share the machine model.
+    packed = pack_asm(parsed, MODEL, PackOptions(restrict_functions=restrict_functions(clang_text), guard=False,
+                                                 local_search=False))
+    repacked = [a for a, b in zip(packed.items, parsed.items, strict=True) if a is not b]
+    assert len(repacked) == len(parsed.blocks()) > 100
+    (tmp_path / "sda.s").write_text(format_asm(packed))
+    assert toolchain.assembler_errors(tmp_path / "sda.s") == ""
+    x = {"x": np.random.default_rng(3).standard_normal((1, 16, 64)).astype(np.float32)}
+    guarded = hexagon.load(tmp_path / "artefact").run_quantized(x)
+    toolchain.assemble(tmp_path / "sda.s", tmp_path / "sda.o")
+    toolchain.link([tmp_path / "sda.o"], tmp_path / "artefact" / "model.elf")
+    unguarded = hexagon.load(tmp_path / "artefact").run_quantized(x)
+    assert guarded.keys() == unguarded.keys()
+    for name, values in guarded.items():
+        np.testing.assert_array_equal(unguarded[name], values, err_msg=name)
+
+
+def test_stores_are_checked_in_their_rendered_new_value_form():
+    """An HVX store needs a VA unit unless it stores a same-packet value (``.new``): a
+    store that was ``.new`` in clang's packet loses that form when its producer goes
+    elsewhere, and the packet must then hold its VA unit (llvm-mc: slot error)."""
+    block = parse_asm("f:\n" + "".join(f"\t{{\n\t\t{p}\n\t}}\n" for p in (
+        "v4.h = vsub(v13.h,v2.h)\n\t\tvmem(r6+#0) = v4.new", "v19:18.w = vmpy(v9.h,r3.h)",
+        "v8.h = vsub(v12.h,v2.h)", "v25.h = vsub(v16.h,v2.h)")), MODEL).blocks()[0]
+    idg = build_idg(block)
+    by_text = {n.insns[0].text: n for n in idg.nodes}
+    producer, store = by_text["v4.h = vsub(v13.h,v2.h)"], by_text["vmem(r6+#0) = v4.new"]
+    others = [by_text[t] for t in ("v19:18.w = vmpy(v9.h,r3.h)", "v8.h = vsub(v12.h,v2.h)")]
+    assert _fits([producer, store, *others], idg, MODEL)  # .new store: ST only
+    assert not _fits([store, *others, by_text["v25.h = vsub(v16.h,v2.h)"]], idg, MODEL)  # ST + a VA unit

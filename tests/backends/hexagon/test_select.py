@@ -7,7 +7,15 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from egraph_compiler.backends.hexagon.select import Option, choose, choose_chain, gemm_options
+from egraph_compiler.backends.hexagon.select import (
+    INFEASIBLE,
+    Option,
+    chain_cost,
+    choose,
+    choose_chain,
+    choose_greedy,
+    gemm_options,
+)
 
 FAMILIES = ("vrmpy", "vmpa", "vmpy")
 
@@ -39,10 +47,44 @@ def test_padding_shows_in_the_cost_model():
     assert per_row["vrmpy"] - exact["vrmpy"] > per_row["vmpy"] - exact["vmpy"]
 
 
+def _brute_force(options):
+    return min(chain_cost(options, list(p)) for p in itertools.product(*(range(len(o)) for o in options)))
+
+
 def test_choose_reports_every_operator():
     ops = [("a", gemm_options(100, 27, 16)), ("b", gemm_options(100, 16, 16)), ("c", gemm_options(100, 16, 3))]
     chosen = choose(ops, [("a", "b"), ("b", "c")])
     assert set(chosen) == {"a", "b", "c"}
-    for name, options in ops:
-        assert chosen[name].option.cycles == min(o.cycles for o in options)
-        assert "chain of 3" in chosen[name].reason
+    options = [o for _, o in ops]
+    picks = [options[i].index(chosen[name].option) for i, (name, _) in enumerate(ops)]
+    assert chain_cost(options, picks) == _brute_force(options)
+    for name, _ in ops:
+        assert "chain of 3" in chosen[name].reason and "vrmpy=" in chosen[name].reason
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 300), st.lists(st.integers(1, 200), min_size=3, max_size=5))
+def test_layout_aware_dp_is_optimal_and_never_worse_than_greedy(m, widths):
+    """Chains of 1×1 GEMMs (one M, K of each = N of the previous) whose producers may
+    write their consumer's packed layout: the DP's total (operators + layout
+    conversions, padding included) is the brute-force minimum."""
+    options = []
+    for i, (k, n) in enumerate(zip(widths, widths[1:], strict=False)):
+        consumer = (m, n, widths[i + 2]) if i + 2 < len(widths) else None
+        options.append(gemm_options(m, k, n, packed_consumer=consumer))
+    dp = chain_cost(options, choose_chain(options))
+    assert dp == _brute_force(options) < INFEASIBLE
+    assert dp <= chain_cost(options, choose_greedy(options))
+
+
+def test_dp_beats_greedy_by_agreeing_on_layouts():
+    """MatMul 100×64×48 then a 1×1 MatMul 100×48×40: greedy takes the cheapest producer
+    alone (writing NHWC) and the consumer then packs its input; the DP has the producer
+    write the consumer's panels instead, and picks a different option for it."""
+    options = [gemm_options(100, 64, 48, packed_consumer=(100, 48, 40)), gemm_options(100, 48, 40)]
+    dp, greedy = choose_chain(options), choose_greedy(options)
+    assert options[0][greedy[0]].writes == "nhwc"
+    assert options[0][dp[0]].writes == f"packed:{options[1][dp[1]].family}"
+    assert chain_cost(options, dp) < chain_cost(options, greedy)
+    chosen = choose([("p", options[0]), ("c", options[1])], [("p", "c")])
+    assert "greedy" in chosen["p"].reason and chosen["p"].option == options[0][dp[0]]

@@ -3,7 +3,7 @@
 #define TC 16
 #define TW 4
 __kernel __attribute__((reqd_work_group_size(64, 1, 1)))
-void k_108d01a515d1(__global const float* in0_buf, const ulong in0_off, __global const float* in1_buf, const ulong in1_off, __global const float* in2_buf, const ulong in2_off, __global const float* in3_buf, const ulong in3_off, __global const float* in4_buf, const ulong in4_off, __global const float* in5_buf, const ulong in5_off, __global float* out0_buf, const ulong out0_off) {
+void k_b9c6dff982ce(__global const float* in0_buf, const ulong in0_off, __global const float* in1_buf, const ulong in1_off, __global const float* in2_buf, const ulong in2_off, __global const float* in3_buf, const ulong in3_off, __global const float* in4_buf, const ulong in4_off, __global const float* in5_buf, const ulong in5_off, __global float* out0_buf, const ulong out0_off, const int s0, const int s1, const int s2, const int s3, const int s4, const int s5, const int s6, const int s7, const int s8, const int s9, const int s10, const int s11, const int s12, const int s13, const int s14, const int s15, const int s16, const int s17, const int s18, const int s19, const int s20, const int s21, const int s22, const int s23, const int s24, const int s25, const int s26) {
   __global const float* restrict in0 = in0_buf + in0_off;
   __global const float* restrict in1 = in1_buf + in1_off;
   __global const float* restrict in2 = in2_buf + in2_off;
@@ -12,37 +12,36 @@ void k_108d01a515d1(__global const float* in0_buf, const ulong in0_off, __global
   __global const float* restrict in5 = in5_buf + in5_off;
   __global float* restrict out0 = out0_buf + out0_off;
   const int gid = get_global_id(0);
-  if (gid >= 28) return;
+  if (gid >= s0) return;
   int r = gid;
-  const int wt = r % 2; r /= 2;
-  const int o0 = r % 7; r /= 7;
+  const int wt = r % s1; r /= s2;
+  const int o0 = r % s3; r /= s4;
   const int ct = r % 1; r /= 1;
   const int n = r;
   float16 acc[TW];
   __attribute__((opencl_unroll_hint)) for (int b = 0; b < TW; ++b) acc[b] = (float16)(0.0f);
-  for (int ci = 0; ci < 8; ++ci) {
-    for (int q0 = 0; q0 < 3; ++q0) {
-      for (int q1 = 0; q1 < 3; ++q1) {
-        const float16 wv = vload16(0, in1 + 144*ci + 48*q0 + 16*q1 + ct * TC);
+  for (int ci = 0; ci < s5; ++ci) {
+    for (int q0 = 0; q0 < s6; ++q0) {
+      for (int q1 = 0; q1 < s7; ++q1) {
+        const float16 wv = *(__global const float16*)(in1 + s8*ci + s9*q0 + s10*q1 + ct * TC);
         __attribute__((opencl_unroll_hint)) for (int tw = 0; tw < TW; ++tw) {
-          const int ol = min(wt * TW + tw, 6);
+          const int ol = (wt * TW + tw < s11 ? wt * TW + tw : s12);
           const int p0 = o0 * 1 - 1 + q0 * 1;
+          const int c0 = p0 < 0 ? 0 : ((p0 < s13 ? p0 : s14));
           const int p1 = ol * 1 - 1 + q1 * 1;
-          float xv = 0.0f;
-          if (p0 >= 0 && p0 < 7 && p1 >= 0 && p1 < 7) {
-            const float t2 = in0[49*ci + 392*n + 7*p0 + p1];
-            xv = t2;
-          }
-          acc[tw] = mad(wv, (float16)(xv), acc[tw]);
+          const int c1 = p1 < 0 ? 0 : ((p1 < s15 ? p1 : s16));
+          const float t2 = in0[s17*c0 + c1 + s18*ci + s19*n];
+          const float xv = (p0 >= 0 && p0 < s20 && p1 >= 0 && p1 < s21) ? t2 : 0.0f;
+          acc[tw] += wv * xv;
         }
       }
     }
   }
   __attribute__((opencl_unroll_hint)) for (int tw = 0; tw < TW; ++tw) {
-    float accs[TC]; vstore16(acc[tw], 0, accs);
-    __attribute__((opencl_unroll_hint)) for (int tc = 0; tc < TC; ++tc) {
+    const float16 accv = acc[tw]; const float* accs = (const float*)&accv;
+    for (int tc = 0; tc < TC; ++tc) {
       const int co = ct * TC + tc; const int ol = wt * TW + tw;
-      if (co < 16 && ol < 7) {
+      if (co < s22 && ol < s23) {
         const int i0 = n;
         const int i1 = co;
         const int i2 = o0;
@@ -52,8 +51,8 @@ void k_108d01a515d1(__global const float* in0_buf, const ulong in0_off, __global
         const float t5 = in4[i1];
         const float t6 = in5[i1];
         const float t7 = ((accs[tc] - t5) * rsqrt(t6 + 9.999999747378752e-06f) * t3 + t4);
-        const float t8 = fmax(t7, 0.0f);
-        out0[784*i0 + 49*i1 + 7*i2 + i3] = t8;
+        const float t8 = ((t7 > 0.0f) ? t7 : 0.0f);
+        out0[s24*i0 + s25*i1 + s26*i2 + i3] = t8;
       }
     }
   }

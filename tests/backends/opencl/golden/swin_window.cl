@@ -3,40 +3,40 @@
 #define TM 4
 #define TN 4
 __kernel __attribute__((reqd_work_group_size(64, 1, 1)))
-void k_e7d42ddc0749(__global const float* in0_buf, const ulong in0_off, __global const float* in1_buf, const ulong in1_off, __global const float* in2_buf, const ulong in2_off, __global float* out0_buf, const ulong out0_off) {
+void k_86418f03b7c7(__global const float* in0_buf, const ulong in0_off, __global const float* in1_buf, const ulong in1_off, __global const float* in2_buf, const ulong in2_off, __global float* out0_buf, const ulong out0_off, const int s0, const int s1, const int s2, const int s3, const int s4, const int s5, const int s6, const int s7, const int s8, const int s9, const int s10, const int s11, const int s12, const int s13, const int s14, const int s15, const int s16, const int s17, const int s18, const int s19, const int s20, const int s21, const int s22, const int s23, const int s24, const int s25, const int s26, const int s27, const int s28) {
   __global const float* restrict in0 = in0_buf + in0_off;
   __global const float* restrict in1 = in1_buf + in1_off;
   __global const float* restrict in2 = in2_buf + in2_off;
   __global float* restrict out0 = out0_buf + out0_off;
   const int gid = get_global_id(0);
-  if (gid >= 32) return;
+  if (gid >= s0) return;
   int r = gid;
-  const int nt = r % 2; r /= 2;
-  const int mt = r % 4; r /= 4;
-  const int b0 = r % 4; r /= 4;
+  const int nt = r % s1; r /= s2;
+  const int mt = r % s3; r /= s4;
+  const int b0 = r % s5; r /= s6;
   float4 acc[TM];
   __attribute__((opencl_unroll_hint)) for (int a = 0; a < TM; ++a) acc[a] = (float4)(0.0f);
-  for (int k = 0; k < 8; ++k) {
+  for (int k = 0; k < s7; ++k) {
     float av[TM];
     __attribute__((opencl_unroll_hint)) for (int tm = 0; tm < TM; ++tm) {
-      const int m = min(mt * TM + tm, 15);
-      const float t1 = in0[256*((b0)/2) + 64*((m)/4) + 32*((b0)%2) + 8*((m)%4) + k];
+      const int m = (mt * TM + tm < s8 ? mt * TM + tm : s9);
+      const float t1 = in0[s10*((b0)/s11) + s12*((m)/s13) + s14*((b0)%s15) + s16*((m)%s17) + k];
       av[tm] = t1;
     }
-    const float4 bv = vload4(0, in1 + 8*k + nt * TN);
-    __attribute__((opencl_unroll_hint)) for (int tm = 0; tm < TM; ++tm) acc[tm] = mad((float4)(av[tm]), bv, acc[tm]);
+    const float4 bv = *(__global const float4*)(in1 + s18*k + nt * TN);
+    __attribute__((opencl_unroll_hint)) for (int tm = 0; tm < TM; ++tm) acc[tm] += av[tm] * bv;
   }
   __attribute__((opencl_unroll_hint)) for (int tm = 0; tm < TM; ++tm) {
-    float accs[TN]; vstore4(acc[tm], 0, accs);
-    __attribute__((opencl_unroll_hint)) for (int tn = 0; tn < TN; ++tn) {
+    const float4 accv = acc[tm]; const float* accs = (const float*)&accv;
+    for (int tn = 0; tn < TN; ++tn) {
       const int m = mt * TM + tm; const int nn = nt * TN + tn;
-      if (m < 16 && nn < 8) {
+      if (m < s19 && nn < s20) {
         const int i0 = b0;
         const int i1 = m;
         const int i2 = nn;
         const float t2 = in2[i2];
         const float t3 = (accs[tn] + t2);
-        out0[256*((i0)/2) + 64*((i1)/4) + 32*((i0)%2) + 8*((i1)%4) + i2] = t3;
+        out0[s21*((i0)/s22) + s23*((i1)/s24) + s25*((i0)%s26) + s27*((i1)%s28) + i2] = t3;
       }
     }
   }

@@ -1,0 +1,158 @@
+"""Reduction-dimension layout selection for intermediate tensors (SmartMem §3.2.2).
+
+A tensor between two blocks is stored in whatever dimension order its producer
+and consumers read and write best: when a block reduces over axes that are not
+innermost, the producer can write the tensor with those axes innermost so the
+reduction's lanes read consecutive addresses. The order is a permutation of the
+logical axes (physical shape ``[shape[p] for p in perm]``); every kernel that
+stores or loads the tensor applies it through index comprehension, so no
+Transpose ever runs.
+
+The cost model counts memory transactions: a work-group's adjacent lanes touch
+addresses ``stride`` elements apart, and one 32-byte sector holds ``SECTOR``
+floats, so an access costs ``numel * min(stride, SECTOR)``. The lane axis of an
+access is fixed by the kernel kind:
+
+- work-group reductions (``rowgroup``, ``rownorm``, ``reduce`` over at least
+  ``SERIAL_REDUCE_BELOW`` elements): the innermost reduced axis. Row kernels over
+  short rows run a work-item per row instead (``KernelParams.row_serial_below``);
+  that work-item streams its row, which wants the same order (rows contiguous);
+- serial reductions: the innermost kept axis (one output per lane);
+- Conv/MatMul anchors write register tiles spanning output channels (or columns)
+  and output columns, so either of those axes innermost costs one sector;
+- everything else (pointwise, pooling) walks its output in logical order: the
+  last axis.
+
+Candidates are the identity and, per consumer, "kept axes then reduced axes"
+(work-group) or "reduced then kept" (serial); the cheapest wins, the identity on
+ties. Only tensors whose every consumer is a reduction kernel are considered
+(the tiled Conv/MatMul kernels read their operands with vector loads of their own
+layout). Each choice is recorded with its costs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from egraph_compiler.fusion.structure import BlockStructure, reduce_axes
+from egraph_compiler.fusion.view import GraphView
+
+SECTOR = 8  # float32 elements per 32-byte memory transaction
+# Reductions over fewer elements run one output per work-item (kernels.KernelParams).
+SERIAL_REDUCE_BELOW = 32
+REDUCING_KINDS = frozenset({"reduce", "rownorm", "rowgroup"})
+
+
+@dataclass(frozen=True)
+class LayoutChoice:
+    """The physical dimension order of one intermediate tensor, and why."""
+
+    value: str
+    perm: tuple[int, ...]
+    reason: str
+
+
+def physical_strides(shape: Sequence[int], perm: Sequence[int]) -> dict[int, int]:
+    """Element stride of each logical axis when stored in ``perm`` order."""
+    strides: dict[int, int] = {}
+    stride = 1
+    for axis in reversed(perm):
+        strides[axis] = stride
+        stride *= shape[axis]
+    return strides
+
+
+def select_layouts(view: GraphView, structures: Sequence[tuple[frozenset[int], BlockStructure]]
+                   ) -> list[LayoutChoice]:
+    """A `LayoutChoice` for every intermediate tensor read only by reduction kernels."""
+    owner = {n: k for k, (members, _) in enumerate(structures) for n in members}
+    choices = []
+    for members, structure in structures:
+        for value in structure.outputs:
+            if value in view.graph_outputs:
+                continue
+            consumers = sorted({owner[u] for u in view.consumer_indices.get(value, [])})
+            if not consumers or any(structures[c][1].kind not in REDUCING_KINDS
+                                    for c in consumers):
+                continue
+            choices.append(_choose(view, value, members, structure,
+                                   [structures[c] for c in consumers]))
+    return choices
+
+
+def _choose(view: GraphView, value: str, members: frozenset[int], producer: BlockStructure,
+            consumers: list[tuple[frozenset[int], BlockStructure]]) -> LayoutChoice:
+    shape = view.shape(value)
+    rank = len(shape)
+    identity = tuple(range(rank))
+    lanes = [_consumer_lane(view, value, c) for c in consumers]
+    candidates = [identity]
+    for lane_axis, reduced in lanes:
+        kept = tuple(a for a in identity if a not in reduced)
+        serial = lane_axis not in reduced
+        perm = (*reduced, *kept) if serial else (*kept, *reduced)
+        if perm not in candidates:
+            candidates.append(perm)
+    numel = int(np.prod(shape, dtype=np.int64))
+
+    def cost(perm: tuple[int, ...]) -> int:
+        strides = physical_strides(shape, perm)
+        write = min(_producer_write_stride(view, value, members, producer, perm, strides), SECTOR)
+        reads = sum(min(strides[lane_axis], SECTOR) for lane_axis, _ in lanes)
+        return numel * (write + reads)
+
+    best = min(candidates, key=lambda p: (cost(p), p != identity))
+    costs = ", ".join(f"{list(p)}: {cost(p)}" for p in candidates)
+    what = "kept as is" if best == identity else f"stored as {list(best)}"
+    reason = (f"{what}; read by {', '.join(c[1].kind for c in consumers)} lanes along axes "
+              f"{[lane for lane, _ in lanes]}; sector transactions {costs}")
+    return LayoutChoice(value, best, reason)
+
+
+def _consumer_lane(view: GraphView, value: str, consumer: tuple[frozenset[int], BlockStructure]
+                   ) -> tuple[int, tuple[int, ...]]:
+    """(axis of ``value`` that adjacent lanes step along, the reduced axes)."""
+    _, structure = consumer
+    rank = len(view.shape(value))
+    node = view.nodes[structure.anchor]  # type: ignore[index]
+    if node.op in ("Softmax", "LogSoftmax"):
+        axes: tuple[int, ...] = (int(node.attr("axis", -1)) % rank,)  # type: ignore[arg-type]
+    elif node.op == "LayerNormalization":
+        axes = tuple(range(int(node.attr("axis", -1)) % rank, rank))  # type: ignore[arg-type]
+    elif node.op in ("GlobalAveragePool", "GlobalMaxPool"):
+        axes = tuple(range(2, rank))
+    elif node.op in ("ArgMax", "ArgMin"):
+        axes = (int(node.attr("axis", 0)) % rank,)  # type: ignore[arg-type]
+    else:
+        axes, _ = reduce_axes(view, node)
+    shape = view.shape(value)
+    length = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+    serial = structure.kind == "reduce" and (length < SERIAL_REDUCE_BELOW
+                                             or node.op in ("ArgMax", "ArgMin"))
+    pool = [a for a in range(rank) if (a not in axes) == serial and shape[a] > 1]
+    lane = pool[-1] if pool else rank - 1
+    return lane, axes
+
+
+def _producer_write_stride(view: GraphView, value: str, members: frozenset[int],
+                           producer: BlockStructure, perm: tuple[int, ...],
+                           strides: dict[int, int]) -> int:
+    shape = view.shape(value)
+    rank = len(shape)
+    if producer.kind in ("conv", "matmul") and producer.anchor is not None and \
+            view.shape(view.nodes[producer.anchor].outputs[0]) == shape:
+        tile_axes = {1, rank - 1} if producer.kind == "conv" else {rank - 2, rank - 1}
+        return 1 if perm[-1] in tile_axes else strides[rank - 1]
+    if producer.kind in REDUCING_KINDS and producer.anchor is not None:
+        structure_lane, _ = _consumer_lane(view, view.nodes[producer.anchor].inputs[0],
+                                           (members, producer))
+        if view.shape(view.nodes[producer.anchor].inputs[0]) == shape:
+            return strides[structure_lane]
+    last = [a for a in range(rank) if shape[a] > 1]
+    return strides[last[-1]] if last else 1
+
+
+__all__ = ["LayoutChoice", "SECTOR", "SERIAL_REDUCE_BELOW", "physical_strides", "select_layouts"]

@@ -1,0 +1,425 @@
+"""Verifier encodings of the quantisation operators (real tier), registered in
+`builtin_ops.BUILTINS`.
+
+| name | inputs | meaning |
+|---|---|---|
+| dequantize_linear | x, scale, zero_point? | ``(x − z)·s``; x and z integers of z's type |
+| quantize_linear | x, scale, zero_point? | ``saturate(round_half_to_even(x / s) + z)``, s ≠ 0 |
+| max_pool | x | ONNX MaxPool, abstract in its geometry (see `MaxPool`) |
+| qlinear_conv, qlinear_matmul, qlinear_add, qlinear_mul, requantize | see `DEFINITIONS` | Q(op(DQ(...))) |
+
+Scales and zero points are per tensor (rank 0): a rank-1 (per-axis) configuration is
+ill-formed here, so a proof covers per-tensor quantisation only.
+
+The integer type of a zero point (and of the tensor it quantises) is one of uint8,
+int8, int32, chosen by the solver (an Int ``qtype_<key>``, the key naming the zero
+point's pattern, so both sides of a rule share it). NumPy cannot see that choice: it
+takes the smallest of uint8, int8, int32 holding every zero-point value, and the
+solver's models prefer the same choice (a hint), so a counterexample replays.
+
+The integer operators are defined by the ONNX formulas they implement (QLinearConv,
+QLinearMatMul, com.microsoft QLinearAdd / QLinearMul): as the pattern of
+QuantizeLinear over the float operator over DequantizeLinear, encoded and run through
+the same encodings as any rule's pattern.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import z3
+
+from egraph_compiler.dsl import ast
+from egraph_compiler.verify.builtin_ops import OPAQUE, Builtin, Undefined
+from egraph_compiler.verify.encode import Cell, Dims, Encoder, Illformed, Unsupported, stable_key
+
+# (lowest, highest) of each integer type a zero point may have, by `qtype` code
+_QTYPES: tuple[tuple[int, int], ...] = ((0, 255), (-128, 127), (-2**31, 2**31 - 1))
+
+
+def _numpy_range(zero_point: np.ndarray | None) -> tuple[int, int]:
+    """The smallest integer type holding every zero-point value (uint8 without one)."""
+    if zero_point is None or zero_point.size == 0:
+        return _QTYPES[0]
+    if np.any(zero_point != np.round(zero_point)):
+        raise Illformed("a zero point is not an integer")
+    for lo, hi in _QTYPES:
+        if np.all((zero_point >= lo) & (zero_point <= hi)):
+            return lo, hi
+    raise Illformed("a zero point outside int32")
+
+
+def _integer_facts(enc: Encoder, key_node: ast.Pattern, values: list[z3.ExprRef]) -> Any:
+    """``values`` are integers of the type of ``key_node`` (a zero point, or the tensor
+    itself where the zero point is absent): adds the facts, returns (lo, hi)."""
+    qtype = z3.Int(f"qtype_{stable_key(key_node)}")
+    lo = z3.If(qtype == 0, 0, z3.If(qtype == 1, -128, -2**31))
+    hi = z3.If(qtype == 0, 255, z3.If(qtype == 1, 127, 2**31 - 1))
+    enc.index_facts.append(z3.And(qtype >= 0, qtype <= 2))
+    for v in values:
+        # an Int behind the real (Z3 decides ToInt of it; of an IsInt fact, rarely)
+        whole = z3.Int(f"int_{stable_key(v.sexpr())}")
+        enc.index_facts.extend([v == z3.ToReal(whole), lo <= whole, whole <= hi])
+    return z3.ToReal(lo), z3.ToReal(hi), qtype
+
+
+def _prefer_numpy_type(enc: Encoder, qtype: Any, zero: z3.ExprRef) -> None:
+    """Models only: the type NumPy deduces from a per-tensor zero point's value."""
+    enc.hints.append(qtype == z3.If(z3.And(zero >= 0, zero <= 255), 0,
+                                    z3.If(z3.And(zero >= -128, zero <= 127), 1, 2)))
+
+
+def _factor_out(t: z3.ArithRef, s: z3.ArithRef) -> z3.ArithRef | None:
+    """``u`` with ``t = u·s`` syntactically (through conditionals), or None."""
+    if z3.is_app_of(t, z3.Z3_OP_ITE):
+        a, b = _factor_out(t.arg(1), s), _factor_out(t.arg(2), s)
+        return None if a is None or b is None else z3.If(t.arg(0), a, b)
+    if z3.is_mul(t) and any(c.eq(s) for c in t.children()):
+        rest = list(t.children())
+        del rest[next(k for k, c in enumerate(rest) if c.eq(s))]
+        return rest[0] if len(rest) == 1 else z3.Product(*rest)
+    return None
+
+
+def _divide(t: z3.ArithRef, s: z3.ArithRef) -> z3.ArithRef:
+    """``t / s``, cancelling a factor ``s`` of a product (what DequantizeLinear wrote):
+    exact wherever s ≠ 0, and QuantizeLinear is undefined where s = 0."""
+    factor = _factor_out(t, s)
+    return t / s if factor is None else factor
+
+
+def _linear_condition(cond: z3.BoolRef, s: z3.ArithRef) -> z3.BoolRef:
+    """``a·s >= b·s`` (a max of dequantised values) as the same condition without the
+    product: a >= b for s > 0, a <= b for s < 0, true for s = 0."""
+    if not z3.is_app_of(cond, z3.Z3_OP_GE):
+        return cond
+    a, b = _factor_out(cond.arg(0), s), _factor_out(cond.arg(1), s)
+    if a is None or b is None:
+        return cond
+    return z3.Or(s == 0, z3.And(s > 0, a >= b), z3.And(s < 0, a <= b))
+
+
+def _quantize(t: z3.ArithRef, s: z3.ArithRef, z: z3.ArithRef, lo: z3.ArithRef,
+              hi: z3.ArithRef) -> z3.ArithRef:
+    """saturate(round_half_to_even(t / s) + z), taken into the branches of a
+    conditional ``t`` (a max or an unrolled reduction): the same value, whose
+    divisions cancel against the scales DequantizeLinear multiplied by, as do the
+    products in the conditions (`_linear_condition`)."""
+    if z3.is_app_of(t, z3.Z3_OP_ITE):
+        a, b = t.arg(1), t.arg(2)
+        qa, qb = _quantize(a, s, z, lo, hi), _quantize(b, s, z, lo, hi)
+        return z3.If(_linear_condition(t.arg(0), s), qa, qb)
+    q = round_half_to_even(_divide(t, s)) + z
+    return z3.If(q < lo, lo, z3.If(q > hi, hi, q))
+
+
+def round_half_to_even(t: z3.ArithRef) -> z3.ArithRef:
+    """The nearest integer to a real, ties to even (as ONNX QuantizeLinear, np.rint)."""
+    floor = z3.ToReal(z3.ToInt(t))
+    frac = t - floor
+    even_floor = z3.IsInt(floor / 2)
+    return z3.If(frac > 0.5, floor + 1,
+                 z3.If(frac < 0.5, floor, z3.If(even_floor, floor, floor + 1)))
+
+
+class _Linear(Builtin):
+    """DequantizeLinear / QuantizeLinear, per tensor: elementwise over x."""
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        # ONNX: a scale / zero point is a scalar or 1-D; one of a single element is per tensor
+        if any(r > 1 or r > in_ranks[0] for r in in_ranks[1:]):
+            raise Illformed(f"{self.name}: a scale / zero point of rank > 1")
+        return in_ranks[0]
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        # per-axis (a 1-D scale of several elements) is not modelled: ill-formed here
+        return list(dims[0]), [d[0] == 1 for d in dims[1:] if d]
+
+    def _operands(self, enc: Encoder, node: ast.POp, idx: list[Any]
+                  ) -> tuple[Cell, Cell, z3.ExprRef, z3.BoolRef, ast.Pattern]:
+        if enc.domain.name != "real":
+            raise Unsupported(f"{self.name} is modelled over the reals only")
+        x = enc.value_of(node.inputs[0], idx)
+        scale = enc.value_of(node.inputs[1], [0] * enc.rank_of(node.inputs[1]))
+        if len(node.inputs) > 2:
+            zero, zero_ok = enc.value_of(node.inputs[2], [0] * enc.rank_of(node.inputs[2]))
+            return x, scale, zero, zero_ok, node.inputs[2]
+        return x, scale, z3.RealVal(0), z3.BoolVal(True), node.inputs[0]
+
+    @staticmethod
+    def _numpy_operands(inputs: list[np.ndarray]
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, int]]:
+        x, scale = inputs[0], inputs[1]
+        zero = inputs[2] if len(inputs) > 2 else None
+        if any(a.ndim > min(1, x.ndim) or a.size != 1 for a in [scale] + (
+                [zero] if zero is not None else [])):
+            raise Illformed("per-axis scales / zero points are not modelled")
+        lo, hi = _numpy_range(zero)
+        return x, scale, np.zeros(()) if zero is None else zero, (lo, hi)
+
+
+class DequantizeLinear(_Linear):
+    name = "dequantize_linear"
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        (x, x_ok), (s, s_ok), z, z_ok, key = self._operands(enc, node, idx)
+        _lo, _hi, qtype = _integer_facts(enc, key, [x, z])  # x has its zero point's type
+        _prefer_numpy_type(enc, qtype, z)
+        return (x - z) * s, z3.And(x_ok, s_ok, z_ok)
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        x, scale, zero, (lo, hi) = self._numpy_operands(inputs)
+        if np.any(x != np.round(x)) or np.any((x < lo) | (x > hi)):
+            raise Illformed("DequantizeLinear reads integers of its zero point's type")
+        return (x - zero) * scale
+
+
+class QuantizeLinear(_Linear):
+    name = "quantize_linear"
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        (x, x_ok), (s, s_ok), z, z_ok, key = self._operands(enc, node, idx)
+        lo, hi, qtype = _integer_facts(enc, key, [z])
+        _prefer_numpy_type(enc, qtype, z)
+        return _quantize(x, s, z, lo, hi), z3.And(x_ok, s_ok, z_ok, s != 0)
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        x, scale, zero, (lo, hi) = self._numpy_operands(inputs)
+        if np.any(scale == 0):
+            raise Undefined("QuantizeLinear with a zero scale")
+        return np.clip(np.rint(x / scale) + zero, lo, hi)
+
+
+_POOL_GEOMETRY = ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads",
+                  "storage_order", "strides")
+
+
+class MaxPool(Builtin):
+    """ONNX MaxPool (first output), abstract in its geometry: ``out[n, c, s] = max over
+    k < K of x[n, c, pos(s, k)]`` with the kernel extents K (>= 1), the output spatial
+    dims and ``pos`` (in range) uninterpreted, one family per expression of the
+    geometry attributes. Padded window positions are absorbed into ``pos``: the
+    maximum over the valid positions is the maximum with some of them repeated, so a
+    proof for every ``pos`` holds for every padding, stride, dilation and ceil mode.
+    NumPy replays the default geometry with a 1×…×1 kernel unless one is written."""
+
+    name = "max_pool"
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        return [OPAQUE] if attr in _POOL_GEOMETRY else None
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        if in_ranks[0] < 3:
+            raise Illformed("max_pool takes x of rank >= 3")
+        return in_ranks[0]
+
+    @staticmethod
+    def _tag(node: ast.POp) -> str:
+        return stable_key(tuple((k, v) for k, v in node.attrs if k in _POOL_GEOMETRY))
+
+    @staticmethod
+    def _kernel(node: ast.POp, attrs: dict[str, Any], spatial: int) -> list[Any]:
+        written = attrs.get("kernel_shape")
+        if isinstance(written, list) and all(isinstance(k, int) for k in written):
+            if len(written) != spatial:
+                raise Illformed("kernel_shape of another rank")
+            return list(written)
+        tag = MaxPool._tag(node)
+        return [z3.Int(f"pool_kernel{k}_{tag}") for k in range(spatial)]
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        x = dims[0]
+        spatial_in = [z3.IntVal(d) if isinstance(d, int) else d for d in x[2:]]
+        tag = self._tag(node)
+        out = [z3.Function(f"pool_dim{k}_{tag}", *([z3.IntSort()] * (len(spatial_in) + 1)))(
+            *spatial_in) for k in range(len(x) - 2)]
+        kernel = self._kernel(node, attrs, len(x) - 2)
+        wf = [d >= 1 for d in out] + [k >= 1 for k in kernel if not isinstance(k, int)]
+        # models only: a 1×…×1 kernel, stride 1 (what NumPy replays)
+        enc.hints.extend(k == 1 for k in kernel if not isinstance(k, int))
+        enc.hints.extend(o == s - k + 1 for o, s, k in zip(out, x[2:], kernel, strict=True))
+        return [x[0], x[1]] + out, wf
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        x_node = node.inputs[0]
+        x, _ = enc.shape_of(x_node)
+        tag = self._tag(node)
+        n, c, out_s = idx[0], idx[1], idx[2:]
+        kernel = self._kernel(node, attrs, len(out_s))
+        enc.index_facts.extend(k >= 1 for k in kernel if not isinstance(k, int))
+        dims = [z3.IntVal(d) if isinstance(d, int) else d for d in x[2:]]
+        ints = z3.IntSort()
+
+        def body(t: list[Any]) -> Cell:
+            args = list(out_s) + list(t) + dims
+            pos = [z3.Function(f"pool_pos{k}_{tag}", *([ints] * (len(args) + 1)))(*args)
+                   for k in range(len(out_s))]
+            enc.index_facts.extend(z3.And(p >= 0, p < d) for p, d in zip(pos, x[2:],
+                                                                         strict=True))
+            enc.hints.extend(p == s + k for p, s, k in zip(pos, out_s, t, strict=True))
+            return enc.value_of(x_node, [n, c] + pos)
+
+        return enc.reduce(node, idx, kernel, body, "max")
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        x = inputs[0]
+        if x.ndim < 3:
+            raise Illformed("max_pool takes x of rank >= 3")
+        written = attrs.get("kernel_shape")
+        kernel = [1] * (x.ndim - 2) if written in (None, OPAQUE) else [int(k) for k in written]
+        for name, default in (("strides", 1), ("dilations", 1), ("pads", 0)):
+            given = attrs.get(name)
+            if given not in (None, OPAQUE) and any(int(v) != default for v in given):
+                raise Unsupported("the NumPy MaxPool replays the default geometry only")
+        if attrs.get("auto_pad") not in (None, OPAQUE, "NOTSET", "VALID") or \
+                attrs.get("ceil_mode") not in (None, OPAQUE, 0):
+            raise Unsupported("the NumPy MaxPool replays the default geometry only")
+        windows = np.lib.stride_tricks.sliding_window_view(
+            x, kernel, axis=tuple(range(2, x.ndim)))
+        return np.max(windows, axis=tuple(range(x.ndim, windows.ndim)))
+
+
+def _p(op: str, *inputs: ast.Pattern, attrs: tuple[tuple[str, ast.Expr], ...] = ()
+       ) -> ast.POp:
+    return ast.POp(op, tuple(inputs), attrs)
+
+
+def _dq(x: ast.Pattern, scale: ast.Pattern, zero: ast.Pattern | None) -> ast.POp:
+    return _p("DequantizeLinear", x, scale, *([zero] if zero is not None else []))
+
+
+def _qconv_int(node: ast.POp) -> ast.POp:
+    x, xs, xz, w, ws, wz, b, bs, bz, ys, yz = node.inputs
+    # written as the rule qdq-conv writes it: QConvInt takes explicit pads only
+    conv = _p("Conv", _dq(x, xs, xz), _dq(w, ws, wz), _dq(b, bs, bz),
+              attrs=(("auto_pad", ast.Str("NOTSET")),) + node.attrs)
+    return _p("QuantizeLinear", conv, ys, yz)
+
+
+def _qlinear_conv(node: ast.POp) -> ast.POp:
+    x, xs, xz, w, ws, wz, ys, yz, *bias = node.inputs
+    # ONNX QLinearConv: the int32 bias has scale x_scale·w_scale and zero point 0
+    extra = [_dq(bias[0], _p("Mul", xs, ws), None)] if bias else []
+    conv = _p("Conv", _dq(x, xs, xz), _dq(w, ws, wz), *extra, attrs=node.attrs)
+    return _p("QuantizeLinear", conv, ys, yz)
+
+
+def _binary(float_op: str) -> Callable[[ast.POp], ast.POp]:
+    def define(node: ast.POp) -> ast.POp:
+        a, a_s, az, b, bs, bz, ys, yz = node.inputs
+        return _p("QuantizeLinear", _p(float_op, _dq(a, a_s, az), _dq(b, bs, bz)), ys, yz)
+    return define
+
+
+def _requantize(node: ast.POp) -> ast.POp:
+    x, xs, xz, ys, yz = node.inputs
+    return _p("QuantizeLinear", _dq(x, xs, xz), ys, yz)
+
+
+class Defined(Builtin):
+    """An integer operator defined as a pattern of other operators (its ONNX formula):
+    shape, value and NumPy reference are those of the pattern."""
+
+    def __init__(self, name: str, define: Callable[[ast.POp], ast.POp],
+                 rank: Callable[[list[int]], int]) -> None:
+        self.name = name
+        self.define = define
+        self.rank = rank
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        return [OPAQUE] if attr in _POOL_GEOMETRY else None
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        return self.rank(in_ranks)
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        return enc.shape_of(self._definition(enc, node))
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        return enc.value_of(self._definition(enc, node), idx)
+
+    def _definition(self, enc: Encoder, node: ast.POp) -> ast.Pattern:
+        """The defining pattern, or an already encoded pattern equal to it but for the
+        `axis` of per-tensor Q/DQ (which no value depends on): the same encoding,
+        reductions included, so a rule that writes the definition is proved by it."""
+        pattern = self.define(node)
+        erased = _erase_axis(pattern)
+        for seen in list(enc._shape_memo):
+            if isinstance(seen, ast.POp) and _erase_axis(seen) == erased:
+                return seen
+        return pattern
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        # the pattern over placeholders ?0, ?1, ... run by the builtins it names
+        names = [f"_{k}" for k in range(len(inputs))]
+        node = ast.POp(self.name, tuple(ast.PVar(n) for n in names),
+                       tuple((k, ast.Str(v) if isinstance(v, str) else ast.Var(k))
+                             for k, v in attrs.items()))
+        tensors = dict(zip(names, inputs, strict=True))
+        return _run_defined(self.define(node), tensors, attrs)
+
+
+def _erase_axis(p: ast.Pattern) -> ast.Pattern:
+    """``p`` without Q/DQ `axis` attributes and source positions."""
+    if isinstance(p, ast.PVar):
+        return ast.PVar(p.name)
+    if not isinstance(p, ast.POp):
+        return p
+    attrs = tuple((k, ast.Str(v.value) if isinstance(v, ast.Str)
+                   else ast.Var(v.name) if isinstance(v, ast.Var) else v) for k, v in p.attrs
+                  if not (k == "axis" and p.op in ("QuantizeLinear", "DequantizeLinear")))
+    return ast.POp(p.op, tuple(_erase_axis(c) for c in p.inputs), attrs)
+
+
+_FLOAT_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "Add": np.add, "Mul": np.multiply}
+_BUILTIN_OF = {"Conv": "conv", "MatMul": "matmul", "DequantizeLinear": "dequantize_linear",
+               "QuantizeLinear": "quantize_linear"}
+
+
+def _run_defined(p: ast.Pattern, tensors: dict[str, np.ndarray],
+                 attrs: dict[str, Any]) -> np.ndarray:
+    if isinstance(p, ast.PVar):
+        return tensors[p.name]
+    assert isinstance(p, ast.POp)
+    inputs = [_run_defined(c, tensors, attrs) for c in p.inputs]
+    if p.op in _FLOAT_OPS:
+        return _FLOAT_OPS[p.op](*inputs)
+    from egraph_compiler.verify.builtin_ops import lookup_builtin  # defined after this module loads
+
+    builtin = lookup_builtin(_BUILTIN_OF[p.op])
+    assert builtin is not None
+    own = {k: (v.value if isinstance(v, ast.Str) else attrs.get(k)) for k, v in p.attrs}
+    return builtin.numpy(inputs, own)
+
+
+def _broadcast_rank(a: int, b: int) -> Callable[[list[int]], int]:
+    return lambda ranks: max(ranks[a], ranks[b])
+
+
+def _conv_rank(ranks: list[int]) -> int:
+    if ranks[0] < 3 or ranks[3] != ranks[0]:
+        raise Illformed("conv takes x and w of one rank >= 3")
+    return ranks[0]
+
+
+def _matmul_rank(ranks: list[int]) -> int:
+    if min(ranks[0], ranks[3]) < 2:
+        raise Illformed("matmul of rank < 2 is not modelled")
+    return max(ranks[0], ranks[3])
+
+
+QUANT_BUILTINS: list[Builtin] = [
+    DequantizeLinear(), QuantizeLinear(), MaxPool(),
+    Defined("qlinear_conv", lambda n: (_qconv_int(n) if len(n.inputs) == 11
+                                       else _qlinear_conv(n)), _conv_rank),
+    Defined("qlinear_matmul", _binary("MatMul"), _matmul_rank),
+    Defined("qlinear_add", _binary("Add"), _broadcast_rank(0, 3)),
+    Defined("qlinear_mul", _binary("Mul"), _broadcast_rank(0, 3)),
+    Defined("requantize", _requantize, lambda ranks: ranks[0]),
+]
