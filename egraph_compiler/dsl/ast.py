@@ -109,6 +109,21 @@ class Index:
 Expr = Var | Name | Num | Str | ListLit | Call | BinOp | UnOp | Index
 
 
+def sub_expressions(e: Expr) -> tuple[Expr, ...]:
+    """The immediate operand expressions of ``e`` (none for a leaf)."""
+    if isinstance(e, Call):
+        return tuple(e.args)
+    if isinstance(e, BinOp):
+        return (e.lhs, e.rhs)
+    if isinstance(e, UnOp):
+        return (e.operand,)
+    if isinstance(e, Index):
+        return (e.base, e.index)
+    if isinstance(e, ListLit):
+        return tuple(e.items)
+    return ()
+
+
 # ---------------------------------------------------------------- patterns
 
 

@@ -118,19 +118,8 @@ def _guard_rank_vars(expr: ast.Expr) -> set[str]:
         if isinstance(e, ast.Call):
             if e.func in _RANK_SENSITIVE:
                 found.update(a.name for a in e.args if isinstance(a, ast.Var))
-            for a in e.args:
-                walk(a)
-        elif isinstance(e, ast.BinOp):
-            walk(e.lhs)
-            walk(e.rhs)
-        elif isinstance(e, (ast.UnOp,)):
-            walk(e.operand)
-        elif isinstance(e, ast.Index):
-            walk(e.base)
-            walk(e.index)
-        elif isinstance(e, ast.ListLit):
-            for item in e.items:
-                walk(item)
+        for sub in ast.sub_expressions(e):
+            walk(sub)
 
     walk(expr)
     return found

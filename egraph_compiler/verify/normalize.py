@@ -187,20 +187,10 @@ def list_used_vars(canon: CanonRule) -> frozenset[str]:
         if isinstance(e, ast.Var):
             if not as_tensor and e.name in canon.tensor_vars:
                 found.add(e.name)
-        elif isinstance(e, ast.Call):
-            for a in e.args:
-                expr(a, e.func in _TENSOR_FACTS)
-        elif isinstance(e, ast.BinOp):
-            expr(e.lhs)
-            expr(e.rhs)
-        elif isinstance(e, ast.UnOp):
-            expr(e.operand)
-        elif isinstance(e, ast.Index):
-            expr(e.base)
-            expr(e.index)
-        elif isinstance(e, ast.ListLit):
-            for item in e.items:
-                expr(item)
+        else:
+            tensor_args = isinstance(e, ast.Call) and e.func in _TENSOR_FACTS
+            for sub in ast.sub_expressions(e):  # type: ignore[arg-type]
+                expr(sub, tensor_args)
 
     def pattern(p: ast.Pattern) -> None:
         if isinstance(p, ast.PCompute):
