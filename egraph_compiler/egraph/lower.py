@@ -21,7 +21,6 @@ from egraph_compiler.dsl.ast import (
     BinOp,
     Call,
     Expr,
-    Index,
     ListLit,
     Name,
     Num,
@@ -34,6 +33,7 @@ from egraph_compiler.dsl.ast import (
     Str,
     UnOp,
     Var,
+    sub_expressions,
 )
 from egraph_compiler.egraph import text
 from egraph_compiler.egraph.guards import BOOL_FACTS
@@ -344,23 +344,9 @@ def _vars(expr: Expr) -> list[str]:
     if isinstance(expr, Var):
         return [expr.name]
     found: list[str] = []
-    for child in _children(expr):
+    for child in sub_expressions(expr):
         found += _vars(child)
     return found
-
-
-def _children(expr: Expr) -> tuple[Expr, ...]:
-    if isinstance(expr, (BinOp,)):
-        return (expr.lhs, expr.rhs)
-    if isinstance(expr, UnOp):
-        return (expr.operand,)
-    if isinstance(expr, Index):
-        return (expr.base, expr.index)
-    if isinstance(expr, ListLit):
-        return expr.items
-    if isinstance(expr, Call):
-        return expr.args
-    return ()
 
 
 def _uses(expr: Expr, var: str, parent: str | None = None) -> set[str]:
@@ -377,7 +363,7 @@ def _uses(expr: Expr, var: str, parent: str | None = None) -> set[str]:
         return {"value"}
     func = expr.func if isinstance(expr, Call) else None
     found: set[str] = set()
-    for child in _children(expr):
+    for child in sub_expressions(expr):
         found |= _uses(child, var, func)
     return found
 

@@ -99,6 +99,20 @@ class Kernel:
     images: tuple[tuple[str, int, int, str], ...] = ()
 
 
+def _zero_accumulators(s: Scope, outer: str, inner: str,
+                       vector: tuple[int, str, str] | None) -> None:
+    """Declare and zero an anchor tile's accumulators: ``float acc[outer][inner]``, or
+    with ``vector = (width, length, loop variable)`` one ``float{width}`` per row."""
+    if vector is not None:
+        width, length, var = vector
+        s.emit(f"float{width} acc[{length}];")
+        s.emit(UNROLL + f"for (int {var} = 0; {var} < {length}; ++{var}) "
+               f"acc[{var}] = (float{width})(0.0f);")
+    else:
+        s.emit(f"float acc[{outer}][{inner}];")
+        s.emit(UNROLL + f"for (int a = 0; a < {outer}; ++a) " + UNROLL +
+               f"for (int b = 0; b < {inner}; ++b) acc[a][b] = 0.0f;")
+
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -280,13 +294,8 @@ class _Gen:
         w_read = self.relayout(w_name, w_perm, pad_last=n_ct * tc) \
             if self.single_use(w_name) else None
         vector = w_read is not None and tc in (2, 4, 8, 16)
-        if vector:  # TC output channels as one vector: weights are contiguous along Cout
-            s.emit(f"float{tc} acc[TW];")
-            s.emit(UNROLL + f"for (int b = 0; b < TW; ++b) acc[b] = (float{tc})(0.0f);")
-        else:
-            s.emit("float acc[TC][TW];")
-            s.emit(UNROLL + "for (int a = 0; a < TC; ++a) " + UNROLL +
-                   "for (int b = 0; b < TW; ++b) acc[a][b] = 0.0f;")
+        # TC output channels as one vector when weights are contiguous along Cout
+        _zero_accumulators(s, "TC", "TW", (tc, "TW", "b") if vector else None)
         n_var = self.ivar("n", out_shape[0])
         ci = self.ivar("ci", cg)
         channel: ix.IExpr = ci
@@ -397,13 +406,8 @@ class _Gen:
             if b_read is None and not trans_b and b_name in self.view.constants and \
                     n_size % tn == 0 and b_name in self.em.params:
                 b_read = b_name  # already [..., K, N] with N a multiple of TN
-        if b_read is not None:  # TN output columns as one vector: B rows contiguous along N
-            s.emit(f"float{tn} acc[TM];")
-            s.emit(UNROLL + f"for (int a = 0; a < TM; ++a) acc[a] = (float{tn})(0.0f);")
-        else:
-            s.emit("float acc[TM][TN];")
-            s.emit(UNROLL + "for (int a = 0; a < TM; ++a) " + UNROLL +
-                   "for (int b = 0; b < TN; ++b) acc[a][b] = 0.0f;")
+        # TN output columns as one vector when B rows are contiguous along N
+        _zero_accumulators(s, "TM", "TN", (tn, "TM", "a") if b_read is not None else None)
         k = self.ivar("k", k_size)
         m, nn = self.ivar("m", m_size), self.ivar("nn", n_size)
         abody = Scope(s)
