@@ -4,12 +4,16 @@ element-wise kernels (Add/Mul with requantisation, pooling, requantising Concat)
 
 For each kernel × shape: static packets of the innermost loop body and executed packets
 of the kernel function (``qemu-hexagon -singlestep -d exec,nochain -dfilter``) for
-clang's own packing and for our packer in modes sda / soft-as-hard / soft-as-none
-(unguarded) and sda+guard (what ``build`` uses: a block keeps clang's packing unless
-ours has no more packets and fewer estimated cycles),
-estimated cycles of the loop bodies from the machine model (every packing of ours
-includes renaming loop-local values to free registers, see backends/hexagon/rename.py),
-and the same GEMM written
+clang's own packing and for our packer: Algorithm 1 alone in modes sda / soft-as-hard /
+soft-as-none (unguarded, no local search, no deadline schedules), and sda+guard (what
+``build`` uses: Algorithm 1, the local search from clang's packing and the compacted
+deadline schedules of `packer.deadline_schedules`; a block keeps clang's packing unless
+ours has no more packets and no more estimated cycles, cold or steady);
+estimated cycles of the loop bodies from the machine model, for one pass from a cold
+start and in the steady state (`estimate.estimate_steady`: loop-carried latencies
+included); whether the program's output equals that of clang's packing (qemu, same
+input); every packing of ours includes renaming loop-local values to free registers
+(see backends/hexagon/rename.py); and the same GEMM written
 as plain C loops compiled by ``clang -O3 -mhvx`` (auto-vectorised; for the
 element-wise kernels, their scalar C form). The last lines sum the suite: estimated
 cycles of the loop bodies (sda+guard against clang) and executed packets (plain C
@@ -29,7 +33,7 @@ import numpy as np
 from egraph_compiler.backends.hexagon import toolchain
 from egraph_compiler.backends.hexagon.asm import parse_asm
 from egraph_compiler.backends.hexagon.eltwise import QBinary, QPool, binary_c, concat_rq_c, pool_c
-from egraph_compiler.backends.hexagon.estimate import estimate_block
+from egraph_compiler.backends.hexagon.estimate import estimate_block, estimate_steady
 from egraph_compiler.backends.hexagon.kernels import ConvGeometry, QGemm, gemm_c, scratch_sizes
 from egraph_compiler.backends.hexagon.lower import QConcatRq
 from egraph_compiler.backends.hexagon.machine import load_machine_model
@@ -69,12 +73,14 @@ def _function_blocks(asm_text: str, function: str):
     return blocks, model
 
 
-def loop_stats(asm_text: str, function: str) -> tuple[int, int]:
-    """(packets, estimated cycles) of the innermost loop bodies (blocks ending in :endloop0)."""
+def loop_stats(asm_text: str, function: str) -> tuple[int, int, int]:
+    """(packets, estimated cycles cold, in the steady state) of the largest loop body (a
+    block ending in :endloop0; the largest block where there is none)."""
     blocks, model = _function_blocks(asm_text, function)
     loops = [b for b in blocks if b.packets and b.packets[-1].endloop]
     body = max(loops, key=lambda b: len(b.packets)) if loops else max(blocks, key=lambda b: len(b.packets))
-    return len(body.packets), estimate_block(body, model)
+    steady = estimate_steady(body.packets, model) if loops else estimate_block(body, model)
+    return len(body.packets), estimate_block(body, model), steady
 
 
 def _link(asm_text: str, out: Path) -> Path:
@@ -110,11 +116,13 @@ def bench_program(program: Program, stdin: bytes, function: str, plain_function:
     variants = {"clang": text}
     model = load_machine_model()
     for mode in MODES:
-        options = PackOptions(mode=mode, restrict_functions=restrict_functions(text), guard=False, local_search=False)
+        options = PackOptions(mode=mode, restrict_functions=restrict_functions(text), guard=False, local_search=False,
+                              deadline=False)
         variants[mode] = format_asm(pack_asm(parse_asm(text, model), model, options))
     # What `build` uses: sda, keeping clang's packing of any block ours does not improve.
     guarded = PackOptions(mode="sda", restrict_functions=restrict_functions(text), guard=True)
     variants["sda+guard"] = format_asm(pack_asm(parse_asm(text, model), model, guarded))
+    expected = b""
     for name, asm in variants.items():
         path = stem.parent / f"{stem.name}_{name}.s"
         path.write_text(asm)
@@ -122,9 +130,12 @@ def bench_program(program: Program, stdin: bytes, function: str, plain_function:
             rows.append(f"  {name:13s} (llvm-mc rejected this packing)")
             continue
         elf = _link(asm, path.with_suffix(""))
-        packets, cycles = loop_stats(asm, function)
+        packets, cycles, steady = loop_stats(asm, function)
         executed = toolchain.count_executed_packets(elf, stdin, function)
-        rows.append(f"  {name:13s} loop body {packets:3d} packets, est. {cycles:4d} cycles/iter; executed {executed:8d} packets")
+        output = toolchain.run_elf(elf, stdin)
+        expected = expected or output  # clang's packing runs first
+        rows.append(f"  {name:13s} loop body {packets:3d} packets, est. {cycles:4d} cycles/iter, steady {steady:4d};"
+                    f" executed {executed:8d} packets; output {'= clang' if output == expected else 'DIFFERS'}")
     clang_o3 = c_file.with_suffix(".O3.s")
     toolchain.compile_to_asm(c_file, clang_o3, opt="-O3")
     elf = _link(clang_o3.read_text(), stem.parent / f"{stem.name}_plainO3")
@@ -140,7 +151,9 @@ def eltwise_cases() -> list[tuple[str, Program, bytes, str, str]]:
     cases = []
 
     def program_of(kernels: list[tuple[str, str, dict[str, str]]], buffers: dict[str, int], inputs: list[str]) -> Program:
-        return Program(buffers, inputs, ["y"], [Step(d, c, b) for d, c, b in kernels])
+        # The scalar form writes its own buffer: the output compared across packings holds both.
+        steps = [Step(d, c, b | ({"y": "y_plain"} if k else {})) for k, (d, c, b) in enumerate(kernels)]
+        return Program(buffers | {"y_plain": buffers["y"]}, inputs, ["y", "y_plain"], steps)
 
     size = 8191
     for kind, mults in (("Add", (round(0.7 * one), round(1.3 * one))), ("Mul", (round(0.01 * one),))):
@@ -172,16 +185,31 @@ def eltwise_cases() -> list[tuple[str, Program, bytes, str, str]]:
 
 def _suite_totals(lines: list[str]) -> list[str]:
     est: dict[str, int] = {}
+    steady: dict[str, int] = {}
     executed: dict[str, int] = {}
+    more_packets = differs = 0
+    clang_executed = 0
     for line in lines:
-        words = line.split()
+        words = line.replace(",", " ").replace(";", " ").split()
         if "est." in words:
             est[words[0]] = est.get(words[0], 0) + int(words[words.index("est.") + 1])
+            steady[words[0]] = steady.get(words[0], 0) + int(words[words.index("steady") + 1])
         if "executed" in words:
             key = "plain" if words[0] == "plain" else words[0]
-            executed[key] = executed.get(key, 0) + int(words[words.index("executed") + 1])
-    return [f"SUITE est. cycles of loop bodies: clang {est.get('clang', 0)}, sda+guard {est.get('sda+guard', 0)} "
-            f"({1 - est.get('sda+guard', 0) / max(1, est.get('clang', 0)):.1%} fewer)",
+            count = int(words[words.index("executed") + 1])
+            executed[key] = executed.get(key, 0) + count
+            clang_executed = count if key == "clang" else clang_executed
+            more_packets += key == "sda+guard" and count > clang_executed
+        differs += "DIFFERS" in words
+
+    def fewer(table: dict[str, int]) -> str:
+        return (f"clang {table.get('clang', 0)}, sda+guard {table.get('sda+guard', 0)} "
+                f"({1 - table.get('sda+guard', 0) / max(1, table.get('clang', 0)):.1%} fewer)")
+
+    return [f"SUITE est. cycles of loop bodies, one cold pass: {fewer(est)}",
+            f"SUITE est. cycles of loop bodies, steady state: {fewer(steady)}",
+            f"SUITE kernels where sda+guard executes more packets than clang: {more_packets}; "
+            f"packings whose output differs from clang's: {differs}",
             f"SUITE executed packets: clang {executed.get('clang', 0)}, sda+guard {executed.get('sda+guard', 0)}, "
             f"plain C -O3 {executed.get('plain', 0)} ({executed.get('plain', 0) / max(1, executed.get('sda+guard', 0)):.1f}x ours)"]
 

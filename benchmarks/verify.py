@@ -6,6 +6,13 @@ Verifies every rule in ``rules/`` (or PATHS) twice with a fresh cache directory:
 cold (nothing cached) and warm (everything cached). Prints seconds per rule (cold),
 the slowest rules, the number of rules per verdict and per failing stage, and the
 whole-library seconds cold and warm (target: under 60 s cold on 2 cores).
+
+    python benchmarks/verify.py --calibrate [PATHS...]
+
+instead verifies every rule in this process and prints how many Z3 resource units
+("rlimit") a CPU second of its longer checks is: the rate behind
+``check.RLIMIT_PER_SECOND``, which turns the verifier's budgets in seconds into
+deterministic resource limits.
 """
 
 from __future__ import annotations
@@ -16,7 +23,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import z3
+
 from egraph_compiler import dsl, verify
+from egraph_compiler.dsl.ast import RuleSet
+from egraph_compiler.verify.builtin_ops import load_semantics
+from egraph_compiler.verify.check import RLIMIT_PER_SECOND, rlimit_count
+from egraph_compiler.verify.rule_check import verify_rule
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,8 +39,12 @@ def main() -> None:
     parser.add_argument("paths", nargs="*", default=[str(ROOT / "rules")])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("--calibrate", action="store_true")
     args = parser.parse_args()
     ruleset = dsl.load_rules(args.paths)
+    if args.calibrate:
+        calibrate(ruleset, args.timeout)
+        return
     with tempfile.TemporaryDirectory() as cache:
         start = time.perf_counter()
         cold = verify.verify_rules(ruleset, jobs=args.jobs, cache_dir=cache,
@@ -51,6 +68,36 @@ def main() -> None:
     print(f"cold: {cold_s:.1f} s wall on {args.jobs} job(s) ({per_rule:.2f} s per rule, "
           f"summed over workers)")
     print(f"warm: {warm_s:.2f} s wall, {sum(v.cached for v in warm)} of {len(warm)} cached")
+
+
+def calibrate(ruleset: RuleSet, timeout_s: float) -> None:
+    """Z3 resource units per CPU second over every check longer than 0.2 s."""
+    samples: list[tuple[float, int]] = []
+    plain_check = z3.Solver.check
+
+    def measured(solver: z3.Solver, *assumptions: z3.ExprRef) -> z3.CheckSatResult:
+        before, cpu = rlimit_count(solver), time.process_time()
+        result = plain_check(solver, *assumptions)
+        samples.append((time.process_time() - cpu, rlimit_count(solver) - before))
+        return result
+
+    z3.Solver.check = measured  # type: ignore[method-assign]
+    try:
+        sems = load_semantics(ruleset.ops)
+        for rule in ruleset.rules:
+            verify_rule(rule, sems, timeout_s, suggest=False)
+    finally:
+        z3.Solver.check = plain_check  # type: ignore[method-assign]
+    long = [(cpu, units) for cpu, units in samples if cpu > 0.2]
+    rates = sorted(units / cpu for cpu, units in long)
+    cpu_total, units_total = sum(c for c, _ in long), sum(u for _, u in long)
+    print(f"{len(samples)} checks, {len(long)} over 0.2 s: {cpu_total:.1f} CPU s, "
+          f"{units_total / 1e6:.1f} M units")
+    if rates:
+        print(f"units per CPU second: {units_total / cpu_total / 1e6:.2f} M overall, "
+              f"{rates[0] / 1e6:.2f} to {rates[-1] / 1e6:.2f} M per check "
+              f"(median {rates[len(rates) // 2] / 1e6:.2f} M); "
+              f"in use: {RLIMIT_PER_SECOND / 1e6:.2f} M")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ constants (all-equal constants through the ``splat`` fact), ``is_const`` /
 guard conjunct and computed attribute is evaluated in Python (`guards`), once per
 distinct key of primitive facts, in a batched round inside the same iteration.
 Shapes of rewrite-created classes: native for unary/same-shape elementwise ops and
-Transpose, through a Python shape oracle (`shape_rules`) for the rest.
+Transpose, through a Python shape oracle (the shapes stage's rules) for the rest.
 """
 
 from __future__ import annotations

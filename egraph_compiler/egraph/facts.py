@@ -2,20 +2,22 @@
 rewrites create. Original values get their facts from the loader.
 
 Natively in egglog: constness, dtype (first input's, with a table of exceptions),
-shape of unary elementwise ops, of binary ones whose operands agree, and of
-Transpose (``unstable-vec-map`` of ``vec-get``). Everything else goes through the
-shape oracle: a rule records the primitive key (input shapes, attributes, small
-input values) of every rewrite-created term in ``AskShape_<Op>``; Python computes
-the shape with `shape_rules` and answers in ``ShapeAns_<Op>``; a second rule sets
-it. Only terms marked ``Fresh`` (built by a rule) ask, so loading costs nothing.
+shape of ops whose output has input 0's shape, of elementwise ones whose operands
+agree, and of Transpose (``unstable-vec-map`` of ``vec-get``). Everything else goes
+through the shape oracle: a rule records the primitive key (input shapes, attributes,
+small input values) of every rewrite-created term in ``AskShape_<Op>``; Python
+computes the shape with the shapes stage's rules (`term_shape`) and answers in
+``ShapeAns_<Op>``; a second rule sets it. Only terms marked ``Fresh`` (built by a
+rule) ask, so loading costs nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from egraph_compiler import shapes
 from egraph_compiler.egraph.schema import ABSENT, ATTR_SORT, OpSchema
-from egraph_compiler.egraph.shape_rules import SHAPE_FUNCTIONS, VALUE_INPUTS, shape_function
+from egraph_compiler.ir.dims import Dim
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.onnx_types import dtype_from_onnx
 
@@ -115,16 +117,12 @@ def analysis_program(schemas: dict[str, OpSchema]) -> tuple[str, dict[str, Shape
                 )
         # native shapes
         required = [i for i, p in enumerate(params) if not p.optional and not p.variadic]
-        special = name in SHAPE_FUNCTIONS and SHAPE_FUNCTIONS[name].__name__ != "_same"
-        if schema.decl.mapping == "one_to_one" and not special and len(required) == 1:
+        elementwise = _elementwise(name, schema)
+        if (name in shapes.SAME_SHAPE_OPS and required) or (elementwise and len(required) == 1):
             out.append(
                 f"(rule ((= e {term}) (= s (shape {xs[0]}))) ((set (shape e) s)) :ruleset analysis)"
             )
-        elif name in SHAPE_FUNCTIONS and SHAPE_FUNCTIONS[name].__name__ == "_same" and required:
-            out.append(
-                f"(rule ((= e {term}) (= s (shape {xs[0]}))) ((set (shape e) s)) :ruleset analysis)"
-            )
-        elif schema.decl.mapping == "one_to_one" and not special and len(required) >= 2:
+        elif elementwise and len(required) >= 2:
             conds = " ".join(f"(= s (shape {xs[i]}))" for i in required)
             out.append(f"(rule ((= e {term}) {conds}) ((set (shape e) s)) :ruleset analysis)")
         if name == "Transpose" and [a.name for a in schema.attrs] == ["perm"]:
@@ -134,10 +132,10 @@ def analysis_program(schemas: dict[str, OpSchema]) -> tuple[str, dict[str, Shape
                 f":ruleset analysis)"
             )
         # the shape oracle
-        if shape_function(name, schema.decl.mapping) is not None and params:
+        if (name in shapes.SHAPE_RULE_OPS or elementwise) and params:
             oracle = ShapeOracle(
                 name, schema, tuple(required) + tuple(i for i, p in enumerate(params) if p.variadic),
-                VALUE_INPUTS.get(name, ()),
+                tuple(i for i in shapes.VALUE_INPUTS.get(name, ()) if i < len(params)),
             )
             oracles[name] = oracle
             out.append(_oracle_rules(oracle, term, xs, attrs))
@@ -167,6 +165,35 @@ def _oracle_rules(oracle: ShapeOracle, term: str, xs: list[str], attrs: list[str
         f"(rule ({q}) (({oracle.ask} {key}) ({match} e {key})) :ruleset analysis)\n"
         f"(rule (({match} e {key}) (= r ({oracle.answer} {key}))) ((set (shape e) r)) :ruleset analysis)"
     )
+
+
+def _elementwise(name: str, schema: OpSchema) -> bool:
+    """NumPy broadcasting of all inputs: the shapes stage's broadcasting ops, and ops the rule
+    files declare one_to_one that it has no rule for (new elementwise ops need no Python)."""
+    if name in shapes.SHAPE_RULE_OPS:
+        return name in shapes.BROADCAST_OPS
+    return schema.decl.mapping == "one_to_one"
+
+
+def term_shape(schema: OpSchema, arg_shapes: list, attrs: dict, values: dict[int, tuple[Dim, ...]]) -> tuple[Dim, ...] | None:
+    """Shape of a rewrite-built term (output 0) from its arguments' shapes (a list of shapes for
+    a variadic parameter, None for an absent or unknown optional one), or None: never a guess."""
+    name = schema.decl.name
+    inputs: list[tuple[Dim, ...] | None] = []
+    for param, shape in zip(schema.decl.params, arg_shapes, strict=False):
+        if param.variadic:
+            if shape is None:
+                return None
+            inputs.extend(shape)
+        else:
+            inputs.append(shape)
+    num_outputs = schema.decl.outputs
+    if name == "Split":  # the term is output 0; only `split` tells how many outputs there are
+        if not attrs.get("split"):
+            return None
+        num_outputs = len(attrs["split"])
+    return shapes.infer_term_shape(name, attrs, inputs, values=values, num_outputs=num_outputs,
+                                   elementwise=_elementwise(name, schema))
 
 
 def decode_attrs(schema: OpSchema, values: list) -> dict:

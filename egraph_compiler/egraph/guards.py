@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from egraph_compiler.dsl import builtins as dsl_builtins
 from egraph_compiler.dsl.ast import BinOp, Call, Expr, Index, ListLit, Name, Num, Str, UnOp, Var
-from egraph_compiler.egraph.shape_rules import broadcast
 from egraph_compiler.ir.dims import Dim, DimExpr
+from egraph_compiler.shapes import broadcast_shape
 
 
 class Unknown(Exception):
@@ -72,7 +72,7 @@ def _fact(name: str, args: list) -> object:
             raise Unknown("same_shape")
         return False
     if name == "broadcastable":
-        if broadcast([_shape(args[0]), _shape(args[1])]) is None:
+        if broadcast_shape([_shape(args[0]), _shape(args[1])]) is None:
             raise Unknown("broadcastable")
         return True
     raise Unknown(name)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from egraph_compiler.egraph import guards, shape_rules, text
-from egraph_compiler.egraph.facts import ShapeOracle, decode_attrs
+from egraph_compiler.egraph import guards, text
+from egraph_compiler.egraph.facts import ShapeOracle, decode_attrs, term_shape
 from egraph_compiler.egraph.lower import GuardOracle
 from egraph_compiler.egraph.schema import coerce, literal
 from egraph_compiler.egraph.tables import Tables
@@ -125,7 +125,7 @@ class Oracles:
             known_values[i] = self.tables.shape_of(values[position])  # type: ignore[arg-type]
             position += 1
         attrs = decode_attrs(oracle.schema, values[position:])
-        return shape_rules.infer(oracle.op, oracle.schema.decl.mapping, shapes, attrs, known_values)
+        return term_shape(oracle.schema, shapes, attrs, known_values)
 
     def _shape_list(self, flat: tuple) -> list:
         shapes = []

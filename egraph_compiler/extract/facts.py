@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from egraph_compiler.egraph import Saturation, shape_rules
+from egraph_compiler.egraph import Saturation
+from egraph_compiler.egraph.facts import term_shape
 from egraph_compiler.extract.view import EGraphView, ENode
 from egraph_compiler.ir.dims import Dim
 
@@ -91,4 +92,4 @@ def _infer(view: EGraphView, saturation: Saturation, node: ENode, shapes: dict[i
         else:
             return None
     values = {i: view.ivalue[c] for i, c in enumerate(node.children) if c in view.ivalue}
-    return shape_rules.infer(node.op, schema.decl.mapping, args, view.attrs.get(node.index, {}), values)
+    return term_shape(schema, args, view.attrs.get(node.index, {}), values)

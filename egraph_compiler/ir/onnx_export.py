@@ -103,22 +103,28 @@ class _Exporter:
         """rules/quant.dnnr's integer operators as the ONNX operators they are defined by:
         QMatMulInt is QLinearMatMul (same operands), QConvInt DequantizeLinear → Conv →
         QuantizeLinear (its bias may have any scale and zero point, which QLinearConv's
-        cannot), QAddInt/QMulInt DequantizeLinear → Add/Mul → QuantizeLinear and
+        cannot), QAddInt/QMulInt (and QGemmInt, QAveragePoolInt, QGlobalAveragePoolInt,
+        QConcatInt, QSoftmaxInt) DequantizeLinear → Add/Mul/… → QuantizeLinear and
         Requantize DequantizeLinear → QuantizeLinear."""
         ins, out, name = list(node.inputs), node.outputs[0], node.name or self.fresh(node.op)
         if node.op == "QMatMulInt":
             return [helper.make_node("QLinearMatMul", ins, [out], name=name)]
-        float_op = {"QConvInt": "Conv", "QAddInt": "Add", "QMulInt": "Mul"}.get(node.op)
+        float_op = {"QConvInt": "Conv", "QAddInt": "Add", "QMulInt": "Mul", "QGemmInt": "Gemm",
+                    "QAveragePoolInt": "AveragePool", "QGlobalAveragePoolInt": "GlobalAveragePool",
+                    "QConcatInt": "Concat", "QSoftmaxInt": "Softmax", "QClipInt": "Clip"}.get(node.op)
         quantised = [tuple(ins[k:k + 3]) for k in range(0, len(ins) - 2, 3)]
         nodes, floats = [], []
         for value, scale, zero in quantised:
             floats.append(self.fresh(f"{value}_dq"))
             nodes.append(helper.make_node("DequantizeLinear", [value, scale, zero], [floats[-1]], name=self.fresh(f"{name}_dq")))
         y_scale, y_zero = ins[-2:]
+        attrs = dict(node.attr_dict)
+        if float_op == "Clip":  # QClipInt keeps x's parameters; opset 17 Clip takes its bounds as inputs
+            floats += [self.constant(f"{name}_{k}", np.asarray(attrs.pop(k), np.float32)) if k in attrs else ""
+                       for k in ("min", "max")]
         if float_op is not None:
             result = self.fresh(f"{name}_float")
-            nodes.append(helper.make_node(float_op, floats, [result], name=self.fresh(f"{name}_op"),
-                                          **node.attr_dict))
+            nodes.append(helper.make_node(float_op, floats, [result], name=self.fresh(f"{name}_op"), **attrs))
             floats = [result]
         nodes.append(helper.make_node("QuantizeLinear", [floats[0], y_scale, y_zero], [out], name=name))
         return nodes
@@ -196,7 +202,9 @@ class _Exporter:
 
 
 # Integer operators of rules/quant.dnnr (dnnr-internal; exported by their ONNX definitions).
-_QUANT_INTERNAL = frozenset({"QConvInt", "QMatMulInt", "QAddInt", "QMulInt", "Requantize"})
+_QUANT_INTERNAL = frozenset({"QConvInt", "QMatMulInt", "QAddInt", "QMulInt", "Requantize", "QGemmInt",
+                             "QAveragePoolInt", "QGlobalAveragePoolInt", "QConcatInt", "QSoftmaxInt",
+                             "QClipInt"})
 
 
 def _fill_output_shapes(model: onnx.ModelProto, constants: list[tuple[str, np.ndarray]]) -> None:

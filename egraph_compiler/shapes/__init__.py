@@ -8,9 +8,31 @@ ONNX ``dim_param`` names are symbols with range ``[1, 2**31-1]`` unless ``symbol
 overrides them. `prove_eq`, `prove_le`, `prove_divisible` decide dim facts (canonical
 form, then Z3 over the ranges); they answer True only when proved.
 `bind_symbols(graph, {"batch": 2})` specialises symbolic input dims for static targets.
+
+For terms no model vouches for (those e-graph rewrites build), `infer_term_shape(op,
+attrs, input_shapes, values=)` and `broadcast_shape(shapes)` answer None where the rules
+cannot tell without assuming validity. What a caller needs to know about the rules, as
+data: `SHAPE_RULE_OPS` (ops with a rule), `SAME_SHAPE_OPS` (output shape = input 0's),
+`BROADCAST_OPS` (NumPy broadcasting of all inputs), `VALUE_INPUTS` (op -> inputs whose
+int value the output shape is computed from).
 """
 
-from egraph_compiler.shapes.infer import bind_symbols, infer_node, infer_shapes
+from egraph_compiler.shapes.infer import (
+    bind_symbols,
+    broadcast_shape,
+    infer_node,
+    infer_shapes,
+    infer_term_shape,
+)
 from egraph_compiler.shapes.prover import prove_divisible, prove_eq, prove_le, prove_lt
+from egraph_compiler.shapes.rules import BROADCAST as BROADCAST_OPS
+from egraph_compiler.shapes.rules import RULES as _RULES
+from egraph_compiler.shapes.rules import SAME_SHAPE as SAME_SHAPE_OPS
+from egraph_compiler.shapes.rules import VALUE_INPUTS
 
-__all__ = ["bind_symbols", "infer_node", "infer_shapes", "prove_divisible", "prove_eq", "prove_le", "prove_lt"]
+SHAPE_RULE_OPS = frozenset(_RULES)
+
+__all__ = [
+    "BROADCAST_OPS", "SAME_SHAPE_OPS", "SHAPE_RULE_OPS", "VALUE_INPUTS", "bind_symbols", "broadcast_shape",
+    "infer_node", "infer_shapes", "infer_term_shape", "prove_divisible", "prove_eq", "prove_le", "prove_lt",
+]

@@ -16,7 +16,7 @@ import numpy as np
 from egraph_compiler.ir.dims import Dim, DimExpr
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Graph, Node, TensorType, Value
-from egraph_compiler.shapes import rules, values
+from egraph_compiler.shapes import rules, symbolic, values
 
 DEFAULT_RANGE = (1, 2**31 - 1)
 VALUE_LIMIT = 64  # int tensors with at most this many elements get their values tracked
@@ -31,6 +31,7 @@ class Context:
         self.attrs = node.attr_dict
         self.where = f"node '{node.name}' ({node.op})"
         self.ranges = state.ranges
+        self.assume_valid = state.assume_valid
 
     def has(self, index: int) -> bool:
         return index < len(self.node.inputs) and bool(self.node.inputs[index])
@@ -62,24 +63,37 @@ class Context:
     def fresh(self) -> Dim:
         return self.state.fresh()
 
+    def broadcast(self, shapes: Sequence[tuple[Dim, ...]]) -> tuple[Dim, ...]:
+        return symbolic.broadcast(shapes, self.ranges, self.fresh, self.where, assume_valid=self.assume_valid)
+
     def error(self, message: str) -> ModelError:
         return ModelError(f"{self.where}: {message}")
 
+    def unknown(self) -> Exception:
+        """Raise it where the output shape cannot be told without assuming a valid node."""
+        return _Unknown()
+
 
 class _Unknown(Exception):
-    """An input's rank is unknown: the rule gives up and outputs get unknown shapes."""
+    """An input's rank is unknown (or, not assuming a valid node, a dim is): outputs get unknown shapes."""
 
 
 class _State:
-    def __init__(self, graph: Graph, ranges: dict[str, tuple[int, int]]) -> None:
+    """``assume_valid``: the nodes are a model's, valid by contract (dims a rule cannot express
+    become fresh symbols); False for terms nobody vouches for (a dim not implied becomes unknown)."""
+
+    def __init__(self, graph: Graph, ranges: dict[str, tuple[int, int]], assume_valid: bool = True) -> None:
         self.graph = graph
         self.ranges = ranges
+        self.assume_valid = assume_valid
         self.types: dict[str, TensorType] = {}
         self.values: dict[str, tuple[Dim, ...]] = {}
         self.declared = {o.name: o.type for o in graph.outputs}
         self.fresh_count = 0
 
     def fresh(self) -> Dim:
+        if not self.assume_valid:
+            raise _Unknown
         while f"d{self.fresh_count}" in self.ranges:
             self.fresh_count += 1
         name = f"d{self.fresh_count}"
@@ -205,6 +219,47 @@ def infer_node(
             state.values.setdefault(name, tuple(int(v) for v in array.reshape(-1)))
     state.forward(node)
     return [state.types[o] for o in outputs], state.values.get(outputs[0])
+
+
+def infer_term_shape(
+    op: str,
+    attrs: Mapping[str, object],
+    input_shapes: Sequence[tuple[Dim, ...] | None],
+    *,
+    values: Mapping[int, tuple[Dim, ...]] | None = None,
+    num_outputs: int = 1,
+    elementwise: bool = False,
+) -> tuple[Dim, ...] | None:
+    """Output 0's shape of a term nobody vouches for (one a rewrite built), or None when the
+    rules cannot tell it without assuming the term valid: no fresh symbol, no broadcast of
+    dims other than equal ones and 1s, and a model error (bad attribute, clashing static
+    dims) reads as unknown. ``input_shapes[i]`` is None for an absent input; ``values``
+    holds known int values by input index; ``elementwise`` broadcasts the inputs of an op
+    no rule knows (one the rule files declare one_to_one). Dtypes play no part.
+    """
+    rule = rules.RULES.get(op) or (rules.RULES["Sum"] if elementwise else None)  # Sum: n-ary broadcasting
+    if rule is None:
+        return None
+    names = tuple(f"in{i}" if shape is not None else "" for i, shape in enumerate(input_shapes))
+    node = Node(op, names, tuple(f"out{i}" for i in range(num_outputs)), tuple(sorted(attrs.items())), name=op)
+    state = _State(Graph("term", (), (), (node,)), {}, assume_valid=False)
+    for name, shape in zip(names, input_shapes, strict=True):
+        if shape is not None:
+            state.types[name] = TensorType("float32", shape)  # a placeholder: shapes never depend on it
+    for index, value in (values or {}).items():
+        if index < len(names) and names[index]:
+            state.values[names[index]] = tuple(value)
+    try:
+        return rule(Context(state, node))[0].shape
+    except (_Unknown, ModelError, ValueError, IndexError, TypeError, KeyError, ZeroDivisionError):
+        return None
+
+
+def broadcast_shape(shapes: Sequence[tuple[Dim, ...] | None]) -> tuple[Dim, ...] | None:
+    """NumPy broadcasting of shapes not known to broadcast: dims equal or 1, else None."""
+    if not shapes or any(shape is None for shape in shapes):
+        return None
+    return infer_term_shape("Sum", {}, list(shapes))
 
 
 def bind_symbols(graph: Graph, values: Mapping[str, int]) -> Graph:

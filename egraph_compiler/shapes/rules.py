@@ -1,7 +1,8 @@
 """Forward shape rules, one function per op family (ONNX opset-17 semantics, IR attrs).
 
 A rule takes a `Context` and returns one `TensorType` per node output. Dims may be
-symbolic; a dim no rule can express becomes a fresh symbol, never a guess.
+symbolic; a dim no rule can express becomes a fresh symbol, never a guess (for a term
+no model vouches for, `ctx.assume_valid` is False and such a dim makes the shape unknown).
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from egraph_compiler.ir.dims import Dim, dim_add, dim_floordiv, dim_mul
-from egraph_compiler.ir.graph import TensorType
+from egraph_compiler.ir.graph import Node, TensorType
 from egraph_compiler.ir.onnx_types import dtype_from_onnx
 from egraph_compiler.shapes.prover import prove_le
-from egraph_compiler.shapes.symbolic import broadcast, cancel_div, ceil_div, normalize_axis, product
+from egraph_compiler.shapes.symbolic import cancel_div, ceil_div, normalize_axis, product
 
 Rule = Callable[["Context"], list[TensorType]]  # noqa: F821 (Context lives in infer.py)
 INT_MAX = 2**62  # slice bounds at or beyond this mean "to the end"
@@ -51,7 +52,7 @@ def _same(ctx) -> list[TensorType]:
         dtype = ctx.dtype(1)
     shape = ctx.shape(0)
     if node.op == "PRelu" and shape is not None and ctx.shape(1) is not None:
-        shape = broadcast([shape, ctx.shape(1)], ctx.ranges, ctx.fresh, ctx.where)
+        shape = ctx.broadcast([shape, ctx.shape(1)])
     out = [TensorType(dtype, shape)]
     if node.op == "BatchNormalization":
         out += [TensorType(dtype, (ctx.need_shape(1)[0],))] * (len(node.outputs) - 1)
@@ -60,7 +61,7 @@ def _same(ctx) -> list[TensorType]:
 
 def _broadcast(ctx) -> list[TensorType]:
     shapes = [ctx.need_shape(i) for i in range(len(ctx.node.inputs)) if ctx.has(i)]
-    shape = broadcast(shapes, ctx.ranges, ctx.fresh, ctx.where)
+    shape = ctx.broadcast(shapes)
     op = ctx.node.op
     dtype = "bool" if op in _BOOL_OUT else ctx.dtype(1 if op == "Where" else 0)
     return [TensorType(dtype, shape)]
@@ -78,7 +79,7 @@ def _matmul_shape(ctx, a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...
     a2 = (1, *a) if len(a) == 1 else a
     b2 = (*b, 1) if len(b) == 1 else b
     _same_dim(ctx, a2[-1], b2[-2], "MatMul inner dims")
-    batch = broadcast([a2[:-2], b2[:-2]], ctx.ranges, ctx.fresh, ctx.where)
+    batch = ctx.broadcast([a2[:-2], b2[:-2]])
     shape = (*batch, a2[-2], b2[-1])
     if len(a) == 1:
         shape = shape[:-2] + shape[-1:]
@@ -243,8 +244,8 @@ def _concat(ctx) -> list[TensorType]:
         if i != axis:
             for shape in shapes[1:]:
                 _same_dim(ctx, shapes[0][i], shape[i], f"Concat dim {i}")
-    for i in range(rank):  # a static dim on any input pins a symbolic one
-        if i != axis and not isinstance(out[i], int):
+    for i in range(rank):  # in a valid node a static dim on any input pins a symbolic one
+        if ctx.assume_valid and i != axis and not isinstance(out[i], int):
             out[i] = next((s[i] for s in shapes if isinstance(s[i], int)), out[i])
     return [TensorType(ctx.dtype(0), tuple(out))]
 
@@ -343,6 +344,8 @@ def _squeeze(ctx) -> list[TensorType]:
     x = ctx.need_shape(0)
     axes = _axes_of(ctx, len(x))
     if axes is None:  # only static 1s are removed: a symbolic dim is never assumed to be 1
+        if not ctx.assume_valid and not all(isinstance(d, int) for d in x):
+            raise ctx.unknown()
         axes = tuple(i for i, d in enumerate(x) if d == 1)
     for axis in axes:
         if isinstance(x[axis], int) and x[axis] != 1:
@@ -353,6 +356,8 @@ def _squeeze(ctx) -> list[TensorType]:
 def _reduce(ctx) -> list[TensorType]:
     x = ctx.need_shape(0)
     axes = _axes_of(ctx, len(x))
+    if not axes and ctx.attrs.get("noop_with_empty_axes", 0):
+        return [TensorType(ctx.dtype(0), x)]
     if not axes:
         axes = tuple(range(len(x)))
     keep = ctx.attrs.get("keepdims", 1)
@@ -407,7 +412,7 @@ def _expand(ctx) -> list[TensorType]:
     if target is None:
         length = ctx.need_shape(1)[0]
         target = tuple(ctx.fresh() for _ in range(length if isinstance(length, int) else 0))
-    return [TensorType(ctx.dtype(0), broadcast([x, tuple(target)], ctx.ranges, ctx.fresh, ctx.where))]
+    return [TensorType(ctx.dtype(0), ctx.broadcast([x, tuple(target)]))]
 
 
 def _tile(ctx) -> list[TensorType]:
@@ -423,6 +428,8 @@ def _pad(ctx) -> list[TensorType]:
     if pads is None:
         return [TensorType(ctx.dtype(0), tuple(ctx.fresh() for _ in x))]
     axes = ctx.attrs.get("axes") or tuple(range(len(x)))
+    if len(pads) != 2 * len(axes):
+        raise ctx.error(f"{len(pads)} pads for {len(axes)} axes (two per axis)")
     out = list(x)
     for i, axis in enumerate(axes):
         axis = normalize_axis(int(axis), len(x), ctx.where)
@@ -497,8 +504,24 @@ def _quantised_int(ctx) -> list[TensorType]:
     op = ctx.node.op
     if op == "Requantize":
         return [TensorType(ctx.dtype(4), ctx.shape(0))]
-    shape = broadcast([ctx.need_shape(0), ctx.need_shape(3)], ctx.ranges, ctx.fresh, ctx.where)  # QAddInt, QMulInt
+    shape = ctx.broadcast([ctx.need_shape(0), ctx.need_shape(3)])  # QAddInt, QMulInt
     return [TensorType(ctx.dtype(7), shape)]
+
+
+# rules/quant.dnnr's integer operators defined as Q(float op(DQ(...))): the float operator
+# and the positions of its operands (the values, not their scales and zero points).
+_QUANTISED_FLOAT_OP = {"QGemmInt": ("Gemm", (0, 3, 6)), "QAveragePoolInt": ("AveragePool", (0,)),
+                       "QGlobalAveragePoolInt": ("GlobalAveragePool", (0,)), "QConcatInt": ("Concat", (0, 3)),
+                       "QSoftmaxInt": ("Softmax", (0,)), "QClipInt": ("Clip", (0,))}
+
+
+def _quantised_float_op(ctx) -> list[TensorType]:
+    """The float operator's shape; the dtype of y_zero_point (the last input)."""
+    float_op, positions = _QUANTISED_FLOAT_OP[ctx.node.op]
+    node = ctx.node
+    as_float = type(ctx)(ctx.state, Node(float_op, tuple(node.inputs[i] for i in positions), node.outputs[:1],
+                                         node.attrs, node.name))
+    return [TensorType(ctx.dtype(len(node.inputs) - 1), RULES[float_op](as_float)[0].shape)]
 
 
 def _dynamic_quantize(ctx) -> list[TensorType]:
@@ -511,6 +534,7 @@ RULES.update({
     "MatMul": _matmul, "MatMulInteger": _matmul, "QLinearMatMul": _matmul, "Gemm": _gemm,
     "Conv": _conv, "ConvTranspose": _conv, "ConvInteger": _conv, "QLinearConv": _conv, "QConvInt": _conv,
     "QMatMulInt": _matmul, "QAddInt": _quantised_int, "QMulInt": _quantised_int, "Requantize": _quantised_int,
+    **{op: _quantised_float_op for op in _QUANTISED_FLOAT_OP},
     "MaxPool": _pool, "AveragePool": _pool, "LpPool": _pool,
     "GlobalAveragePool": _global_pool, "GlobalMaxPool": _global_pool, "GlobalLpPool": _global_pool,
     "Flatten": _flatten, "Reshape": _reshape, "Transpose": _transpose, "Concat": _concat,
@@ -525,3 +549,9 @@ RULES.update({
 RULES.update({op: _reduce for op in (
     "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
     "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")})
+
+# Inputs whose *value* (a small int vector) the output shape is computed from: without
+# it a rule can only make fresh dims. Other inputs matter by their shapes alone.
+VALUE_INPUTS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "TopK": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
+}

@@ -67,12 +67,15 @@ def ceil_div(num: Dim, den: int) -> Dim:
     return dim_floordiv(dim_add(num, den - 1), den)
 
 
-def broadcast(shapes: Sequence[tuple[Dim, ...]], ranges: Ranges, fresh: Callable[[], Dim], where: str) -> tuple[Dim, ...]:
+def broadcast(shapes: Sequence[tuple[Dim, ...]], ranges: Ranges, fresh: Callable[[], Dim], where: str,
+              *, assume_valid: bool = True) -> tuple[Dim, ...]:
     """Multidirectional (NumPy) broadcasting of symbolic shapes.
 
     Two dims agree when equal or one is 1. A symbolic dim against an int n > 1 gives n
     (the model is only valid if the symbol is 1 or n, and both give n). Two different
     symbols give a fresh symbol unless one is proved equal or provably > 1.
+    ``assume_valid=False`` (shapes not known to broadcast, e.g. a term a rewrite built)
+    trusts only equal dims and 1s: any other pair asks ``fresh``.
     """
     rank = max((len(s) for s in shapes), default=0)
     out: list[Dim] = []
@@ -80,18 +83,20 @@ def broadcast(shapes: Sequence[tuple[Dim, ...]], ranges: Ranges, fresh: Callable
         dims = [s[len(s) - rank + axis] for s in shapes if len(s) - rank + axis >= 0]
         result: Dim = 1
         for dim in dims:
-            result = _broadcast_dim(result, dim, ranges, fresh, where)
+            result = _broadcast_dim(result, dim, ranges, fresh, where, assume_valid)
         out.append(result)
     return tuple(out)
 
 
-def _broadcast_dim(a: Dim, b: Dim, ranges: Ranges, fresh: Callable[[], Dim], where: str) -> Dim:
+def _broadcast_dim(a: Dim, b: Dim, ranges: Ranges, fresh: Callable[[], Dim], where: str, assume_valid: bool) -> Dim:
     if a == b or b == 1:
         return a
     if a == 1:
         return b
     if isinstance(a, int) and isinstance(b, int):
         raise ModelError(f"{where}: cannot broadcast dims {a} and {b}")
+    if not assume_valid:
+        return fresh()
     if isinstance(b, int):
         return b
     if isinstance(a, int):

@@ -19,25 +19,53 @@ from dataclasses import replace
 from pathlib import Path
 
 from egraph_compiler.dsl import ast
-from egraph_compiler.verify import cache
+from egraph_compiler.verify import cache, check
 from egraph_compiler.verify.builtin_ops import load_semantics
+from egraph_compiler.verify.normalize import canonical
 from egraph_compiler.verify.render import render_json, render_text, summary
 from egraph_compiler.verify.rule_check import verify_rule
+from egraph_compiler.verify.semantics import OpSemantics
 from egraph_compiler.verify.verdict import Counterexample, TensorValue, Verdict
 
 __all__ = ["Counterexample", "TensorValue", "Verdict", "render_json", "render_text",
            "summary", "verify_rules"]
 
 
-def _work(args: tuple[ast.Rule, dict[str, ast.OpDecl], float, bool, bool]) -> Verdict:
-    rule, ops, timeout_s, suggest, machine = args
+RETRY_SEED_OFFSET = 1000  # a second attempt's Z3 seeds (check.SEED_OFFSET)
+
+
+def _work(args: tuple[ast.Rule, dict[str, ast.OpDecl], float, bool, bool, int]) -> Verdict:
+    rule, ops, timeout_s, suggest, machine, seed_offset = args
     start = time.monotonic()
+    check.SEED_OFFSET = seed_offset
     try:
         return verify_rule(rule, load_semantics(ops), timeout_s, suggest, machine)
     except Exception as err:  # a verifier bug must not hide the other verdicts
         return Verdict(rule.name, str(rule.span), "unknown", "semantics", (),
                        f"internal error in the verifier: {type(err).__name__}: {err}",
                        seconds=time.monotonic() - start)
+    finally:
+        check.SEED_OFFSET = 0
+
+
+def _run_all(work: list[tuple[ast.Rule, dict[str, ast.OpDecl], float, bool, bool, int]],
+             jobs: int) -> list[Verdict]:
+    if len(work) <= 1:
+        return [_work(w) for w in work]
+    # Each rule in a fresh process forked from this one: Z3's heuristics follow its
+    # internal term ids, so a verdict must not depend on the rules checked before it.
+    context = multiprocessing.get_context("fork")
+    with context.Pool(processes=max(1, jobs), maxtasksperchild=1) as pool:
+        return pool.map(_work, work, chunksize=1)
+
+
+def _expected_cost(rule: ast.Rule, sems: dict[str, OpSemantics]) -> int:
+    """A rough rank of a rule's verification time: reductions (an induction per
+    configuration), then machine tiers ([exact]), then size."""
+    ops = [op for op in canonical(rule, {n: s.decl for n, s in sems.items()}).ops
+           if op in sems]
+    reduces = any(sems[op].builtin is not None and sems[op].builtin.reduces for op in ops)
+    return 100 * reduces + 50 * ("exact" in rule.flags) + len(ops)
 
 
 def verify_rules(ruleset: ast.RuleSet, *, jobs: int = 1, cache_dir: str | Path | None = None,
@@ -61,16 +89,21 @@ def verify_rules(ruleset: ast.RuleSet, *, jobs: int = 1, cache_dir: str | Path |
                                   location=str(ruleset.rules[i].span))
         else:
             todo.append(i)
-    work = [(ruleset.rules[i], ruleset.ops, timeout_s, suggest_guards, machine_tiers)
+    # likely slow rules first, so that no worker is left with one at the end
+    todo.sort(key=lambda i: -_expected_cost(ruleset.rules[i], sems))
+    work = [(ruleset.rules[i], ruleset.ops, timeout_s, suggest_guards, machine_tiers, 0)
             for i in todo]
-    if len(work) > 1:
-        # Each rule in a fresh process forked from this one: Z3's heuristics follow its
-        # internal term ids, so a verdict must not depend on the rules checked before it.
-        context = multiprocessing.get_context("fork")
-        with context.Pool(processes=max(1, jobs), maxtasksperchild=1) as pool:
-            results = pool.map(_work, work, chunksize=1)
-    else:
-        results = [_work(w) for w in work]
+    results = _run_all(work, jobs)
+    # Z3 finds some proofs in seconds on most search orders and runs out of budget on
+    # an unlucky one: a rule left unknown by its solver (not by a missing encoding) gets
+    # one more attempt with other seeds, and keeps the better verdict.
+    again = [k for k, v in enumerate(results) if v.status == "unknown" and v.stage != "semantics"]
+    retried = _run_all([(*work[k][:5], RETRY_SEED_OFFSET) for k in again], jobs)
+    for k, verdict in zip(again, retried, strict=True):
+        if verdict.status != "unknown":
+            results[k] = replace(verdict, seconds=verdict.seconds + results[k].seconds,
+                                 notes=(*verdict.notes, "proved on a second attempt with other Z3 seeds"
+                                        if verdict.ok else "decided on a second attempt with other Z3 seeds"))
     for i, verdict in zip(todo, results, strict=False):
         verdicts[i] = verdict
         if use_cache:

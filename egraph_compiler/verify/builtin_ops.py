@@ -67,6 +67,7 @@ class Undefined(Exception):
 class Builtin:
     name = ""
     integer_only = False
+    reduces = False  # its encoding may call `Encoder.reduce` (then induction comes first)
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
         return None
@@ -102,6 +103,8 @@ def _axes(attrs: dict[str, Any], rank: int, key: str = "axes") -> list[int]:
 
 
 class Reduce(Builtin):
+    reduces = True
+
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.name = f"reduce_{kind}"
@@ -255,6 +258,7 @@ class Unsqueeze(Builtin):
 
 class MatMul(Builtin):
     name = "matmul"
+    reduces = True
 
     def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
         if min(in_ranks[:2]) < 2:
@@ -866,6 +870,7 @@ class Gemm(Builtin):
     B), A and B of rank 2, C (optional) broadcast to the [M, N] result."""
 
     name = "gemm"
+    reduces = True
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
         return [0, 1] if attr in ("transA", "transB") else None
@@ -948,6 +953,7 @@ class Conv(Builtin):
     replayed with the default geometry (no padding, stride and dilation 1)."""
 
     name = "conv"
+    reduces = True
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
         return [OPAQUE] if attr in _CONV_GEOMETRY else None
@@ -1125,6 +1131,8 @@ class Softmax(Builtin):
     uninterpreted with their axioms, see `scalar.Domain.axioms`). Over the reals, and
     in the uninterpreted-scalar pre-pass of the IEEE tiers (a rule that only moves
     the operator is bit-exact); a concrete IEEE encoding of exp does not exist."""
+
+    reduces = True
 
     def __init__(self, log: bool) -> None:
         self.log = log

@@ -19,7 +19,9 @@ from egraph_compiler.verify.semantics import OpSemantics
 from egraph_compiler.verify.text import rule_text
 from egraph_compiler.verify.verdict import Counterexample, TensorValue, Verdict
 
-VERIFIER_VERSION = "2"  # 2: Reshape target values, Flatten, Gemm, Conv, ConstantOfShape
+# 2: Reshape target values, Flatten, Gemm, Conv, ConstantOfShape; 3: paired induction
+# (split lemma), QuantizeLinear's monotonicity, division as an inverse, resource limits
+VERIFIER_VERSION = "3"
 
 
 def default_cache_dir(ruleset: ast.RuleSet) -> Path:

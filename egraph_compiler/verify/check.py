@@ -8,14 +8,22 @@ For every configuration (`configs.py`), with ``L``/``R`` the two sides:
    was (a rule that only *removes* undefined behaviour, such as
    ``Div(?x, ?x) => 1``, would otherwise let extraction add it back);
 4. value: where both are defined, the elements are equal (bit-exact in IEEE tiers).
-Reductions are unrolled for lengths <= 4 (a model there is a real counterexample),
-then proved for every length by induction over a prefix ``m`` (base m = 1, step
-m -> m + 1), all reductions of the rule sharing one enumeration of their index
-space. If the induction does not close, the verdict is `unknown`.
+Reductions are proved for every length by induction over a prefix ``m`` (base
+m = 1, step m -> m + 1), all reductions of the rule sharing one enumeration of their
+index space and the hypothesis being the goal itself. Where that does not close, a
+paired induction: each LHS reduction paired with an RHS one over equal extents (one
+split in two at a Concat boundary by the proved `lemmas.split_reduction`), each pair
+with its own enumeration, the hypothesis that every pair's partial results agree.
+Otherwise the reductions are unrolled for lengths <= 4 (a model there is a real
+counterexample) and the verdict is `unknown` if none is found.
+
+Every Z3 check runs under a resource limit (`Budget`, `RLIMIT_PER_SECOND`), not a
+wall-clock timeout, so that a verdict does not depend on the machine's load.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import time
@@ -29,17 +37,58 @@ from egraph_compiler.dsl import ast
 from egraph_compiler.verify import evalexpr
 from egraph_compiler.verify.builtin_ops import Undefined
 from egraph_compiler.verify.configs import enumerate_configs, guard_refuted
-from egraph_compiler.verify.encode import Config, DoesNotFire, Encoder, Illformed, Unsupported
+from egraph_compiler.verify.encode import (
+    Config,
+    DoesNotFire,
+    Encoder,
+    Illformed,
+    Reduction,
+    Unsupported,
+)
 from egraph_compiler.verify.fuzz import FuzzFinding, compare, fuzz
+from egraph_compiler.verify.lemmas import split_reduction
 from egraph_compiler.verify.normalize import CanonRule, list_used_vars
 from egraph_compiler.verify.scalar import AbstractDomain, Domain
 from egraph_compiler.verify.semantics import OpSemantics
 from egraph_compiler.verify.verdict import Counterexample, TensorValue
 
 MAX_CONFIGS = 4000
-RETRY_SEEDS = (1, 2)  # Z3 seeds tried after an 'unknown' that is not a timeout
+RETRY_SEEDS = (1, 2)  # Z3 seeds tried after an 'unknown' that is not a spent budget
+# Added to every Z3 seed: `verify_rules` checks a rule whose budget ran out once more
+# with another offset, in a fresh process (a proof Z3 finds in 3 s on most search
+# orders can run out of budget on an unlucky one).
+SEED_OFFSET = 0
 INDUCTION_SECONDS = 8.0  # per induction check (base, step); a proof takes 1-2 s
 BOUNDED_SECONDS = 5.0  # per unrolled check once the induction has not closed
+# Z3 budgets are resource limits ("rlimit", counted by Z3 itself), so a verdict does not
+# depend on the machine's load: a "second" of budget is RLIMIT_PER_SECOND units. Z3 does
+# 0.4 to 2.8 M units per CPU second on the shipped library's longer checks (1.4 M on
+# average), about 5 M on the QDQ counterexample searches of the mutation suite: 3 M
+# keeps every budget within a factor 2 of what it was in wall-clock seconds (measure:
+# `python benchmarks/verify.py --calibrate`).
+RLIMIT_PER_SECOND = 3_000_000
+WALL_SLACK = 5.0  # a wall-clock timeout this many times the budget: a safety net only
+SMALL_FIRST_SECONDS = 1.0  # a quick look for a small counterexample (`_check_config`)
+
+
+@dataclass
+class Budget:
+    """What Z3 may still do for one tier of one rule: resource units, and a wall-clock
+    deadline far beyond them (reached only where Z3 stops counting)."""
+
+    units: int
+    wall_deadline: float
+
+    @classmethod
+    def of_seconds(cls, seconds: float) -> Budget:
+        return cls(int(seconds * RLIMIT_PER_SECOND), time.monotonic() + seconds * WALL_SLACK)
+
+    def wall_left(self) -> float:
+        return self.wall_deadline - time.monotonic()
+
+    def exhausted(self, seconds: float = 0.0) -> bool:
+        """Less than ``seconds`` of budget is left."""
+        return self.units <= seconds * RLIMIT_PER_SECOND or self.wall_left() <= 0
 
 
 @dataclass
@@ -70,9 +119,12 @@ def make_domain(tier: str) -> Domain:
 
 
 def _build(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Config,
-           guard: ast.Expr | None, mode: str = "bounded", m: Any = None) -> _Sides | None:
+           guard: ast.Expr | None, mode: str = "bounded", m: Any = None,
+           plan: _Plan | None = None) -> _Sides | None:
     enc = Encoder(sems, make_domain(tier), config, dict(canon.const_values), mode, m,
                   valued_vars=list_used_vars(canon))
+    if plan is not None:
+        enc.groups, enc.splits = dict(plan.groups), dict(plan.splits)
     try:
         lhs_dims, wf_lhs = enc.shape_of(canon.lhs)
         guard_term = enc.guard(guard)
@@ -101,30 +153,58 @@ def _dims_equal(sides: _Sides) -> list[Any]:
     return [a == b for a, b in zip(sides.lhs_dims, sides.rhs_dims, strict=False)]
 
 
+def rlimit_count(s: z3.Solver) -> int:
+    """Z3's resource counter (process-wide, so a difference is one check's work). It
+    is the fourth statistic from the end (before the memory and time ones): looked up
+    there first, since reading every key costs as much as a small check."""
+    stats = s.statistics()
+    ctx, ref = stats.ctx.ref(), stats.stats
+    size = z3.Z3_stats_size(ctx, ref)
+    for k in (size - 4, *range(size)):
+        if 0 <= k < size and z3.Z3_stats_get_key(ctx, ref, k) == "rlimit count":
+            if z3.Z3_stats_is_uint(ctx, ref, k):
+                return int(z3.Z3_stats_get_uint_value(ctx, ref, k))
+            return int(z3.Z3_stats_get_double_value(ctx, ref, k))
+    return 0
+
+
 class _Solver:
-    """Each check gets ``timeout_s``, and none runs past ``deadline`` (the rule's)."""
+    """Each check gets ``seconds`` of Z3 work (`RLIMIT_PER_SECOND`), within what is
+    left of ``budget`` (the tier's), which it spends."""
 
-    def __init__(self, timeout_s: float, deadline: float | None = None) -> None:
+    def __init__(self, seconds: float, budget: Budget | None = None,
+                 slack: float = WALL_SLACK) -> None:
         self.solver = z3.Solver()
-        self.timeout_s = timeout_s
-        self.deadline = deadline
+        self.seconds = seconds
+        self.budget = budget
+        self.slack = slack  # the wall-clock cap, in budgets (Z3 does not count everywhere)
 
-    def check(self, facts: list[Any], small: list[Any] | None = None) -> tuple[str, Any]:
+    def _run(self, seed: int) -> Any:
         s = self.solver
-        limit = self.timeout_s
-        if self.deadline is not None:
-            limit = min(limit, self.deadline - time.monotonic())
-        s.set("timeout", max(1, int(limit * 1000)))
+        units, wall = int(self.seconds * RLIMIT_PER_SECOND), self.seconds * self.slack
+        if self.budget is not None:
+            units, wall = min(units, self.budget.units), min(wall, self.budget.wall_left())
+        s.set("rlimit", max(1, units), "timeout", max(1, int(wall * 1000)), "random_seed", seed + SEED_OFFSET)
+        before = rlimit_count(s)
+        result = s.check()
+        if self.budget is not None:
+            self.budget.units -= rlimit_count(s) - before
+        return result
+
+    def check(self, facts: list[Any], small: list[Any] | None = None,
+              retry_spent: bool = False) -> tuple[str, Any]:
+        """``retry_spent``: retry other seeds after a spent budget too (a search for a
+        counterexample, which Z3 finds or not by the luck of its search order)."""
+        s = self.solver
         s.push()
         s.add(*facts)
-        result = s.check()
+        result = self._run(0)
         for seed in RETRY_SEEDS:  # nonlinear tactics give up by luck: retry other seeds
-            left = limit if self.deadline is None else self.deadline - time.monotonic()
-            if result != z3.unknown or "timeout" in s.reason_unknown() or left < 0.5:
+            spent = any(word in s.reason_unknown() for word in ("timeout", "cancel", "resource"))
+            if result != z3.unknown or (spent and not retry_spent) or (
+                    self.budget is not None and self.budget.exhausted(0.5)):
                 break
-            s.set("timeout", max(1, int(min(limit, left) * 1000)), "random_seed", seed)
-            result = s.check()
-            s.set("random_seed", 0)
+            result = self._run(seed)
         model = None
         if result == z3.sat:
             model = s.model()
@@ -149,9 +229,9 @@ def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
     """One tier's verdict. Machine tiers pass ``check_shapes=False``: shapes do not
     depend on the element type, the exact tier has checked them."""
     start = time.monotonic()
-    deadline = start + timeout_s
+    budget = Budget.of_seconds(timeout_s)
     try:
-        configs = list(enumerate_configs(canon, sems, tuple(range(max_rank + 1)), guard))
+        configs = _configs(canon, sems, max_rank, guard)
     except Unsupported as err:
         return TierResult(tier, "unknown", "semantics", str(err))
     if len(configs) > MAX_CONFIGS:
@@ -175,12 +255,11 @@ def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
         if guard_refuted(guard, config):
             continue
         values_needed = role == "values"
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return TierResult(tier, "unknown", "", f"timeout after {timeout_s:.1f} s",
-                              None, time.monotonic() - start)
+        if budget.exhausted():
+            return TierResult(tier, "unknown", "", f"timeout after {timeout_s:.1f} s of Z3 "
+                              "work (its resource limit)", None, time.monotonic() - start)
         try:
-            outcome = _check_config(canon, sems, tier, config, values_needed, guard, left,
+            outcome = _check_config(canon, sems, tier, config, values_needed, guard, budget,
                                     check_shapes)
         except Unsupported as err:
             return TierResult(tier, "unknown", "semantics", str(err), None,
@@ -212,6 +291,24 @@ def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
     return TierResult(tier, "proved", "", "", None, elapsed)
 
 
+_CONFIGS: dict[Any, tuple[dict[str, OpSemantics], list[tuple[Config, str]]]] = {}
+
+
+def _configs(canon: CanonRule, sems: dict[str, OpSemantics], max_rank: int,
+             guard: ast.Expr | None) -> list[tuple[Config, str]]:
+    """`enumerate_configs`, remembered: a rule's tiers (and guard candidates) enumerate
+    the same configurations, and enumerating them costs as much as a proof."""
+    key = (canon, max_rank, guard, id(sems))
+    hit = _CONFIGS.get(key)
+    if hit is not None and hit[0] is sems:
+        return hit[1]
+    configs = list(enumerate_configs(canon, sems, tuple(range(max_rank + 1)), guard))
+    if len(_CONFIGS) > 64:
+        _CONFIGS.clear()
+    _CONFIGS[key] = (sems, configs)
+    return configs
+
+
 def _same_rank(canon: CanonRule, sems: dict[str, OpSemantics], config: Config) -> bool:
     """Both sides have the same rank (or the rule does not apply here)."""
     from egraph_compiler.verify.configs import rank_of
@@ -228,16 +325,16 @@ def _same_rank(canon: CanonRule, sems: dict[str, OpSemantics], config: Config) -
 
 def _check_config(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Config,
                   values_needed: bool, guard: ast.Expr | None,
-                  timeout_s: float, check_shapes: bool = True) -> TierResult | None:
+                  budget: Budget, check_shapes: bool = True) -> TierResult | None:
     """None when the LHS does not apply under ``config``; else this config's result."""
     sides = _build(canon, sems, tier, config, guard)
     if sides is None:
         return None
-    deadline = time.monotonic() + timeout_s
-    solver = _Solver(20.0, deadline)
+    solver = _Solver(20.0, budget)
     enc = sides.enc
     base = enc.background() + sides.wf_lhs + [sides.guard]
-    status, model = solver.check(base, _small_dims(sides))
+    # the model is a counterexample only where the RHS is ill-formed: a small one then
+    status, model = solver.check(base, _small_dims(sides) if sides.rhs_error else None)
     if status == "unsat":
         return None
     if status == "unknown":
@@ -252,32 +349,51 @@ def _check_config(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, con
                             "RHS shape differs from LHS shape or RHS is ill-formed", status)
     if not values_needed:
         return TierResult(tier, "proved")
+    # reductions: an induction proof first, it is cheaper than unrolling (encoding the
+    # unrolled sides costs more than the proof: try it before encoding them)
+    proof: TierResult | None = None
+    if any(sems[op].builtin is not None and sems[op].builtin.reduces for op in canon.ops):
+        try:
+            proof = _induction(canon, sems, tier, config, guard, budget)
+        except Illformed:  # the unrolled encoding below says what is ill-formed
+            proof = None
+        if proof is not None and proof.status == "proved":
+            return proof
     try:
         idx = [z3.Int(f"i{k}") for k in range(len(sides.lhs_dims))]
         vl, dl = enc.value_of(canon.lhs, idx)
         vr, dr = enc.value_of(canon.rhs, idx)
     except Illformed as err:
         return _failure(canon, sems, tier, sides, model, "shape", str(err))
-    if enc.bounds:  # reductions: an induction proof first, it is cheaper than unrolling
-        proof = _induction(canon, sems, tier, config, guard, deadline - time.monotonic())
-        if proof.status == "proved":
-            return proof
+    if enc.bounds:
+        if proof is None:
+            proof = _induction(canon, sems, tier, config, guard, budget)
+            if proof.status == "proved":
+                return proof
         # what follows can only find a counterexample at small lengths (the verdict is
         # unknown otherwise): those are found in seconds, a proof for them is useless
-        solver = _Solver(BOUNDED_SECONDS, deadline)
+        solver = _Solver(BOUNDED_SECONDS, budget)
     inside = [z3.And(i >= 0, i < d) for i, d in zip(idx, sides.lhs_dims, strict=False)]
     facts = (enc.background() + sides.wf_lhs + [sides.guard] + sides.wf_rhs
              + _dims_equal(sides) + inside + enc.bounds)
-    status, model = solver.check(facts + [dl != dr], _small_dims(sides))
+
+    def search(bad: list[Any]) -> tuple[str, Any]:
+        if enc.bounds:  # a counterexample search: small ones (what NumPy replays) first
+            status, model = _Solver(SMALL_FIRST_SECONDS, budget, slack=2.0).check(
+                facts + bad + _small_dims(sides), retry_spent=True)
+            if status == "sat":
+                return status, model
+        return solver.check(facts + bad, _small_dims(sides), retry_spent=bool(enc.bounds))
+
+    status, model = search([dl != dr])
     if status != "unsat":
         return _failure(canon, sems, tier, sides, model, "definedness",
                         "one side is undefined where the other is defined", status)
-    status, model = solver.check(facts + [dl, dr, z3.Not(enc.domain.equal(vl, vr))],
-                                 _small_dims(sides))
+    status, model = search([dl, dr, z3.Not(enc.domain.equal(vl, vr))])
     if status != "unsat":
         return _failure(canon, sems, tier, sides, model, "value", "LHS and RHS values differ",
                         status)
-    if enc.bounds:
+    if enc.bounds and proof is not None:
         return proof
     return TierResult(tier, "proved")
 
@@ -294,42 +410,208 @@ def _failure(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, sides: _
 
 # ---------------------------------------------------------------- induction
 def _induction(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Config,
-               guard: ast.Expr | None, timeout_s: float) -> TierResult:
+               guard: ast.Expr | None, budget: Budget) -> TierResult:
     """Induction over the prefix length m of one enumeration of the reduced index
     space: the rule holds for the first element (base) and, if it holds for the
     prefix m, for the prefix m + 1 (step)."""
     m = z3.Int("m")
-    built = {}
-    for mode in ("prefix", "base", "step"):
-        sides = _build(canon, sems, tier, config, guard, mode, m)
-        assert sides is not None and sides.rhs_dims is not None
-        idx = [z3.Int(f"i{k}") for k in range(len(sides.lhs_dims))]
-        vl, dl = sides.enc.value_of(canon.lhs, idx)
-        vr, dr = sides.enc.value_of(canon.rhs, idx)
-        goal = z3.And(dl == dr, z3.Implies(z3.And(dl, dr), sides.enc.domain.equal(vl, vr)))
-        inside = [z3.And(i >= 0, i < d) for i, d in zip(idx, sides.lhs_dims, strict=False)]
-        assumptions = (sides.enc.background() + sides.wf_lhs + [sides.guard] + sides.wf_rhs
-                       + _dims_equal(sides) + inside + sides.enc.bounds)
-        built[mode] = (sides, goal, assumptions)
-    prefix = built["prefix"][0]
-    if not prefix.enc.reductions or not _same_index_space(prefix, prefix.enc.reductions):
-        return TierResult(tier, "unknown", "value", "holds for reduced lengths <= 4; the "
-                          "reductions differ in their index spaces, so no induction")
-    total = math.prod(prefix.enc.reductions[0].extents)
-    solver = _Solver(INDUCTION_SECONDS, time.monotonic() + timeout_s)
-    _, goal, assumptions = built["base"]
-    status, _ = solver.check(assumptions + [z3.Not(goal)])
+    built = {"prefix": _induction_sides(canon, sems, tier, config, guard, "prefix", m)}
+    if not built["prefix"].sides.enc.reductions:
+        return TierResult(tier, "unknown", "value", "no reduction to induct on")
+    built.update((mode, _induction_sides(canon, sems, tier, config, guard, mode, m))
+                 for mode in ("base", "step"))
+    prefix = built["prefix"].sides
+    if not _same_index_space(prefix, prefix.enc.reductions):
+        outcome = TierResult(tier, "unknown", "value", "holds for reduced lengths <= 4; the "
+                             "reductions differ in their index spaces, so no induction")
+    else:
+        outcome = _shared_induction(tier, built, m, budget)
+    if outcome.status == "proved" or budget.exhausted(1.0):
+        return outcome
+    paired = _paired_induction(canon, sems, tier, config, guard, built["prefix"], budget)
+    return paired if paired.status == "proved" else outcome
+
+
+@dataclass
+class _Induction:
+    """One side-by-side encoding in an induction mode: the goal (both sides agree at
+    the index ``i``), what is assumed, and how many reductions the LHS met."""
+
+    sides: _Sides
+    goal: Any
+    assumptions: list[Any]
+    lhs_reductions: int
+
+
+@dataclass
+class _Plan:
+    """Paired induction: each LHS reduction with its RHS partner, sharing an
+    enumeration (``groups``: key -> name), after ``splits`` (key -> boundary)."""
+
+    groups: dict[str, str]
+    splits: dict[str, Any]
+    pairs: list[tuple[tuple[str, str], tuple[str, str]]]  # (key, outer) of both
+
+
+def _induction_sides(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
+                     config: Config, guard: ast.Expr | None, mode: str, m: Any,
+                     plan: _Plan | None = None) -> _Induction:
+    sides = _build(canon, sems, tier, config, guard, mode, m, plan)
+    assert sides is not None and sides.rhs_dims is not None
+    idx = [z3.Int(f"i{k}") for k in range(len(sides.lhs_dims))]
+    vl, dl = sides.enc.value_of(canon.lhs, idx)
+    lhs_reductions = len(sides.enc.reductions)
+    vr, dr = sides.enc.value_of(canon.rhs, idx)
+    goal = z3.And(dl == dr, z3.Implies(z3.And(dl, dr), sides.enc.domain.equal(vl, vr)))
+    inside = [z3.And(i >= 0, i < d) for i, d in zip(idx, sides.lhs_dims, strict=False)]
+    rest = sides.wf_lhs + [sides.guard] + sides.wf_rhs + _dims_equal(sides) + inside
+    return _Induction(sides, goal, sides.enc.background() + rest + sides.enc.bounds,
+                      lhs_reductions)
+
+
+def _shared_induction(tier: str, built: dict[str, _Induction], m: Any,
+                      budget: Budget) -> TierResult:
+    """All reductions share one enumeration; the hypothesis is the goal itself."""
+    total = math.prod(built["prefix"].sides.enc.reductions[0].extents)
+    solver = _Solver(INDUCTION_SECONDS, budget)
+    base = built["base"]
+    status, _ = solver.check(base.assumptions + [z3.Not(base.goal)])
     if status != "unsat":
         return TierResult(tier, "unknown", "value", "holds for reduced lengths <= 4; the "
                           f"induction base did not close (Z3: {status})")
-    _, goal_m, assumptions_m = built["prefix"]
-    _, goal_next, assumptions_next = built["step"]
-    status, _ = solver.check(assumptions_m + assumptions_next
-                             + [m >= 1, m < total, goal_m, z3.Not(goal_next)])
+    now, after = built["prefix"], built["step"]
+    status, _ = solver.check(now.assumptions + after.assumptions
+                             + [m >= 1, m < total, now.goal, z3.Not(after.goal)])
     if status != "unsat":
         return TierResult(tier, "unknown", "value", "holds for reduced lengths <= 4; the "
                           f"induction step did not close (Z3: {status})")
     return TierResult(tier, "proved")
+
+
+def _record_key(r: Reduction) -> tuple[str, str]:
+    return r.key, " ".join(z3.simplify(z3.IntVal(0) + o).sexpr() for o in r.outer)
+
+
+def _paired_induction(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
+                      config: Config, guard: ast.Expr | None, found: _Induction,
+                      budget: Budget) -> TierResult:
+    """Each LHS reduction paired with an RHS one over provably equal extents (after
+    splitting a reduction in two at the boundary of two partners, where
+    `lemmas.split_reduction` is proved), each pair with its own enumeration; the
+    hypothesis is that the partial results of every pair agree. Then the goal must
+    follow from the full results agreeing. Proves rules whose sides reduce the same
+    elements in other index spaces or under other operations (a Conv over a Concat's
+    channels; a Softmax whose sum the IEEE pre-pass cannot recover from a quotient)."""
+    plan = _pair_reductions(tier, found, budget)
+    if plan is None:
+        return TierResult(tier, "unknown", "value", "holds for reduced lengths <= 4; the "
+                          "reductions of the two sides do not pair up")
+    built = {mode: _induction_sides(canon, sems, tier, config, guard, mode, z3.Int("m"), plan)
+             for mode in ("prefix", "base", "step")}
+    cells = {mode: {_record_key(r): r for r in b.sides.enc.reductions}
+             for mode, b in built.items()}
+    domain = built["prefix"].sides.enc.domain
+
+    def agree(mode: str) -> list[Any]:
+        out = []
+        for lkey, rkey in plan.pairs:
+            left, right = cells[mode].get(lkey), cells[mode].get(rkey)
+            if left is None or right is None or left.cell is None or right.cell is None:
+                raise Unsupported("a paired reduction is missing after the split")
+            (vl, dl), (vr, dr) = left.cell, right.cell
+            out.append(z3.And(dl == dr, z3.Implies(dl, domain.equal(vl, vr))))
+        return out
+
+    prefix = built["prefix"]
+    lengths = []
+    for lkey, _ in plan.pairs:
+        record = cells["prefix"][lkey]
+        lengths.append((prefix.sides.enc.group_m(record.group), math.prod(record.extents)))
+    solver = _Solver(INDUCTION_SECONDS, budget)
+    try:
+        now, after = agree("prefix"), agree("step")
+        # one step per pair: a step assuming every pair's prefix (each m in range)
+        # would hold vacuously where some other pair cannot have such an m
+        steps = [(f"step of pair {g + 1}", prefix.assumptions + built["step"].assumptions
+                  + [m >= 1, m < n, now[g], z3.Not(after[g])])
+                 for g, (m, n) in enumerate(lengths)]
+        checks = [("base", built["base"].assumptions + [z3.Not(z3.And(*agree("base")))]),
+                  *steps,
+                  ("conclusion", prefix.assumptions + [m == n for m, n in lengths]
+                   + now + [z3.Not(prefix.goal)])]
+    except Unsupported as err:
+        return TierResult(tier, "unknown", "value", str(err))
+    for name, facts in checks:
+        status, _ = solver.check(facts)
+        if status != "unsat":
+            return TierResult(tier, "unknown", "value", "holds for reduced lengths <= 4; "
+                              f"the paired induction's {name} did not close (Z3: {status})")
+    return TierResult(tier, "proved")
+
+
+def _pair_reductions(tier: str, found: _Induction, budget: Budget) -> _Plan | None:
+    """Pairs of reductions (LHS, RHS) of one kind over provably equal, non-empty
+    extents; an unpaired one is split where two partners' first extents add up to
+    its own (the rest equal). None if some reduction stays unpaired."""
+    records = found.sides.enc.reductions
+    sides = [records[:found.lhs_reductions], records[found.lhs_reductions:]]
+    solver = _Solver(2.0, budget)
+
+    def proved(claims: list[Any]) -> bool:
+        claims = [c for c in claims if not (isinstance(c, bool) and c)]
+        if any(isinstance(c, bool) for c in claims):
+            return False
+        return not claims or solver.check(found.assumptions
+                                          + [z3.Not(z3.And(*claims))])[0] == "unsat"
+
+    def same(a: Reduction, b: Reduction) -> bool:
+        return (a.kind == b.kind and len(a.extents) == len(b.extents)
+                and proved([x == y for x, y in zip(a.extents, b.extents, strict=True)]
+                           + [x >= 1 for x in a.extents]))
+
+    pairs: list[tuple[Reduction | tuple[Reduction, str], Reduction]] = []
+    free = [list(sides[0]), list(sides[1])]
+    for left in sides[0]:
+        match = next((r for r in free[1] if same(left, r)), None)
+        if match is not None:
+            pairs.append((left, match))
+            free[0].remove(left)
+            free[1].remove(match)
+    splits: dict[str, Any] = {}
+    split_pairs: list[tuple[tuple[str, str], tuple[str, str]]] = []
+    for mine, theirs, flip in ((0, 1, False), (1, 0, True)):
+        for whole in list(free[mine]):
+            if not split_reduction(tier, whole.kind) or whole.key in splits:
+                continue
+            for lo, hi in itertools.permutations(free[theirs], 2):
+                if not (lo.kind == hi.kind == whole.kind
+                        and len(lo.extents) == len(hi.extents) == len(whole.extents)):
+                    continue
+                rest = whole.extents[1:]
+                if proved([whole.extents[0] == lo.extents[0] + hi.extents[0],
+                           lo.extents[0] >= 1, hi.extents[0] >= 1]
+                          + [x == y for x, y in zip(rest, lo.extents[1:], strict=True)]
+                          + [x == y for x, y in zip(rest, hi.extents[1:], strict=True)]
+                          + [x >= 1 for x in rest]):
+                    splits[whole.key] = lo.extents[0]
+                    outer = _record_key(whole)[1]
+                    for part, partner in (("lo", lo), ("hi", hi)):
+                        mine_key = (whole.key + part, outer)
+                        split_pairs.append((_record_key(partner), mine_key) if flip
+                                           else (mine_key, _record_key(partner)))
+                    free[mine].remove(whole)
+                    free[theirs].remove(lo)
+                    free[theirs].remove(hi)
+                    break
+    if free[0] or free[1]:
+        return None
+    keyed = [(_record_key(a), _record_key(b)) for a, b in pairs] + split_pairs
+    groups: dict[str, str] = {}
+    for g, pair in enumerate(keyed):
+        for key, _outer in pair:
+            if groups.setdefault(key, f"g{g}") != f"g{g}":
+                return None  # one reduction in two pairs: no shared enumeration
+    return _Plan(groups, splits, keyed)
 
 
 def _same_index_space(sides: _Sides, reductions: list[Any]) -> bool:

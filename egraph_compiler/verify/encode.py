@@ -73,6 +73,13 @@ class Reduction:
     combine: Callable[[Any, Any], Any]
     partial: z3.FuncDeclRef
     partial_defined: z3.FuncDeclRef
+    kind: str = "sum"
+    group: str = ""  # the enumeration (m, E) it shares with its partner (paired induction)
+    cell: Cell | None = None  # what this mode's encoding of the reduction is
+
+    def prefix(self, m: Any) -> Cell:
+        """The partial result over the first ``m`` elements of the enumeration."""
+        return self.partial(m, *self.outer), self.partial_defined(m, *self.outer)
 
 
 def stable_key(obj: object) -> str:
@@ -99,9 +106,15 @@ class Encoder:
     fires: list[Any] = field(default_factory=list)  # where the rule's built-ins are defined
     row_major: bool = False  # an exact Reshape / Flatten index map was encoded
     valued_vars: frozenset[str] = frozenset()  # tensors the rule reads as int lists
+    integers: dict[int, Any] = field(default_factory=dict)  # id -> real term of an integer
+    # paired induction (check._paired_induction): reduction key -> its enumeration's
+    # name, and reduction key -> where its first axis is split in two reductions
+    groups: dict[str, str] = field(default_factory=dict)
+    splits: dict[str, Any] = field(default_factory=dict)
     _values: dict[str, list[Any]] = field(default_factory=dict)
     _shape_memo: dict[Any, tuple[Dims, list[Any]]] = field(default_factory=dict)
     _value_memo: dict[Any, Cell] = field(default_factory=dict)
+    _index_keys: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     _in_body: bool = False
 
     # ------------------------------------------------------------ tensor facts
@@ -242,13 +255,24 @@ class Encoder:
 
     # ------------------------------------------------------------ values
     def value_of(self, p: ast.Pattern, idx: list[Any]) -> Cell:
-        key = (p, tuple(z3.simplify(z3.IntVal(i) if isinstance(i, int) else i).sexpr()
-                        for i in idx))
+        key = (p, tuple(self._index_key(i) for i in idx))
         if key in self._value_memo:
             return self._value_memo[key]
         result = self._value(p, idx)
         self._value_memo[key] = result
         return result
+
+    def _index_key(self, i: Any) -> int:
+        """An index in simplified form, so that equal indices share a cell: the id of
+        the simplified term (Z3 shares equal terms), memoised by the term's id (both
+        terms are kept alive, so neither id is reused)."""
+        term = z3.IntVal(i) if isinstance(i, int) else i
+        known = self._index_keys.get(term.get_id())
+        if known is None:
+            simple = z3.simplify(term)
+            known = (term, simple)
+            self._index_keys[term.get_id()] = known
+        return known[1].get_id()
 
     def _value(self, p: ast.Pattern, idx: list[Any]) -> Cell:
         if isinstance(p, ast.PVar):
@@ -353,16 +377,38 @@ class Encoder:
         if self._in_body:
             raise Unsupported("nested reductions are checked for lengths <= 4 only")
         key = stable_key((node, kind))
+        if key in self.splits:
+            # the split lemma (lemmas.split_reduction): over [0, n) x K, the reduction is
+            # the one over [0, s) x K combined with the one over [s, n) x K re-indexed
+            s, rest = self.splits[key], list(extents[1:])
+            lo, lo_ok = self._partial(f"{key}lo", outer, [s] + rest, body, kind)
+            hi, hi_ok = self._partial(f"{key}hi", outer, [extents[0] - s] + rest,
+                                      lambda t: body([s + t[0]] + list(t[1:])), kind)
+            return combine(lo, hi), z3.And(lo_ok, hi_ok)
+        return self._partial(key, outer, extents, body, kind)
+
+    def group_m(self, group: str) -> Any:
+        """The prefix length of enumeration ``group`` ("" is the shared one, ``m``)."""
+        return self.m if not group else z3.Int(f"m_{group}")
+
+    def _partial(self, key: str, outer: list[Any], extents: list[Any],
+                 body: Callable[[list[Any]], Cell], kind: str) -> Cell:
+        """Reduction ``key`` in an induction mode (see `reduce`)."""
+        combine = combiner(kind, self.domain)
         ints = [z3.IntSort()] * (1 + len(outer))
         partial = z3.Function(f"P_{key}_{self.domain.name}", *ints, self.domain.sort)
         partial_defined = z3.Function(f"D_{key}_{self.domain.name}", *ints, z3.BoolSort())
-        self.reductions.append(Reduction(key, tuple(outer), tuple(extents), body, combine,
-                                         partial, partial_defined))
+        group = self.groups.get(key, "")
+        record = Reduction(key, tuple(outer), tuple(extents), body, combine, partial,
+                           partial_defined, kind, group)
+        self.reductions.append(record)
+        m = self.group_m(group)
         if self.mode == "prefix":
-            return partial(self.m, *outer), partial_defined(self.m, *outer)
-        at = z3.IntVal(0) if self.mode == "base" else self.m
-        index = [z3.Function(f"E{k}", z3.IntSort(), z3.IntSort())(at)
-                 for k in range(len(extents))]
+            record.cell = record.prefix(m)
+            return record.cell
+        at = z3.IntVal(0) if self.mode == "base" else m
+        index = [z3.Function(f"E{k}{'_' + group if group else ''}", z3.IntSort(),
+                             z3.IntSort())(at) for k in range(len(extents))]
         self.bounds.extend(z3.And(t >= 0, t < e) for t, e in zip(index, extents, strict=False))
         self._in_body = True
         try:
@@ -373,9 +419,11 @@ class Encoder:
             if kind == "sum" and (self.domain.is_float
                                   or getattr(self.domain, "mirrors_float", False)):
                 value = self.domain.binop("+", self.domain.const(0.0), value)  # as unrolled
-            return value, ok
-        return (combine(partial(self.m, *outer), value),
-                z3.And(partial_defined(self.m, *outer), ok))
+            record.cell = (value, ok)
+            return record.cell
+        record.cell = (combine(partial(m, *outer), value),
+                       z3.And(partial_defined(m, *outer), ok))
+        return record.cell
 
     # ------------------------------------------------------------ background facts
     def background(self) -> list[z3.BoolRef]:

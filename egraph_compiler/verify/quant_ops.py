@@ -7,9 +7,18 @@
 | quantize_linear | x, scale, zero_point? | ``saturate(round_half_to_even(x / s) + z)``, s ≠ 0 |
 | max_pool | x | ONNX MaxPool, abstract in its geometry (see `MaxPool`) |
 | qlinear_conv, qlinear_matmul, qlinear_add, qlinear_mul, requantize | see `DEFINITIONS` | Q(op(DQ(...))) |
+| global_average_pool | x | ONNX GlobalAveragePool, reals (see `GlobalAveragePool`) |
+| average_pool | x | ONNX AveragePool, abstract in its geometry (see `AveragePool`) |
+| qlinear_gemm, qlinear_average_pool, qlinear_global_average_pool, qlinear_concat, qlinear_softmax, qlinear_clip | as their ops in quant.dnnr | Q(op(DQ(...))) |
 
-Scales and zero points are per tensor (rank 0): a rank-1 (per-axis) configuration is
-ill-formed here, so a proof covers per-tensor quantisation only.
+Scales and zero points are per tensor (rank 0, or 1-D of one element) or, where the
+Q/DQ writes a literal ``axis``, per axis: a 1-D tensor with one element per index of x
+along ``axis`` (as ``quantize_static(per_channel=True)`` writes the weights: axis 0 of a
+Conv's, axis 1 of a MatMul's / Gemm's). A Q/DQ that leaves ``axis`` out matches any axis
+in a rule, so there a per-axis configuration is ill-formed: such a proof covers
+per-tensor quantisation only. The integer operators' definitions write the axis their
+ONNX counterparts quantise per channel (QLinearConv: w and bias along axis 0;
+QLinearMatMul: b along axis 1, its columns).
 
 The integer type of a zero point (and of the tensor it quantises) is one of uint8,
 int8, int32, chosen by the solver (an Int ``qtype_<key>``, the key naming the zero
@@ -34,6 +43,7 @@ import z3
 from egraph_compiler.dsl import ast
 from egraph_compiler.verify.builtin_ops import OPAQUE, Builtin, Undefined
 from egraph_compiler.verify.encode import Cell, Dims, Encoder, Illformed, Unsupported, stable_key
+from egraph_compiler.verify.lemmas import quantize_is_monotone
 
 # (lowest, highest) of each integer type a zero point may have, by `qtype` code
 _QTYPES: tuple[tuple[int, int], ...] = ((0, 255), (-128, 127), (-2**31, 2**31 - 1))
@@ -59,6 +69,7 @@ def _integer_facts(enc: Encoder, key_node: ast.Pattern, values: list[z3.ExprRef]
     hi = z3.If(qtype == 0, 255, z3.If(qtype == 1, 127, 2**31 - 1))
     enc.index_facts.append(z3.And(qtype >= 0, qtype <= 2))
     for v in values:
+        enc.integers[v.get_id()] = v  # QuantizeLinear's rounding leaves them as they are
         # an Int behind the real (Z3 decides ToInt of it; of an IsInt fact, rarely)
         whole = z3.Int(f"int_{stable_key(v.sexpr())}")
         enc.index_facts.extend([v == z3.ToReal(whole), lo <= whole, whole <= hi])
@@ -102,26 +113,82 @@ def _linear_condition(cond: z3.BoolRef, s: z3.ArithRef) -> z3.BoolRef:
 
 
 def _quantize(t: z3.ArithRef, s: z3.ArithRef, z: z3.ArithRef, lo: z3.ArithRef,
-              hi: z3.ArithRef) -> z3.ArithRef:
+              hi: z3.ArithRef, integers: dict[int, Any]) -> z3.ArithRef:
     """saturate(round_half_to_even(t / s) + z), taken into the branches of a
     conditional ``t`` (a max or an unrolled reduction): the same value, whose
     divisions cancel against the scales DequantizeLinear multiplied by, as do the
-    products in the conditions (`_linear_condition`)."""
+    products in the conditions (`_linear_condition`). A max / min of two values
+    becomes the max / min of their quantised values (min / max for s < 0), as
+    `lemmas.quantize_is_monotone` proves: the comparison is then between integers,
+    not between a partial maximum and a product with the scale."""
     if z3.is_app_of(t, z3.Z3_OP_ITE):
         a, b = t.arg(1), t.arg(2)
-        qa, qb = _quantize(a, s, z, lo, hi), _quantize(b, s, z, lo, hi)
+        qa, qb = _quantize(a, s, z, lo, hi, integers), _quantize(b, s, z, lo, hi, integers)
+        picks = _max_or_min(t)
+        if picks is not None and quantize_is_monotone():
+            larger, smaller = z3.If(qa >= qb, qa, qb), z3.If(qa <= qb, qa, qb)
+            if picks == "max":
+                return z3.If(s > 0, larger, smaller)
+            return z3.If(s > 0, smaller, larger)
         return z3.If(_linear_condition(t.arg(0), s), qa, qb)
-    q = round_half_to_even(_divide(t, s)) + z
+    q = round_half_to_even(_divide(t, s), integers) + z
     return z3.If(q < lo, lo, z3.If(q > hi, hi, q))
 
 
-def round_half_to_even(t: z3.ArithRef) -> z3.ArithRef:
-    """The nearest integer to a real, ties to even (as ONNX QuantizeLinear, np.rint)."""
+def _max_or_min(t: z3.ExprRef) -> str | None:
+    """"max" for ``If(a >= b, a, b)`` (or ``>``, or ``b <= a``), "min" for the
+    reverse, None for any other conditional."""
+    cond, a, b = t.arg(0), t.arg(1), t.arg(2)
+    if cond.num_args() != 2:
+        return None
+    left, right = cond.arg(0), cond.arg(1)
+    for ops, name in (((z3.Z3_OP_GE, z3.Z3_OP_GT), "max"), ((z3.Z3_OP_LE, z3.Z3_OP_LT), "min")):
+        if any(z3.is_app_of(cond, op) for op in ops):
+            if left.eq(a) and right.eq(b):
+                return name
+            if left.eq(b) and right.eq(a):
+                return "min" if name == "max" else "max"
+    return None
+
+
+def _integral(t: z3.ArithRef, integers: dict[int, Any]) -> bool:
+    """``t`` is an integer by its form: integer literals, ``ToReal`` of Ints and the
+    terms `_integer_facts` declared integers (``integers``, by id), under + - * and
+    conditionals."""
+    if t.get_id() in integers or z3.is_int_value(t) or z3.is_app_of(t, z3.Z3_OP_TO_REAL):
+        return True
+    if z3.is_rational_value(t):
+        return t.denominator_as_long() == 1
+    if z3.is_app_of(t, z3.Z3_OP_ITE):
+        return _integral(t.arg(1), integers) and _integral(t.arg(2), integers)
+    if z3.is_add(t) or z3.is_sub(t) or z3.is_mul(t) or z3.is_app_of(t, z3.Z3_OP_UMINUS):
+        return all(_integral(c, integers) for c in t.children())
+    return False
+
+
+def round_half_to_even(t: z3.ArithRef, integers: dict[int, Any] | None = None) -> z3.ArithRef:
+    """The nearest integer to a real, ties to even (as ONNX QuantizeLinear, np.rint).
+    An integer by its form (``integers``: terms known to be integers, by id) is itself:
+    Z3 otherwise has to find that out through ToInt and IsInt, and returned unknown
+    on the max of dequantised values."""
+    if _integral(t, integers or {}):
+        return t
     floor = z3.ToReal(z3.ToInt(t))
     frac = t - floor
     even_floor = z3.IsInt(floor / 2)
     return z3.If(frac > 0.5, floor + 1,
                  z3.If(frac < 0.5, floor, z3.If(even_floor, floor, floor + 1)))
+
+
+def _axis(attrs: dict[str, Any], rank: int) -> int | None:
+    """The literal `axis` of a Q/DQ, in [0, rank); None where it is left out or a
+    variable (a pattern matches any axis there: the canonical rule binds a fresh
+    variable), so only a per-tensor scale / zero point is modelled, or out of range
+    (ONNX accepts that only for a per-tensor scale)."""
+    axis = attrs.get("axis")
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        return None
+    return axis % rank if -rank <= axis < rank else None
 
 
 class _Linear(Builtin):
@@ -135,30 +202,49 @@ class _Linear(Builtin):
 
     def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
               attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
-        # per-axis (a 1-D scale of several elements) is not modelled: ill-formed here
-        return list(dims[0]), [d[0] == 1 for d in dims[1:] if d]
+        # A 1-D scale / zero point has one element (per tensor, whatever the axis) or,
+        # with a written `axis`, one per index of x along it (per axis).
+        axis = _axis(attrs, len(dims[0]))
+        return list(dims[0]), [d[0] == 1 if axis is None else z3.Or(d[0] == 1, d[0] == dims[0][axis])
+                               for d in dims[1:] if d]
 
     def _operands(self, enc: Encoder, node: ast.POp, idx: list[Any]
                   ) -> tuple[Cell, Cell, z3.ExprRef, z3.BoolRef, ast.Pattern]:
         if enc.domain.name != "real":
             raise Unsupported(f"{self.name} is modelled over the reals only")
         x = enc.value_of(node.inputs[0], idx)
-        scale = enc.value_of(node.inputs[1], [0] * enc.rank_of(node.inputs[1]))
+        axis = _axis(enc.attrs(node), len(idx))
+
+        def parameter(p: ast.Pattern) -> Cell:
+            if enc.rank_of(p) == 0:
+                return enc.value_of(p, [])
+            (length,), _ = enc.shape_of(p)
+            return enc.value_of(p, [0 if axis is None else z3.If(length == 1, 0, idx[axis])])
+
+        scale = parameter(node.inputs[1])
         if len(node.inputs) > 2:
-            zero, zero_ok = enc.value_of(node.inputs[2], [0] * enc.rank_of(node.inputs[2]))
+            zero, zero_ok = parameter(node.inputs[2])
             return x, scale, zero, zero_ok, node.inputs[2]
         return x, scale, z3.RealVal(0), z3.BoolVal(True), node.inputs[0]
 
     @staticmethod
-    def _numpy_operands(inputs: list[np.ndarray]
+    def _numpy_operands(inputs: list[np.ndarray], attrs: dict[str, Any]
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, int]]:
         x, scale = inputs[0], inputs[1]
         zero = inputs[2] if len(inputs) > 2 else None
-        if any(a.ndim > min(1, x.ndim) or a.size != 1 for a in [scale] + (
-                [zero] if zero is not None else [])):
-            raise Illformed("per-axis scales / zero points are not modelled")
+        axis = _axis(attrs, x.ndim)
+
+        def along_axis(a: np.ndarray) -> np.ndarray:
+            if a.ndim > min(1, x.ndim):
+                raise Illformed("a scale / zero point of rank > 1")
+            if a.size == 1:
+                return a.reshape(())
+            if axis is None or a.size != x.shape[axis]:
+                raise Illformed("a per-axis scale / zero point without an axis of its length")
+            return a.reshape([-1 if k == axis else 1 for k in range(x.ndim)])
+
         lo, hi = _numpy_range(zero)
-        return x, scale, np.zeros(()) if zero is None else zero, (lo, hi)
+        return x, along_axis(scale), np.zeros(()) if zero is None else along_axis(zero), (lo, hi)
 
 
 class DequantizeLinear(_Linear):
@@ -171,7 +257,7 @@ class DequantizeLinear(_Linear):
         return (x - z) * s, z3.And(x_ok, s_ok, z_ok)
 
     def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        x, scale, zero, (lo, hi) = self._numpy_operands(inputs)
+        x, scale, zero, (lo, hi) = self._numpy_operands(inputs, attrs)
         if np.any(x != np.round(x)) or np.any((x < lo) | (x > hi)):
             raise Illformed("DequantizeLinear reads integers of its zero point's type")
         return (x - zero) * scale
@@ -184,10 +270,10 @@ class QuantizeLinear(_Linear):
         (x, x_ok), (s, s_ok), z, z_ok, key = self._operands(enc, node, idx)
         lo, hi, qtype = _integer_facts(enc, key, [z])
         _prefer_numpy_type(enc, qtype, z)
-        return _quantize(x, s, z, lo, hi), z3.And(x_ok, s_ok, z_ok, s != 0)
+        return _quantize(x, s, z, lo, hi, enc.integers), z3.And(x_ok, s_ok, z_ok, s != 0)
 
     def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        x, scale, zero, (lo, hi) = self._numpy_operands(inputs)
+        x, scale, zero, (lo, hi) = self._numpy_operands(inputs, attrs)
         if np.any(scale == 0):
             raise Undefined("QuantizeLinear with a zero scale")
         return np.clip(np.rint(x / scale) + zero, lo, hi)
@@ -207,6 +293,7 @@ class MaxPool(Builtin):
     NumPy replays the default geometry with a 1×…×1 kernel unless one is written."""
 
     name = "max_pool"
+    reduces = True
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
         return [OPAQUE] if attr in _POOL_GEOMETRY else None
@@ -244,24 +331,33 @@ class MaxPool(Builtin):
         enc.hints.extend(o == s - k + 1 for o, s, k in zip(out, x[2:], kernel, strict=True))
         return [x[0], x[1]] + out, wf
 
+    def _window(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any],
+                idx: list[Any]) -> tuple[list[Any], list[Any], list[Any]]:
+        """What every pool's window needs: the kernel, the input's spatial dims as Z3
+        terms, and its own (symbolic) dims."""
+        x, _ = enc.shape_of(node.inputs[0])
+        kernel = self._kernel(node, attrs, len(idx) - 2)
+        enc.index_facts.extend(k >= 1 for k in kernel if not isinstance(k, int))
+        return kernel, [z3.IntVal(d) if isinstance(d, int) else d for d in x[2:]], list(x[2:])
+
+    @staticmethod
+    def _positions(enc: Encoder, family: str, args: list[Any], out_s: list[Any], t: list[Any],
+                   x_spatial: list[Any]) -> list[Any]:
+        """The input position of window tap ``t`` at output ``out_s``: uninterpreted, in range;
+        ``out_s + t`` in models (what NumPy replays)."""
+        pos = [z3.Function(f"{family}{k}", *([z3.IntSort()] * (len(args) + 1)))(*args) for k in range(len(out_s))]
+        enc.index_facts.extend(z3.And(p >= 0, p < d) for p, d in zip(pos, x_spatial, strict=True))
+        enc.hints.extend(p == s + k for p, s, k in zip(pos, out_s, t, strict=True))
+        return pos
+
     def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
-        x_node = node.inputs[0]
-        x, _ = enc.shape_of(x_node)
         tag = self._tag(node)
         n, c, out_s = idx[0], idx[1], idx[2:]
-        kernel = self._kernel(node, attrs, len(out_s))
-        enc.index_facts.extend(k >= 1 for k in kernel if not isinstance(k, int))
-        dims = [z3.IntVal(d) if isinstance(d, int) else d for d in x[2:]]
-        ints = z3.IntSort()
+        kernel, dims, x_spatial = self._window(enc, node, attrs, idx)
 
         def body(t: list[Any]) -> Cell:
-            args = list(out_s) + list(t) + dims
-            pos = [z3.Function(f"pool_pos{k}_{tag}", *([ints] * (len(args) + 1)))(*args)
-                   for k in range(len(out_s))]
-            enc.index_facts.extend(z3.And(p >= 0, p < d) for p, d in zip(pos, x[2:],
-                                                                         strict=True))
-            enc.hints.extend(p == s + k for p, s, k in zip(pos, out_s, t, strict=True))
-            return enc.value_of(x_node, [n, c] + pos)
+            pos = self._positions(enc, f"pool_pos_{tag}_", list(out_s) + list(t) + dims, out_s, t, x_spatial)
+            return enc.value_of(node.inputs[0], [n, c] + pos)
 
         return enc.reduce(node, idx, kernel, body, "max")
 
@@ -288,14 +384,15 @@ def _p(op: str, *inputs: ast.Pattern, attrs: tuple[tuple[str, ast.Expr], ...] = 
     return ast.POp(op, tuple(inputs), attrs)
 
 
-def _dq(x: ast.Pattern, scale: ast.Pattern, zero: ast.Pattern | None) -> ast.POp:
-    return _p("DequantizeLinear", x, scale, *([zero] if zero is not None else []))
+def _dq(x: ast.Pattern, scale: ast.Pattern, zero: ast.Pattern | None, axis: int | None = None) -> ast.POp:
+    attrs = (("axis", ast.Num(axis)),) if axis is not None else ()
+    return _p("DequantizeLinear", x, scale, *([zero] if zero is not None else []), attrs=attrs)
 
 
 def _qconv_int(node: ast.POp) -> ast.POp:
     x, xs, xz, w, ws, wz, b, bs, bz, ys, yz = node.inputs
     # written as the rule qdq-conv writes it: QConvInt takes explicit pads only
-    conv = _p("Conv", _dq(x, xs, xz), _dq(w, ws, wz), _dq(b, bs, bz),
+    conv = _p("Conv", _dq(x, xs, xz), _dq(w, ws, wz, axis=0), _dq(b, bs, bz, axis=0),
               attrs=(("auto_pad", ast.Str("NOTSET")),) + node.attrs)
     return _p("QuantizeLinear", conv, ys, yz)
 
@@ -303,15 +400,15 @@ def _qconv_int(node: ast.POp) -> ast.POp:
 def _qlinear_conv(node: ast.POp) -> ast.POp:
     x, xs, xz, w, ws, wz, ys, yz, *bias = node.inputs
     # ONNX QLinearConv: the int32 bias has scale x_scale·w_scale and zero point 0
-    extra = [_dq(bias[0], _p("Mul", xs, ws), None)] if bias else []
-    conv = _p("Conv", _dq(x, xs, xz), _dq(w, ws, wz), *extra, attrs=node.attrs)
+    extra = [_dq(bias[0], _p("Mul", xs, ws), None, axis=0)] if bias else []
+    conv = _p("Conv", _dq(x, xs, xz), _dq(w, ws, wz, axis=0), *extra, attrs=node.attrs)
     return _p("QuantizeLinear", conv, ys, yz)
 
 
-def _binary(float_op: str) -> Callable[[ast.POp], ast.POp]:
+def _binary(float_op: str, b_axis: int | None = None) -> Callable[[ast.POp], ast.POp]:
     def define(node: ast.POp) -> ast.POp:
         a, a_s, az, b, bs, bz, ys, yz = node.inputs
-        return _p("QuantizeLinear", _p(float_op, _dq(a, a_s, az), _dq(b, bs, bz)), ys, yz)
+        return _p("QuantizeLinear", _p(float_op, _dq(a, a_s, az), _dq(b, bs, bz, b_axis)), ys, yz)
     return define
 
 
@@ -323,6 +420,8 @@ def _requantize(node: ast.POp) -> ast.POp:
 class Defined(Builtin):
     """An integer operator defined as a pattern of other operators (its ONNX formula):
     shape, value and NumPy reference are those of the pattern."""
+
+    reduces = True  # whatever its pattern does
 
     def __init__(self, name: str, define: Callable[[ast.POp], ast.POp],
                  rank: Callable[[list[int]], int]) -> None:
@@ -344,13 +443,14 @@ class Defined(Builtin):
         return enc.value_of(self._definition(enc, node), idx)
 
     def _definition(self, enc: Encoder, node: ast.POp) -> ast.Pattern:
-        """The defining pattern, or an already encoded pattern equal to it but for the
-        `axis` of per-tensor Q/DQ (which no value depends on): the same encoding,
-        reductions included, so a rule that writes the definition is proved by it."""
+        """The defining pattern, or an already encoded pattern equal to it but for a Q/DQ
+        `axis` one of them leaves out (that Q/DQ is then modelled per tensor only, where
+        no value depends on the axis): the same encoding, reductions included, so a rule
+        that writes the definition is proved by it. Two written axes must agree."""
         pattern = self.define(node)
         erased = _erase_axis(pattern)
         for seen in list(enc._shape_memo):
-            if isinstance(seen, ast.POp) and _erase_axis(seen) == erased:
+            if isinstance(seen, ast.POp) and _erase_axis(seen) == erased and _axes_agree(seen, pattern):
                 return seen
         return pattern
 
@@ -370,10 +470,33 @@ def _erase_axis(p: ast.Pattern) -> ast.Pattern:
         return ast.PVar(p.name)
     if not isinstance(p, ast.POp):
         return p
-    attrs = tuple((k, ast.Str(v.value) if isinstance(v, ast.Str)
-                   else ast.Var(v.name) if isinstance(v, ast.Var) else v) for k, v in p.attrs
+    attrs = tuple((k, _plain(v)) for k, v in p.attrs
                   if not (k == "axis" and p.op in ("QuantizeLinear", "DequantizeLinear")))
     return ast.POp(p.op, tuple(_erase_axis(c) for c in p.inputs), attrs)
+
+
+def _plain(v: ast.Expr) -> ast.Expr:
+    """An attribute value without its source position."""
+    if isinstance(v, ast.Str):
+        return ast.Str(v.value)
+    if isinstance(v, ast.Var):
+        return ast.Var(v.name)
+    return ast.Num(v.value) if isinstance(v, ast.Num) else v
+
+
+def _axes_agree(seen: ast.Pattern, definition: ast.Pattern) -> bool:
+    """Patterns equal up to `_erase_axis`: whether the encoded pattern ``seen`` may stand
+    for ``definition``. A Q/DQ of ``seen`` whose axis is no literal (left out, or the
+    canonical rule's fresh variable: it matches any axis, so it is modelled per tensor,
+    `_axis`) agrees with any; a literal axis only with the same literal (a definition
+    leaving it out means ONNX's default, and is modelled per tensor)."""
+    if not (isinstance(seen, ast.POp) and isinstance(definition, ast.POp)):
+        return True
+    if seen.op in ("QuantizeLinear", "DequantizeLinear"):
+        axis, own = dict(seen.attrs).get("axis"), dict(definition.attrs).get("axis")
+        if isinstance(axis, ast.Num) and not (isinstance(own, ast.Num) and own.value == axis.value):
+            return False
+    return all(_axes_agree(x, y) for x, y in zip(seen.inputs, definition.inputs, strict=True))
 
 
 _FLOAT_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -394,7 +517,7 @@ def _run_defined(p: ast.Pattern, tensors: dict[str, np.ndarray],
 
     builtin = lookup_builtin(_BUILTIN_OF[p.op])
     assert builtin is not None
-    own = {k: (v.value if isinstance(v, ast.Str) else attrs.get(k)) for k, v in p.attrs}
+    own = {k: (v.value if isinstance(v, (ast.Str, ast.Num)) else attrs.get(k)) for k, v in p.attrs}
     return builtin.numpy(inputs, own)
 
 
@@ -418,8 +541,211 @@ QUANT_BUILTINS: list[Builtin] = [
     DequantizeLinear(), QuantizeLinear(), MaxPool(),
     Defined("qlinear_conv", lambda n: (_qconv_int(n) if len(n.inputs) == 11
                                        else _qlinear_conv(n)), _conv_rank),
-    Defined("qlinear_matmul", _binary("MatMul"), _matmul_rank),
+    Defined("qlinear_matmul", _binary("MatMul", b_axis=1), _matmul_rank),
     Defined("qlinear_add", _binary("Add"), _broadcast_rank(0, 3)),
     Defined("qlinear_mul", _binary("Mul"), _broadcast_rank(0, 3)),
     Defined("requantize", _requantize, lambda ranks: ranks[0]),
 ]
+
+
+# --- pooling, Gemm, Concat and Softmax: the encodings and integer operators that
+# rules/quant.dnnr's qdq-gemm, qdq-avgpool, qdq-gap, qdq-concat and qdq-softmax need.
+
+_AVERAGE_POOL_GEOMETRY = ("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads",
+                          "strides")
+
+
+class GlobalAveragePool(Builtin):
+    """ONNX GlobalAveragePool: ``out[n, c, 0, …] = mean of x[n, c, …]`` over every
+    spatial axis (rank >= 3), over the reals; the reduction is `Encoder.reduce`'s, as
+    for ReduceMean."""
+
+    name = "global_average_pool"
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        if in_ranks[0] < 3:
+            raise Illformed("global_average_pool takes x of rank >= 3")
+        return in_ranks[0]
+
+    def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
+              attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
+        return [dims[0][0], dims[0][1]] + [1] * (len(dims[0]) - 2), []
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        if enc.domain.name != "real":
+            raise Unsupported("global_average_pool is modelled over the reals only")
+        child = node.inputs[0]
+        dims, _ = enc.shape_of(child)
+        total, defined = enc.reduce(node, idx[:2], list(dims[2:]),
+                                    lambda t: enc.value_of(child, idx[:2] + list(t)), "sum")
+        count = 1
+        for d in dims[2:]:
+            count = count * d
+        return total / z3.ToReal(z3.IntVal(count) if isinstance(count, int) else count), defined
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        x = inputs[0]
+        if x.ndim < 3:
+            raise Illformed("global_average_pool takes x of rank >= 3")
+        return np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True)
+
+
+class AveragePool(MaxPool):
+    """ONNX AveragePool, abstract in its geometry as `MaxPool` is: ``out[n, c, s] =
+    (sum over k < K of (valid(s, k) ? x[n, c, pos(s, k)] : 0)) / count(s)``, with the
+    output dims, ``pos`` (in range), ``valid`` (not a padded position) and the divisor
+    ``count(s) >= 1`` (the window positions counted: the valid ones, or all of them with
+    count_include_pad) uninterpreted, one family per expression of the geometry
+    attributes. A proof holds for every padding, stride and ceil mode; NumPy replays the
+    default geometry (no padding, stride 1, K×… kernel written or 1×…×1)."""
+
+    name = "average_pool"
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        return [OPAQUE] if attr in _AVERAGE_POOL_GEOMETRY else None
+
+    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
+        if in_ranks[0] < 3:
+            raise Illformed("average_pool takes x of rank >= 3")
+        return in_ranks[0]
+
+    def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
+        if enc.domain.name != "real":
+            raise Unsupported("average_pool is modelled over the reals only")
+        tag = stable_key(tuple((k, v) for k, v in node.attrs if k in _AVERAGE_POOL_GEOMETRY))
+        n, c, out_s = idx[0], idx[1], idx[2:]
+        kernel, dims, x_spatial = self._window(enc, node, attrs, idx)
+        ints = z3.IntSort()
+
+        def body(t: list[Any]) -> Cell:
+            args = list(out_s) + list(t) + dims
+            pos = self._positions(enc, f"avg_pool_pos_{tag}_", args, out_s, t, x_spatial)
+            valid = z3.Function(f"avg_pool_valid_{tag}", *([ints] * len(args)), z3.BoolSort())(*args)
+            enc.hints.append(valid)
+            v, defined = enc.value_of(node.inputs[0], [n, c] + pos)
+            return z3.If(valid, v, z3.RealVal(0)), defined
+
+        total, defined = enc.reduce(node, idx, kernel, body, "sum")
+        count_args = list(out_s) + dims
+        count = z3.Function(f"avg_pool_count_{tag}", *([ints] * (len(count_args) + 1)))(*count_args)
+        enc.index_facts.append(count >= 1)
+        size = 1
+        for k in kernel:
+            size = size * k
+        enc.hints.append(count == size)  # models only: every position counted, as NumPy replays
+        return total / z3.ToReal(count), defined
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        x = inputs[0]
+        if x.ndim < 3:
+            raise Illformed("average_pool takes x of rank >= 3")
+        written = attrs.get("kernel_shape")
+        kernel = [1] * (x.ndim - 2) if written in (None, OPAQUE) else [int(k) for k in written]
+        for name, default in (("strides", 1), ("pads", 0)):
+            given = attrs.get(name)
+            if given not in (None, OPAQUE) and any(int(v) != default for v in given):
+                raise Unsupported("the NumPy AveragePool replays the default geometry only")
+        if attrs.get("auto_pad") not in (None, OPAQUE, "NOTSET", "VALID") or \
+                attrs.get("ceil_mode") not in (None, OPAQUE, 0):
+            raise Unsupported("the NumPy AveragePool replays the default geometry only")
+        windows = np.lib.stride_tricks.sliding_window_view(x, kernel, axis=tuple(range(2, x.ndim)))
+        return np.mean(windows, axis=tuple(range(x.ndim, windows.ndim)))
+
+
+class _DefinedWith(Defined):
+    """A `Defined` integer operator whose attributes take the domains of the float
+    operator it stands for (read from its inputs at ``positions``)."""
+
+    def __init__(self, name: str, define: Callable[[ast.POp], ast.POp],
+                 rank: Callable[[list[int]], int], float_builtin: Builtin,
+                 positions: tuple[int, ...]) -> None:
+        super().__init__(name, define, rank)
+        self.float_builtin = float_builtin
+        self.positions = positions
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        ranks = [in_ranks[p] for p in self.positions if p < len(in_ranks)]
+        return self.float_builtin.attr_domain(attr, ranks)
+
+
+def _qgemm_int(node: ast.POp) -> ast.POp:
+    a, a_s, az, b, bs, bz, c, cs, cz, ys, yz = node.inputs
+    # Per channel (ONNX QGemm): b along its output columns, axis 1, or 0 where transB = 1
+    # (left open where transB is a variable: then b is modelled per tensor), c along axis 0.
+    trans_b = dict(node.attrs).get("transB", ast.Num(0))
+    b_axis = (1 - int(trans_b.value)) if isinstance(trans_b, ast.Num) else None
+    gemm = _p("Gemm", _dq(a, a_s, az), _dq(b, bs, bz, b_axis), _dq(c, cs, cz, axis=0), attrs=node.attrs)
+    return _p("QuantizeLinear", gemm, ys, yz)
+
+
+def _unary(float_op: str) -> Callable[[ast.POp], ast.POp]:
+    def define(node: ast.POp) -> ast.POp:
+        x, xs, xz, ys, yz = node.inputs
+        return _p("QuantizeLinear", _p(float_op, _dq(x, xs, xz), attrs=node.attrs), ys, yz)
+    return define
+
+
+def _concat2(node: ast.POp) -> ast.POp:
+    a, a_s, az, b, bs, bz, ys, yz = node.inputs
+    return _p("QuantizeLinear", _p("Concat", _dq(a, a_s, az), _dq(b, bs, bz), attrs=node.attrs), ys, yz)
+
+
+def _qclip_int(node: ast.POp) -> ast.POp:
+    x, s, z = node.inputs
+    return _p("QuantizeLinear", _p("Clip", _dq(x, s, z), attrs=node.attrs), s, z)
+
+
+class _DefinedClip(Defined):
+    """QClipInt: `Defined` by Q(Clip(DQ(x, s, z), min, max), s, z); Clip's meaning is its
+    scalar semantics (operators.dnnr), so the NumPy reference is written out here."""
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        x, s, z = inputs
+        lo, hi = attrs.get("min", -np.inf), attrs.get("max", np.inf)
+        dequantised = DequantizeLinear().numpy([x, s, z], {})
+        return QuantizeLinear().numpy([np.minimum(np.maximum(dequantised, lo), hi), s, z], {})
+
+
+def _gemm_rank(ranks: list[int]) -> int:
+    if ranks[0] != 2 or ranks[3] != 2 or ranks[6] > 2:
+        raise Illformed("gemm takes rank-2 A, B and C of rank <= 2")
+    return 2
+
+
+def _pool_rank(ranks: list[int]) -> int:
+    if ranks[0] < 3:
+        raise Illformed("pooling takes x of rank >= 3")
+    return ranks[0]
+
+
+def _concat_rank(ranks: list[int]) -> int:
+    if ranks[0] < 1 or ranks[3] != ranks[0]:
+        raise Illformed("concat takes inputs of one rank >= 1")
+    return ranks[0]
+
+
+def _softmax_rank(ranks: list[int]) -> int:
+    if ranks[0] < 1:
+        raise Illformed("softmax of a scalar")
+    return ranks[0]
+
+
+def _float_builtin(name: str) -> Builtin:
+    """A float operator's encoding from `builtin_ops` (loaded before this module's end runs)."""
+    from egraph_compiler.verify import builtin_ops
+
+    return {"gemm": builtin_ops.Gemm, "concat": builtin_ops.Concat,
+            "softmax": lambda: builtin_ops.Softmax(False)}[name]()
+
+
+_BUILTIN_OF.update({"Gemm": "gemm", "Concat": "concat", "Softmax": "softmax",
+                    "AveragePool": "average_pool", "GlobalAveragePool": "global_average_pool"})
+QUANT_BUILTINS.extend([
+    GlobalAveragePool(), AveragePool(),
+    _DefinedWith("qlinear_gemm", _qgemm_int, _gemm_rank, _float_builtin("gemm"), (0, 3, 6)),
+    _DefinedWith("qlinear_average_pool", _unary("AveragePool"), _pool_rank, AveragePool(), (0,)),
+    Defined("qlinear_global_average_pool", _unary("GlobalAveragePool"), _pool_rank),
+    _DefinedWith("qlinear_concat", _concat2, _concat_rank, _float_builtin("concat"), (0, 3)),
+    _DefinedWith("qlinear_softmax", _unary("Softmax"), _softmax_rank, _float_builtin("softmax"), (0,)),
+    _DefinedClip("qlinear_clip", _qclip_int, lambda ranks: ranks[0]),
+])

@@ -106,7 +106,7 @@ class Domain:
                      "<=": lambda: z3.ULE(a, b), ">": lambda: z3.UGT(a, b),
                      ">=": lambda: z3.UGE(a, b)}
         else:
-            div = (lambda: a / b) if self.name == "real" else (lambda: a / b)
+            div = (lambda: self._real_divide(a, b)) if self.name == "real" else (lambda: a / b)
             table = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
                      "/": div, "//": lambda: self._floordiv(a, b), "%": lambda: a % b,
                      "<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b,
@@ -116,6 +116,15 @@ class Domain:
         if op == "**":
             return self._power(a, b)
         return table[op]()
+
+    def _real_divide(self, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
+        """``a * inv(b)``, with ``b * inv(b) = 1`` where ``b != 0`` (see `_instances`):
+        Z3's own division made an induction through a division by sqrt succeed or
+        time out depending on its search order; as a product the step is linear in
+        the inverse and proves in seconds. A literal divisor stays a division (linear)."""
+        if z3.is_rational_value(z3.simplify(b)):
+            return a / b
+        return a * self.apply("inv", (b,))
 
     def _floordiv(self, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
         if self.name == "int":
@@ -233,6 +242,8 @@ class Domain:
                     "log", (a,)) + self.apply("log", (b,))))
         elif func == "sqrt":
             facts.append(z3.Implies(x >= 0, z3.And(term >= 0, term * term == x)))
+        elif func == "inv":  # the inverse of a real division (`_real_divide`)
+            facts.append(z3.Implies(x != 0, x * term == one))
         elif func in ("tanh", "erf"):
             facts.append(z3.And(term > -1, term < 1))
         return facts

@@ -115,3 +115,21 @@ rule flat-seen: Reshape(?f, ?s) => Identity(Reshape(?f, ?s)) when rank(?f) == 1 
     assert sat.stats.rule_fires.get("flat-seen", 0) >= 1
     x = np.random.default_rng(2).standard_normal((2, 3, 4)).astype(np.float32)
     np.testing.assert_array_equal(run(extract.extract(sat).graph, {"x": x})["y"], -x)
+
+
+def test_a_declared_elementwise_op_without_a_shape_rule_broadcasts(tmp_path):
+    # AddTwice has no Python shape rule: being one_to_one, its new class gets the
+    # broadcast of its operands' shapes through the oracle, and the rank guard holds
+    rules = rules_from_text(tmp_path, """
+op AddTwice(a, b) : one_to_one ili_variable shape_determined = a + b + b
+ruleset algebra
+rule twice: Add(?x, ?b) => Sub(AddTwice(?x, ?b), ?b)
+rule seen: Sub(?t, ?b) => Identity(Sub(?t, ?b)) when rank(?t) == 2
+""")
+    from egraph_compiler.extract.view import read
+
+    g = graph({"x": (2, 3), "b": (3,)}, [("Add", ["x", "b"], ["y"], {})], ["y"], types={"y": (2, 3)})
+    sat = egraph.saturate(g, rules)
+    view = read(sat)
+    assert {view.shape[n.eclass] for n in view.nodes if n.op == "AddTwice"} == {(2, 3)}
+    assert sat.stats.rule_fires.get("seen", 0) >= 1

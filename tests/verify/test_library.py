@@ -15,27 +15,19 @@ from egraph_compiler.verify.normalize import canonical
 
 from .conftest import ROOT
 
-# Shipped rules not proved yet, by what the verifier lacks. Every other shipped rule
-# (a new one included) must be proved; an entry must stay `unknown` -- never `failed`,
-# never proved -- so a rule that gets proved (or refuted) has to leave the list.
-NOT_YET_PROVED: dict[str, set[str]] = {
-    # Q(MaxPool(DQ(x))): the maximum of dequantised values under QuantizeLinear's
-    # rounding (verify/quant_ops.py) is `unknown` to Z3, unrolled or by induction
-    "max through QuantizeLinear's rounding": {"qdq-maxpool"},
-    # a Conv sum over Concat(x1, x2) channels is not split at the boundary: the two
-    # partial sums have other index spaces than the whole, so the induction cannot pair them
-    "sum split at a Concat boundary": {"concat-conv-partition", "concat-conv-partition-nobias"},
-}
+# Shipped rules not proved yet, by what the verifier lacks (none today: the Conv sum
+# over a Concat is split by the proved split lemma, the max through QuantizeLinear goes
+# through its proved monotonicity, see egraph_compiler/verify/lemmas.py). Every other
+# shipped rule (a new one included) must be proved; an entry must stay `unknown` --
+# never `failed`, never proved -- so a rule that gets proved (or refuted) has to leave.
+NOT_YET_PROVED: dict[str, set[str]] = {}
 # Operators whose encodings are being written: every shipped rule using one (whatever
-# its name) must be proved or `unknown`, never `failed` (none today: the QDQ rules are
-# proved, see egraph_compiler/verify/quant_ops.py).
+# its name) must be proved or `unknown`, never `failed` (none today).
 IN_PROGRESS_OPS: set[str] = set()
-# Shipped rules whose proof needs nonlinear integer or real arithmetic that Z3 finds in
-# seconds or not at all depending on its search order (BN folded into Gemm: a division
-# by sqrt inside the induction; softmax over a flattened axis: row-major offsets split
-# at a symbolic dim): proved or `unknown` on a timeout, never `failed`.
-NONLINEAR_SLOW: set[str] = {"bn-fold-gemm", "bn-fold-gemm-transb", "softmax-unflatten",
-                            "logsoftmax-unflatten"}
+# Shipped rules whose proof Z3 finds or not depending on its search order: proved or
+# `unknown`, never `failed` (none today: BN folded into Gemm divides through an
+# inverse, scalar.Domain._real_divide; Z3's budgets are resource limits, not seconds).
+NONLINEAR_SLOW: set[str] = set()
 
 # Shipped rules the verifier refutes, reported to the rules' owner (none today; an
 # entry must keep failing, so the list cannot go stale).

@@ -21,7 +21,7 @@ SOLVER_ONLY = ["m-sub-comm", "m-div-cancel", "m-square-sqrt", "m-transpose-fold-
                "m-sqrt-square", "m-add-zero", "m-add-zero-fp", "m-transpose-id-absent",
                "m-concat-swap", "m-reshape-transposed", "m-flatten-infer-first",
                "m-scale-fold-gemm-c", "m-bn-fold-conv-eps", "m-scale-fold-conv-bias",
-               "m-concat-conv-partition-slice"]
+               "m-concat-conv-partition-slice", "m-concat-conv-partition-x1-twice"]
 
 
 @pytest.fixture(scope="module")

@@ -95,3 +95,26 @@ def test_jobs_json_and_text(tmp_path: Path) -> None:
     text_out = verify.render_text(parallel)
     assert "FAILED   bad at value" in text_out and "CONFIRMED" in text_out
     assert "LHS = " in text_out and "RHS = " in text_out and "?a:" in text_out
+
+
+def test_an_unknown_from_the_solver_gets_a_second_attempt_with_other_seeds(monkeypatch, tmp_path) -> None:
+    """A rule the solver leaves unknown (a spent budget on an unlucky search order) is
+    checked once more with other Z3 seeds; the second verdict is kept, with a note."""
+    from egraph_compiler.verify import check as check_module
+
+    real_verify_rule = verify.verify_rule
+    offsets: list[int] = []
+
+    def unlucky_first(rule, sems, timeout_s, suggest, machine):  # type: ignore[no-untyped-def]
+        offsets.append(check_module.SEED_OFFSET)
+        verdict = real_verify_rule(rule, sems, timeout_s, suggest, machine)
+        if check_module.SEED_OFFSET == 0:
+            return verify.Verdict(rule.name, verdict.location, "unknown", "value", (), "Z3 returned unknown")
+        return verdict
+
+    monkeypatch.setattr(verify, "verify_rule", unlucky_first)
+    ruleset = load_inline("rule neg-neg: Neg(Neg(?a)) => ?a", tmp_path)
+    (verdict,) = verify.verify_rules(ruleset, cache_dir=tmp_path / "cache", suggest_guards=False, machine_tiers=False)
+    assert offsets == [0, verify.RETRY_SEED_OFFSET]
+    assert verdict.status == "proved" and "second attempt" in verdict.notes[-1], verdict
+    assert check_module.SEED_OFFSET == 0  # the in-process attempt leaves no offset behind

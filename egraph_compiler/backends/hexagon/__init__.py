@@ -41,6 +41,8 @@ from egraph_compiler.backends.hexagon.fallback import (
 from egraph_compiler.backends.hexagon.kernels import (
     ceil_to,
     gemm_c,
+    matmul_act_c,
+    matmul_act_scratch,
     scratch_sizes,
     writes_packed_input_of,
 )
@@ -62,12 +64,22 @@ class Artefact:
     report: str
 
 
+# Operators with an instruction-family choice (`select`).
+_CHOSEN_KINDS = ("gemm", "depthwise", "matmul_act")
+
+
 def _choose_families(lowered: Lowered) -> tuple[list[IntOp], dict[str, Choice]]:
     options: list[tuple[str, list[Option]]] = []
     for index, op in enumerate(lowered.ops):
         if op.kind == "gemm":
             consumer = _packed_consumer(lowered, index)
             options.append((op.name, gemm_options(*op.spec.shape, packed_consumer=consumer and consumer.spec.shape)))
+        elif op.kind == "matmul_act":  # per pair of matrices, plus packing B (one store per byte)
+            m, k, n = op.spec.shape
+            options.append((op.name, [replace(o, cycles=op.spec.batch * (o.cycles + ceil_to(n, 4) * ceil_to(k, 4)),
+                                              pack=op.spec.batch * o.pack,
+                                              detail=f"{op.spec.batch} matrices, each {o.detail}, B packed on the device")
+                                      for o in gemm_options(m, k, n)]))
         elif op.kind == "depthwise":
             g = op.spec.geometry
             taps = g.kernel[0] * g.kernel[1]
@@ -77,8 +89,9 @@ def _choose_families(lowered: Lowered) -> tuple[list[IntOp], dict[str, Choice]]:
     producer = {op.output: op.name for op in lowered.ops}
     edges = [(producer[i], op.name) for op in lowered.ops for i in op.inputs if i in producer]
     choices = choose(options, edges)
-    ops = [replace(op, spec=replace(op.spec, family=choices[op.name].option.family)) if op.name in choices else op
-           for op in lowered.ops]
+    # by name and kind: a layout gather the lowering added for an operator shares its name
+    ops = [replace(op, spec=replace(op.spec, family=choices[op.name].option.family))
+           if op.name in choices and op.kind in _CHOSEN_KINDS else op for op in lowered.ops]
     return _agree_layouts(ops, choices), choices
 
 
@@ -125,7 +138,7 @@ def _program(lowered: Lowered, ops: list[IntOp]) -> tuple[Program, dict[str, str
     if any(op.kind in ("dequant", "quant", "float") for op in ops):
         program.preamble = FLOAT_C
     pack = acc = 128
-    emitters = {"gemm": gemm_c, "depthwise": depthwise_c, "binary": binary_c, "clip": clip_c,
+    emitters = {"gemm": gemm_c, "matmul_act": matmul_act_c, "depthwise": depthwise_c, "binary": binary_c, "clip": clip_c,
                 "pool": pool_c, "concat": concat_rq_c, "softmax": softmax_c, "gather": gather_c,
                 "dequant": dequantize_c, "quant": quantize_c, "float": float_op_c}
     for index, op in enumerate(ops):
@@ -133,7 +146,7 @@ def _program(lowered: Lowered, ops: list[IntOp]) -> tuple[Program, dict[str, str
             continue
         defs, call = emitters[op.kind](op.spec, f"op{index}_{op.kind}")
         buffers = {"y": names[op.output]}
-        if op.kind == "binary":
+        if op.kind in ("binary", "matmul_act"):
             buffers |= {"a": names[op.inputs[0]], "b": names[op.inputs[1]]}
         elif op.kind in ("concat", "float"):
             buffers |= {f"x{i}": names[t] for i, t in enumerate(op.inputs)}
@@ -144,6 +157,9 @@ def _program(lowered: Lowered, ops: list[IntOp]) -> tuple[Program, dict[str, str
             p, a = scratch_sizes(op.spec)
             g = op.spec.geometry
             pack, acc = max(pack, p, g.rows * g.depth), max(acc, a)
+        elif op.kind == "matmul_act":
+            p, a = matmul_act_scratch(op.spec)
+            pack, acc = max(pack, p), max(acc, a)
         elif op.kind == "depthwise":
             p, a = depthwise_scratch(op.spec)
             pack, acc = max(pack, p), max(acc, a)
@@ -154,7 +170,7 @@ def _program(lowered: Lowered, ops: list[IntOp]) -> tuple[Program, dict[str, str
 def _report(ops: list[IntOp], choices: dict[str, Choice]) -> str:
     lines = ["# dnnr hexagon report: instruction family per operator (estimated cycles)"]
     for op in ops:
-        if op.name in choices:
+        if op.name in choices and op.kind in _CHOSEN_KINDS:
             c = choices[op.name]
             lines.append(f"{op.name:32s} {op.kind:9s} -> {c.option.label:6s} ({c.option.detail}); {c.reason}")
         elif op.kind == "float":

@@ -167,13 +167,14 @@ def _analyse(text: str, model: MachineModel) -> Insn:
         stores = True
         defs |= {"r29", "r30"}
         uses |= {"r29", "r30", "r31"}
-    if re.match(r"^(deallocframe|dealloc_return)", body):
+    # clang also writes these as ``r31:30 = deallocframe(r30):raw``: SP is written too.
+    if re.search(r"\b(deallocframe|dealloc_return)\b", body):
         defs |= {"r29", "r30", "r31"}
         uses.add("r30")
     if re.match(r"^(call|callr)\b", body):
         defs |= {f"r{i}" for i in range(16)} | {"r28", "r31", "p0", "p1", "p2", "p3"}
         uses |= {f"r{i}" for i in range(6)} | {"r29"}
-    if re.match(r"^jumpr\s+r31|^dealloc_return", body):
+    if re.match(r"^jumpr\s+r31", body) or re.search(r"\bdealloc_return\b", body):
         uses |= {"r0", "r1", "r29", "r31"}
     return Insn(
         text=text,

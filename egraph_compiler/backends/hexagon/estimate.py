@@ -4,6 +4,10 @@ In-order issue, one packet a cycle at best: a packet waits until every register 
 reads the old way is ready (producer's def cycle − consumer's read cycle, from the
 itineraries), and pays the soft-dependency stall of each ``.new``/``.cur`` pair it holds
 (overlapping with the operand wait: both are cycles the packet sits in the pipeline).
+
+`estimate_block` counts one pass from a cold start (every register ready). A loop body
+also waits, in the steady state, for values its previous iteration defined late:
+`estimate_steady` is the cycles of one pass run after other passes of the same body.
 """
 
 from __future__ import annotations
@@ -44,3 +48,9 @@ def estimate_packets(packets: list[Packet], model: MachineModel) -> int:
 
 def estimate_block(block: Block, model: MachineModel) -> int:
     return estimate_packets(block.packets, model)
+
+
+def estimate_steady(packets: list[Packet], model: MachineModel, passes: int = 3) -> int:
+    """Cycles of the last of ``passes`` back-to-back passes over a loop body: loop-carried
+    latencies included (a value defined late in one iteration and read early in the next)."""
+    return estimate_packets(packets * passes, model) - estimate_packets(packets * (passes - 1), model)

@@ -352,3 +352,153 @@ static void __attribute__((noinline)) {name}(const u8 *restrict x, u8 *restrict 
     }}
 }}
 """
+
+
+# ---- MatMul of two activations ----------------------------------------------------------
+
+# The runtime B operand is uint8 with zero point zb; the multiply instructions take signed
+# bytes on that side, so B is packed as b' = b − 128 (int8) with zb' = zb − 128, and
+#   Σ_k (a − za)(b' − zb') = Σ_k a·b' − za·Σ_k b' − zb'·Σ_k a + K·za·zb'
+# with the column sums Σ_k b' taken while packing B and the row sums Σ_k a of A, both on
+# the device. Every term fits int32 for K ≤ MATMUL_ACT_MAX_K.
+MATMUL_ACT_MAX_K = 16384
+
+
+@dataclass(frozen=True, slots=True)
+class QMatMulAct:
+    """``y[i] = rq(Σ_k (a[i, m, k] − za)·(b[i, k, n] − zb))`` for ``batch`` pairs of row-major
+    uint8 matrices (a: [batch, M, K], b: [batch, K, N], y: [batch, M, N])."""
+
+    batch: int
+    m: int
+    k: int
+    n: int
+    a_zero_point: int
+    b_zero_point: int
+    requant: Requant  # per tensor
+    family: str = "vrmpy"
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.m, self.k, self.n
+
+    def as_gemm(self) -> QGemm:
+        """The GEMM over one pair with A as a 1×1 convolution's input: its packing of A, its
+        inner loops and accumulator layout are this kernel's (the weights, all zero, only
+        give the shape; the runtime B takes their place)."""
+        geometry = ConvGeometry(1, self.m, 1, self.k, (1, 1), out_hw=(self.m, 1))
+        return QGemm(geometry, np.zeros((self.k, self.n), np.int8), np.zeros(self.n, np.int32), self.requant,
+                     self.a_zero_point, self.family)
+
+
+def matmul_act_reference(op: QMatMulAct, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """NumPy model: a [batch, M, K] and b [batch, K, N] uint8 → y [batch, M, N] uint8."""
+    centred_a = a.reshape(op.batch, op.m, op.k).astype(np.int64) - op.a_zero_point
+    centred_b = b.reshape(op.batch, op.k, op.n).astype(np.int64) - op.b_zero_point
+    return apply_requant(centred_a @ centred_b, op.requant)
+
+
+def matmul_act_scratch(op: QMatMulAct) -> tuple[int, int]:
+    """Bytes of the packed A, and of the accumulators followed by the packed B, its column
+    sums and A's row sums (all in ``dnnr_scratch_acc``)."""
+    if op.family == "scalar":
+        return 0, 0
+    gemm = op.as_gemm()
+    pack, acc = scratch_sizes(gemm)
+    n_pad = ceil_to(op.n, unroll_for(gemm))
+    words = n_pad * _words_per_column(op)
+    return pack, ceil_to(acc, 128) + ceil_to(words * 4, 128) + ceil_to(n_pad * 4, 128) + op.m * 4
+
+
+def _words_per_column(op: QMatMulAct) -> int:
+    """Weight words per output column in the family's layout (`packed_weights`)."""
+    k_pad = ceil_to(op.k, K_STEP[op.family])
+    return k_pad if op.family == "vmpy" else k_pad // K_STEP[op.family]
+
+
+def matmul_act_c(op: QMatMulAct, prefix: str) -> tuple[str, str]:
+    """(definitions, call) reading ``a`` and ``b`` and writing ``y``."""
+    m, k, n = op.shape
+    rq = op.requant
+    if len(rq.multiplier) != 1:
+        raise ValueError(f"{prefix}: a MatMul of two activations is requantised per tensor")
+    if k > MATMUL_ACT_MAX_K:
+        raise ValueError(f"{prefix}: K = {k} > {MATMUL_ACT_MAX_K} could overflow the int32 accumulators")
+    zb = op.b_zero_point - 128  # of b' = b − 128
+    correction = k * op.a_zero_point * zb
+    defs = [_c_array(f"{prefix}_mult", "i32", np.asarray(rq.multiplier, dtype=np.int64)),
+            _c_array(f"{prefix}_shift", "i32", np.asarray(rq.shift, dtype=np.int64))]
+    if op.family == "scalar":
+        defs.append(f"""
+static void __attribute__((noinline)) {prefix}(const u8 *restrict a, const u8 *restrict b, u8 *restrict out) {{
+  for (int i = 0; i < {op.batch}; i++)
+    for (int m = 0; m < {m}; m++)
+      for (int n = 0; n < {n}; n++) {{
+        i32 acc = 0;
+        for (int kk = 0; kk < {k}; kk++)
+          acc += ((i32)a[(i * {m} + m) * {k} + kk] - {op.a_zero_point}) * ((i32)b[(i * {k} + kk) * {n} + n] - {op.b_zero_point});
+        u8 y; {requant_c(prefix + "_mult", prefix + "_shift", "0", rq, "acc")}
+        out[(i * {m} + m) * {n} + n] = y;
+      }}
+}}
+""")
+        return "".join(defs), f"{prefix}({{a}}, {{b}}, {{y}});"
+    gemm = op.as_gemm()
+    fam = op.family
+    n_pad = ceil_to(n, unroll_for(gemm))
+    words = _words_per_column(op)
+    acc_bytes = ceil_to(scratch_sizes(gemm)[1], 128)
+    wp_offset, colsum_offset = acc_bytes, acc_bytes + ceil_to(n_pad * words * 4, 128)
+    rowsum_offset = colsum_offset + ceil_to(n_pad * 4, 128)
+    # Byte t of a word of the family's weight layout (`packed_weights`) holds K value
+    # s·per_word + t mod per_word: 4 consecutive K (vrmpy), a pair twice (vmpa), one byte 4× (vmpy).
+    per_word = {"vrmpy": 4, "vmpa": 2, "vmpy": 1}[fam]
+    defs.append(_pack_c(gemm, f"{prefix}_pack"))
+    defs.append(_gemm_c(gemm, f"{prefix}_gemm", n_pad))
+    defs.append(f"""
+static void __attribute__((noinline)) {prefix}_pack_b(const u8 *restrict b, u8 *restrict wp, i32 *restrict colsum) {{
+  for (int n = 0; n < {n_pad}; n++) {{
+    i32 sum = 0;
+    for (int s = 0; s < {words}; s++)
+      for (int t = 0; t < 4; t++) {{
+        int kk = s * {per_word} + t % {per_word};
+        i32 v = n < {n} && kk < {k} ? (i32)b[kk * {n} + n] - 128 : 0;
+        wp[(n * {words} + s) * 4 + t] = (u8)v;
+        if (t < {per_word}) sum += v;
+      }}
+    colsum[n] = sum;
+  }}
+}}
+
+static void __attribute__((noinline)) {prefix}_row_sums(const u8 *restrict a, i32 *restrict rowsum) {{
+  for (int m = 0; m < {m}; m++) {{
+    i32 sum = 0;
+    for (int kk = 0; kk < {k}; kk++) sum += a[m * {k} + kk];
+    rowsum[m] = sum;
+  }}
+}}
+
+static void __attribute__((noinline)) {prefix}_requant(const i32 *restrict acc, const i32 *restrict colsum,
+                                                        const i32 *restrict rowsum, u8 *restrict out) {{
+  for (int m = 0; m < {m}; m++)
+    for (int n = 0; n < {n}; n++) {{
+      i32 total = acc[{_acc_index(gemm)}] - {op.a_zero_point} * colsum[n] - ({zb}) * rowsum[m] + ({correction});
+      u8 y; {requant_c(prefix + "_mult", prefix + "_shift", "0", rq, "total")}
+      out[m * {n} + n] = y;
+    }}
+}}
+
+static void __attribute__((noinline)) {prefix}(const u8 *restrict a, const u8 *restrict b, u8 *restrict out) {{
+  i32 *acc = (i32 *)dnnr_scratch_acc, *wp = (i32 *)(dnnr_scratch_acc + {wp_offset});
+  i32 *colsum = (i32 *)(dnnr_scratch_acc + {colsum_offset}), *rowsum = (i32 *)(dnnr_scratch_acc + {rowsum_offset});
+  for (int i = 0; i < {op.batch}; i++) {{
+    const u8 *ai = a + i * {m * k};
+    {prefix}_pack(ai, ({packed_type(fam)} *)dnnr_scratch_pack);
+    {prefix}_pack_b(b + i * {k * n}, (u8 *)wp, colsum);
+    {prefix}_row_sums(ai, rowsum);
+    {prefix}_gemm(({packed_type(fam)} *)dnnr_scratch_pack, wp, acc);
+    {prefix}_requant(acc, colsum, rowsum, out + i * {m * n});
+  }}
+}}
+""")
+    return "".join(defs), f"{prefix}({{a}}, {{b}}, {{y}});"

@@ -2,13 +2,20 @@
 
 The e-graph (``rules/quant.dnnr``, run by the ``--target hexagon`` schedule) has already
 turned ``Q(op(DQ(x), DQ(w), DQ(b)))`` into integer operators (QConvInt, QMatMulInt,
-QAddInt, QMulInt, Requantize, MaxPool on integers); they, and ONNX's QLinearConv /
-QLinearMatMul, lower here to kernels reading the quantised ``x`` and writing the quantised
-output, with multiplier/shift computed from the constant scales; so does MatMulInteger /
-ConvInteger → Cast → Mul(constant scale) → QuantizeLinear. The few QDQ patterns the
-rules do not cover yet (Gemm, average pooling, Concat, Relu/Clip, Softmax) are still
-matched here. Any other operator runs in the scalar float fallback (`fallback`):
-Dequantize → float operator → Quantize, as onnxruntime executes the QDQ graph.
+QGemmInt, QAddInt, QMulInt, QAveragePoolInt, QGlobalAveragePoolInt, QConcatInt,
+QSoftmaxInt, QClipInt, Requantize) or into operators on the integers themselves (MaxPool,
+Concat of tensors quantised alike, Max(x, zero point) for Relu); they, and ONNX's
+QLinearConv / QLinearMatMul, lower here to kernels reading the quantised ``x`` and writing
+the quantised output, with multiplier/shift computed from the constant scales; so does
+MatMulInteger / ConvInteger → Cast → Mul(constant scale) → QuantizeLinear. Nothing is
+pattern-matched here: an operator the rules left between DequantizeLinear and
+QuantizeLinear runs in the scalar float fallback (`fallback`): Dequantize → float
+operator → Quantize, as onnxruntime executes the QDQ graph, or is reported.
+
+Weights may be quantised per output channel (a 1-D scale along the DequantizeLinear's
+axis): the requantisation then has one multiplier per output channel and the int32 bias
+scale x_scale·w_scale[c]. A QMatMulInt whose b is an activation (attention's Q·Kᵀ, P·V)
+lowers to `kernels.QMatMulAct`, which packs b on the device.
 
 All activations are uint8 on the device (int8 tensors are shifted by 128 and their
 zero point with them). Rank-4 tensors of the convolutional operators are NHWC on the
@@ -30,7 +37,12 @@ from egraph_compiler.backends.hexagon.fallback import (
     Gather,
     Quantize,
 )
-from egraph_compiler.backends.hexagon.kernels import ConvGeometry, QGemm
+from egraph_compiler.backends.hexagon.kernels import (
+    MATMUL_ACT_MAX_K,
+    ConvGeometry,
+    QGemm,
+    QMatMulAct,
+)
 from egraph_compiler.backends.hexagon.quant import ELEMENTWISE_SHIFT, requant_from_scales
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Graph, Node
@@ -114,6 +126,21 @@ def _qparams_of(graph: Graph, scale_name: str, zero_name: str, where: str) -> QP
     return QParams(float(scale.reshape(-1)[0]), int(zp.reshape(-1)[0]) + (128 if signed else 0), signed)
 
 
+def _dequantize_per_axis(graph: Graph, node: Node) -> np.ndarray:
+    """A constant's DequantizeLinear with a 1-D scale (and zero point) along ``axis``, in
+    float32 as onnxruntime computes it: (x − z)·s."""
+    x = _const(graph, node.inputs[0])
+    scale = _const(graph, node.inputs[1]).astype(np.float32).reshape(-1)
+    zero = _const(graph, node.inputs[2]).reshape(-1) if len(node.inputs) > 2 and node.inputs[2] else np.zeros(1)
+    axis = int(node.attr("axis", 1))  # type: ignore[arg-type]
+    if not -x.ndim <= axis < x.ndim or scale.size != x.shape[axis]:
+        raise ModelError(f"hexagon backend: DequantizeLinear {node.name}: {scale.size} scales along axis {axis} "
+                         f"of a {x.shape} tensor")
+    along = [-1 if k == axis % x.ndim else 1 for k in range(x.ndim)]
+    centred = (x.astype(np.int64) - zero.astype(np.int64).reshape(along if zero.size > 1 else [1] * x.ndim))
+    return (centred.astype(np.float32) * scale.reshape(along)).astype(np.float32)
+
+
 def _nhwc(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (shape[0], *shape[2:], shape[1]) if len(shape) == 4 else shape
 
@@ -130,16 +157,25 @@ _INTEGER_SIGNATURES: dict[str, tuple[str, tuple[tuple[int, int, int], ...], tupl
     "QAddInt": ("Add", ((0, 1, 2), (3, 4, 5)), None, None, (6, 7)),
     "QMulInt": ("Mul", ((0, 1, 2), (3, 4, 5)), None, None, (6, 7)),
     "Requantize": ("Identity", ((0, 1, 2),), None, None, (3, 4)),
+    "QGemmInt": ("Gemm", ((0, 1, 2),), (3, 4, 5), 6, (9, 10)),
+    "QAveragePoolInt": ("AveragePool", ((0, 1, 2),), None, None, (3, 4)),
+    "QGlobalAveragePoolInt": ("GlobalAveragePool", ((0, 1, 2),), None, None, (3, 4)),
+    "QConcatInt": ("Concat", ((0, 1, 2), (3, 4, 5)), None, None, (6, 7)),
+    "QSoftmaxInt": ("Softmax", ((0, 1, 2),), None, None, (3, 4)),
+    "QClipInt": ("Clip", ((0, 1, 2),), None, None, (1, 2)),
 }
 # The bias's (scale, zero point) positions of the integer operators that carry them.
-_BIAS_QUANT: dict[str, tuple[int, int]] = {"QConvInt": (7, 8)}
+_BIAS_QUANT: dict[str, tuple[int, int]] = {"QConvInt": (7, 8), "QGemmInt": (7, 8)}
 _LAYOUT_OPS = ("Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
-# DQ → op → Q patterns still recognised here, for the operators rules/quant.dnnr has no
-# rule for yet. Conv, MatMul, Add, Mul and MaxPool arrive as the e-graph's integer
-# operators (`_INTEGER_SIGNATURES`); left in QDQ form they run in the float fallback
-# (MatMul, Add, Mul) or are reported (Conv, MaxPool).
-_QDQ_MATCHED_OPS = ("Gemm", "AveragePool", "GlobalAveragePool", "Concat", "Relu", "Clip", "Softmax")
-_RULE_LOWERED_OPS = ("Conv", "MatMul", "Add", "Mul", "MaxPool")
+# Operators whose quantised form arrives as the e-graph's integer operators
+# (`_INTEGER_SIGNATURES`) or, where rules/quant.dnnr rewrites DQ → op → Q into an
+# operator on the integers themselves, as MaxPool / Concat / Max of integer tensors
+# (`lower_on_integers`). Left in QDQ form (no rule matched) they run in the float
+# fallback where it has the operator (MatMul, Add, Mul, Softmax, Relu) or are reported.
+_RULE_LOWERED_OPS = ("Conv", "MatMul", "Gemm", "Add", "Mul", "MaxPool", "AveragePool", "GlobalAveragePool",
+                     "Concat", "Softmax", "Relu", "Clip")
+# Operators rules/quant.dnnr writes over integer tensors (qdq-maxpool, qdq-concat-same, qdq-relu).
+_ON_INTEGERS = ("MaxPool", "Concat", "Max")
 
 
 def _layout_shape(known: dict[str, np.ndarray], node: Node, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -213,6 +249,8 @@ class _Lowering:
         self.dequantised: dict[str, str] = {}  # uint8 device tensor -> its float copy
         self.q_of = {n.inputs[0]: n for n in graph.nodes if n.op == "QuantizeLinear"}
         self.dq_params: dict[str, QParams] = {}  # DequantizeLinear output of a constant -> its parameters
+        # DequantizeLinear output of a constant quantised per axis -> its float values (as ONNX computes them)
+        self.dq_per_axis: dict[str, np.ndarray] = {}
         self.consumed: set[str] = set()  # nodes lowered as part of an earlier one (MatMulInteger's Cast, Mul)
         self.known: dict[str, np.ndarray] = dict(graph.constants)  # constants and static Shape results
 
@@ -242,6 +280,9 @@ class _Lowering:
         constant is put on the device with the parameters of the DequantizeLinear reading it."""
         source = self.quantised[value]
         if source in self.graph.constants and source not in self.out.shapes:
+            if value not in self.dq_params:
+                raise ModelError(f"hexagon backend: {where} reads {source}, quantised per axis, as an integer "
+                                 "operand (only weights may be quantised per channel)")
             return self.integer_tensor(source, self.dq_params[value], where)
         return self.device(source)
 
@@ -284,6 +325,8 @@ class _Lowering:
             return self.device_float[value]
         if value in self.quantised:
             source = self.alias.get(self.quantised[value], self.quantised[value])
+            if value in self.dq_per_axis:
+                return self.float_constant(value, self.dq_per_axis[value])
             if source not in self.out.shapes:  # a quantised constant: dequantise it now, as ONNX does
                 q = self.dq_params[value]
                 data = _const(self.graph, source).astype(np.int32) + (128 if q.signed else 0)
@@ -329,10 +372,8 @@ class _Lowering:
                 self.integer_accumulation(node)
             elif node.name in self.consumed:
                 continue
-            elif node.op == "MaxPool" and node.inputs[0] in self.alias:  # qdq-maxpool: pooling the integers
-                x = self.alias[node.inputs[0]]
-                as_float_op = Node("MaxPool", (x,), node.outputs, node.attrs, node.name)
-                self.alias[node.outputs[0]] = _lower_op(self, as_float_op, [x], node.outputs[0], self.out.qparams[x])
+            elif node.op in _ON_INTEGERS and node.inputs[0] in self.alias:
+                self.lower_on_integers(node)
             else:
                 self.compute(node)
         for value in self.graph.outputs:
@@ -358,7 +399,13 @@ class _Lowering:
     def quantize(self, node: Node, graph_inputs: dict) -> None:
         q = _qparams(self.graph, node)
         x, y = node.inputs[0], node.outputs[0]
-        if x in graph_inputs:
+        if x in graph_inputs and x in self.out.inputs:  # the host quantises each graph input once
+            first = self.out.qparams[self.out.inputs[x]]
+            if (first.scale, first.zero_point, first.signed) != (q.scale, q.zero_point, q.signed):
+                raise ModelError(f"hexagon backend: graph input {x} is quantised twice with different parameters "
+                                 f"(QuantizeLinear {node.name}); quantise it once and requantise the copy")
+            self.alias[y] = self.out.inputs[x]
+        elif x in graph_inputs:
             shape = tuple(int(d) for d in graph_inputs[x].type.shape or ())
             self.out.inputs[x] = self.new_tensor(y, shape, q, nhwc=True)
             self.alias[y] = self.out.inputs[x]
@@ -378,7 +425,9 @@ class _Lowering:
 
     def dequantize(self, node: Node) -> None:
         x = node.inputs[0]
-        if x in self.graph.constants:
+        if x in self.graph.constants and _const(self.graph, node.inputs[1]).size > 1:
+            self.dq_per_axis[node.outputs[0]] = _dequantize_per_axis(self.graph, node)
+        elif x in self.graph.constants:
             self.dq_params[node.outputs[0]] = _qparams(self.graph, node)
         elif self.alias.get(x, x) not in self.out.shapes:
             raise ModelError(f"hexagon backend: DequantizeLinear {node.name} reads {x}, which is not quantised here")
@@ -386,7 +435,9 @@ class _Lowering:
 
     def layout_op(self, node: Node) -> None:
         x, y = node.inputs[0], node.outputs[0]
-        if x in self.quantised:
+        if x in self.alias:  # an integer tensor (the rules move DequantizeLinear / QuantizeLinear past layout ops)
+            source = self.alias[x]
+        elif x in self.quantised:
             source = self.quantised_device(x, node.name)
         elif x in self.device_float:
             source = self.device_float[x]
@@ -397,7 +448,7 @@ class _Lowering:
         if node.op == "Transpose":
             index = index.transpose([int(p) for p in node.attr("perm", tuple(reversed(range(index.ndim))))])  # type: ignore[union-attr]
         result = self.gather(node.name, source, index.reshape(shape), shape, False)
-        (self.quantised if x in self.quantised else self.device_float)[y] = result
+        (self.alias if x in self.alias else self.quantised if x in self.quantised else self.device_float)[y] = result
 
     def compute(self, node: Node) -> None:
         try:
@@ -408,31 +459,49 @@ class _Lowering:
             self.float_op(node)
 
     def integer_op(self, node: Node) -> None:
+        """A float operator between DequantizeLinear and QuantizeLinear: the rules did not
+        turn it into an integer operator, so it has no integer kernel here."""
         if node.op in _RULE_LOWERED_OPS:
             raise _NoKernel(f"a quantised {node.op} reaches the backend as rules/quant.dnnr's integer operator "
                             "(compile with `dnnr compile --target hexagon`, whose schedule runs them); this one "
                             "did not match a rule")
-        if node.op not in _QDQ_MATCHED_OPS:
-            raise _NoKernel(f"no integer kernel for {node.op}")
-        y_float = node.outputs[0]
-        end = y_float  # the value quantised: y itself or y through layout operators
-        while end not in self.q_of and len(self.consumers.get(end, [])) == 1 and \
-                self.consumers[end][0].op in _LAYOUT_OPS and self.consumers[end][0].op != "Transpose":
-            end = self.consumers[end][0].outputs[0]
-        if end not in self.q_of or len(self.consumers.get(y_float, [])) != 1 or any(o for o in node.outputs[1:]):
-            raise _NoKernel("its output is not quantised (QDQ expected)")
-        yq = _qparams(self.graph, self.q_of[end])
-        inputs = list(node.inputs)
-        for i, value in enumerate(inputs):
-            if not value:
-                continue
-            if value in self.quantised:
-                # Gemm's weights and bias are read as constants (with their DequantizeLinear's scale).
-                constant = node.op == "Gemm" and i > 0 and self.quantised[value] in self.graph.constants
-                inputs[i] = self.quantised[value] if constant else self.quantised_device(value, node.name)
-            elif not (node.op in ("Conv", "Gemm") and i == 2 and value in self.graph.constants):
-                raise _NoKernel(f"input {value} is not dequantised from an int8/uint8 tensor")
-        self.quantised[y_float] = _lower_op(self, node, inputs, y_float, yq)
+        raise _NoKernel(f"no integer kernel for {node.op}")
+
+    def lower_on_integers(self, node: Node) -> None:
+        """An operator the rules wrote over integer tensors, keeping their quantisation:
+        MaxPool (qdq-maxpool), Concat of tensors quantised alike (qdq-concat-same), and
+        Max(x, zero point) (qdq-relu: Relu on the integers, a clip at the zero point)."""
+        x = self.alias[node.inputs[0]]
+        xq = self.out.qparams[x]
+        y = node.outputs[0]
+        if node.op == "Max":
+            if len(node.inputs) != 2 or node.inputs[1] not in self.graph.constants:
+                raise ModelError(f"hexagon backend: Max {node.name}: only Max(integer tensor, constant) lowers")
+            bound = _const(self.graph, node.inputs[1])
+            if bound.size != 1 or (bound.dtype == np.int8) != xq.signed:
+                raise ModelError(f"hexagon backend: Max {node.name}: the bound must be one value of the input's type")
+            lo = int(bound.reshape(-1)[0]) + (128 if xq.signed else 0)
+            shape = self.out.shapes[x]
+            self.alias[y] = self.new_tensor(y, shape, xq, nhwc=x in self.out.nhwc)
+            self.out.ops.append(IntOp(node.name, "clip", QClip(int(np.prod(shape)), lo, 255), (x,), self.alias[y]))
+            return
+        inputs = [self.integer_tensor(i, xq, f"{node.op} {node.name}") for i in node.inputs if i]
+        if node.op == "Concat":  # qdq-concat3/4 requantise each input first: the concat kernel does that itself
+            inputs = [self.unrequantised(value, tensor) for value, tensor in zip(node.inputs, inputs, strict=True)]
+        as_float_op = Node(node.op, tuple(inputs), node.outputs, node.attrs, node.name)
+        try:
+            self.alias[y] = _lower_op(self, as_float_op, inputs, y, xq)
+        except _NoKernel as reason:
+            raise ModelError(f"hexagon backend: {node.op} {node.name} on integers: {reason}") from None
+
+    def unrequantised(self, value: str, tensor: str) -> str:
+        """``tensor``'s source when ``tensor`` is a requantisation (`requantize`'s one-input
+        concat op) read only through ``value``: the op is dropped and its reader requantises."""
+        producer = next((k for k, op in enumerate(self.out.ops) if op.output == tensor), None)
+        if producer is None or self.out.ops[producer].kind != "concat" or len(self.out.ops[producer].inputs) != 1 \
+                or len(self.consumers.get(value, [])) != 1 or value in {v.name for v in self.graph.outputs}:
+            return tensor
+        return self.out.ops.pop(producer).inputs[0]
 
     def integer_tensor(self, name: str, declared: QParams, where: str) -> str:
         """The device tensor (or quantised constant) an integer operator reads as ``name``,
@@ -472,13 +541,18 @@ class _Lowering:
             self.alias[node.outputs[0]] = self.requantize(node.name, tensors[0], yq, node.outputs[0])
             return
         weight_quant = None
+        if float_op == "MatMul" and weights is not None and inputs[weights[0]] not in self.graph.constants:
+            w, w_scale, w_zero = (inputs[i] for i in weights)  # a MatMul of two activations
+            b = self.integer_tensor(w, _qparams_of(self.graph, w_scale, w_zero, node.name), f"{node.op} {node.name}")
+            self.alias[node.outputs[0]] = _lower_matmul_act(self, node.name, tensors[0], b, node.outputs[0], yq)
+            return
         if weights is not None:
             w, w_scale, w_zero = (inputs[i] if i is not None else "" for i in weights)
             if w not in self.graph.constants:
                 raise ModelError(f"hexagon backend: {node.op} {node.name}: the weights must be a constant")
             tensors.append(w)
             weight_quant = (_const(self.graph, w_scale), _const(self.graph, w_zero) if w_zero else None)
-        if float_op != "Add" and float_op != "Mul":
+        if weights is not None:
             tensors.append(inputs[bias] if bias is not None else "")
         bias_quant = None
         if node.op in _BIAS_QUANT:
@@ -578,7 +652,8 @@ def _lower_op(low: _Lowering, node: Node, inputs: list[str], y_name: str, yq: QP
             raise ModelError(f"hexagon backend: {node.name}: auto_pad={node.attr('auto_pad')} is not supported "
                              "(explicit pads only)")
         if inputs[1] not in graph.constants:
-            raise _NoKernel("the right operand is not a constant (no integer kernel for two activations)")
+            raise _NoKernel("the right operand is not a constant (a MatMul of two activations lowers as "
+                            "QMatMulInt, rules/quant.dnnr's qdq-matmul)")
         w_q = _const(graph, inputs[1])
         if weight_quant is None:
             w_dq = next(n for n in graph.nodes if n.op == "DequantizeLinear" and n.inputs[0] == inputs[1])
@@ -620,6 +695,9 @@ def _lower_op(low: _Lowering, node: Node, inputs: list[str], y_name: str, yq: QP
                 if node.attr("transA", 0) or float(node.attr("alpha", 1.0)) != 1.0 or float(node.attr("beta", 1.0)) != 1.0:
                     raise ModelError(f"hexagon backend: Gemm {node.name} with transA/alpha/beta is not supported")
                 w_q = w_q.T if node.attr("transB", 0) else w_q
+                c_size = _const(graph, inputs[2]).size if len(inputs) > 2 and inputs[2] else 1
+                if c_size not in (1, w_q.shape[1]):  # the kernels add one bias per column
+                    raise ModelError(f"hexagon backend: Gemm {node.name}: C has {c_size} elements, not one per column")
             rows = int(np.prod(xs[:-1]))
             geometry = ConvGeometry(1, rows, 1, int(xs[-1]), (1, 1), out_hw=(rows, 1))
             weights = w_q.astype(np.int8)
@@ -701,17 +779,11 @@ def _lower_op(low: _Lowering, node: Node, inputs: list[str], y_name: str, yq: QP
         y = low.new_tensor(y_name, y_shape, yq, nhwc=nhwc)
         out.ops.append(IntOp(node.name, "binary", spec, (a, bb), y))
         return y
-    if op in ("Relu", "Clip"):
+    if op == "Clip":  # QClipInt: Q is monotone, so Q(clip(v, lo, hi)) = clip(Q(v), Q(lo), Q(hi))
         x = low.device(inputs[0])
         xq, xs = out.qparams[x], out.shapes[x]
-        if op == "Relu":
-            lo_real, hi_real = 0.0, np.inf
-        elif len(inputs) > 1:  # opset ≥ 11: min/max are optional inputs
-            lo_real = float(_const(graph, inputs[1])) if len(inputs) > 1 and inputs[1] else -np.inf
-            hi_real = float(_const(graph, inputs[2])) if len(inputs) > 2 and inputs[2] else np.inf
-        else:
-            lo_real, hi_real = float(node.attr("min", -np.inf)), float(node.attr("max", np.inf))
-        if (xq.scale, xq.zero_point) != (yq.scale, yq.zero_point):
+        lo_real, hi_real = float(node.attr("min", -np.inf)), float(node.attr("max", np.inf))  # type: ignore[arg-type]
+        if (xq.scale, xq.zero_point) != (yq.scale, yq.zero_point) or xq.scale <= 0:
             raise ModelError(f"hexagon backend: {op} {node.name} changes quantisation parameters")
         lo = int(np.clip(np.round(lo_real / xq.scale) + xq.zero_point, 0, 255)) if np.isfinite(lo_real) else 0
         hi = int(np.clip(np.round(hi_real / xq.scale) + xq.zero_point, 0, 255)) if np.isfinite(hi_real) else 255
@@ -732,6 +804,40 @@ def _lower_op(low: _Lowering, node: Node, inputs: list[str], y_name: str, yq: QP
         out.ops.append(IntOp(node.name, "softmax", spec, (x,), y))
         return y
     raise _NoKernel(f"no integer kernel for {op}")
+
+
+def _lower_matmul_act(low: _Lowering, name: str, a: str, b: str, y_name: str, yq: QParams) -> str:
+    """MatMul of two quantised device tensors (ONNX broadcasting of the batch dims): one
+    integer GEMM per pair of matrices with B packed on the device (`kernels.QMatMulAct`)."""
+    out = low.out
+    sa, sb = out.shapes[a], out.shapes[b]
+    if len(sa) < 2 or len(sb) < 2:
+        raise ModelError(f"hexagon backend: MatMul {name} of a vector is not supported")
+    m, k, n = int(sa[-2]), int(sa[-1]), int(sb[-1])
+    if int(sb[-2]) != k:
+        raise ModelError(f"hexagon backend: MatMul {name}: inner dimensions {sa} × {sb} differ")
+    if k > MATMUL_ACT_MAX_K:
+        raise ModelError(f"hexagon backend: MatMul {name}: K = {k} > {MATMUL_ACT_MAX_K} would overflow int32")
+    batch_shape = tuple(int(d) for d in np.broadcast_shapes(sa[:-2], sb[:-2]))
+
+    def operand(t: str, rows: int, cols: int) -> str:
+        """``t`` row-major as [*batch_shape, rows, cols] (broadcast by a gather where needed)."""
+        shape = out.shapes[t]
+        padded = (1,) * (len(batch_shape) + 2 - len(shape)) + tuple(shape)
+        t = low.in_layout(name, t, False, padded)
+        full = (*batch_shape, rows, cols)
+        if padded != full:
+            table = np.broadcast_to(np.arange(int(np.prod(padded))).reshape(padded), full)
+            t = low.gather(name, t, table, full, False)
+        return t
+
+    a, b = operand(a, m, k), operand(b, k, n)
+    aq, bq = out.qparams[a], out.qparams[b]
+    rq = requant_from_scales(np.array([aq.scale * bq.scale / yq.scale]), yq.zero_point)
+    spec = QMatMulAct(int(np.prod(batch_shape)), m, k, n, aq.zero_point, bq.zero_point, rq)
+    y = low.new_tensor(y_name, (*batch_shape, m, n), yq)
+    out.ops.append(IntOp(name, "matmul_act", spec, (a, b), y))
+    return y
 
 
 def _bias(graph: Graph, name: str, acc_scale: np.ndarray, channels: int, node: Node,

@@ -72,9 +72,39 @@ class BuildResult:
     crash_blocks: int = 0  # blocks llvm-mc crashed on (no diagnostic), kept as clang packed them
 
 
+def _writable_symbols(asm_text: str) -> set[str]:
+    """Symbols of writable data: ``.lcomm``/``.comm`` and labels in .bss/.data sections."""
+    symbols: set[str] = set()
+    writable = False
+    for line in asm_text.splitlines():
+        stripped = line.strip()
+        if match := re.match(r"\.l?comm\s+([A-Za-z_.$][\w.$]*)", stripped):
+            symbols.add(match.group(1))
+        elif match := re.match(r"\.(?:section\s+\"?)?(\.?[\w.]+)", stripped):
+            if stripped.startswith((".section", ".text", ".data", ".bss", ".rodata")):
+                writable = any(match.group(1).lstrip(".").startswith(s) for s in ("bss", "data", "sbss", "sdata"))
+        elif writable and (match := re.match(r"([A-Za-z_.$][\w.$]*):", stripped)):
+            symbols.add(match.group(1))
+    return symbols
+
+
 def restrict_functions(asm_text: str) -> frozenset[str]:
-    names = re.findall(r"^([A-Za-z_]\w*):", asm_text, flags=re.M)
-    return frozenset(n for n in names if _RESTRICT_NAME.match(n))
+    """Our generated kernels whose loads never alias their stores: restrict pointers to
+    distinct buffers, and no writable global (a static scratch array a kernel writes and
+    reads back, e.g. a pool kernel's block sums, is not covered by ``restrict``)."""
+    writable = _writable_symbols(asm_text)
+    restrict = set()
+    for match in re.finditer(r"^([A-Za-z_]\w*):", asm_text, flags=re.M):
+        name = match.group(1)
+        if not _RESTRICT_NAME.match(name):
+            continue
+        end = asm_text.find(f".size\t{name},", match.end())
+        end = asm_text.find(f".size {name},", match.end()) if end < 0 else end
+        body = asm_text[match.end():end if end >= 0 else len(asm_text)]
+        referenced = set(re.findall(r"[A-Za-z_.$][\w.$]*", body))
+        if not referenced & writable:
+            restrict.add(name)
+    return frozenset(restrict)
 
 
 def assemble_with_fallback(asm_text: str, out: Path, mode: str = "sda", guard: bool = True) -> tuple[str, int, int]:

@@ -132,11 +132,17 @@ def test_local_search_on_loop_bodies_keeps_dependencies_and_limits(tmp_path_fact
     idg = build_idg(block)
     start = [[node] for node in idg.nodes]
     searched = improve_by_moves(start, estimate_schedule(start, idg, MODEL), idg, MODEL, PackOptions(), len(start))
-    packets = render_block(searched, idg)
+    check_loop_body(sequence, render_block(searched, idg), tmp_path_factory)
+
+
+def check_loop_body(sequence: list[str], packets: list, tmp_path_factory) -> None:
+    """``packets`` (a packed loop body of ``sequence``) keeps the loop end, every dependency
+    and the machine's packet limits, and llvm-mc assembles it."""
     assert packets[-1].endloop == ":endloop0"
     _check_order(sequence, [[i.text for i in p.insns] for p in packets])
     for packet in packets:
         insns = [analyse(i.text, MODEL) for i in packet.insns]
+        assert len(insns) + sum(i.extenders for i in insns) <= 4, packet
         assert MODEL.packet_fits([i.klass for i in insns], sum(i.extenders for i in insns)), packet
     if toolchain.have_toolchain():
         path = tmp_path_factory.mktemp("asm") / "p.s"
