@@ -18,6 +18,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import z3
+
 from egraph_compiler.dsl import ast
 from egraph_compiler.verify import cache, check
 from egraph_compiler.verify.builtin_ops import load_semantics
@@ -48,14 +50,22 @@ def _work(args: tuple[ast.Rule, dict[str, ast.OpDecl], float, bool, bool, int]) 
         check.SEED_OFFSET = 0
 
 
+def _fresh_z3_context() -> None:
+    """Make z3py's default context a new one, as in a fresh process. The verifier keeps
+    no Z3 object across rules at module level (its caches hold verdicts, not terms)."""
+    z3.z3._main_ctx = None  # z3py creates its main context lazily when this is None
+
+
 def _run_all(work: list[tuple[ast.Rule, dict[str, ast.OpDecl], float, bool, bool, int]],
              jobs: int) -> list[Verdict]:
     if len(work) <= 1:
         return [_work(w) for w in work]
-    # Each rule in a fresh process forked from this one: Z3's heuristics follow its
-    # internal term ids, so a verdict must not depend on the rules checked before it.
+    # Each rule in a fresh process forked from this one, with a fresh Z3 context: Z3's
+    # heuristics follow its internal term ids, so a verdict must depend neither on the
+    # rules checked before it nor on what this process did with Z3 before (in a test
+    # worker that had run other Z3 checks, a 3 s proof ran out of its 150 s).
     context = multiprocessing.get_context("fork")
-    with context.Pool(processes=max(1, jobs), maxtasksperchild=1) as pool:
+    with context.Pool(processes=max(1, jobs), initializer=_fresh_z3_context, maxtasksperchild=1) as pool:
         return pool.map(_work, work, chunksize=1)
 
 

@@ -294,13 +294,14 @@ class MaxPool(Builtin):
 
     name = "max_pool"
     reduces = True
+    geometry = _POOL_GEOMETRY  # the attributes the encoding keeps abstract
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
-        return [OPAQUE] if attr in _POOL_GEOMETRY else None
+        return [OPAQUE] if attr in self.geometry else None
 
     def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
         if in_ranks[0] < 3:
-            raise Illformed("max_pool takes x of rank >= 3")
+            raise Illformed(f"{self.name} takes x of rank >= 3")
         return in_ranks[0]
 
     @staticmethod
@@ -600,14 +601,7 @@ class AveragePool(MaxPool):
     default geometry (no padding, stride 1, K×… kernel written or 1×…×1)."""
 
     name = "average_pool"
-
-    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
-        return [OPAQUE] if attr in _AVERAGE_POOL_GEOMETRY else None
-
-    def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
-        if in_ranks[0] < 3:
-            raise Illformed("average_pool takes x of rank >= 3")
-        return in_ranks[0]
+    geometry = _AVERAGE_POOL_GEOMETRY
 
     def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
         if enc.domain.name != "real":

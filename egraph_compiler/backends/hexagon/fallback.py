@@ -107,10 +107,16 @@ static void __attribute__((noinline)) {prefix}(const {ctype} *restrict x, {ctype
 
 
 @dataclass(frozen=True, slots=True)
-class Dequantize:
+class _AffineMap:
+    """``size`` elements between uint8 and float: ``real = (q - zero_point) * scale``."""
+
     size: int
     zero_point: int  # device (uint8) domain
     scale: float
+
+
+class Dequantize(_AffineMap):
+    __slots__ = ()
 
 
 def dequantize_c(op: Dequantize, prefix: str) -> tuple[str, str]:
@@ -122,11 +128,8 @@ static void __attribute__((noinline)) {prefix}(const u8 *restrict x, float *rest
     return code, f"{prefix}({{x}}, (float *){{y}});"
 
 
-@dataclass(frozen=True, slots=True)
-class Quantize:
-    size: int
-    zero_point: int  # device (uint8) domain
-    scale: float
+class Quantize(_AffineMap):
+    __slots__ = ()
 
 
 def quantize_c(op: Quantize, prefix: str) -> tuple[str, str]:
