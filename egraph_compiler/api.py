@@ -6,9 +6,11 @@
 
 `compile` runs the pipeline (`pipeline.compile_model`), writes the artefact with
 `pipeline.write_artefact` (the same code as the CLI) and loads it with
-`runner.load_artefact`: an OpenCL `CompiledModel` (PoCL by default, or ``device``)
-or the Hexagon runner (qemu). ``target="onnx"`` writes the optimised ``model.onnx``
-and runs it with onnxruntime.
+`runner.load_artefact`, which checks the artefact against its manifest and returns a
+`runner.CheckedModel` around an OpenCL `CompiledModel` (PoCL by default, or
+``device``), the Hexagon runner (qemu) or, for ``target="onnx"``, onnxruntime on the
+optimised ``model.onnx``. Its ``run`` refuses inputs whose name, dtype or shape
+differ from the model's (``run(inputs, cast=True)`` converts dtypes instead).
 """
 
 from __future__ import annotations
@@ -28,24 +30,7 @@ class Runnable(Protocol):
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
 
-class OnnxModel:
-    """The optimised ONNX model of an ``onnx``-target artefact, run by onnxruntime."""
-
-    def __init__(self, path: Path) -> None:
-        try:
-            import onnxruntime as ort
-        except ImportError:
-            raise DnnrError("error: running an onnx-target artefact needs onnxruntime\n"
-                            "  hint: pip install onnxruntime") from None
-        self.path = path
-        self.session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-
-    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        names = [o.name for o in self.session.get_outputs()]
-        missing = [i.name for i in self.session.get_inputs() if i.name not in inputs]
-        if missing:
-            raise DnnrError(f"error: missing input(s) {', '.join(missing)}")
-        return dict(zip(names, self.session.run(names, dict(inputs)), strict=True))
+OnnxModel = runner.OnnxModel
 
 
 def compile(model: str | Path | bytes | Any, target: str = "opencl",  # noqa: A001 - the API's name
@@ -68,7 +53,5 @@ def compile(model: str | Path | bytes | Any, target: str = "opencl",  # noqa: A0
     out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="dnnr-"))
     result = pipeline.compile_model(model, rule_paths=rules, target=target)
     pipeline.write_artefact(result, target, out, bindings=dict(bind or {}), profile_db=profile_db)
-    if target == "onnx":
-        return OnnxModel(out / "model.onnx")
     loaded: Runnable = runner.load_artefact(out, device=device)
     return loaded

@@ -136,7 +136,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from egraph_compiler.runner import run_artefact
 
-    run_artefact(Path(args.artefact), args.input, Path(args.output_dir), device=args.device)
+    run_artefact(Path(args.artefact), args.input, Path(args.output_dir), device=args.device,
+                 cast=args.cast)
     return 0
 
 
@@ -218,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", action="append", default=[], help="NAME=FILE.npy (repeatable)")
     p.add_argument("--output-dir", default=".")
     p.add_argument("--device", help="OpenCL device (platform:device index or name substring)")
+    p.add_argument("--cast", action="store_true",
+                   help="convert inputs to the model's dtypes instead of refusing a mismatch")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("bench", help="time compiled vs fusion-off vs onnxruntime")

@@ -35,6 +35,7 @@ class CompileResult:
     graph: Graph
     report: Report
     rules: RuleSet
+    source_sha256: str = ""  # the source model's digest, recorded in the artefact manifest
 
 
 @contextmanager
@@ -131,7 +132,9 @@ def compile_model(
     with _stage(report, "import", progress):
         graph = ir.load_onnx(model)
     optimised, report = optimize(graph, rules, limits=limits, progress=progress, report=report)
-    return CompileResult(optimised, report, rules)
+    from egraph_compiler.backends.artefact import source_digest
+
+    return CompileResult(optimised, report, rules, source_digest(model))
 
 
 TARGETS = ("onnx", "opencl", "hexagon")
@@ -141,18 +144,26 @@ def write_artefact(result: CompileResult, target: str, out: Path, *,
                    bindings: dict[str, int] | None = None, profile_db: str | Path | None = None,
                    progress: Progress | None = None) -> None:
     """Build ``target`` from ``result`` into ``out`` (OpenCL: kernels.cl, plan.json, …;
-    Hexagon: C, ELF) and write ``model.onnx`` and ``report.json`` beside it.
+    Hexagon: C, ELF) with ``model.onnx``, ``report.json`` and ``manifest.json`` beside it,
+    atomically: ``out`` holds the old artefact or the new one whole (`backends.artefact`).
     ``bindings`` fix symbolic input dims for the static-shape targets; ``profile_db``
     is a `dnnr tune` database deciding the OpenCL fusion planner's yellow cases."""
+    from egraph_compiler.backends import artefact
+
     if target not in TARGETS:
         raise ir.DnnrError(f"error: unknown target {target!r} (choose one of {', '.join(TARGETS)})")
-    if target != "onnx":
-        _build_target(target, result, out, progress, bindings or {}, profile_db)
-    elif profile_db is not None:
+    if target == "onnx" and profile_db is not None:
         raise ir.DnnrError("error: --profile-db only applies to --target opencl")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "model.onnx").write_bytes(ir.to_onnx(result.graph).SerializeToString())
-    (out / "report.json").write_text(json.dumps(result.report.to_json(), indent=2) + "\n")
+
+    def build(tmp: Path) -> dict[str, Any]:
+        graph = result.graph
+        if target != "onnx":
+            graph = _build_target(target, result, tmp, progress, bindings or {}, profile_db, out)
+        (tmp / "model.onnx").write_bytes(ir.to_onnx(result.graph).SerializeToString())
+        (tmp / "report.json").write_text(json.dumps(result.report.to_json(), indent=2) + "\n")
+        return artefact.describe(target, result.source_sha256, graph, tmp)
+
+    artefact.write_atomically(out, build)
 
 
 def static_graph(graph: Graph, bindings: dict[str, int], target: str) -> Graph:
@@ -170,7 +181,9 @@ def static_graph(graph: Graph, bindings: dict[str, int], target: str) -> Graph:
 
 
 def _build_target(target: str, result: CompileResult, out: Path, progress: Progress | None,
-                  bindings: dict[str, int], profile_db: str | Path | None) -> None:
+                  bindings: dict[str, int], profile_db: str | Path | None, final: Path) -> Graph:
+    """Run the backend into ``out`` (a temporary directory that becomes ``final``);
+    the static graph it compiled."""
     if progress:
         progress(f"{target} backend ...")
     start = time.perf_counter()
@@ -189,9 +202,15 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
 
         artefact = hexagon.build(graph, out)
     result.report.seconds[f"backend-{target}"] = round(time.perf_counter() - start, 4)
-    info = {k: (str(v) if isinstance(v, Path) else v)
+    # paths name the final directory, not the temporary one they were written in
+    info = {k: (_moved(v, out, final) if isinstance(v, Path) else v)
             for k, v in dataclasses.asdict(artefact).items() if k != "report"}
     result.report.target = {"name": target, **info}
+    return graph
+
+
+def _moved(path: Path, tmp: Path, final: Path) -> str:
+    return str(final / path.relative_to(tmp)) if path.is_relative_to(tmp) else str(path)
 
 
 def _cost_json(cost: Any) -> dict[str, float]:

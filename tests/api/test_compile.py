@@ -25,7 +25,7 @@ def test_compile_opencl_runs_like_onnxruntime(tmp_path: Path) -> None:
     path = tmp_path / "encoder.onnx"
     onnx.save(model, path)
     compiled = compile(path, target="opencl", out_dir=tmp_path / "out", bind=DIMS)
-    assert isinstance(compiled, CompiledModel)
+    assert isinstance(compiled.model, CompiledModel)
     assert json.loads((tmp_path / "out" / "plan.json").read_text())["launches"]
     feeds = {"x": np.random.default_rng(1).standard_normal((2, 5, 32)).astype(np.float32)}
     assert_close(compiled.run(feeds), run_ort(model, feeds), rtol=1e-3, atol=1e-4)

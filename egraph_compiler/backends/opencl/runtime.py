@@ -74,6 +74,12 @@ class CompiledModel:
         self.constant_arrays: dict[str, np.ndarray] = {}
         for k, name in enumerate(names):
             array = weights[f"c{k}"]  # read from the archive one at a time
+            declared = tensors.get(name, {})
+            if declared and (str(array.dtype) != declared["dtype"]
+                             or list(array.shape) != declared["shape"]):
+                raise OpenClError(f"error: {out}/weights.npz is damaged: weight '{name}' is "
+                                  f"{array.dtype}{list(array.shape)}, plan.json says "
+                                  f"{declared['dtype']}{declared['shape']}; compile it again")
             if name in self.plan["outputs"]:
                 self.constant_arrays[name] = array
             if self.images_on and name in image_tensors:
@@ -163,7 +169,8 @@ class CompiledModel:
             if name not in inputs:
                 raise OpenClError(f"missing input '{name}'")
             info = tensors[name]
-            array = np.ascontiguousarray(inputs[name], dtype=info["dtype"])
+            # np.require keeps a rank-0 input rank 0 (ascontiguousarray makes it 1-D)
+            array = np.require(np.asarray(inputs[name], dtype=info["dtype"]), requirements="C")
             if list(array.shape) != info["shape"]:
                 raise OpenClError(f"input '{name}' has shape {list(array.shape)}, the artefact "
                                   f"was compiled for {info['shape']}")
