@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from egraph_compiler import pipeline, runner
+from egraph_compiler.backends.artefact import check_destination
 from egraph_compiler.ir import DnnrError
 
 
@@ -51,6 +52,7 @@ def compile(model: str | Path | bytes | Any, target: str = "opencl",  # noqa: A0
         raise DnnrError(f"error: unknown target {target!r} (choose one of "
                         f"{', '.join(pipeline.TARGETS)})")
     out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="dnnr-"))
+    check_destination(out)
     result = pipeline.compile_model(model, rule_paths=rules, target=target)
     pipeline.write_artefact(result, target, out, bindings=dict(bind or {}), profile_db=profile_db)
     loaded: Runnable = runner.load_artefact(out, device=device)

@@ -51,12 +51,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
         if args.target != "opencl":
             raise DnnrError("error: --profile-db only applies to --target opencl")
         ProfileDb.load(args.profile_db)
-    result = pipeline.compile_model(
-        args.model, rule_paths=rule_paths, limits=_limits_from_args(args), progress=progress, target=args.target
-    )
     out = Path(args.output) if args.output else None
     if args.target != "onnx" and out is None:
         out = Path(Path(args.model).stem + f".{args.target}")
+    if out is not None:  # an -o that cannot hold an artefact fails before the slow stages
+        from egraph_compiler.backends.artefact import check_destination
+
+        check_destination(out)
+    result = pipeline.compile_model(
+        args.model, rule_paths=rule_paths, limits=_limits_from_args(args), progress=progress, target=args.target
+    )
     if out is not None:
         pipeline.write_artefact(result, args.target, out, bindings=_parse_bindings(args.bind),
                                 profile_db=args.profile_db, progress=progress)

@@ -31,8 +31,9 @@ def parse_inputs(specs: Sequence[str]) -> dict[str, np.ndarray]:
             raise DnnrError(f"error: cannot read input {name!r}: {path} is not a regular file")
         try:
             array = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as exc:
-            why = "the file is empty" if isinstance(exc, EOFError) else str(exc).splitlines()[0]
+        except Exception as exc:  # noqa: BLE001 - a damaged header raises anything from
+            # ValueError to tokenize.TokenError inside numpy; each is the same user error
+            why = "the file is empty" if isinstance(exc, EOFError) else (str(exc) or type(exc).__name__).splitlines()[0]
             raise DnnrError(f"error: cannot read input {name!r} from {path}: {why} "
                             "(expected a .npy file written by numpy.save)") from None
         if not isinstance(array, np.ndarray):  # an .npz archive

@@ -62,6 +62,14 @@ def source_digest(model: str | Path | bytes) -> str:
         return ""  # the importer reports an unreadable model with its own message
 
 
+def check_destination(out: Path) -> None:
+    """Refuse an ``-o`` that cannot hold an artefact before any work is done: an existing
+    file, a system file system, a directory of the user's own."""
+    problem = _destination_error(out)
+    if problem:
+        raise ArtefactError(problem)
+
+
 def _destination_error(out: Path) -> str | None:
     resolved = out.resolve()
     for root in _SYSTEM_ROOTS:
@@ -105,9 +113,7 @@ def write_atomically(out: Path, build: Callable[[Path], Mapping[str, Any]]) -> N
     """Run ``build(tmp)`` to fill a temporary directory, add the manifest (``build``
     returns its description fields: target, source digest, weights, inputs, outputs)
     and swap it into ``out``, replacing an earlier artefact there whole."""
-    problem = _destination_error(out)
-    if problem:
-        raise ArtefactError(problem)
+    check_destination(out)
     tmp: Path | None = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

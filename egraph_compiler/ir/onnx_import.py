@@ -27,6 +27,7 @@ from egraph_compiler.ir.onnx_types import (
     dtype_from_onnx,
     tensor_to_numpy,
 )
+from egraph_compiler.ir.validate import check_types
 
 MIN_OPSET, MAX_OPSET = 7, 21
 DEFAULT_SYMBOL_RANGE = (1, 2**31 - 1)
@@ -45,6 +46,7 @@ def load_onnx(source: str | Path | bytes | onnx.ModelProto) -> Graph:
     _reject_non_utf8_names(model)
     _reject_unsupported_nodes(model)
     _run_checker(model, raw, where)
+    check_types(model, where)
     return _Importer(model, opset).run()
 
 
