@@ -59,7 +59,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
         check_destination(out)
     result = pipeline.compile_model(
-        args.model, rule_paths=rule_paths, limits=_limits_from_args(args), progress=progress, target=args.target
+        args.model, rule_paths=rule_paths, limits=_limits_from_args(args), progress=progress, target=args.target,
+        started=pipeline.process_started(),
     )
     if out is not None:
         pipeline.write_artefact(result, args.target, out, bindings=_parse_bindings(args.bind),

@@ -69,24 +69,28 @@ def optimize(
     limits: Limits | None = None,
     progress: Progress | None = None,
     report: Report | None = None,
+    started: float | None = None,
 ) -> tuple[Graph, Report]:
     """Saturate ``graph`` under ``rules`` and extract the cheapest equivalent graph.
 
     In: a `Graph` (shapes inferred or not) and a parsed `RuleSet`. Out: the
-    optimised `Graph` (shapes inferred) and the `Report` of what happened.
+    optimised `Graph` (shapes inferred) and the `Report` of what happened. The time
+    limit counts from ``started`` (default: now) and binds on saturation and extraction.
     """
     report = report or Report(model=graph.name)
     with _stage(report, "shapes", progress):
         graph = shapes.infer_shapes(graph)
     report.nodes_before = graph.op_counts()
     report.cost_before = _cost_json(extract.graph_cost(graph))
+    # the time limit binds on loading, saturation and extraction together (from
+    # ``started``, the start of the compile): they run in workers the limit can stop
     with _stage(report, "saturate", progress):
-        saturation = egraph.saturate(graph, rules, limits=limits, progress=progress)
-    with _stage(report, "extract", progress):
-        extraction = extract.extract(saturation)
+        extracted, provenance, stats, extract_seconds = egraph.saturate_then(
+            graph, rules, limits, progress, _extract_in_worker, lambda stats: (graph, {}, stats, 0.0), started)
+    report.seconds["saturate"] = round(report.seconds["saturate"] - extract_seconds, 4)
+    report.seconds["extract"] = round(extract_seconds, 4)
     with _stage(report, "shapes-after", progress):
-        optimised = shapes.infer_shapes(extraction.graph)
-    stats = saturation.stats
+        optimised = shapes.infer_shapes(extracted)
     report.nodes_after = optimised.op_counts()
     report.cost_after = _cost_json(extract.graph_cost(optimised))
     report.rules_fired = {k: v for k, v in sorted(stats.rule_fires.items()) if v}
@@ -105,7 +109,7 @@ def optimize(
     }
     if stats.stop_reason.startswith("limit:"):
         report.limits_hit.append(stats.describe())
-    report.provenance = {k: list(v) for k, v in sorted(extraction.provenance.items()) if v}
+    report.provenance = {k: list(v) for k, v in sorted(provenance.items()) if v}
     report.rule_sources = {r.name: str(r.span) for r in rules.rules}
     return optimised, report
 
@@ -117,6 +121,7 @@ def compile_model(
     limits: Limits | None = None,
     progress: Progress | None = None,
     target: str = "onnx",
+    started: float | None = None,
 ) -> CompileResult:
     """Compile an ONNX model with the rule library: import, optimise, re-infer shapes.
 
@@ -124,17 +129,43 @@ def compile_model(
     optimised `Graph`, its `Report`, and the `RuleSet` used. Backends take it from
     here (`egraph_compiler.backends.*`); `ir.to_onnx` writes it back as ONNX. A
     ``target`` with its own rules (`target_rules`) compiles with those by default.
+    The rule set's time limit counts from ``started`` (a `time.perf_counter` value,
+    default now; `process_started` for the whole process).
     """
+    # the time limit covers rule loading and import too (the CLI: the whole process)
+    started = time.perf_counter() if started is None else started
     name = Path(model).name if isinstance(model, (str, Path)) else "model"
     report = Report(model=name)
     with _stage(report, "parse-rules", progress):
         rules = load_rules(rule_paths, target)
     with _stage(report, "import", progress):
         graph = ir.load_onnx(model)
-    optimised, report = optimize(graph, rules, limits=limits, progress=progress, report=report)
+    optimised, report = optimize(graph, rules, limits=limits, progress=progress, report=report,
+                                 started=started)
     from egraph_compiler.backends.artefact import source_digest
 
     return CompileResult(optimised, report, rules, source_digest(model))
+
+
+def process_started() -> float:
+    """When this process started, as a `time.perf_counter` value (now where /proc is
+    missing): ``dnnr compile``'s time limit covers interpreter start-up and imports."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        import os
+
+        age = uptime - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        age = 0.0
+    return time.perf_counter() - max(age, 0.0)
+
+
+def _extract_in_worker(saturation: egraph.Saturation) -> tuple[Graph, dict[str, tuple[str, ...]], Any, float]:
+    """Extraction, run where the e-graph lives; what it gives back must pickle."""
+    began = time.perf_counter()
+    extraction = extract.extract(saturation)
+    return extraction.graph, extraction.provenance, saturation.stats, time.perf_counter() - began
 
 
 TARGETS = ("onnx", "opencl", "hexagon")

@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 from egraph_compiler.dsl.ast import Limits, RuleSet
 from egraph_compiler.egraph.result import IterationStats, Saturation, SaturationStats
-from egraph_compiler.egraph.saturate import saturate_graph
+from egraph_compiler.egraph.saturate import extraction_reserve, saturate_graph, saturate_then
 from egraph_compiler.egraph.schema import LoweringError
 from egraph_compiler.ir.graph import Graph
 
@@ -47,4 +47,5 @@ def saturate(
     return saturate_graph(graph, rules, limits, progress)
 
 
-__all__ = ["IterationStats", "Limits", "LoweringError", "Saturation", "SaturationStats", "saturate"]
+__all__ = ["IterationStats", "Limits", "LoweringError", "Saturation", "SaturationStats", "extraction_reserve",
+           "saturate", "saturate_then"]
