@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from egraph_compiler.dsl.ast import RuleSet, SourceFile, Span
+from egraph_compiler.dsl.bounds import check_bounds
 from egraph_compiler.dsl.builtins import BUILTINS, builtins_reference
 from egraph_compiler.dsl.diagnostics import (
     ArityError,
@@ -72,6 +73,7 @@ def _diagnose(paths: list[PathLike]) -> tuple[list[Diagnostic], RuleSet | None]:
     diagnostics = list(load.diagnostics)
     try:
         diagnostics += check_files(load.files, load.lines)
+        diagnostics += check_bounds(load.files, load.lines)  # guard constants fit int64
     except RecursionError:  # an absurdly long chain such as a+a+...+a; the parser copes
         span = Span(str(paths[0]) if paths else "<rules>", 0, 0, 0, 0)
         diagnostics.append(

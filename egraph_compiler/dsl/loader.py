@@ -10,6 +10,7 @@ from pathlib import Path
 from egraph_compiler.dsl import ast
 from egraph_compiler.dsl.diagnostics import Diagnostic, SourceLines, UseError
 from egraph_compiler.dsl.parser import ParsedFile, default_ruleset, parse_file
+from egraph_compiler.dsl.source_io import read_rule_file
 
 
 @dataclass
@@ -80,7 +81,7 @@ def load_files(paths: Sequence[str | os.PathLike[str]]) -> Load:
         done.add(key)
         file = str(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_rule_file(path)  # a regular file under a size cap (source_io)
         except (OSError, UnicodeDecodeError, ValueError) as error:
             reason = _unreadable_reason(error)
             span = via.span if via else ast.Span(file, 0, 0, 0, 0)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from egraph_compiler.dsl import builtins as dsl_builtins
 from egraph_compiler.dsl.ast import BinOp, Call, Expr, Index, ListLit, Name, Num, Str, UnOp, Var
+from egraph_compiler.dsl.bounds import bounded_pow
 from egraph_compiler.ir.dims import Dim, DimExpr
 from egraph_compiler.shapes import broadcast_shape
 
@@ -120,7 +121,7 @@ def _has_symbol(value: object) -> bool:
 
 _ARITH: dict[str, Callable[[object, object], object]] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-    "//": operator.floordiv, "%": operator.mod, "**": operator.pow,
+    "//": operator.floordiv, "%": operator.mod, "**": bounded_pow,  # int64-bounded (dsl.bounds)
 }
 
 
