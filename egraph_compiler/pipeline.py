@@ -218,7 +218,9 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
     if progress:
         progress(f"{target} backend ...")
     start = time.perf_counter()
-    graph = static_graph(result.graph, bindings, target)
+    from egraph_compiler.backends.static_checks import prepare_static_graph
+
+    graph = prepare_static_graph(static_graph(result.graph, bindings, target), target)
     artefact: Any
     if target == "opencl":
         from egraph_compiler.backends import opencl

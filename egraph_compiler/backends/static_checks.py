@@ -1,0 +1,59 @@
+"""What the static-shape targets check before generating code: sizes they can index,
+and zero-sized tensors, which have a value without being computed.
+
+- Index range: the OpenCL kernels and the Hexagon C index tensors with 32-bit ints
+  (``get_global_id`` cast to ``int``, hoisted ``const int`` sizes). A tensor of 2³¹
+  elements or more would wrap (``--bind batch=3000000000`` gave a kernel testing
+  ``gid >= 9000000000``, always false for an int; a 2⁶³-element input a plan with
+  ``"nbytes": 0``). Such a graph is refused with the value's name and size.
+- Zero-sized tensors: a value with a zero dim is the empty array of its dtype and
+  shape whatever its inputs are, so it becomes a constant and the nodes that
+  computed it go (the index code divided by the zero extent). A node that still
+  reads an empty tensor to make a non-empty one (a Concat with an empty piece, a
+  reduction over an empty axis) is refused by name, not compiled wrongly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from egraph_compiler.ir.errors import DnnrError
+from egraph_compiler.ir.graph import Graph
+
+INDEX_LIMIT = 2**31 - 1  # elements a 32-bit signed index can address
+
+
+def prepare_static_graph(graph: Graph, target: str) -> Graph:
+    """``graph`` (static shapes) with zero-sized values as constants, after checking
+    that every tensor fits the target's 32-bit indexing."""
+    sizes: dict[str, int] = {}
+    for name, value_type in graph.types.items():
+        if value_type.shape is None or not all(isinstance(d, int) for d in value_type.shape):
+            continue
+        sizes[name] = math.prod(int(d) for d in value_type.shape)  # Python ints: never wraps
+        if sizes[name] > INDEX_LIMIT:
+            raise DnnrError(f"error: value '{name}' has {sizes[name]} elements "
+                            f"(shape {list(value_type.shape)}); the {target} target indexes tensors "
+                            f"with 32-bit ints, at most {INDEX_LIMIT} elements\n"
+                            "  hint: bind smaller dims (--bind), or split the model")
+    empty = {name for name, size in sizes.items() if size == 0}
+    if not empty:
+        return graph
+    constants = dict(graph.constants)
+    for name in empty:
+        value_type = graph.types[name]
+        constants.setdefault(name, np.zeros([int(d) for d in value_type.shape or ()], dtype=value_type.dtype))
+    inputs = {v.name for v in graph.inputs}
+    nodes = tuple(node for node in graph.nodes if not all(o in empty for o in node.outputs if o))
+    for node in nodes:
+        reads = [i for i in node.inputs if i in empty]
+        if reads:
+            raise DnnrError(f"error: node '{node.outputs[0]}' ({node.op}) reads the zero-sized "
+                            f"tensor '{reads[0]}' to make a non-empty one; the {target} target "
+                            "cannot compile that\n  hint: remove the empty piece from the model")
+    kept = {i for node in nodes for i in node.inputs} | {v.name for v in graph.outputs}
+    constants = {name: array for name, array in constants.items() if name in kept and name not in inputs}
+    return replace(graph, nodes=nodes, constants=constants)
