@@ -60,7 +60,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         check_destination(out)
     result = pipeline.compile_model(
         args.model, rule_paths=rule_paths, limits=_limits_from_args(args), progress=progress, target=args.target,
-        started=args.started,
+        started=args.started, fp=args.fp,
     )
     if out is not None:
         pipeline.write_artefact(result, args.target, out, bindings=_parse_bindings(args.bind),
@@ -192,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bind", action="append", default=[],
                    help="NAME=INT: fix a symbolic input dim for a static-shape target (repeatable)")
     p.add_argument("--profile-db", help="`dnnr tune` database for the yellow fusion cases (opencl)")
+    p.add_argument("--fp", choices=["reals", "strict"], default="reals",
+                   help="reals (default): all rules, exact over the reals; strict: only [exact] "
+                        "rules, onnxruntime's inf/NaN/-0 kept bit for bit")
     p.add_argument("--max-nodes", type=int, help="e-node budget (overrides the rule files)")
     p.add_argument("--max-iterations", type=int, help="iteration budget")
     p.add_argument("--max-seconds", type=float, help="saturation wall-time budget")

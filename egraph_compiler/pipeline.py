@@ -19,6 +19,7 @@ from typing import Any
 
 from egraph_compiler import dsl, egraph, extract, ir, shapes
 from egraph_compiler.dsl.ast import Limits, RuleSet
+from egraph_compiler.dsl.fp_policy import DEFAULT_FP, apply_fp_policy
 from egraph_compiler.ir.graph import Graph
 from egraph_compiler.report import Report
 
@@ -122,6 +123,7 @@ def compile_model(
     progress: Progress | None = None,
     target: str = "onnx",
     started: float | None = None,
+    fp: str = DEFAULT_FP,
 ) -> CompileResult:
     """Compile an ONNX model with the rule library: import, optimise, re-infer shapes.
 
@@ -129,6 +131,7 @@ def compile_model(
     optimised `Graph`, its `Report`, and the `RuleSet` used. Backends take it from
     here (`egraph_compiler.backends.*`); `ir.to_onnx` writes it back as ONNX. A
     ``target`` with its own rules (`target_rules`) compiles with those by default.
+    ``fp`` is the floating-point policy (`dsl.fp_policy`: ``reals`` or ``strict``).
     The rule set's time limit counts from ``started`` (a `time.perf_counter` value,
     default now; `process_started` for the whole process).
     """
@@ -137,7 +140,7 @@ def compile_model(
     name = Path(model).name if isinstance(model, (str, Path)) else "model"
     report = Report(model=name)
     with _stage(report, "parse-rules", progress):
-        rules = load_rules(rule_paths, target)
+        rules, report.fp = apply_fp_policy(load_rules(rule_paths, target), fp)
     with _stage(report, "import", progress):
         graph = ir.load_onnx(model)
     optimised, report = optimize(graph, rules, limits=limits, progress=progress, report=report,

@@ -26,6 +26,7 @@ class Report:
     provenance: dict[str, list[str]] = field(default_factory=dict)
     rule_sources: dict[str, str] = field(default_factory=dict)
     target: dict[str, Any] = field(default_factory=dict)
+    fp: dict[str, Any] = field(default_factory=dict)  # the --fp policy and the rules it left out
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
