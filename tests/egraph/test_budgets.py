@@ -92,3 +92,18 @@ def test_an_error_in_the_worker_reaches_the_caller(tmp_path: Path) -> None:
     rules.write_text("op Add(a, b) : one_to_one ili_variable shape_determined = a + b\n")
     with pytest.raises(DnnrError, match="uses operator 'Mul' which no rule file declares"):
         pipeline.compile_model(_chain(2), rule_paths=[rules])
+
+
+def test_a_runaway_guard_is_false_not_a_hang(tmp_path: Path) -> None:
+    # the exponent depends on the match, so `dnnr check` cannot fold it: at saturation
+    # the bounded ``**`` refuses 10 ** 2000000000 (minutes and GBs of big-integer work; 10 ** 200000000 took 15 s) at once
+    rules = tmp_path / "guard.dnnr"
+    rules.write_text(f'use "{OPERATORS}"\nrule drop-relu: Relu(?x) => ?x when 10 ** (rank(?x) * 1000000000) > 1\n')
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    start = time.perf_counter()
+    result = pipeline.compile_model(model.SerializeToString(), rule_paths=[rules])
+    assert time.perf_counter() - start < 20
+    assert result.report.nodes_after == {"Relu": 1} and "drop-relu" not in result.report.rules_fired
