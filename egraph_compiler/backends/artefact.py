@@ -104,7 +104,13 @@ def _lock(out: Path) -> Iterator[None]:
         except BlockingIOError:
             raise ArtefactError(f"error: another dnnr compile is writing {out} right now\n"
                                 "  hint: wait for it, or choose another -o") from None
-        yield
+        try:
+            yield
+        finally:
+            # no lock file is left behind; a compile that opened it just before the
+            # unlink may then run beside a later one, and the rename keeps each whole
+            with contextlib.suppress(OSError):
+                lock_path.unlink()
     finally:
         os.close(fd)  # closing releases the lock
 

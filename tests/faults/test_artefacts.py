@@ -29,7 +29,7 @@ def compiled() -> dict[float, pipeline.CompileResult]:
 
 
 def _leftovers(parent: Path) -> list[str]:
-    return sorted(p.name for p in parent.iterdir() if "dnnr-tmp" in p.name or "dnnr-old" in p.name)
+    return sorted(p.name for p in parent.iterdir() if "dnnr-" in p.name)  # tmp, old, lock
 
 
 def test_reused_directory_runs_the_new_model(compiled, tmp_path: Path) -> None:
