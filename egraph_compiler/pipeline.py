@@ -86,8 +86,10 @@ def optimize(
     # the time limit binds on loading, saturation and extraction together (from
     # ``started``, the start of the compile): they run in workers the limit can stop
     with _stage(report, "saturate", progress):
-        extracted, provenance, stats, extract_seconds = egraph.saturate_then(
-            graph, rules, limits, progress, _extract_in_worker, lambda stats: (graph, {}, stats, 0.0), started)
+        slim, provenance, stats, extract_seconds = egraph.saturate_then(
+            graph, rules, limits, progress, _extract_in_worker,
+            lambda stats: (_Slim(graph, ()), {}, stats, 0.0), started)
+        extracted = slim.restore(graph)
     report.seconds["saturate"] = round(report.seconds["saturate"] - extract_seconds, 4)
     report.seconds["extract"] = round(extract_seconds, 4)
     with _stage(report, "shapes-after", progress):
@@ -164,11 +166,30 @@ def process_started() -> float:
     return time.perf_counter() - max(age, 0.0)
 
 
-def _extract_in_worker(saturation: egraph.Saturation) -> tuple[Graph, dict[str, tuple[str, ...]], Any, float]:
+@dataclass(frozen=True)
+class _Slim:
+    """An extracted graph as sent back from the worker: without the constants it shares
+    with the graph the caller already holds (vgg19's 550 MB need not cross the pipe)."""
+
+    graph: Graph
+    order: tuple[tuple[str, bool], ...]  # every constant name, and whether it is shared
+
+    def restore(self, original: Graph) -> Graph:
+        if not self.order:
+            return self.graph
+        constants = {name: original.constants[name] if shared else self.graph.constants[name]
+                     for name, shared in self.order}
+        return dataclasses.replace(self.graph, constants=constants)
+
+
+def _extract_in_worker(saturation: egraph.Saturation) -> tuple[_Slim, dict[str, tuple[str, ...]], Any, float]:
     """Extraction, run where the e-graph lives; what it gives back must pickle."""
     began = time.perf_counter()
     extraction = extract.extract(saturation)
-    return extraction.graph, extraction.provenance, saturation.stats, time.perf_counter() - began
+    graph, before = extraction.graph, saturation.graph.constants
+    order = tuple((name, before.get(name) is array) for name, array in graph.constants.items())
+    slim = dataclasses.replace(graph, constants={n: a for n, a in graph.constants.items() if before.get(n) is not a})
+    return _Slim(slim, order), extraction.provenance, saturation.stats, time.perf_counter() - began
 
 
 TARGETS = ("onnx", "opencl", "hexagon")
