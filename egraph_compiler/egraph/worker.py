@@ -133,7 +133,7 @@ class IterationForker:
     def _wait(self, pid: int, fd: int, e_nodes: int, kill_at: float) -> tuple[Any, ...]:
         base = _rss(pid)
         allowance = max(MEMORY_FLOOR, int((self.node_limit * NODE_SLACK - e_nodes) * BYTES_PER_ENODE))
-        data = b""
+        data = bytearray()
         while True:
             left = kill_at - time.perf_counter()
             if left <= 0:
@@ -153,7 +153,7 @@ class IterationForker:
         if not data:  # the fork died without a word (killed by the OOM killer, …)
             os.waitpid(pid, 0)
             raise IterationStopped("limit:nodes")
-        return tuple(pickle.loads(data))
+        return tuple(pickle.loads(bytes(data)))
 
 
 def run_in_worker(work: Callable[[Channel], T], fallback: Callable[[str], T], hard_deadline: float) -> T:
@@ -196,18 +196,22 @@ def run_in_worker(work: Callable[[Channel], T], fallback: Callable[[str], T], ha
 
 
 def _receive(fd: int, pids: set[int], deadline: float) -> tuple[str, Any]:
-    buffer = b""
+    # a bytearray with a moving start: a result of hundreds of MB arrives in 64 KB
+    # pipe reads, and re-concatenating bytes for each would copy it thousands of times
+    buffer, start = bytearray(), 0
     while True:
-        while len(buffer) >= 8:
-            (size,) = struct.unpack("<Q", buffer[:8])
-            if len(buffer) < 8 + size:
+        while len(buffer) - start >= 8:
+            (size,) = struct.unpack_from("<Q", buffer, start)
+            if len(buffer) - start < 8 + size:
                 break
-            kind, payload = pickle.loads(buffer[8:8 + size])
-            buffer = buffer[8 + size:]
+            kind, payload = pickle.loads(memoryview(buffer)[start + 8:start + 8 + size])
+            start += 8 + size
             if kind == "pid":
                 pids.add(payload)
             else:
                 return kind, payload
+        if start and start == len(buffer):
+            buffer, start = bytearray(), 0
         left = deadline - time.perf_counter()
         if left <= 0:
             return "fallback", "limit:seconds"
