@@ -11,6 +11,11 @@ seconds, and why it stopped (``saturated``, ``schedule-done``, ``limit:nodes``,
 ``limit:iterations``, ``limit:seconds``) with the limit's value. A stopping limit
 is never silent: it is in the stats, for the caller to report.
 
+`saturate_then(graph, rules, limits, progress, finish, fallback, started)` is what
+the compiler calls: the same saturation in forked workers that the time and node
+budgets can stop inside an iteration, followed by ``finish`` (extraction) where the
+e-graph lives, all within the time limit counted from ``started`` (`worker`).
+
 Raises `ModelError` for a node whose operator no rule file declares, and
 `LoweringError` (a `DnnrError`) for a rule that cannot be lowered.
 

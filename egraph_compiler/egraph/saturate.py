@@ -1,6 +1,8 @@
 """Build the egglog program for a graph and a rule set, then run the schedule one
-iteration at a time, checking the budgets between iterations (egglog 13.2 has no
-node or time limit inside a run: DESIGN §3)."""
+iteration at a time (egglog 13.2 has no node or time limit inside a run: DESIGN §3).
+`saturate_graph` checks the budgets between iterations, in this process;
+`saturate_then` (the compiler's path) runs loading, saturation and extraction in
+forked workers (`worker`), so the budgets also stop an iteration from inside."""
 
 from __future__ import annotations
 
