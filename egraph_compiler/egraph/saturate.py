@@ -128,11 +128,16 @@ class _Driver:
             raise _Stop("limit:seconds", self.limits.seconds)
         if self.forker is None:
             return self._iterate_here(rulesets)
+        began = time.perf_counter()
         try:  # in a fork that the budgets can stop mid-iteration (`worker`)
             changed, reason = self.forker.run(lambda: self._iterate_outcome(rulesets), self.e_nodes,
                                               extraction_reserve)
         except IterationStopped as stopped:
             limit = self.limits.nodes if stopped.reason == "limit:nodes" else self.limits.seconds
+            if self.progress:
+                self.progress(f"egraph: iteration {len(self.iterations) + 1} ({','.join(rulesets)}) "
+                              f"passed the {stopped.reason[6:]} limit ({limit}) after "
+                              f"{time.perf_counter() - began:.2f} s: discarded, the e-graph before it kept")
             raise _Stop(stopped.reason, limit) from None
         if reason:
             raise _Stop(reason, self.limits.nodes)

@@ -3,6 +3,7 @@ iteration that would blow the node or time budget is stopped inside it (issue 16
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -71,16 +72,36 @@ def test_node_limit_is_never_overshot_by_more_than_ten_percent(tmp_path: Path) -
         assert time.perf_counter() - start < 30
 
 
-def test_an_iteration_that_would_run_away_is_stopped_inside_it(tmp_path: Path) -> None:
-    # the iteration after 20k e-nodes alone reaches ~140k e-nodes and takes 5-15 s here: the
-    # memory watch stops it within a fraction of that, at the last good e-graph
+def test_an_iteration_past_the_node_budget_is_discarded(tmp_path: Path) -> None:
+    # from 20k e-nodes the next iteration makes ~86k: it runs in a fork, and the
+    # holder keeps the 20k e-graph instead of extracting one 3x over the budget
     rules = _rules(tmp_path, "nodes = 30000; iterations = 100; seconds = 60")
     start = time.perf_counter()
     result = pipeline.compile_model(_chain(), rule_paths=[rules])
     egraph = result.report.egraph
     assert egraph["stop_reason"] == "limit:nodes" and egraph["enodes"] <= 30000 * worker.NODE_SLACK
-    assert egraph["per_iteration"][-1]["enodes"] == egraph["enodes"]  # the stopped one left no trace
+    assert egraph["per_iteration"][-1]["enodes"] == egraph["enodes"]  # the discarded one left no trace
     assert time.perf_counter() - start < 15
+
+
+def test_memory_runaway_is_stopped_inside_the_iteration(tmp_path: Path, monkeypatch, capfd) -> None:  # type: ignore[no-untyped-def]
+    # the memory watch: with a small allowance the same iteration is killed while it
+    # runs (it would take seconds more to finish), and the e-graph before it is kept
+    monkeypatch.setattr(worker, "MEMORY_FLOOR", 24 << 20)
+    monkeypatch.setattr(worker, "BYTES_PER_ENODE", 0)
+    monkeypatch.setattr(worker, "HOLDER_SIZE_FACTOR", 0.0)
+    rules = _rules(tmp_path, "nodes = 1000000000; iterations = 100; seconds = 60")
+    def progress(message: str) -> None:  # printed: the workers are other processes
+        print(message, file=sys.stderr, flush=True)
+
+    result = pipeline.compile_model(_chain(), rule_paths=[rules], progress=progress)
+    messages = capfd.readouterr().err.splitlines()
+    egraph = result.report.egraph
+    assert egraph["stop_reason"] == "limit:nodes", egraph
+    stopped = [m for m in messages if "passed the nodes limit" in m]
+    assert len(stopped) == 1, messages
+    # the killed iteration never reported its size: it did not finish
+    assert not any(m.startswith(f"egraph: iteration {egraph['iterations'] + 1} (ac): ") for m in messages)
 
 
 def test_an_error_in_the_worker_reaches_the_caller(tmp_path: Path) -> None:
