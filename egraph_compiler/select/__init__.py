@@ -7,14 +7,17 @@ its conversion-cost matrix), plain data out (`Selection`: the pick per node, eq.
 objective, a lower bound and the gap, the local and chain-DP objectives for
 comparison, the solver that finished and the seconds). The backends build the
 problem from their own cost models (OpenCL: dimension order of intermediates;
-Hexagon: HVX instruction family × 1/2/4-column panel layouts) and apply the picks.
+Hexagon: HVX instruction family × 1/2/4-column panel layouts) and apply the picks;
+`select_layouts(fusion_plan)` is the OpenCL one (the dimension order of every
+intermediate), between fusion and plan.
 """
 
 from __future__ import annotations
 
 from egraph_compiler.select.baselines import chain_dp_picks, chains, local_picks
+from egraph_compiler.select.layouts import layout_problem, select_layouts
 from egraph_compiler.select.problem import INFEASIBLE, Edge, Node, Problem, Selection, edge, node
 from egraph_compiler.select.solver import solve
 
 __all__ = ["INFEASIBLE", "Edge", "Node", "Problem", "Selection", "chain_dp_picks", "chains",
-           "edge", "local_picks", "node", "solve"]
+           "edge", "layout_problem", "local_picks", "node", "select_layouts", "solve"]

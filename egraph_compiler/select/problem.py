@@ -82,6 +82,20 @@ class Selection:
     def gap(self) -> float:
         return max(0.0, self.objective - self.lower_bound)
 
+    def policy_picks(self, policy: str) -> dict[str, int]:
+        """The picks of ``policy``: "pbqp" (this solution), "local" or "chain-dp" (the
+        baselines, for measuring what the global choice gains); an infeasible one is an error."""
+        from egraph_compiler.select.baselines import chain_dp_picks, local_picks
+
+        table = {"pbqp": lambda: self.picks, "local": lambda: local_picks(self.problem),
+                 "chain-dp": lambda: chain_dp_picks(self.problem)}
+        if policy not in table:
+            raise ValueError(f"select: unknown policy {policy!r} (choose one of {', '.join(table)})")
+        picks = table[policy]()
+        if math.isinf(self.problem.evaluate(picks)):
+            raise ValueError(f"select: the {policy} choice is infeasible on this problem")
+        return picks
+
     def label(self, node: str) -> str:
         n = next(n for n in self.problem.nodes if n.name == node)
         return n.options[self.picks[node]]

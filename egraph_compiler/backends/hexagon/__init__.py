@@ -71,7 +71,7 @@ class Artefact:
 _CHOSEN_KINDS = ("gemm", "depthwise", "matmul_act")
 
 
-def _choose_families(lowered: Lowered) -> tuple[list[IntOp], dict[str, Choice], Selection]:
+def _choose_families(lowered: Lowered, policy: str = "pbqp") -> tuple[list[IntOp], dict[str, Choice], Selection]:
     options: list[tuple[str, list[Option]]] = []
     for index, op in enumerate(lowered.ops):
         if op.kind == "gemm":
@@ -95,7 +95,7 @@ def _choose_families(lowered: Lowered) -> tuple[list[IntOp], dict[str, Choice], 
         (producer[t], op.name if op.kind in _CHOSEN_KINDS and op.name in chosen else None, pos)
         for op in lowered.ops for pos, t in enumerate(op.inputs) if t in producer]
     uses += [(producer[t], None, 0) for t in lowered.outputs.values() if t in producer]
-    choices, selection = choose(options, uses)
+    choices, selection = choose(options, uses, policy=policy)
     # by name and kind: a layout gather the lowering added for an operator shares its name
     ops = [replace(op, spec=replace(op.spec, family=choices[op.name].option.family))
            if op.name in choices and op.kind in _CHOSEN_KINDS else op for op in lowered.ops]
@@ -196,12 +196,13 @@ def _report(ops: list[IntOp], choices: dict[str, Choice], selection: Selection) 
     return "\n".join(lines) + "\n"
 
 
-def build(graph: Graph, out_dir: str | Path, mode: str = "sda") -> Artefact:
-    """Compile a QDQ-quantised graph to ``out_dir`` (C, clang and packed assembly, ELF, report)."""
+def build(graph: Graph, out_dir: str | Path, mode: str = "sda", select: str = "pbqp") -> Artefact:
+    """Compile a QDQ-quantised graph to ``out_dir`` (C, clang and packed assembly, ELF, report);
+    ``select`` "local" / "chain-dp" applies that baseline's instruction choice instead of the PBQP's."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     lowered = lower_qdq(graph)
-    ops, choices, selection = _choose_families(lowered)
+    ops, choices, selection = _choose_families(lowered, select)
     program, names = _program(lowered, ops)
     report = _report(ops, choices, selection)
     meta = {

@@ -115,14 +115,15 @@ def conversion_cost(producer: Option, consumer: Option) -> int:
 
 
 def choose(ops: list[tuple[str, list[Option]]], uses: list[tuple[str, str | None, int]],
-           time_limit: float = 1.0) -> tuple[dict[str, Choice], Selection]:
+           time_limit: float = 1.0, policy: str = "pbqp") -> tuple[dict[str, Choice], Selection]:
     """One option per operator: eq. 4.1 as a PBQP (`egraph_compiler.select`), solved exactly.
 
     ``ops`` are the operators with a choice and their options; ``uses`` lists every read
     of their outputs as (producer, consumer or None, input position): None is a reader
     without a choice (an elementwise kernel, the float fallback, a graph output), which
     reads NHWC. An operator whose packed input (position 0) comes from outside pays its
-    packing itself; from a chosen producer, the edge pays it (`conversion_cost`)."""
+    packing itself; from a chosen producer, the edge pays it (`conversion_cost`).
+    ``policy`` "local" / "chain-dp" applies that baseline's picks (to measure the gain)."""
     table = dict(ops)
     fed = {c for p, c, pos in uses if c is not None and pos == 0 and p in table}
     exits = {p for p, c, _ in uses if c is None or c not in table}
@@ -139,12 +140,12 @@ def choose(ops: list[tuple[str, list[Option]]], uses: list[tuple[str, str | None
                    for b in table[c]] for a in table[p]]
         edges.append(edge(p, c, matrix, tensor=f"{p}->{c}#{pos}"))
     selection = solve(Problem(tuple(nodes), tuple(edges), unit="cycles"), time_limit)
-    picks = selection.picks
+    picks = selection.policy_picks(policy)
     into: dict[str, tuple[str, int] | None] = {}
     for p, c, pos in uses:
         if c in table and p in table and pos == 0:
             into[c] = (p, picks[p])
-    summary = (f"PBQP {selection.solver}: objective {selection.objective:.0f} cycles, "
+    summary = (f"{'PBQP' if policy == 'pbqp' else policy} {selection.solver}: objective {selection.objective:.0f} cycles, "
                f"local {selection.local_objective:.0f}, chain DP {selection.chain_objective}")
     chosen = {}
     for name, options in ops:

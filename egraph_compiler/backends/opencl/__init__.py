@@ -6,7 +6,7 @@
 - `load(out_dir, device=None) -> CompiledModel`; ``CompiledModel.run(inputs)``
   returns the outputs by name. The default device is PoCL's; ``device`` picks any
   platform or device whose name contains the string.
-- `compile_graph(graph, out_dir, fuse=True)`: fusion → plan → build in one call
+- `compile_graph(graph, out_dir, fuse=True)`: fusion → select → plan → build in one call
   (for tests and the benchmark; the pipeline calls the stages itself).
 """
 
@@ -20,12 +20,14 @@ from egraph_compiler.backends.opencl.runtime import CompiledModel, OpenClError
 from egraph_compiler.fusion import ProfileDb, plan_fusion
 from egraph_compiler.ir.graph import Graph
 from egraph_compiler.plan import ExecutionPlan, plan_memory
+from egraph_compiler.select import Selection, select_layouts
 
 
 def build(execution_plan: ExecutionPlan, out_dir: str | Path,
-          params: KernelParams | None = None) -> Artefact:
-    """Write the artefact of ``execution_plan`` into ``out_dir``."""
-    return build_artefact(execution_plan, out_dir, params)
+          params: KernelParams | None = None, selection: Selection | None = None) -> Artefact:
+    """Write the artefact of ``execution_plan`` into ``out_dir`` (``selection``: the
+    layout PBQP that decided its intermediates' orders, recorded in plan.json)."""
+    return build_artefact(execution_plan, out_dir, params, selection)
 
 
 def load(out_dir: str | Path, device: str | None = None,
@@ -36,8 +38,18 @@ def load(out_dir: str | Path, device: str | None = None,
 
 
 def compile_graph(graph: Graph, out_dir: str | Path, fuse: bool = True, tables: object = None,
-                  profile_db: ProfileDb | None = None) -> Artefact:
-    return build(plan_memory(plan_fusion(graph, tables, profile_db, fuse=fuse)), out_dir)
+                  profile_db: ProfileDb | None = None, layouts: str = "pbqp") -> Artefact:
+    """``layouts``: "pbqp" (the `select` stage decides every intermediate together),
+    its baselines "local" / "chain-dp", "per-tensor" (fusion's SmartMem rule alone) or
+    "row-major"."""
+    if layouts not in ("pbqp", "local", "chain-dp", "per-tensor", "row-major"):
+        raise ValueError(f"layouts must be pbqp, local, chain-dp, per-tensor or row-major, "
+                         f"not {layouts!r}")
+    fusion_plan = plan_fusion(graph, tables, profile_db, fuse=fuse, layouts=layouts == "per-tensor")
+    selection = None
+    if layouts in ("pbqp", "local", "chain-dp"):
+        fusion_plan, selection = select_layouts(fusion_plan, policy=layouts)
+    return build(plan_memory(fusion_plan), out_dir, selection=selection)
 
 
 __all__ = ["Artefact", "CompiledModel", "KernelParams", "OpenClError", "build", "compile_graph",
