@@ -75,8 +75,8 @@ def select_layouts(plan: FusionPlan, time_limit: float = 1.0, policy: str = "pbq
     """``plan`` with every intermediate stored in the order the PBQP chose, and the
     selection; ``policy`` "local" or "chain-dp" applies that baseline's picks instead."""
     problem, columns = layout_problem(plan)
-    selection = solve(problem, time_limit)
-    picks = selection.policy_picks(policy)
+    selection = solve(problem, time_limit).apply(policy)
+    picks = selection.chosen
     structures = block_structures(plan)
     choices = []
     for name, stored in columns.items():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 INFEASIBLE = math.inf
@@ -77,6 +77,16 @@ class Selection:
     local_objective: float  # each node's cheapest option alone, conversions paid
     chain_objective: float | None  # eq. 4.2 along maximal chains (None: no edge)
     reductions: dict[str, int] = field(default_factory=dict)  # R0/R1/R2/RN/core counts
+    policy: str = "pbqp"  # whose picks the backend applied (`applied`)
+    applied: dict[str, int] | None = None  # None: the PBQP's own picks
+
+    def apply(self, policy: str) -> Selection:
+        """This selection with ``policy``'s picks applied (see `policy_picks`)."""
+        return replace(self, policy=policy, applied=self.policy_picks(policy))
+
+    @property
+    def chosen(self) -> dict[str, int]:
+        return self.applied if self.applied is not None else self.picks
 
     @property
     def gap(self) -> float:
@@ -98,7 +108,7 @@ class Selection:
 
     def label(self, node: str) -> str:
         n = next(n for n in self.problem.nodes if n.name == node)
-        return n.options[self.picks[node]]
+        return n.options[self.chosen[node]]
 
     def to_json(self, decisions: bool = True) -> dict[str, Any]:
         """The report's ``select`` object."""
@@ -116,9 +126,12 @@ class Selection:
             "chain_dp_objective": num(self.chain_objective),
             "reductions": dict(self.reductions), "seconds": round(self.seconds, 4),
         }
+        if self.policy != "pbqp":
+            doc["policy"] = self.policy
+            doc["applied_objective"] = num(self.problem.evaluate(self.chosen))
         if decisions:
-            doc["decisions"] = {n.name: {"option": n.options[self.picks[n.name]],
-                                         "cost": num(n.costs[self.picks[n.name]])}
+            doc["decisions"] = {n.name: {"option": n.options[self.chosen[n.name]],
+                                         "cost": num(n.costs[self.chosen[n.name]])}
                                 for n in self.problem.nodes}
         return doc
 

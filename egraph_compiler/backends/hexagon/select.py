@@ -139,8 +139,8 @@ def choose(ops: list[tuple[str, list[Option]]], uses: list[tuple[str, str | None
         matrix = [[_cost(conversion_cost(a, b) if pos == 0 else 0 if a.writes == NHWC else INFEASIBLE)
                    for b in table[c]] for a in table[p]]
         edges.append(edge(p, c, matrix, tensor=f"{p}->{c}#{pos}"))
-    selection = solve(Problem(tuple(nodes), tuple(edges), unit="cycles"), time_limit)
-    picks = selection.policy_picks(policy)
+    selection = solve(Problem(tuple(nodes), tuple(edges), unit="cycles"), time_limit).apply(policy)
+    picks = selection.chosen
     into: dict[str, tuple[str, int] | None] = {}
     for p, c, pos in uses:
         if c in table and p in table and pos == 0:
