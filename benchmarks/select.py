@@ -6,7 +6,7 @@
 OpenCL (PoCL): per model, the layout PBQP's size, solver, objective (sector
 transactions) with its lower bound, the local and chain-DP objectives, solve
 seconds, and the measured median latency of the artefact built with each choice
-(the same artefact is reused where two choices pick the same). Hexagon (qemu):
+("same": that choice picked what an earlier one did, not measured again). Hexagon (qemu):
 QDQ-quantised blocks, the instruction-family PBQP (estimated cycles) and the
 executed packets of the whole program under qemu-hexagon for each choice.
 ``--corpus DIR`` adds every ``*.onnx`` under DIR (symbolic dims bound to batch=1,
@@ -131,7 +131,9 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
             if picks not in seen:
                 opencl.compile_graph(graph, work / name / policy, layouts=policy)
                 seen[picks] = f"{_time(work / name / policy, feeds, args.repeats):.2f}"
-            latencies.append(seen[picks])
+                latencies.append(seen[picks])
+            else:  # the same artefact as an earlier choice: not measured again
+                latencies.append("same")
         ops = sum(len(b.nodes) for b in fusion_plan.blocks)
         print(f"{name:22s} {ops:5d} {len(sel.problem.nodes):5d} {len(sel.problem.edges):5d} "
               f"{sel.solver:18s} {_fmt(sel.objective):>10s} {_fmt(sel.lower_bound):>10s} "
@@ -192,7 +194,9 @@ def bench_hexagon(args: argparse.Namespace, work: Path) -> None:
                 meta = json.loads((tmp / policy / "meta.json").read_text())
                 stdin = hexagon._to_device(x, meta["inputs"][info.name])
                 seen[decisions] = str(_executed_packets(tmp / policy / "model.elf", stdin))
-            packets.append(seen[decisions])
+                packets.append(seen[decisions])
+            else:
+                packets.append("same")
         print(f"{name:22s} {sel['nodes']:5d} {sel['edges']:5d} {sel['solver']:14s} "
               f"{_fmt(sel['objective']):>9s} {_fmt(sel['local_objective']):>9s} "
               f"{_fmt(sel['chain_dp_objective']):>9s} {sel['seconds']:8.4f}  {'/'.join(packets)}",

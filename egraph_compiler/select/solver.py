@@ -11,9 +11,12 @@
    a binary per option, one choice per node, and per edge the marginal constraints
    ``Σ_b y_ab = x_a``, ``Σ_a y_ab = x_b`` (exact once the x are integral). HiGHS's
    dual bound is the certificate's lower bound.
-3. If HiGHS has no incumbent when the time limit hits, the RN heuristic finishes:
-   the node of highest degree takes the option that is cheapest given its neighbours'
-   cheapest replies, its edges fold into the neighbours, and the reductions go on.
+   Before it, the RN heuristic gives an incumbent (HiGHS starts from it): the node of
+   highest degree takes the option that is cheapest given its neighbours' cheapest
+   replies, its edges fold into the neighbours, and the reductions go on. When the
+   time limit stops HiGHS, the better of its incumbent and RN's is kept, and the
+   lower bound is the larger of HiGHS's dual bound and Σ min cost + Σ min conversion
+   over the core.
 
 Solutions are propagated back in reverse order of reduction; the objective is always
 re-evaluated on the original problem (eq. 4.1).
@@ -22,6 +25,8 @@ re-evaluated on the original problem (eq. 4.1).
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 from dataclasses import dataclass
 
@@ -62,7 +67,7 @@ def _fold_independent(work: _Work, i: int, j: int) -> bool:
     if not np.isfinite(m).all():
         return False
     a, b = m[:, 0], m[0, :] - m[0, 0]
-    if not np.allclose(m, a[:, None] + b[None, :], rtol=0, atol=1e-9 * max(1.0, np.abs(m).max())):
+    if np.abs(m - a[:, None] - b[None, :]).max() > 1e-9 * max(1.0, np.abs(m).max()):
         return False
     work.costs[i] = work.costs[i] + a
     work.costs[j] = work.costs[j] + b
@@ -70,11 +75,12 @@ def _fold_independent(work: _Work, i: int, j: int) -> bool:
     return True
 
 
-def _reduce(work: _Work, alive: set[int], trail: list[tuple], counts: dict[str, int]) -> float:
-    """Apply R0/R1/R2 (and independent-edge folding) until none applies; returns the
-    sum of the R0 nodes' minima (part of the lower bound)."""
+def _reduce(work: _Work, alive: set[int], trail: list[tuple], counts: dict[str, int],
+            queue: list[int]) -> float:
+    """Apply R0/R1/R2 (and independent-edge folding) from ``queue`` (the nodes whose
+    degree may have changed) until none applies; returns the sum of the R0 nodes'
+    minima (part of the lower bound)."""
     constant = 0.0
-    queue = sorted(alive)
     while queue:
         x = queue.pop()
         if x not in alive:
@@ -111,19 +117,41 @@ def _reduce(work: _Work, alive: set[int], trail: list[tuple], counts: dict[str, 
     return constant
 
 
-def _rn_step(work: _Work, alive: set[int], trail: list[tuple], counts: dict[str, int]) -> None:
-    """Scholz–Eckstein RN: fix the highest-degree node's option heuristically."""
+def _rn_step(work: _Work, alive: set[int], trail: list[tuple], counts: dict[str, int]) -> list[int]:
+    """Scholz–Eckstein RN: fix the highest-degree node's option heuristically; returns
+    its former neighbours."""
     x = max(alive, key=lambda n: (len(work.adj[n]), -n))
     score = work.costs[x].copy()
     for y, m in work.adj[x].items():
         score = score + (m + work.costs[y][None, :]).min(axis=1)
     pick = int(np.argmin(score))
-    for y in list(work.adj[x]):
+    neighbours = list(work.adj[x])
+    for y in neighbours:
         work.costs[y] = work.costs[y] + work.adj[x][y][pick]
         work.drop_edge(x, y)
     alive.discard(x)
     trail.append(("RN", x, pick))
     counts["RN"] += 1
+    return neighbours
+
+
+def _rn(work: _Work, alive: set[int], counts: dict[str, int]) -> dict[int, int]:
+    """RN and reductions on a copy of the core until nothing is left: the core's picks."""
+    copy = _Work(list(work.costs), [dict(a) for a in work.adj])
+    own: list[tuple] = []
+    core = set(alive)
+    while alive:
+        _reduce(copy, alive, own, counts, _rn_step(copy, alive, own, counts))
+    picks: dict[int, int] = {}
+    _back_propagate(own, picks)
+    alive.update(core)  # the core stays for the ILP (on the original, unfolded state)
+    return picks
+
+
+def _core_cost(work: _Work, picks: dict[int, int]) -> float:
+    total = sum(float(work.costs[i][a]) for i, a in picks.items())
+    return total + sum(float(m[picks[i], picks[j]]) for i in picks for j, m in work.adj[i].items()
+                       if i < j and j in picks)
 
 
 def _trivial_bound(work: _Work, core: set[int]) -> float:
@@ -131,8 +159,10 @@ def _trivial_bound(work: _Work, core: set[int]) -> float:
     return total + sum(float(m.min()) for i in core for j, m in work.adj[i].items() if i < j)
 
 
-def _ilp(work: _Work, core: set[int], time_limit: float) -> tuple[dict[int, int] | None, float, bool]:
-    """The core as a MILP for HiGHS: (picks or None, dual bound, proved optimal)."""
+def _ilp(work: _Work, core: set[int], time_limit: float, start: dict[int, int] | None = None
+         ) -> tuple[dict[int, int] | None, float, bool]:
+    """The core as a MILP for HiGHS, warm-started from ``start`` (the RN solution):
+    (picks or None, dual bound, proved optimal)."""
     import highspy
 
     nodes = sorted(core)
@@ -140,6 +170,7 @@ def _ilp(work: _Work, core: set[int], time_limit: float) -> tuple[dict[int, int]
     col_upper: list[float] = []
     integral: list[int] = []
     x_col: dict[tuple[int, int], int] = {}
+    y_col: dict[tuple[int, int, int, int], int] = {}
     for i in nodes:
         for a, c in enumerate(work.costs[i]):
             if math.isfinite(c):
@@ -162,7 +193,7 @@ def _ilp(work: _Work, core: set[int], time_limit: float) -> tuple[dict[int, int]
             for a in range(m.shape[0]):
                 for b in range(m.shape[1]):
                     if (i, a) in x_col and (j, b) in x_col and math.isfinite(m[a, b]):
-                        k = len(col_cost)
+                        k = y_col[i, a, j, b] = len(col_cost)
                         col_cost.append(float(m[a, b]))
                         col_upper.append(1.0)
                         integral.append(0)
@@ -194,13 +225,24 @@ def _ilp(work: _Work, core: set[int], time_limit: float) -> tuple[dict[int, int]
     lp.a_matrix_.value_ = np.array(value)
     lp.integrality_ = [highspy.HighsVarType.kInteger if k else highspy.HighsVarType.kContinuous
                        for k in integral]
-    h = highspy.Highs()
+    h = _silent_highs()
     h.setOptionValue("output_flag", False)
+    h.setOptionValue("log_to_console", False)
     h.setOptionValue("threads", 1)
     h.setOptionValue("time_limit", max(0.01, time_limit))
     h.setOptionValue("mip_rel_gap", 0.0)
     h.setOptionValue("mip_abs_gap", 1e-9)
     h.passModel(lp)
+    if start is not None and all((i, a) in x_col for i, a in start.items()):
+        ones = [x_col[i, a] for i, a in start.items()]
+        ones += [y_col[key] for i in nodes for j in work.adj[i] if j > i
+                 if (key := (i, start[i], j, start[j])) in y_col]
+        values = np.zeros(len(col_cost))
+        values[ones] = 1.0
+        solution = highspy.HighsSolution()
+        solution.col_value = values.tolist()  # one assignment: the property copies on access
+        solution.value_valid = True
+        h.setSolution(solution)
     h.run()
     status = h.getModelStatus()
     info = h.getInfo()
@@ -214,6 +256,23 @@ def _ilp(work: _Work, core: set[int], time_limit: float) -> tuple[dict[int, int]
     picks = {i: max((a for a in range(len(work.costs[i])) if (i, a) in x_col),
                     key=lambda a, i=i: values[x_col[i, a]]) for i in nodes}
     return picks, bound, optimal
+
+
+def _silent_highs():
+    """A `highspy.Highs` without the copyright banner its constructor prints to the C
+    stdout (which would land in the middle of `dnnr compile`'s output)."""
+    import highspy
+
+    sys.stdout.flush()
+    saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        highs = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(devnull)
+        os.close(saved)
+    return highs
 
 
 def _back_propagate(trail: list[tuple], picks: dict[int, int]) -> None:
@@ -239,26 +298,27 @@ def solve(problem: Problem, time_limit: float = 1.0, exact: bool = True) -> Sele
     alive = set(range(len(names)))
     trail: list[tuple] = []
     counts = {"R0": 0, "R1": 0, "R2": 0, "RN": 0, "core": 0}
-    constant = _reduce(work, alive, trail, counts)
+    constant = _reduce(work, alive, trail, counts, sorted(alive))
     picks: dict[int, int] = {}
     lower = constant
     solver = "reductions"
     if alive:
         counts["core"] = len(alive)
-        ilp_picks, bound, optimal = (_ilp(work, alive, time_limit - (time.perf_counter() - start))
+        core = set(alive)
+        scratch = dict.fromkeys(counts, 0)
+        rn_picks = _rn(work, alive, scratch)  # an incumbent first: always a solution
+        ilp_picks, bound, optimal = (_ilp(work, core, time_limit - (time.perf_counter() - start), rn_picks)
                                      if exact else (None, -math.inf, False))
-        if ilp_picks is not None:
-            picks.update(ilp_picks)
-            lower += bound
-            solver = "reductions+ilp" if optimal else "reductions+ilp (time limit)"
-        elif optimal:  # proved infeasible
+        if ilp_picks is None and optimal:
             raise ValueError("select: no combination of options is feasible")
+        if ilp_picks is not None and (optimal or _core_cost(work, ilp_picks) <= _core_cost(work, rn_picks)):
+            picks.update(ilp_picks)
+            solver = "reductions+ilp" if optimal else "reductions+ilp (time limit)"
         else:
-            lower += bound if math.isfinite(bound) else _trivial_bound(work, alive)
+            picks.update(rn_picks)
+            counts["RN"] = scratch["RN"]
             solver = "reductions+rn" + (" (time limit)" if exact else "")
-            while alive:
-                _rn_step(work, alive, trail, counts)
-                constant += _reduce(work, alive, trail, counts)
+        lower += max(bound, _trivial_bound(work, core))
     _back_propagate(trail, picks)
     by_name = {names[i]: p for i, p in picks.items()}
     objective = problem.evaluate(by_name)
