@@ -124,7 +124,7 @@ def build_artefact(plan: ExecutionPlan, out_dir: str | Path,
                     plan.arena_bytes, plan.naive_bytes, plan.lower_bound_bytes,
                     {name: str(info["reason"]) for name, info in images.items()},
                     {c.value: c.reason for c in plan.fusion.layouts},
-                    selection.to_json(decisions=False) if selection is not None else None)
+                    selection.to_json() if selection is not None else None)
 
 
 def hoist_sizes(source: str, tensor_args: int) -> tuple[str, tuple[int, ...]]:
