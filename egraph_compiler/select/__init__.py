@@ -9,7 +9,9 @@ comparison, the solver that finished and the seconds). The backends build the
 problem from their own cost models (OpenCL: dimension order of intermediates;
 Hexagon: HVX instruction family × 1/2/4-column panel layouts) and apply the picks;
 `select_layouts(fusion_plan)` is the OpenCL one (the dimension order of every
-intermediate), between fusion and plan.
+intermediate), between fusion and plan. `symbolic.dominance` compares option costs
+over symbolic dims with the shapes prover (a block without a dominating option is a
+multi-version candidate).
 """
 
 from __future__ import annotations

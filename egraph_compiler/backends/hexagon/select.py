@@ -28,10 +28,13 @@ choice (each operator's cheapest option alone) and of the chain DP beside the PB
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from egraph_compiler.backends.hexagon.kernels import K_STEP, PANEL_ROWS, ceil_to
+from egraph_compiler.ir.dims import Dim
 from egraph_compiler.select import Problem, Selection, edge, node, solve
+from egraph_compiler.select.symbolic import Dominance, dominance
 
 REQUANT_CYCLES = 4  # per output element: 64-bit multiply, round, shift, clamp, store
 
@@ -61,16 +64,52 @@ class Choice:
     reason: str
 
 
+FAMILIES = ("vrmpy", "vmpa", "vmpy", "scalar")
+
+
+def family_dominance(name: str, m: Dim, k: int, n: int, ranges: Mapping[str, tuple[int, int]]) -> Dominance:
+    """With a symbolic row count ``m`` (over the declared ``ranges``): the family proved
+    cheapest (its own cycles and packing from NHWC) for every value, or none — then
+    the GEMM is a multi-version candidate (`select.symbolic`)."""
+    costs = [sum(gemm_cycles(f, m, k, n), start=pack_cycles(f, m, k)) for f in FAMILIES]
+    return dominance(name, FAMILIES, costs, ranges)
+
+
 def _unroll(family: str, n: int) -> int:
     return max(1, min({"vrmpy": 4, "vmpa": 2, "vmpy": 2, "scalar": 1}[family], n))
 
 
-def pack_cycles(family: str, m: int, k: int) -> int:
+def _ceil(value: Dim, step: int) -> Dim:
+    """``value`` rounded up to a multiple of ``step`` (an int or a symbolic dim, ≥ 0)."""
+    return (value + (step - 1)) // step * step
+
+
+def pack_cycles(family: str, m: Dim, k: int) -> Dim:
     """Packing an [m, k] NHWC input into ``family``'s layout: one store per packet over
     the padded panel (the scalar kernel's im2col copy is counted in its option)."""
     if family == "scalar":
         return 0
-    return ceil_to(m, PANEL_ROWS[family]) * ceil_to(k, K_STEP[family])
+    return _ceil(m, PANEL_ROWS[family]) * _ceil(k, K_STEP[family])
+
+
+def gemm_cycles(family: str, m: Dim, k: int, n: int) -> tuple[Dim, Dim]:
+    """(compute, requantisation) cycles of an [m, k] × [k, n] GEMM in ``family``; ``m``
+    may be symbolic (a batch or sequence dim), the result then is too."""
+    nu = _unroll(family, n)
+    k_pad, n_pad = _ceil(k, K_STEP[family]), _ceil(n, nu)
+    steps = k_pad // K_STEP[family]
+    panels = (m + (PANEL_ROWS[family] - 1)) // PANEL_ROWS[family]
+    groups = n_pad // nu
+    if family == "vrmpy":
+        per_step = max(-(-(1 + nu) // 2), -(-nu // 2))
+    elif family == "vmpa":
+        per_step = max(-(-(2 + nu) // 2), nu)
+    elif family == "vmpy":
+        per_step = max(-(-(2 + 2 * nu) // 2), 4 * nu)
+    else:
+        per_step = 1
+    compute = panels * (groups * (steps * per_step + 2)) if family != "scalar" else m * (n * (k + 3) + k)
+    return compute, m * (n * REQUANT_CYCLES)
 
 
 def gemm_options(m: int, k: int, n: int, packed_consumer: tuple[int, int, int] | None = None) -> list[Option]:
@@ -78,25 +117,13 @@ def gemm_options(m: int, k: int, n: int, packed_consumer: tuple[int, int, int] |
     consumer that may read this operator's output packed), also one option per
     (family, consumer family) whose requantisation writes that packed layout."""
     options = []
-    for family in ("vrmpy", "vmpa", "vmpy", "scalar"):
-        nu = _unroll(family, n)
-        rows, k_pad, n_pad = ceil_to(m, PANEL_ROWS[family]), ceil_to(k, K_STEP[family]), ceil_to(n, nu)
-        steps = k_pad // K_STEP[family]
-        panels = rows // PANEL_ROWS[family]
-        groups = n_pad // nu
-        if family == "vrmpy":
-            per_step = max(-(-(1 + nu) // 2), -(-nu // 2))
-        elif family == "vmpa":
-            per_step = max(-(-(2 + nu) // 2), nu)
-        elif family == "vmpy":
-            per_step = max(-(-(2 + 2 * nu) // 2), 4 * nu)
-        else:
-            per_step = 1
-        compute = panels * groups * (steps * per_step + 2) if family != "scalar" else m * n * (k + 3) + m * k
-        cycles = compute + m * n * REQUANT_CYCLES
+    for family in FAMILIES:
+        compute, requant = gemm_cycles(family, m, k, n)
+        cycles = compute + requant
+        rows, k_pad, n_pad = ceil_to(m, PANEL_ROWS[family]), ceil_to(k, K_STEP[family]), ceil_to(n, _unroll(family, n))
         pad = (rows * k_pad * n_pad) / max(1, m * k * n) - 1
         pack = pack_cycles(family, m, k)
-        detail = f"compute {compute}, requant {m * n * REQUANT_CYCLES}, padding {pad:.0%}"
+        detail = f"compute {compute}, requant {requant}, padding {pad:.0%}"
         options.append(Option(family, cycles, detail, NHWC, pack))
         if packed_consumer is not None and family != "scalar":
             for target in ("vrmpy", "vmpa", "vmpy"):
