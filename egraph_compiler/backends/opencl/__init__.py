@@ -16,11 +16,12 @@ from pathlib import Path
 
 from egraph_compiler.backends.opencl.build import Artefact, build_artefact
 from egraph_compiler.backends.opencl.kernels import KernelParams
+from egraph_compiler.backends.opencl.planning import execution_plan
 from egraph_compiler.backends.opencl.runtime import CompiledModel, OpenClError
-from egraph_compiler.fusion import ProfileDb, plan_fusion
+from egraph_compiler.fusion import ProfileDb
 from egraph_compiler.ir.graph import Graph
-from egraph_compiler.plan import ExecutionPlan, plan_memory
-from egraph_compiler.select import Selection, select_layouts
+from egraph_compiler.plan import ExecutionPlan
+from egraph_compiler.select import Selection
 
 
 def build(execution_plan: ExecutionPlan, out_dir: str | Path,
@@ -39,17 +40,9 @@ def load(out_dir: str | Path, device: str | None = None,
 
 def compile_graph(graph: Graph, out_dir: str | Path, fuse: bool = True, tables: object = None,
                   profile_db: ProfileDb | None = None, layouts: str = "pbqp") -> Artefact:
-    """``layouts``: "pbqp" (the `select` stage decides every intermediate together),
-    its baselines "local" / "chain-dp", "per-tensor" (fusion's SmartMem rule alone) or
-    "row-major"."""
-    if layouts not in ("pbqp", "local", "chain-dp", "per-tensor", "row-major"):
-        raise ValueError(f"layouts must be pbqp, local, chain-dp, per-tensor or row-major, "
-                         f"not {layouts!r}")
-    fusion_plan = plan_fusion(graph, tables, profile_db, fuse=fuse, layouts=layouts == "per-tensor")
-    selection = None
-    if layouts in ("pbqp", "local", "chain-dp"):
-        fusion_plan, selection = select_layouts(fusion_plan, policy=layouts)
-    return build(plan_memory(fusion_plan), out_dir, selection=selection)
+    """``layouts``: see `planning.execution_plan` (default: the `select` stage's PBQP)."""
+    plan, selection = execution_plan(graph, tables, profile_db, fuse, layouts)
+    return build(plan, out_dir, selection=selection)
 
 
 __all__ = ["Artefact", "CompiledModel", "KernelParams", "OpenClError", "build", "compile_graph",
