@@ -173,7 +173,8 @@ def choose(ops: list[tuple[str, list[Option]]], uses: list[tuple[str, str | None
         if c in table and p in table and pos == 0:
             into[c] = (p, picks[p])
     summary = (f"{'PBQP' if policy == 'pbqp' else policy} {selection.solver}: objective {selection.objective:.0f} cycles, "
-               f"local {selection.local_objective:.0f}, chain DP {selection.chain_objective}")
+               f"local {selection.local_objective:.0f}, chain DP "
+               f"{'-' if selection.chain_objective is None else f'{selection.chain_objective:.0f}'}")
     chosen = {}
     for name, options in ops:
         source = into.get(name)
