@@ -122,3 +122,15 @@ def test_infeasible_problem_is_a_clear_error() -> None:
 def test_malformed_problem_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="matrix is not 1x2"):
         Problem((node("a", ["x"], [0]), node("b", ["y", "z"], [0, 0])), (edge("a", "b", [[1]]),))
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_certificate_is_sound_under_a_tiny_time_limit(seed: int) -> None:
+    """Whether or not HiGHS finishes in its 10 ms, lower bound ≤ optimum ≤ objective."""
+    problem = _random_problem(random.Random(seed), "dense", 8)
+    best = _brute_force(problem)
+    selection = solve(problem, time_limit=1e-4)
+    assert selection.lower_bound <= best + 1e-6 <= selection.objective + 1e-6
+    if "time limit" not in selection.solver:
+        assert selection.objective == best
