@@ -18,8 +18,18 @@ from __future__ import annotations
 
 from egraph_compiler.select.baselines import chain_dp_picks, chains, local_picks
 from egraph_compiler.select.layouts import layout_problem, select_layouts
-from egraph_compiler.select.problem import INFEASIBLE, Edge, Node, Problem, Selection, edge, node
+from egraph_compiler.select.problem import (
+    INFEASIBLE,
+    Edge,
+    Node,
+    Problem,
+    SelectError,
+    Selection,
+    edge,
+    node,
+)
 from egraph_compiler.select.solver import solve
 
-__all__ = ["INFEASIBLE", "Edge", "Node", "Problem", "Selection", "chain_dp_picks", "chains",
+__all__ = ["INFEASIBLE", "Edge", "Node", "Problem", "SelectError", "Selection", "chain_dp_picks",
+           "chains",
            "edge", "layout_problem", "local_picks", "node", "select_layouts", "solve"]

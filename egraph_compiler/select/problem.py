@@ -15,7 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from egraph_compiler.ir.errors import DnnrError
+
 INFEASIBLE = math.inf
+
+
+class SelectError(DnnrError, ValueError):
+    """A malformed or infeasible selection problem (a backend's cost model is wrong)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +32,7 @@ class Node:
 
     def __post_init__(self) -> None:
         if len(self.options) != len(self.costs) or not self.options:
-            raise ValueError(f"select: node {self.name!r} needs one cost per option "
+            raise SelectError(f"select: node {self.name!r} needs one cost per option "
                              f"({len(self.options)} options, {len(self.costs)} costs)")
 
 
@@ -47,14 +53,14 @@ class Problem:
     def __post_init__(self) -> None:
         sizes = {n.name: len(n.options) for n in self.nodes}
         if len(sizes) != len(self.nodes):
-            raise ValueError("select: two nodes share a name")
+            raise SelectError("select: two nodes share a name")
         for e in self.edges:
             if e.source not in sizes or e.target not in sizes:
-                raise ValueError(f"select: edge {e.source}->{e.target} names an unknown node")
+                raise SelectError(f"select: edge {e.source}->{e.target} names an unknown node")
             if e.source == e.target:
-                raise ValueError(f"select: edge {e.source}->{e.target} is a self-loop")
+                raise SelectError(f"select: edge {e.source}->{e.target} is a self-loop")
             if len(e.costs) != sizes[e.source] or any(len(r) != sizes[e.target] for r in e.costs):
-                raise ValueError(f"select: edge {e.source}->{e.target}: matrix is not "
+                raise SelectError(f"select: edge {e.source}->{e.target}: matrix is not "
                                  f"{sizes[e.source]}x{sizes[e.target]}")
 
     def evaluate(self, picks: Mapping[str, int]) -> float:
@@ -100,10 +106,10 @@ class Selection:
         table = {"pbqp": lambda: self.picks, "local": lambda: local_picks(self.problem),
                  "chain-dp": lambda: chain_dp_picks(self.problem)}
         if policy not in table:
-            raise ValueError(f"select: unknown policy {policy!r} (choose one of {', '.join(table)})")
+            raise SelectError(f"select: unknown policy {policy!r} (choose one of {', '.join(table)})")
         picks = table[policy]()
         if math.isinf(self.problem.evaluate(picks)):
-            raise ValueError(f"select: the {policy} choice is infeasible on this problem")
+            raise SelectError(f"select: the {policy} choice is infeasible on this problem")
         return picks
 
     def label(self, node: str) -> str:

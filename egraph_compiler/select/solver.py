@@ -32,7 +32,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from egraph_compiler.select.problem import Problem, Selection
+from egraph_compiler.select.problem import Problem, SelectError, Selection
+
+# When the RN incumbent is infeasible (an ∞ pair it could not avoid), the time limit
+# grows to this for HiGHS, which then finds a feasible choice or proves there is none.
+INFEASIBLE_RN_SECONDS = 30.0
 
 
 @dataclass
@@ -307,10 +311,13 @@ def solve(problem: Problem, time_limit: float = 1.0, exact: bool = True) -> Sele
         core = set(alive)
         scratch = dict.fromkeys(counts, 0)
         rn_picks = _rn(work, alive, scratch)  # an incumbent first: always a solution
-        ilp_picks, bound, optimal = (_ilp(work, core, time_limit - (time.perf_counter() - start), rn_picks)
+        budget = time_limit - (time.perf_counter() - start)
+        if math.isinf(_core_cost(work, rn_picks)):  # RN found nothing feasible: HiGHS must
+            budget = max(budget, INFEASIBLE_RN_SECONDS)
+        ilp_picks, bound, optimal = (_ilp(work, core, budget, rn_picks)
                                      if exact else (None, -math.inf, False))
         if ilp_picks is None and optimal:
-            raise ValueError("select: no combination of options is feasible")
+            raise SelectError("select: no combination of options is feasible")
         if ilp_picks is not None and (optimal or _core_cost(work, ilp_picks) <= _core_cost(work, rn_picks)):
             picks.update(ilp_picks)
             solver = "reductions+ilp" if optimal else "reductions+ilp (time limit)"
@@ -322,8 +329,9 @@ def solve(problem: Problem, time_limit: float = 1.0, exact: bool = True) -> Sele
     _back_propagate(trail, picks)
     by_name = {names[i]: p for i, p in picks.items()}
     objective = problem.evaluate(by_name)
-    if math.isinf(objective) and math.isinf(lower):
-        raise ValueError("select: no combination of options is feasible")
+    if math.isinf(objective):
+        raise SelectError("select: no combination of options is feasible" if math.isinf(lower) else
+                          f"select: no feasible combination found within {time_limit} s")
     if solver in ("reductions", "reductions+ilp"):
         lower = min(lower, objective)  # exact: equal up to rounding of the sums
     local = problem.evaluate(local_picks(problem))
