@@ -50,5 +50,7 @@ def test_hexagon_report_records_the_selection(tmp_path: Path) -> None:
     # the 3×3 conv writes the 1×1 conv's packed panels: cheaper than the local choice
     assert chosen["objective"] < chosen["local_objective"]
     assert any(">" in d["option"] for d in chosen["decisions"].values())
+    meta = json.loads((tmp_path / "out" / "meta.json").read_text())
+    assert meta["select"]["decisions"] == chosen["decisions"]
     text = (tmp_path / "out" / "report.txt").read_text()
     assert f"# select: reductions, {chosen['nodes']} nodes" in text

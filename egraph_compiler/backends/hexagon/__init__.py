@@ -215,6 +215,8 @@ def build(graph: Graph, out_dir: str | Path, mode: str = "sda", select: str = "p
                         "nhwc": v in lowered.nhwc, "integer": k in lowered.integer_io}
                     for k, v in lowered.outputs.items()},
         "input_order": list(lowered.inputs), "output_order": list(lowered.outputs),
+        # the instruction-family × layout PBQP and its decisions with their costs
+        "select": selection.to_json(),
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
     if not toolchain.have_toolchain():
