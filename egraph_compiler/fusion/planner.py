@@ -37,21 +37,15 @@ from egraph_compiler.fusion.tables import (
 )
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.fold import NEVER_FOLD, evaluate_node
+from egraph_compiler.ir.fold import evaluate_node
 from egraph_compiler.ir.graph import Graph
 
 
-def fold_compile_time(graph: Graph, integer_only: bool = False) -> Graph:
-    """Evaluate shape computations and constant-only nodes once, at compile time.
-    ``integer_only``: fold only nodes with integer results (shape arithmetic such as
-    Shape → Gather → Concat), never a float or quantisation operator: a backend that
-    matches DequantizeLinear of the weights (Hexagon) needs those nodes kept."""
+def fold_compile_time(graph: Graph) -> Graph:
+    """Evaluate shape computations and constant-only nodes once, at compile time."""
     constants = dict(graph.constants)
     kept = []
     for node in graph.nodes:
-        if integer_only and node.op in NEVER_FOLD:
-            kept.append(node)
-            continue
         data = [v for v in node.inputs if v]
         shape_of = node.op in ("Shape", "Size") and data and _static(graph, data[0])
         if node.op in COMPILE_TIME_OPS or shape_of or (data and all(v in constants for v in data)):
@@ -67,9 +61,6 @@ def fold_compile_time(graph: Graph, integer_only: bool = False) -> Graph:
                     kept.append(node)
                     continue
                 values = evaluate_node(node.op, node.attrs, args, len(node.outputs))
-            if integer_only and not all(np.issubdtype(np.asarray(v).dtype, np.integer) for v in values):
-                kept.append(node)
-                continue
             for name, value in zip(node.outputs, values, strict=False):
                 if name:
                     constants[name] = np.asarray(value)

@@ -49,7 +49,6 @@ from egraph_compiler.backends.hexagon.kernels import (
 from egraph_compiler.backends.hexagon.lower import IntOp, Lowered, lower_qdq
 from egraph_compiler.backends.hexagon.program import Program, Step, build_program
 from egraph_compiler.backends.hexagon.select import Choice, Option, choose, gemm_options
-from egraph_compiler.fusion.planner import fold_compile_time
 from egraph_compiler.ir.errors import DnnrError
 from egraph_compiler.ir.graph import Graph
 
@@ -190,9 +189,7 @@ def build(graph: Graph, out_dir: str | Path, mode: str = "sda") -> Artefact:
     """Compile a QDQ-quantised graph to ``out_dir`` (C, clang and packed assembly, ELF, report)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    # shape arithmetic left in by the quant-only schedule (Shape → Gather → Concat →
-    # Reshape) is constant once shapes are static: fold it rather than run it
-    lowered = lower_qdq(fold_compile_time(graph, integer_only=True))
+    lowered = lower_qdq(graph)
     ops, choices = _choose_families(lowered)
     program, names = _program(lowered, ops)
     report = _report(ops, choices)

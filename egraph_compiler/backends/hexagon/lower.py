@@ -45,6 +45,7 @@ from egraph_compiler.backends.hexagon.kernels import (
 )
 from egraph_compiler.backends.hexagon.quant import ELEMENTWISE_SHIFT, requant_from_scales
 from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.ir.fold import NEVER_FOLD, evaluate_node
 from egraph_compiler.ir.graph import Graph, Node
 
 
@@ -362,6 +363,8 @@ class _Lowering:
                 self.quantize(node, graph_inputs)
             elif node.op == "DequantizeLinear":
                 self.dequantize(node)
+            elif self.compile_time(node):
+                continue
             elif node.op in _LAYOUT_OPS:
                 self.layout_op(node)
             elif node.op == "Shape":
@@ -385,6 +388,26 @@ class _Lowering:
                 raise ModelError(f"hexagon backend: graph output {value.name} must be dequantised (QDQ expected)")
             self.out.outputs[value.name] = self.quantised_device(value.name, value.name)
         return self.out
+
+    def compile_time(self, node: Node) -> bool:
+        """Integer arithmetic on compile-time values (Shape → Gather → Unsqueeze →
+        Concat → a Reshape's target: the quant-only schedule leaves it unfolded) is
+        evaluated here into ``known``, never run on the device. False for anything
+        else, including float results and quantisation operators."""
+        data = [i for i in node.inputs if i]
+        if node.op in NEVER_FOLD or not data or not all(i in self.known for i in data):
+            return False
+        try:
+            values = evaluate_node(node.op, node.attrs, [self.known[i] if i else None for i in node.inputs],
+                                   len(node.outputs))
+        except ModelError:
+            return False
+        if not all(np.issubdtype(np.asarray(v).dtype, np.integer) for v in values):
+            return False
+        for name, value in zip(node.outputs, values, strict=False):
+            if name:
+                self.known[name] = np.asarray(value)
+        return True
 
     def shape_of(self, node: Node) -> None:
         """Shapes are static here: Shape(x) is a constant for the operators reading it (Reshape)."""
