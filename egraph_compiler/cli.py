@@ -184,6 +184,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from egraph_compiler import pipeline, verify
 
     rules = pipeline.load_rules(args.paths or None, options=_rule_options(args))
+    if args.add_rules and not args.paths:  # the library gives the operators; prove the added rules
+        import dataclasses
+
+        from egraph_compiler.dsl.loader import expand_paths
+
+        added = {str(p) for p in expand_paths(args.add_rules)}
+        rules = dataclasses.replace(rules, rules=tuple(r for r in rules.rules if r.span.file in added))
     verdicts = verify.verify_rules(rules, jobs=args.jobs)
     if args.json:
         print(verify.render_json(verdicts))
@@ -231,11 +238,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from egraph_compiler.backends.opencl.bench import bench
 
     rules = pipeline.load_rules(args.rules or None)
+    bindings = _parse_bindings(args.bind)
+    if bindings:  # a --bind naming no symbolic dim of the model is an error, as in compile
+        from egraph_compiler import ir, shapes
+
+        shapes.bind_symbols(ir.load_onnx(args.model), bindings)
 
     def optimize(graph):  # type: ignore[no-untyped-def]
         return pipeline.optimize(graph, rules)[0]
 
-    result = bench(args.model, repeats=args.repeats, dims=_parse_bindings(args.bind),
+    result = bench(args.model, repeats=args.repeats, dims=bindings,
                    optimize=optimize, tables=rules, device=args.device)
     print(result.table())
     return 0
@@ -326,7 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("verify", help="prove every rule with Z3")
     p.add_argument("paths", nargs="*", metavar="FILE_OR_DIR",
-                   help="rule files or folders (default: the shipped library)")
+                   help="rule files or folders (default: the shipped library; with only --add-rules, "
+                        "the added files' rules)")
     _add_rule_options(p, replace=False)
     p.add_argument("--jobs", type=int, default=2, metavar="N", help="worker processes (default 2)")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")

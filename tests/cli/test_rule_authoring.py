@@ -84,3 +84,10 @@ def test_check_of_library_and_target_files_together_is_clean(capsys: pytest.Capt
     assert main(["check", *files, *targets]) == 0
     captured = capsys.readouterr()
     assert "second" not in captured.err and captured.out.count("ok:") == 2
+
+
+def test_verify_add_rules_proves_the_added_rules(user_rules: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--add-rules", str(user_rules), "--json"]) == 0
+    verdicts = json.loads(capsys.readouterr().out)
+    rows = verdicts if isinstance(verdicts, list) else verdicts.get("verdicts", verdicts)
+    assert [v["rule"] for v in rows] == ["my-abs-abs"]

@@ -86,3 +86,8 @@ def test_bench_error_speaks_of_bind(abs_model: Path, capsys: pytest.CaptureFixtu
     assert main(["bench", str(abs_model), "--repeats", "1"]) == 1
     err = capsys.readouterr().err
     assert "--bind n=1" in err and "dims=" not in err
+
+
+def test_bench_bind_of_an_unknown_dim_is_an_error(abs_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", str(abs_model), "--bind", "zz=1"]) == 1
+    assert "cannot bind zz" in capsys.readouterr().err
