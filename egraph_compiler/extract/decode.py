@@ -2,8 +2,8 @@
 
 Nodes come out in topological order (post-order from the outputs), with ONNX
 semantics as `ir/graph.py` documents. A kept original node keeps its name and
-its output names; a new node takes the name of an original node of its e-class
-that is not emitted itself, else a fresh unique name. Subterms over constants
+its output names; a new node takes the name of an original node of the same
+operator in its e-class that is not emitted itself, else a fresh unique name. Subterms over constants
 are folded with `ir.fold.evaluate_node`; unused constants are dropped; graph
 input and output names are preserved (an Identity node is added where an
 output's class is an input, a constant or another output).
@@ -56,9 +56,9 @@ class Decoder:
                 children.append(table.get(cell, -1))
             key = (op, view.value_class.get(out0, -1), tuple(children))
             self.original.setdefault(key, node)
-        # class -> the original nodes computing it: a rewritten node keeps the first
-        # one's name (onnxruntime and TVM keep node names too), and `explain`
-        # starts its derivation from them
+        # class -> the original nodes computing it: a rewritten node of the same
+        # operator keeps the first one's name (onnxruntime and TVM keep node names
+        # too), and `explain` starts its derivation from them
         self.class_originals: dict[int, list[Node]] = {}
         for (_, eclass, _), node in self.original.items():
             self.class_originals.setdefault(eclass, []).append(node)
@@ -257,7 +257,9 @@ class Decoder:
                 self.origins[node_name] = tuple(f"{n.name} ({n.op})" for n in merged)
         else:
             originals = self.class_originals.get(eclass, [])
-            free = [n for n in originals if n.name and n.name not in self.taken_nodes]
+            # same operator only: a node of another operator (Pow → Square, a QDQ
+            # pattern → QGemmInt) gets a name of its own; `origins` keeps the link
+            free = [n for n in originals if n.name and n.name not in self.taken_nodes and n.op == node.op]
             if free:
                 node_name = free[0].name
                 self.taken_nodes.add(node_name)
