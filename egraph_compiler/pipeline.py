@@ -91,8 +91,9 @@ def optimize(
     with _stage(report, "shapes", progress):
         graph = shapes.infer_shapes(graph)
     dumps.write("shapes", lambda: dump.graph_text(graph))
-    if not report.nodes_before:  # `compile_model` counts the ONNX file it read instead
-        report.nodes_before = graph.op_counts()
+    if not report.nodes_before:  # `compile_model` counts the ONNX file it read instead;
+        # here the input graph as the exporter writes it, the same measure as `nodes_after`
+        report.nodes_before = onnx_op_counts(ir.to_onnx(graph))
     report.cost_before = _cost_json(extract.graph_cost(graph))
     with _stage(report, "saturate", progress):
         saturation = egraph.saturate(graph, rules, limits=limits, progress=progress)
