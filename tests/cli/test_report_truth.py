@@ -116,3 +116,26 @@ def test_wrote_lists_every_file(abs_model: Path, tmp_path: Path, capsys: pytest.
     line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("wrote "))
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     assert len(files) > 2 and all(name in line for name in files), (line, files)
+
+
+def test_explain_lists_rules_in_the_order_they_applied(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """y = Abs(Neg(Abs(x))): `z-abs-neg` builds Abs(Abs(x)) in iteration 1, which only
+    then lets `a-abs-abs` fire (iteration 2): the order is not the names' order."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Abs", ["x"], ["a"], name="abs_inner"),
+             helper.make_node("Neg", ["a"], ["n"], name="neg"),
+             helper.make_node("Abs", ["n"], ["y"], name="abs_outer")]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "chain.onnx")
+    rules = tmp_path / "chain.dnnr"
+    rules.write_text('use "operators.dnnr"\n\n# |-x| = |x|.\nrule z-abs-neg [exact]: Abs(Neg(?x)) => Abs(?x)\n'
+                     '# ||x|| = |x|.\nrule a-abs-abs [exact]: Abs(Abs(?x)) => Abs(?x)\n')
+    out = tmp_path / "out"
+    assert main(["compile", str(tmp_path / "chain.onnx"), "--rules", str(rules), "-o", str(out), "-q"]) == 0
+    assert [n.op_type for n in onnx.load(out / "model.onnx").graph.node] == ["Abs"]
+    assert main(["explain", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.index("z-abs-neg") < text.index("a-abs-abs"), text
+    assert "abs_inner (Abs)" in text and "abs_outer (Abs)" in text
