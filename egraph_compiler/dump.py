@@ -12,14 +12,15 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from egraph_compiler.egraph import Saturation
-from egraph_compiler.extract.view import read as read_egraph
-from egraph_compiler.fusion import FusionPlan
-from egraph_compiler.ir.graph import Graph, TensorType
-from egraph_compiler.plan import ExecutionPlan
+if TYPE_CHECKING:  # the CLI reads STAGES for its --help: keep this module's import cheap
+    from egraph_compiler.egraph import Saturation
+    from egraph_compiler.fusion import FusionPlan
+    from egraph_compiler.ir.graph import Graph, TensorType
+    from egraph_compiler.plan import ExecutionPlan
 
 STAGES = ("import", "shapes", "saturate", "extract", "fusion", "plan")
 BACKEND_STAGES = ("fusion", "plan")  # only a target with a fusion planner has them (opencl)
@@ -84,6 +85,8 @@ def graph_text(graph: Graph) -> str:
 def egraph_text(saturation: Saturation) -> str:
     """Every e-class with its e-nodes (``cN``: e-class N), shape, dtype and the
     rules whose right-hand sides were added to it; then the saturation statistics."""
+    from egraph_compiler.extract.view import read as read_egraph
+
     view = read_egraph(saturation)
     names = {cls: name for name, handle in saturation.outputs.items()
              if (cls := view.value_class.get(int(handle[3:-1]))) is not None}
