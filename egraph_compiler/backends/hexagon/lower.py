@@ -365,6 +365,8 @@ class _Lowering:
                 self.dequantize(node)
             elif self.compile_time(node):
                 continue
+            elif node.op == "Gather" and node.inputs[1] in self.known:
+                self.gather_at_constant_indices(node)
             elif node.op in _LAYOUT_OPS:
                 self.layout_op(node)
             elif node.op == "Shape":
@@ -408,6 +410,27 @@ class _Lowering:
             if name:
                 self.known[name] = np.asarray(value)
         return True
+
+    def gather_at_constant_indices(self, node: Node) -> None:
+        """ONNX Gather of a device tensor (integer or the fallback's float) at constant
+        indices moves elements, like a layout operator: one table gather, exact."""
+        x, y = node.inputs[0], node.outputs[0]
+        if x in self.alias:
+            source = self.alias[x]
+        elif x in self.quantised:
+            source = self.quantised_device(x, node.name)
+        elif x in self.device_float:
+            source = self.device_float[x]
+        else:
+            raise ModelError(f"hexagon backend: Gather {node.name} reads {x}, which is not computed on the device")
+        indices = np.asarray(self.known[node.inputs[1]]).astype(np.int64)
+        index = self.physical_index(source)
+        axis = int(node.attr("axis", 0)) % index.ndim  # type: ignore[arg-type]
+        if indices.size and not (-index.shape[axis] <= indices.min() and indices.max() < index.shape[axis]):
+            raise ModelError(f"hexagon backend: Gather {node.name}: an index is out of range for axis {axis}")
+        table = np.take(index, indices, axis=axis)
+        result = self.gather(node.name, source, table, tuple(int(d) for d in table.shape), False)
+        (self.alias if x in self.alias else self.quantised if x in self.quantised else self.device_float)[y] = result
 
     def shape_of(self, node: Node) -> None:
         """Shapes are static here: Shape(x) is a constant for the operators reading it (Reshape)."""

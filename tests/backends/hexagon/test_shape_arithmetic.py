@@ -1,8 +1,9 @@
-"""Issue 10 item 6: a quantize_static model with symbolic dims computes its Reshape
-targets at run time (Shape → Gather → Unsqueeze → Concat, as the README's example
-encoder does). `--target hexagon` runs only the quant rules, so that arithmetic
-reaches the backend; with the dims bound it is constant and must be evaluated at
-compile time, not refused ("Gather: no integer kernel")."""
+"""Issue 10 item 6: Gather on Hexagon. A quantize_static model with symbolic dims
+computes its Reshape targets at run time (Shape → Gather → Unsqueeze → Concat, as the
+README's example encoder does). `--target hexagon` runs only the quant rules, so that
+arithmetic reaches the backend; with the dims bound it is constant and must be
+evaluated at compile time, not refused ("Gather: no integer kernel"). A Gather of
+device data at constant indices moves elements and runs as a table gather."""
 
 from __future__ import annotations
 
@@ -47,9 +48,8 @@ def _split_heads_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@needs_toolchain
-def test_shape_arithmetic_of_a_dynamic_quantised_model_compiles_and_matches(tmp_path) -> None:
-    onnx.save(_split_heads_model(), tmp_path / "float.onnx")
+def _quantise(model: onnx.ModelProto, tmp_path, shape: tuple[int, ...]):  # type: ignore[no-untyped-def]
+    onnx.save(model, tmp_path / "float.onnx")
     rng = np.random.default_rng(1)
 
     class Reader(CalibrationDataReader):
@@ -58,18 +58,18 @@ def test_shape_arithmetic_of_a_dynamic_quantised_model_compiles_and_matches(tmp_
 
         def get_next(self):  # type: ignore[no-untyped-def]
             self.left -= 1
-            return {"x": rng.standard_normal((1, 5, WIDTH)).astype(np.float32)} if self.left >= 0 else None
+            return {"x": rng.standard_normal(shape).astype(np.float32)} if self.left >= 0 else None
 
     quantised = tmp_path / "qdq.onnx"
     quantize_static(str(tmp_path / "float.onnx"), str(quantised), Reader(), quant_format=QuantFormat.QDQ,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-    ops = {n.op_type for n in onnx.load(quantised).graph.node}
-    assert {"Shape", "Gather", "Concat"} <= ops  # the arithmetic the backend used to refuse
+    return quantised
 
+
+def _run_and_compare(quantised, tmp_path, binds: list[str], shape: tuple[int, ...]) -> None:  # type: ignore[no-untyped-def]
     artefact = tmp_path / "artefact"
-    assert main(["compile", str(quantised), "--target", "hexagon", "--bind", "batch=1", "--bind", "seq=5",
-                 "-o", str(artefact), "-q"]) == 0
-    x = np.random.default_rng(2).standard_normal((1, 5, WIDTH)).astype(np.float32)
+    assert main(["compile", str(quantised), "--target", "hexagon", *binds, "-o", str(artefact), "-q"]) == 0
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     assert main(["run", str(artefact), "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", str(tmp_path / "out")]) == 0
     ours = np.load(tmp_path / "out" / "y.npy")
@@ -79,3 +79,26 @@ def test_shape_arithmetic_of_a_dynamic_quantised_model_compiles_and_matches(tmp_
     scale = float(next(numpy_helper.to_array(i) for i in model.graph.initializer if i.name == y_dq.input[1]))
     assert ours.shape == expected.shape
     assert np.abs(ours.astype(np.float64) - expected).max() <= 1.01 * scale  # within 1 LSB of onnxruntime
+
+
+@needs_toolchain
+def test_shape_arithmetic_of_a_dynamic_quantised_model_compiles_and_matches(tmp_path) -> None:
+    quantised = _quantise(_split_heads_model(), tmp_path, (1, 5, WIDTH))
+    ops = {n.op_type for n in onnx.load(quantised).graph.node}
+    assert {"Shape", "Gather", "Concat"} <= ops  # the arithmetic the backend used to refuse
+    _run_and_compare(quantised, tmp_path, ["--bind", "batch=1", "--bind", "seq=5"], (1, 5, WIDTH))
+
+
+@needs_toolchain
+def test_gather_of_quantised_data_at_constant_indices_matches(tmp_path) -> None:
+    """Rows 4, 0 and -1 (the last) of (x · W)[1, 6, 4], as a 2-D index tensor."""
+    indices = numpy_helper.from_array(np.array([[4, 0], [-1, 4]], np.int64), "rows")
+    weight = numpy_helper.from_array(np.random.default_rng(3).standard_normal((4, 4)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"], name="project"),
+         helper.make_node("Gather", ["h", "rows"], ["y"], name="pick_rows", axis=1)], "pick",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 2, 4])], [indices, weight])
+    quantised = _quantise(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path, (1, 6, 4))
+    assert "Gather" in {n.op_type for n in onnx.load(quantised).graph.node}
+    _run_and_compare(quantised, tmp_path, [], (1, 6, 4))
