@@ -13,13 +13,18 @@ import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from egraph_compiler import dsl, egraph, extract, ir, shapes
+import onnx
+
+from egraph_compiler import dsl, dump, egraph, extract, ir, shapes
+from egraph_compiler.dsl import library
 from egraph_compiler.dsl.ast import Limits, RuleSet
 from egraph_compiler.dsl.fp_policy import DEFAULT_FP, apply_fp_policy
+from egraph_compiler.dsl.library import RuleOptions
+from egraph_compiler.dump import Dumps
 from egraph_compiler.ir.graph import Graph
 from egraph_compiler.report import Report
 
@@ -36,6 +41,7 @@ class CompileResult:
     graph: Graph
     report: Report
     rules: RuleSet
+    dumps: Dumps = field(default_factory=Dumps)  # what `write_artefact` prints of the backend stages
     source_sha256: str = ""  # the source model's digest, recorded in the artefact manifest
 
 
@@ -55,12 +61,17 @@ def target_rules(target: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def load_rules(rule_paths: Sequence[str | Path] | None = None, target: str = "onnx") -> RuleSet:
-    """Parse the rule files (default: the target's own rules, else the shipped library)."""
-    if rule_paths:
-        return dsl.load_rules(list(rule_paths))
+def load_rules(rule_paths: Sequence[str | Path] | None = None, target: str = "onnx",
+               options: RuleOptions | None = None) -> RuleSet:
+    """Parse the rule files (default: the target's own rules, else the shipped library),
+    then ``options``' added files (their rules without a ruleset run under the
+    schedule, `dsl.library`), minus the disabled rules / other rulesets."""
+    options = options or RuleOptions()
     own = target_rules(target)
-    return dsl.load_rules([own] if own else [default_rules_dir()])
+    base: list[str | Path] = list(rule_paths) if rule_paths else [own if own else default_rules_dir()]
+    rules = dsl.load_rules([*base, *options.add], options.search)
+    rules = library.schedule_added(rules, options.add)
+    return library.filter_rules(rules, options.disable, options.only)
 
 
 def optimize(
@@ -70,6 +81,7 @@ def optimize(
     limits: Limits | None = None,
     progress: Progress | None = None,
     report: Report | None = None,
+    dumps: Dumps | None = None,
     started: float | None = None,
 ) -> tuple[Graph, Report]:
     """Saturate ``graph`` under ``rules`` and extract the cheapest equivalent graph.
@@ -79,24 +91,30 @@ def optimize(
     limit counts from ``started`` (default: now) and binds on saturation and extraction.
     """
     report = report or Report(model=graph.name)
+    dumps = dumps or Dumps()
     with _stage(report, "shapes", progress):
         graph = shapes.infer_shapes(graph)
-    report.nodes_before = graph.op_counts()
+    dumps.write("shapes", lambda: dump.graph_text(graph))
+    if not report.nodes_before:  # `compile_model` counts the ONNX file it read instead;
+        # here the input graph as the exporter writes it, the same measure as `nodes_after`
+        report.nodes_before = onnx_op_counts(ir.to_onnx(graph))
     report.cost_before = _cost_json(extract.graph_cost(graph))
     # the time limit binds on loading, saturation and extraction together (from
     # ``started``, the start of the compile): they run in workers the limit can stop
     with _stage(report, "saturate", progress):
-        slim, provenance, stats, extract_seconds = egraph.saturate_then(
-            graph, rules, limits, progress, _extract_in_worker,
-            lambda stats: (_Slim(graph, ()), {}, stats, 0.0), started)
-        extracted = slim.restore(graph)
-    report.seconds["saturate"] = round(report.seconds["saturate"] - extract_seconds, 4)
-    report.seconds["extract"] = round(extract_seconds, 4)
+        extracted = egraph.saturate_then(
+            graph, rules, limits, progress, lambda saturation: _extract_in_worker(saturation, dumps),
+            lambda stats: _Extracted(graph, (), {}, {}, stats, 0.0, ()), started)
+        dumps._done.update(extracted.dumped)  # stages the worker printed
+    report.seconds["saturate"] = round(report.seconds["saturate"] - extracted.seconds, 4)
+    report.seconds["extract"] = round(extracted.seconds, 4)
     with _stage(report, "shapes-after", progress):
-        optimised = shapes.infer_shapes(extracted)
-    report.nodes_after = optimised.op_counts()
+        optimised = shapes.infer_shapes(extracted.restore(graph))
+    dumps.write("extract", lambda: dump.graph_text(optimised))
+    stats = extracted.stats
+    report.nodes_after = onnx_op_counts(ir.to_onnx(optimised))
     report.cost_after = _cost_json(extract.graph_cost(optimised))
-    report.rules_fired = {k: v for k, v in sorted(stats.rule_fires.items()) if v}
+    _record_rules(report, rules, stats, extracted)
     last = stats.iterations[-1] if stats.iterations else None
     report.egraph = {
         "iterations": len(stats.iterations),
@@ -112,9 +130,37 @@ def optimize(
     }
     if stats.stop_reason.startswith("limit:"):
         report.limits_hit.append(stats.describe())
-    report.provenance = {k: list(v) for k, v in sorted(provenance.items()) if v}
-    report.rule_sources = {r.name: str(r.span) for r in rules.rules}
     return optimised, report
+
+
+def onnx_op_counts(model: onnx.ModelProto) -> dict[str, int]:
+    """Nodes per operator of an ONNX model's main graph (domain-qualified outside
+    the default domain): what the report's before/after tables show."""
+    counts: dict[str, int] = {}
+    for node in model.graph.node:
+        op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
+        counts[op] = counts.get(op, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _record_rules(report: Report, rules: RuleSet, stats: Any, extraction: Any) -> None:
+    """Applications (distinct e-classes rewritten), matches, rules whose guard never
+    held, and per output node the rules that built it in the order they first fired
+    (operand swaps left out: they rewrite nothing a reader needs to see)."""
+    report.rules_fired = {k: v for k, v in stats.rule_sites.items() if v}
+    report.rule_matches = {k: v for k, v in sorted(stats.rule_matches.items()) if v}
+    report.guard_failed = sorted(k for k, v in stats.rule_matches.items()
+                                 if v and not stats.rule_fires.get(k))
+    swaps = {r.name for r in rules.rules if library.is_operand_swap(r)}
+    order = {name: i for i, name in enumerate(stats.fire_order)}
+    provenance = {}
+    for node, names in sorted(extraction.provenance.items()):
+        kept = sorted((n for n in names if n not in swaps), key=lambda n: (order.get(n, len(order)), n))
+        if kept:
+            provenance[node] = kept
+    report.provenance = provenance
+    report.origins = {k: list(v) for k, v in sorted(extraction.origins.items()) if k in provenance}
+    report.rule_sources = {r.name: str(r.span) for r in rules.rules}
 
 
 def compile_model(
@@ -124,6 +170,8 @@ def compile_model(
     limits: Limits | None = None,
     progress: Progress | None = None,
     target: str = "onnx",
+    rule_options: RuleOptions | None = None,
+    dumps: Dumps | None = None,
     started: float | None = None,
     fp: str = DEFAULT_FP,
 ) -> CompileResult:
@@ -142,14 +190,24 @@ def compile_model(
     name = Path(model).name if isinstance(model, (str, Path)) else "model"
     report = Report(model=name)
     with _stage(report, "parse-rules", progress):
-        rules, report.fp = apply_fp_policy(load_rules(rule_paths, target), fp)
+        rules, report.fp = apply_fp_policy(load_rules(rule_paths, target, rule_options), fp)
     with _stage(report, "import", progress):
         graph = ir.load_onnx(model)
-    optimised, report = optimize(graph, rules, limits=limits, progress=progress, report=report,
+    report.nodes_before = onnx_op_counts(_read_onnx(model))
+    dumps = dumps or Dumps()
+    dumps.write("import", lambda: dump.graph_text(graph))
+    optimised, report = optimize(graph, rules, limits=limits, progress=progress, report=report, dumps=dumps,
                                  started=started)
     from egraph_compiler.backends.artefact import source_digest
 
-    return CompileResult(optimised, report, rules, source_digest(model))
+    return CompileResult(optimised, report, rules, dumps, source_digest(model))
+
+
+def _read_onnx(model: str | Path | bytes) -> onnx.ModelProto:
+    """The ONNX file as read (``ir.load_onnx`` has accepted it already)."""
+    if isinstance(model, bytes):
+        return onnx.load_model_from_string(model)
+    return onnx.load(str(model), load_external_data=False)
 
 
 def process_started() -> float:
@@ -167,12 +225,18 @@ def process_started() -> float:
 
 
 @dataclass(frozen=True)
-class _Slim:
-    """An extracted graph as sent back from the worker: without the constants it shares
-    with the graph the caller already holds (vgg19's 550 MB need not cross the pipe)."""
+class _Extracted:
+    """What extraction in the worker sends back: the graph without the constants it
+    shares with the caller's (vgg19's 550 MB need not cross the pipe), provenance,
+    statistics, seconds, and the dump stages it printed."""
 
     graph: Graph
     order: tuple[tuple[str, bool], ...]  # every constant name, and whether it is shared
+    provenance: dict[str, tuple[str, ...]]
+    origins: dict[str, Any]
+    stats: Any
+    seconds: float
+    dumped: tuple[str, ...]
 
     def restore(self, original: Graph) -> Graph:
         if not self.order:
@@ -182,14 +246,18 @@ class _Slim:
         return dataclasses.replace(self.graph, constants=constants)
 
 
-def _extract_in_worker(saturation: egraph.Saturation) -> tuple[_Slim, dict[str, tuple[str, ...]], Any, float]:
-    """Extraction, run where the e-graph lives; what it gives back must pickle."""
+def _extract_in_worker(saturation: egraph.Saturation, dumps: Dumps) -> _Extracted:
+    """Extraction (and the e-graph dumps), run where the e-graph lives; it must pickle."""
+    dumps.write("saturate", lambda: dump.egraph_text(saturation))
+    if dumps.egraph_file is not None:
+        dump.write_egraph_json(saturation, dumps.egraph_file)
     began = time.perf_counter()
     extraction = extract.extract(saturation)
     graph, before = extraction.graph, saturation.graph.constants
     order = tuple((name, before.get(name) is array) for name, array in graph.constants.items())
     slim = dataclasses.replace(graph, constants={n: a for n, a in graph.constants.items() if before.get(n) is not a})
-    return _Slim(slim, order), extraction.provenance, saturation.stats, time.perf_counter() - began
+    return _Extracted(slim, order, extraction.provenance, extraction.origins, saturation.stats,
+                      time.perf_counter() - began, tuple(sorted(dumps._done)))
 
 
 TARGETS = ("onnx", "opencl", "hexagon")
@@ -211,10 +279,12 @@ def write_artefact(result: CompileResult, target: str, out: Path, *,
         raise ir.DnnrError("error: --profile-db only applies to --target opencl")
 
     def build(tmp: Path) -> dict[str, Any]:
-        graph = result.graph
+        graph = written = result.graph
         if target != "onnx":
             graph = _build_target(target, result, tmp, progress, bindings or {}, profile_db, out)
-        (tmp / "model.onnx").write_bytes(ir.to_onnx(result.graph).SerializeToString())
+        elif bindings:  # the written model's dims, as --bind says
+            graph = written = shapes.bind_symbols(result.graph, bindings)
+        (tmp / "model.onnx").write_bytes(ir.to_onnx(written).SerializeToString())
         (tmp / "report.json").write_text(json.dumps(result.report.to_json(), indent=2) + "\n")
         return artefact.describe(target, result.source_sha256, graph, tmp)
 
@@ -252,6 +322,7 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
 
         db = ProfileDb.load(profile_db) if profile_db is not None else None
         artefact = opencl.compile_graph(graph, out, tables=result.rules, profile_db=db)
+        _dump_backend_stages(result.dumps, graph, result.rules, db)
     else:
         if profile_db is not None:
             raise ir.DnnrError("error: --profile-db only applies to --target opencl")
@@ -261,13 +332,27 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
     result.report.seconds[f"backend-{target}"] = round(time.perf_counter() - start, 4)
     # paths name the final directory, not the temporary one they were written in
     info = {k: (_moved(v, out, final) if isinstance(v, Path) else v)
-            for k, v in dataclasses.asdict(artefact).items() if k != "report"}
+            for k, v in dataclasses.asdict(artefact).items() if k not in ("report", "select")}
+    result.report.select = getattr(artefact, "select", None) or {}
     result.report.target = {"name": target, **info}
     return graph
 
 
 def _moved(path: Path, tmp: Path, final: Path) -> str:
     return str(final / path.relative_to(tmp)) if path.is_relative_to(tmp) else str(path)
+
+
+def _dump_backend_stages(dumps: Dumps, graph: Graph, rules: RuleSet, db: Any) -> None:
+    """The fusion and memory plans `opencl.compile_graph` built (both stages are
+    deterministic, so planning again gives the same plans)."""
+    if not (dumps.wants("fusion") or dumps.wants("plan")):
+        return
+    from egraph_compiler.fusion import plan_fusion
+    from egraph_compiler.plan import plan_memory
+
+    fusion_plan = plan_fusion(graph, rules, db)
+    dumps.write("fusion", lambda: dump.fusion_text(fusion_plan))
+    dumps.write("plan", lambda: dump.plan_text(plan_memory(fusion_plan)))
 
 
 def _cost_json(cost: Any) -> dict[str, float]:
