@@ -1,6 +1,9 @@
 """Time a runaway compile against its limits (prints, asserts nothing).
 
-    python benchmarks/budgets.py [--seconds 10] [--nodes 100000000] [--pairs 16]
+    python3 -m benchmarks.budgets [--seconds 10] [--nodes 100000000] [--pairs 16]
+
+(as a module: run as a script, benchmarks/select.py would shadow the standard
+library's select module.)
 
 Writes a chain of ``pairs`` Mul/Add nodes and a rule set of associativity,
 commutativity and distributivity (the e-graph grows ~3-7x an iteration) with
