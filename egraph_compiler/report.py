@@ -38,6 +38,7 @@ class Report:
     origins: dict[str, list[str]] = field(default_factory=dict)
     rule_sources: dict[str, str] = field(default_factory=dict)
     target: dict[str, Any] = field(default_factory=dict)
+    dims: dict[str, dict[str, Any]] = field(default_factory=dict)  # symbolic input dim -> range, given by --dim?
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,6 +83,10 @@ def render_report(report: Report | dict[str, Any]) -> str:
     if cb and ca:
         parts.append(f"cost: {cb['flops']:.4g} -> {ca['flops']:.4g} FLOPs, "
                      f"{cb['bytes']:.4g} -> {ca['bytes']:.4g} bytes moved")
+    dims = data.get("dims") or {}
+    if dims:  # the ranges shape inference and the guards assumed
+        parts.append("dims: " + ", ".join(f"{name}={d['low']}..{d['high']}" + ("" if d["given"] else " (default)")
+                                          for name, d in dims.items()))
     secs = data.get("seconds", {})
     if secs:
         parts.append("seconds: " + ", ".join(f"{k} {v:.3f}" for k, v in secs.items())
