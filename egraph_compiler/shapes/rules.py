@@ -275,6 +275,8 @@ def _slice_dim(ctx, dim: Dim, start: int, end: int, step: int) -> Dim:
             return -start
         if 0 <= start <= end < INT_MAX and prove_le(end, dim, ctx.ranges):
             return end - start
+        if 0 <= start <= end and prove_le(dim, end, ctx.ranges) and prove_le(start, dim, ctx.ranges):
+            return dim_add(dim, -start)  # the dim's range ends within the slice (--dim)
         if start >= 0 and end < 0 and prove_le(start - end, dim, ctx.ranges):
             return dim_add(dim, end - start)
         if start < 0 and end < 0 and prove_le(-start, dim, ctx.ranges):
