@@ -56,6 +56,8 @@ def prove_le(a: Dim, b: Dim, ranges: Ranges) -> bool:
         return diff <= 0
     if _upper_is_nonpositive(diff, ranges):
         return True
+    if _linear(diff):  # independent symbols: the interval bound is attained, no need for Z3
+        return False
     return _proved(lambda enc: enc(a) <= enc(b), ranges, (a, b), "<=")
 
 
@@ -71,6 +73,8 @@ def prove_ne(a: Dim, b: Dim, ranges: Ranges) -> bool:
     low, high = bounds(diff, ranges)
     if (low is not None and low > 0) or (high is not None and high < 0):
         return True
+    if _linear(diff) and all(abs(c) == 1 for _, c in diff.terms if _):  # ±1 steps: every integer
+        return False  # in the interval is attained, 0 among them
     return _proved(lambda enc: enc(a) != enc(b), ranges, (a, b), "!=")
 
 
@@ -146,6 +150,13 @@ def bounds(dim: Dim, ranges: Ranges) -> tuple[int | None, int | None]:
         low_total = None if low_total is None or term_low is None else low_total + term_low
         high_total = None if high_total is None or term_high is None else high_total + term_high
     return low_total, high_total
+
+
+def _linear(dim: Dim) -> bool:
+    """Each term one symbol to the first power: its interval bounds are exact."""
+    return isinstance(dim, DimExpr) and all(
+        len(mono) <= 1 and all(isinstance(atom, str) and power == 1 for atom, power in mono)
+        for mono, _ in dim.terms)
 
 
 def _upper_is_nonpositive(diff: Dim, ranges: Ranges) -> bool:

@@ -142,7 +142,8 @@ def shape_fact(state: State, name: str) -> Fact:
 
 
 def _defined(state: State, name: str) -> bool:
-    return not name or shape_fact(state, name) is not UNDEF
+    known = state.types.get(name) if name else None
+    return not name or (known is not None and known.shape is not None)
 
 
 # ------------------------------------------------------------------ forward transfers
