@@ -271,6 +271,11 @@ def bind_symbols(graph: Graph, values: Mapping[str, int], *, dynamism: Mapping[s
     Raises `ModelError` naming a symbol the graph does not have.
     """
     _require_input_symbols(graph, values, "bind")
+    for name, value in sorted(values.items()):  # the compile assumed the range (shapes, guards)
+        low, high = graph.symbols.get(name, DEFAULT_RANGE)
+        if not low <= value <= high:
+            raise ModelError(f"error: cannot bind {name}={value}: the model was compiled for "
+                             f"{name} in {low}..{high} (--dim)")
 
     def bound(dim: Dim) -> Dim:
         if isinstance(dim, DimExpr) and dim.symbols() <= set(values):

@@ -50,3 +50,11 @@ def test_bad_dim_ranges_are_errors(model: Path, spec: str, message: str,
     assert main(["compile", str(model), "--dim", spec]) != 0
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2
+
+
+def test_binding_outside_the_compiled_range_is_an_error(model: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Rewrites may have relied on the range (the Slice above was removed for seq <= 512)."""
+    assert main(["compile", str(model), "-o", str(tmp_path / "a"), "--dim", "seq=1..512", "--bind", "seq=600"]) != 0
+    assert "cannot bind seq=600: the model was compiled for seq in 1..512" in capsys.readouterr().err
+    assert main(["compile", str(model), "-o", str(tmp_path / "b"), "--dim", "seq=1..512", "--bind", "seq=512"]) == 0

@@ -71,3 +71,11 @@ def test_z3_answers_are_cached_per_question_and_ranges() -> None:
     size = prover.cache_size()
     assert prove_eq(*question, RANGES) and prover.cache_size() == size  # answered from the cache
     assert prove_eq(*question, {**RANGES, "H": (1, 100)}) and prover.cache_size() == size + 1  # other ranges: asked
+
+
+def test_linear_differences_are_decided_by_their_exact_bounds() -> None:
+    from egraph_compiler.shapes import prove_ne
+
+    assert not prove_le(S + B, 100, RANGES)  # S=100, B=1 breaks it: no Z3 needed
+    assert prove_ne(2 * S, 3, RANGES)  # 0 lies in the interval of 2S-3 but is never attained
+    assert not prove_ne(S, 7, RANGES)
