@@ -97,6 +97,7 @@ def optimize(
     classes = shapes.declared_classes(rules.ops)  # SoD² dynamism classes: which RDP transfers apply
     with _stage(report, "shapes", progress):
         graph = shapes.infer_shapes(graph, symbols=dim_ranges, dynamism=classes)
+    report.rdp = shapes.rdp_census(graph, classes)
     dumps.write("shapes", lambda: dump.graph_text(graph))
     if not report.nodes_before:  # `compile_model` counts the ONNX file it read instead;
         # here the input graph as the exporter writes it, the same measure as `nodes_after`

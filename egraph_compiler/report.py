@@ -39,6 +39,7 @@ class Report:
     rule_sources: dict[str, str] = field(default_factory=dict)
     target: dict[str, Any] = field(default_factory=dict)
     dims: dict[str, dict[str, Any]] = field(default_factory=dict)  # symbolic input dim -> range, given by --dim?
+    rdp: dict[str, dict[str, int]] = field(default_factory=dict)  # shapes.rdp.census of the input graph
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,6 +88,12 @@ def render_report(report: Report | dict[str, Any]) -> str:
     if dims:  # the ranges shape inference and the guards assumed
         parts.append("dims: " + ", ".join(f"{name}={d['low']}..{d['high']}" + ("" if d["given"] else " (default)")
                                           for name, d in dims.items()))
+    rdp = data.get("rdp") or {}
+    if rdp:
+        parts.append("shapes (RDP): dims " + ", ".join(f"{n} {k}" for k, n in rdp["dims"].items() if n)
+                     + "; ops by dynamism class " + ", ".join(f"{k} {n}" for k, n in rdp["acting"].items())
+                     + " (after constant values; declared: "
+                     + ", ".join(f"{k} {n}" for k, n in rdp["declared"].items()) + ")")
     secs = data.get("seconds", {})
     if secs:
         parts.append("seconds: " + ", ".join(f"{k} {v:.3f}" for k, v in secs.items())

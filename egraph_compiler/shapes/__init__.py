@@ -2,7 +2,8 @@
 
 `infer_shapes(graph, symbols=, dynamism=)` runs SoD²'s RDP (`shapes.rdp`: the lattice,
 forward and backward transfers per dynamism class, to a fixpoint); ``dynamism`` is
-`declared_classes(rule_set.ops)`, the classes ``rules/operators.dnnr`` declares.
+`declared_classes(rule_set.ops)`, the classes ``rules/operators.dnnr`` declares;
+`rdp_census(graph, dynamism)` counts dims per lattice kind and ops per class (the report's).
 `infer_node(op, attrs, input_types, ...)` types one node (for stages that build nodes
 one at a time, such as the e-graph). `infer_shapes(graph, symbols=None) -> Graph` fills ``Graph.types`` (dtype and a shape
 of ints and symbolic `DimExpr` dims), ``Graph.shape_values`` (SoD² RDP values of small
@@ -40,6 +41,7 @@ from egraph_compiler.shapes.prover import (
     prove_ne,
     using_ranges,
 )
+from egraph_compiler.shapes.rdp import census as rdp_census
 from egraph_compiler.shapes.rdp import declared_classes
 from egraph_compiler.shapes.rules import BROADCAST as BROADCAST_OPS
 from egraph_compiler.shapes.rules import RULES as _RULES
@@ -50,6 +52,6 @@ SHAPE_RULE_OPS = frozenset(_RULES)
 
 __all__ = [
     "BROADCAST_OPS", "SAME_SHAPE_OPS", "SHAPE_RULE_OPS", "VALUE_INPUTS", "bind_symbols", "broadcast_shape",
-    "declared_classes", "dim_ranges", "decide", "prove_ne", "using_ranges",
+    "declared_classes", "dim_ranges", "rdp_census", "decide", "prove_ne", "using_ranges",
     "infer_node", "infer_shapes", "infer_term_shape", "prove_divisible", "prove_eq", "prove_le", "prove_lt",
 ]

@@ -371,3 +371,36 @@ def _value_pending(state: State, node: Node, classes: Mapping[str, str]) -> bool
     is typed (it was typed by a backward transfer after the node fired)."""
     return classes[node.op] == SHAPE_DETERMINED_OUTPUT and bool(node.outputs[0]) \
         and node.outputs[0] not in state.values and _defined(state, node.inputs[0])
+
+
+def census(graph: Any, dynamism: Mapping[str, str] | None) -> dict[str, dict[str, int]]:
+    """What RDP established for a typed graph: dims by lattice kind (``undef`` counts a
+    value of unknown rank once), nodes by declared class, and by the class they act in
+    once constants are propagated (SoD² §5.3: an Input Shape & Value Determined op whose
+    value inputs are all known acts as Input Shape Determined Output Shape)."""
+    dims: dict[str, int] = {k: 0 for k in ("known", "symbolic", "op-inferred", "nac", "undef")}
+    for tensor_type in graph.types.values():
+        if tensor_type.shape is None:
+            dims["undef"] += 1
+        for dim in tensor_type.shape or ():
+            dims[kind(dim)] += 1
+    declared: dict[str, int] = {}
+    acting: dict[str, int] = {}
+    for node in graph.nodes:
+        cls = (dynamism or {}).get(node.op, UNDECLARED)
+        declared[cls] = declared.get(cls, 0) + 1
+        if cls == SHAPE_VALUE_DETERMINED and _values_known(graph, node):
+            cls = SHAPE_DETERMINED
+        acting[cls] = acting.get(cls, 0) + 1
+    return {"dims": dims, "declared": dict(sorted(declared.items())), "acting": dict(sorted(acting.items()))}
+
+
+def _values_known(graph: Any, node: Node) -> bool:
+    """Every value-carrying input of ``node`` has a value map free of nac elements."""
+    for index in rules.VALUE_INPUTS.get(node.op, ()):
+        if index >= len(node.inputs) or not node.inputs[index]:
+            continue
+        value = graph.shape_values.get(node.inputs[index])
+        if value is None or any(kind(v) == "nac" for v in value):
+            return False
+    return True

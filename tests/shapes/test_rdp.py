@@ -180,3 +180,17 @@ def test_fixpoint_rounds_are_bounded_and_stop_when_nothing_changes() -> None:
     assert stats.backward == 0  # every shape was known forward
     again = rdp.solve(state, graph.nodes, CLASSES)  # a solved state is a fixpoint
     assert again.forward == 0 and again.backward == 0 and again.rounds == 1
+
+
+def test_census_counts_lattice_kinds_and_classes_after_constant_values() -> None:
+    """SoD² §5.3: Reshape (Input Shape & Value Determined) whose target's value map is
+    known acts as Input Shape Determined Output Shape; with a nac target it does not."""
+    typed = infer_shapes(_shape_chain(), dynamism=CLASSES)
+    found = rdp.census(typed, CLASSES)
+    assert found["declared"][rdp.SHAPE_VALUE_DETERMINED] == 1
+    assert rdp.SHAPE_VALUE_DETERMINED not in found["acting"]
+    assert found["dims"]["op-inferred"] >= 2 and found["dims"]["nac"] == 0
+    opaque = infer_shapes(_graph({"x": (B, 6), "t": (2,)}, [Node("Reshape", ("x", "t"), ("y",), name="r")],
+                                 {"y": None}), dynamism=CLASSES)
+    found = rdp.census(opaque, CLASSES)
+    assert found["acting"] == {rdp.SHAPE_VALUE_DETERMINED: 1} and found["dims"]["nac"] == 2
