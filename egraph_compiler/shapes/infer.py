@@ -147,7 +147,7 @@ def infer_shapes(graph: Graph, *, symbols: Mapping[str, tuple[int, int]] | None 
     ``symbols`` overrides the range of named dims (default ``[1, 2**31-1]``); unknown
     dims get fresh symbols ``d0, d1, ...`` with range ``[0, 2**31-1]``. ``dynamism``
     maps each op to the SoD² class its rule-file declaration states (`rdp.solve`; an op
-    missing from it gets forward transfers only).
+    missing from it is taken as ``shape_determined``, `rdp.UNDECLARED`).
     """
     ranges = dict(graph.symbols)
     ranges.update(symbols or {})

@@ -37,9 +37,11 @@ SHAPE_DETERMINED_OUTPUT = "shape_determined_output"  # Input Shape Determined Ou
 SHAPE_DETERMINED = "shape_determined"  # Input Shape Determined Output Shape (Conv, Add)
 SHAPE_VALUE_DETERMINED = "shape_value_determined"  # Input Shape & Value Determined Output Shape (Reshape)
 EXECUTION_DETERMINED = "execution_determined"  # Execution Determined Output (NonZero, If)
-# An operator the rule set does not declare: its forward rule runs, and no backward
-# transfer is attempted (the most conservative class that still types its outputs).
-UNDECLARED = SHAPE_VALUE_DETERMINED
+# An operator the rule set does not declare (or a caller without a rule set): Table 5.2's
+# most common class. Safe for any op: its backward transfers are op-specific inverses
+# that exist only where the shape function is one-to-one, and its value map is the
+# forward value propagation's, which knows only arithmetic and indexing ops.
+UNDECLARED = SHAPE_DETERMINED
 
 
 class _Undef:
