@@ -293,13 +293,22 @@ BACKWARD: dict[str, Callable[[State, Node], dict[int, tuple[Dim, ...]]]] = {
 }
 
 
-def _backward_value(state: State, node: Node, dynamism: str) -> dict[int, tuple[Dim, ...]]:
-    """F^bv: ``ConstantOfShape``-like ops (output shape = input's value map): a known output
-    shape is the input's value map."""
+def _backward_value_from_shape(state: State, node: Node) -> dict[int, tuple[Dim, ...]]:
+    """F^bv of an op whose output shape *is* an input's value map (``ConstantOfShape``,
+    declared Input Shape & Value Determined here, Input Shape Determined Output in Table
+    5.2): a known output shape is that input's value map."""
     if node.op != "ConstantOfShape" or not node.inputs or _defined(state, node.inputs[0]):
         return {}
     out = _out(state, node)
     return {} if out is None else {0: out}
+
+
+BACKWARD_VALUE: dict[str, Callable[[State, Node], dict[int, tuple[Dim, ...]]]] = {
+    SHAPE_DETERMINED_OUTPUT: _backward_value_from_shape,
+    SHAPE_DETERMINED: _backward_none,
+    SHAPE_VALUE_DETERMINED: _backward_value_from_shape,
+    EXECUTION_DETERMINED: _backward_none,
+}
 
 
 # ------------------------------------------------------------------ the fixpoint
@@ -321,7 +330,7 @@ def solve(state: State, nodes: Sequence[Node], dynamism: Mapping[str, str] | Non
     classes = {n.op: (dynamism or {}).get(n.op, UNDECLARED) for n in nodes}
     for node in nodes:  # round 0: every node's forward rule once (outputs start as undef)
         if all(_defined(state, i) for i in node.inputs):
-            state.forward(node)
+            FORWARD[classes[node.op]](state, node)
         else:
             _forward_partial(state, node)
     changed = True
@@ -339,7 +348,7 @@ def solve(state: State, nodes: Sequence[Node], dynamism: Mapping[str, str] | Non
                     state.types[name] = TensorType(dtype, shape)
                     stats.backward += 1
                     changed = True
-            for index, value in _backward_value(state, node, classes[node.op]).items():
+            for index, value in BACKWARD_VALUE[classes[node.op]](state, node).items():
                 name = node.inputs[index]
                 state.values[name] = value
                 if not _defined(state, name):
