@@ -104,6 +104,10 @@ class Oracles:
         return results
 
     def answer_shapes(self, egraph) -> int:
+        with using_ranges(self.ranges):
+            return self._answer_shapes(egraph)
+
+    def _answer_shapes(self, egraph) -> int:
         fresh = self._new_rows(egraph, [o.ask for o in self.shape])
         commands: list[str] = []
         for oracle in self.shape:

@@ -17,6 +17,7 @@ from egraph_compiler.ir.dims import Dim, DimExpr
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Graph, Node, TensorType, Value
 from egraph_compiler.shapes import rdp, rules, symbolic, values
+from egraph_compiler.shapes.prover import active_ranges
 
 DEFAULT_RANGE = (1, 2**31 - 1)
 VALUE_LIMIT = 64  # int tensors with at most this many elements get their values tracked
@@ -211,14 +212,15 @@ def infer_term_shape(
     dims other than equal ones and 1s, and a model error (bad attribute, clashing static
     dims) reads as unknown. ``input_shapes[i]`` is None for an absent input; ``values``
     holds known int values by input index; ``elementwise`` broadcasts the inputs of an op
-    no rule knows (one the rule files declare one_to_one). Dtypes play no part.
+    no rule knows (one the rule files declare one_to_one). Dtypes play no part; dim facts
+    are proved under the ranges `prover.using_ranges` activates (the e-graph's graph's).
     """
     rule = rules.RULES.get(op) or (rules.RULES["Sum"] if elementwise else None)  # Sum: n-ary broadcasting
     if rule is None:
         return None
     names = tuple(f"in{i}" if shape is not None else "" for i, shape in enumerate(input_shapes))
     node = Node(op, names, tuple(f"out{i}" for i in range(num_outputs)), tuple(sorted(attrs.items())), name=op)
-    state = _State(Graph("term", (), (), (node,)), {}, assume_valid=False)
+    state = _State(Graph("term", (), (), (node,)), active_ranges(), assume_valid=False)
     for name, shape in zip(names, input_shapes, strict=True):
         if shape is not None:
             state.types[name] = TensorType("float32", shape)  # a placeholder: shapes never depend on it

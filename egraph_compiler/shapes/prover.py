@@ -91,6 +91,11 @@ def using_ranges(ranges: Ranges) -> Iterator[None]:
         _ACTIVE_RANGES.reset(token)
 
 
+def active_ranges() -> dict[str, tuple[int, int]]:
+    """The ranges `using_ranges` made active (empty outside one)."""
+    return dict(_ACTIVE_RANGES.get() or {})
+
+
 def decide(op: str, a: object, b: object, ranges: Ranges | None = None) -> bool | None:
     """``a op b`` for dims (or tuples of dims, ``==``/``!=`` only): True when proved for every
     assignment in ``ranges`` (default: the active ones), False when refuted for every
