@@ -286,6 +286,20 @@ def _slice_dim(ctx, dim: Dim, start: int, end: int, step: int) -> Dim:
     return ctx.fresh()
 
 
+def _symbolic_slice_dim(ctx, dim: Dim, start: Dim, end: Dim, step: Dim) -> Dim:
+    """A unit-step slice whose bounds are dims (``x[:, :seq]`` from a Shape chain): without
+    wrap-around or clamping, proved under the dim ranges, it has ``end - start`` elements
+    (``dim - start`` where the range of ``dim`` ends within the slice)."""
+    if step != 1 or not (isinstance(end, int) and end >= 0 or prove_le(0, end, ctx.ranges)) \
+            or not prove_le(0, start, ctx.ranges):
+        return ctx.fresh()
+    if prove_le(end, dim, ctx.ranges) and prove_le(start, end, ctx.ranges):
+        return dim_add(end, dim_mul(start, -1))
+    if prove_le(dim, end, ctx.ranges) and prove_le(start, dim, ctx.ranges):
+        return dim_add(dim, dim_mul(start, -1))
+    return ctx.fresh()
+
+
 def _slice(ctx) -> list[TensorType]:
     x = ctx.need_shape(0)
     if "starts" in ctx.attrs:
@@ -301,7 +315,7 @@ def _slice(ctx) -> list[TensorType]:
     for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
         axis = normalize_axis(int(axis), len(x), ctx.where)
         if not all(isinstance(v, int) for v in (start, end, step)):
-            out[axis] = ctx.fresh()
+            out[axis] = _symbolic_slice_dim(ctx, x[axis], start, end, step)
             continue
         out[axis] = _slice_dim(ctx, x[axis], start, end, step)
     return [TensorType(ctx.dtype(0), tuple(out))]

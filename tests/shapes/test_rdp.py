@@ -194,3 +194,25 @@ def test_census_counts_lattice_kinds_and_classes_after_constant_values() -> None
                                  {"y": None}), dynamism=CLASSES)
     found = rdp.census(opaque, CLASSES)
     assert found["acting"] == {rdp.SHAPE_VALUE_DETERMINED: 1} and found["dims"]["nac"] == 2
+
+
+def test_a_slice_to_a_shape_value_is_symbolic_under_the_dim_range() -> None:
+    """BERT's ``position_ids[:, :seq]`` (a (1, 512) table sliced to Shape(x)[1]) has seq
+    columns only if seq <= 512: with ``--dim seq=1..512`` RDP proves it, by default the
+    dim is nac (min(seq, 512) is no polynomial). Measured on a TorchScript BERT export:
+    44 nac dims by default, 0 under the range."""
+    nodes = [
+        Node("Shape", ("x",), ("s",), name="shape"),
+        Node("Gather", ("s", "one"), ("n",), (("axis", 0),), name="gather"),
+        Node("Unsqueeze", ("n",), ("end",), (("axes", (0,)),), name="unsq"),
+        Node("Slice", ("table", "zero", "end", "one1", "one1"), ("pos",), name="slice"),
+        Node("Unsqueeze", ("pos",), ("pos3",), (("axes", (2,)),), name="unsq2"),
+        Node("Add", ("x", "pos3"), ("y",), name="add"),
+    ]
+    constants = {"one": np.array(1, np.int64), "zero": np.array([0], np.int64), "one1": np.array([1], np.int64),
+                 "table": np.zeros((1, 512), np.float32)}
+    graph = _graph({"x": (B, S, 1)}, nodes, {"y": None}, constants)
+    ranged = infer_shapes(graph, dynamism=CLASSES, symbols={"S": (1, 512)})
+    assert ranged.types["pos"].shape == (1, S) and ranged.types["y"].shape == (B, S, 1)
+    default = infer_shapes(graph, dynamism=CLASSES)
+    assert kind(default.types["pos"].shape[1]) == "nac"
