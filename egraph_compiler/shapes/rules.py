@@ -402,7 +402,10 @@ def _size(ctx) -> list[TensorType]:
 
 def _constant_of_shape(ctx) -> list[TensorType]:
     value = ctx.attrs.get("value")
-    dtype = value.dtype if value is not None else "float32"
+    if value is None or isinstance(value, (int, float)):  # the e-graph holds the fill as a number
+        dtype = "int64" if isinstance(value, int) else "float32"
+    else:
+        dtype = value.dtype
     dims = ctx.value(0)
     if dims is None:
         length = ctx.need_shape(0)
