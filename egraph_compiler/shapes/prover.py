@@ -73,7 +73,7 @@ def prove_ne(a: Dim, b: Dim, ranges: Ranges) -> bool:
     low, high = bounds(diff, ranges)
     if (low is not None and low > 0) or (high is not None and high < 0):
         return True
-    if _linear(diff) and all(abs(c) == 1 for _, c in diff.terms if _):  # ±1 steps: every integer
+    if _linear(diff) and all(abs(c) == 1 for mono, c in diff.terms if mono):  # ±1 steps: every integer
         return False  # in the interval is attained, 0 among them
     return _proved(lambda enc: enc(a) != enc(b), ranges, (a, b), "!=")
 
