@@ -40,6 +40,8 @@ class Report:
     target: dict[str, Any] = field(default_factory=dict)
     dims: dict[str, dict[str, Any]] = field(default_factory=dict)  # symbolic input dim -> range, given by --dim?
     rdp: dict[str, dict[str, int]] = field(default_factory=dict)  # shapes.rdp.census of the input graph
+    # the layout/implementation PBQP of the backend (`select.Selection.to_json`)
+    select: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -103,6 +105,10 @@ def render_report(report: Report | dict[str, Any]) -> str:
     target = data.get("target") or {}
     if target:
         parts.append("target: " + ", ".join(f"{k} {v}" for k, v in target.items()
+                                            if not isinstance(v, (list, dict))))
+    chosen = data.get("select") or {}
+    if chosen:
+        parts.append("select: " + ", ".join(f"{k} {v}" for k, v in chosen.items()
                                             if not isinstance(v, (list, dict))))
     return "\n".join(parts)
 
