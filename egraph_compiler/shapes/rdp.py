@@ -161,12 +161,6 @@ def _forward_inputs_shapes(state: State, node: Node) -> bool:
     return _fire(state, node)
 
 
-def _forward_inputs_values(state: State, node: Node) -> bool:
-    """Input Shape & Value Determined Output Shape: inputs' shapes and the value-carrying
-    inputs' value maps (a value absent once its producer fired is nac: fresh dims)."""
-    return _forward_inputs_shapes(state, node)
-
-
 def _forward_execution(state: State, node: Node) -> bool:
     """Execution Determined Output: the rule gives the rank and what is structural (NonZero's
     row count is the input's rank); the rest is nac, and so is the value map."""
@@ -188,7 +182,9 @@ def _fire(state: State, node: Node) -> bool:
 FORWARD: dict[str, Callable[[State, Node], bool]] = {
     SHAPE_DETERMINED_OUTPUT: _forward_inputs_shapes,
     SHAPE_DETERMINED: _forward_inputs_shapes,
-    SHAPE_VALUE_DETERMINED: _forward_inputs_values,
+    # The value-carrying inputs' maps are ready with their shapes (a producer sets both);
+    # the op's rule reads them, and a nac map gives nac dims.
+    SHAPE_VALUE_DETERMINED: _forward_inputs_shapes,
     EXECUTION_DETERMINED: _forward_execution,
 }
 
