@@ -93,6 +93,18 @@ class KernelParams:
     anchor_tile: Tile | None = None
     anchor_gemv: Gemv | None = None
 
+    @staticmethod
+    def for_device(device: str) -> KernelParams:
+        """Defaults for a device class: "cpu" (PoCL) as above; "gpu" runs rows one
+        work-group each (a work-item per row leaves lanes idle and loads uncoalesced)
+        and 256-item work-groups, and lets the cost model pick tiled anchors."""
+        if device == "gpu":
+            return KernelParams(work_group=256, reduce_work_group=256, row_serial_below=0,
+                                device="gpu")
+        if device != "cpu":
+            raise ValueError(f"unknown OpenCL device class '{device}' (cpu or gpu)")
+        return KernelParams()
+
 
 @dataclass(frozen=True)
 class Kernel:
