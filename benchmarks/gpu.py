@@ -32,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,9 @@ MODELS = {
     "mobilenet_v3_small": (1,),
 }
 SIZE = 224
+# models whose fused artefact is also built with every anchor option forced in turn
+# (`run` then prints, per conv/matmul, the fastest option beside the cost model's)
+SWEEP = ("resnet18_b8", "mobilenet_v2_b8")
 
 
 def seeded_weights(model: Any, seed: int = 0) -> None:
@@ -157,6 +161,13 @@ def _unpool_weights(artefact: Path, pool: Path, into: Path) -> Path:
     return into
 
 
+def _forced_options() -> list[Any]:
+    from egraph_compiler.backends.opencl import cost
+
+    return [cost.Option("direct", None, 0.0),
+            *(cost.Option("tiled", tile, 0.0) for tile in cost.TILES)]
+
+
 def prepare(out: Path, only: str | None) -> None:
     import torch
 
@@ -192,6 +203,13 @@ def prepare(out: Path, only: str | None) -> None:
                 meta[label] = {"kernels": artefact.kernels, "blocks": {
                     str(k): v for k, v in _flops_and_bytes(plan).items()}}
                 _pool_weights(target / label, pool)
+            if target.name in SWEEP:
+                plan = plan_memory(plan_fusion(optimised, rules))
+                for option in _forced_options():
+                    label = f"sweep/{option.describe().replace(' ', '_')}"
+                    build(plan, target / label, replace(params, anchor_variant=option.variant,
+                                                        anchor_tile=option.params))
+                    _pool_weights(target / label, pool)
             (target / "meta.json").write_text(json.dumps(meta))
             shutil.rmtree(onnx_path.parent)
             print(f"{target.name}: {meta['operators']} operators, kernels fused "
@@ -286,7 +304,7 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
                 outputs = compiled.run({"x": x})  # warm-up: the driver compiles here
                 seconds = compiled.time_launches(repeats)
                 result[f"{label}_kernels_ms"] = sum(seconds) * 1e3
-                result[f"{label}_e2e_ms"] = _median_ms(lambda c=compiled: c.run({"x": x}),
+                result[f"{label}_e2e_ms"] = _median_ms(lambda c=compiled, xx=x: c.run({"x": xx}),
                                                        repeats, lambda: None)
                 if label == "fused":
                     result["dnnr_out"] = outputs["y"]
@@ -305,6 +323,8 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
                                 f"{100 * info['bytes'] / s / 1e9 / peak_gbs:6.1f}%")
                     result["anchor_share"] = anchor_ms / max(result["fused_kernels_ms"], 1e-9)
                 del compiled
+        if (target / "sweep").exists():
+            _sweep(target, pool, device, x, repeats, peak_gflops)
         times, reference = _torch_times(meta["model"], x, repeats, compile_too)
         result.update(times)
         dnnr_out = result.pop("dnnr_out")
@@ -322,9 +342,47 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
               f"{r['fused_e2e_ms']:.2f} | {r['unfused_kernels_ms']:.2f} | {r['eager']:.2f} | "
               f"{r.get('cuda_graph', float('nan')):.2f} | {r.get('compile', float('nan')):.2f} | "
               f"{100 * r['anchor_share']:.0f} % | {r['rel_err']:.1e} |")
-    print(f"\nconv/matmul kernels (fused): ms, GFLOP/s, % of FP32 peak, GB/s, % of memory peak")
+    print("\nconv/matmul kernels (fused): ms, GFLOP/s, % of FP32 peak, GB/s, % of memory peak")
     for line in kernel_lines:
         print(line)
+
+
+def _sweep(target: Path, pool: Path, device: str, x: np.ndarray, repeats: int,
+           peak_gflops: float) -> None:
+    """Per conv/matmul launch: the fastest forced option vs the cost model's choice."""
+    from egraph_compiler.backends.opencl.runtime import CompiledModel
+
+    meta = json.loads((target / "meta.json").read_text())
+    blocks = meta["fused"]["blocks"]
+    table: dict[int, dict[str, float]] = {}
+    names: dict[int, str] = {}
+    flops: dict[int, int] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for label in ["fused", *sorted(p.name for p in (target / "sweep").iterdir())]:
+            source = target / label if label == "fused" else target / "sweep" / label
+            compiled = CompiledModel(_unpool_weights(source, pool, Path(tmp) / label), device)
+            compiled.run({"x": x})
+            seconds = compiled.time_launches(max(3, repeats // 3))
+            for k, (s, launch) in enumerate(zip(seconds, compiled.plan["launches"], strict=True)):
+                if blocks[str(launch["block"])]["flops"]:
+                    key = "model: " + launch["variant"] if label == "fused" else label
+                    table.setdefault(k, {})[key] = s * 1e3
+                    names[k] = "+".join(launch["ops"])
+                    flops[k] = blocks[str(launch["block"])]["flops"]
+            del compiled
+    print(f"\nsweep {target.name}: per conv/matmul, the cost model's option vs the fastest "
+          "(ms, % of FP32 peak)")
+    model_total = best_total = 0.0
+    for k in sorted(table):
+        row = table[k]
+        chosen = next(key for key in row if key.startswith("model: "))
+        best = min((key for key in row if not key.startswith("model: ")), key=row.get)
+        model_total += row[chosen]
+        best_total += row[best]
+        print(f"  {k:3d} {names[k][:30]:<32}{chosen[7:][:30]:<32}{row[chosen]:8.3f}   "
+              f"best {best[:30]:<32}{row[best]:8.3f}"
+              f" {100 * flops[k] / row[best] / 1e6 / peak_gflops:5.1f}%")
+    print(f"  total: cost model {model_total:.3f} ms, best per kernel {best_total:.3f} ms")
 
 
 def main() -> None:

@@ -13,8 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from egraph_compiler.backends.opencl import KernelParams, build, load
-from egraph_compiler.backends.opencl import cost
+from egraph_compiler.backends.opencl import KernelParams, build, cost, load
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.fusion import plan_fusion
 from egraph_compiler.plan import plan_memory
