@@ -18,9 +18,12 @@ where *padded* counts the tile's ragged edges as work and *fill* is the fraction
 the device's slots the grid occupies, counted in whole waves (a grid of 1.1 waves
 fills 55 %). A ``tiled`` work-group's efficiency grows with its register block's
 arithmetic intensity (``tm·tn / (tm + tn)`` FMAs per local-memory read, saturating
-at 4, i.e. 8 × 8). The efficiencies are per device class (`DEVICES`); the GPU
-numbers are an H100 through NVIDIA's OpenCL (direct kernels measured at 0.2–3.7 %
-of peak, DESIGN.md §7), the CPU numbers PoCL on this project's x86 machines, where
+at 2, i.e. 4 × 4). The efficiencies are per device class (`DEVICES`); the GPU
+numbers are an H100 through NVIDIA's OpenCL: direct kernels measured at 0.2–3.7 %
+of peak (DESIGN.md §7), tiled ones at 8–24 %; three resident work-groups per SM and
+the saturation at 4 × 4 were fitted to a sweep of every tile over ResNet-18's convs
+at batch 8 (`benchmarks/gpu.py` prints the sweep: the model's tile beside the
+fastest). The CPU numbers are PoCL on this project's x86 machines, where
 a work-group barrier splits the work-item loop and spills the register block
 (`tests/backends/opencl/test_gemm.py` checks the CPU model still prefers ``direct``).
 """
@@ -50,8 +53,8 @@ DEVICES = {
                        items_per_unit=64, groups_per_unit=1,
                        efficiency={"direct": 0.25, "tiled": 0.04, "gemv": 0.5}),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
-                       items_per_unit=1024, groups_per_unit=2,
-                       efficiency={"direct": 0.03, "tiled": 0.6, "gemv": 0.6}),
+                       items_per_unit=1024, groups_per_unit=3,
+                       efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6}),
 }
 
 TILES = (
@@ -110,7 +113,7 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                 continue
             groups = batch * _cdiv(m, tile.bm) * _cdiv(n, tile.bn)
             padded = 2.0 * groups * tile.bm * tile.bn * _cdiv(k, tile.bk) * tile.bk
-            intensity = min(1.0, tile.tm * tile.tn / (tile.tm + tile.tn) / 4.0)
+            intensity = min(1.0, tile.tm * tile.tn / (tile.tm + tile.tn) / 2.0)
             result.append(Option("tiled", tile, padded / (peak * eff["tiled"] * intensity *
                                                           _fill(groups, slots))))
     if gemv_side is not None:
