@@ -62,6 +62,9 @@ TILES = (
     Tile(64, 64, 16, 4, 4), Tile(32, 64, 16, 2, 4), Tile(64, 32, 16, 4, 2),
     Tile(32, 32, 16, 2, 2), Tile(16, 64, 16, 1, 4), Tile(64, 16, 16, 4, 1),
     Tile(16, 16, 16, 1, 1),
+    # the same register blocks read from local memory as vectors (see `gemm.Tile`)
+    Tile(128, 128, 8, 8, 8, True), Tile(64, 128, 8, 4, 8, True), Tile(64, 64, 16, 4, 4, True),
+    Tile(32, 64, 16, 2, 4, True), Tile(64, 32, 16, 4, 2, True), Tile(32, 32, 16, 2, 2, True),
 )
 GEMVS = (Gemv(32, 8), Gemv(8, 32), Gemv(64, 4))
 
@@ -77,7 +80,8 @@ class Option:
     def describe(self) -> str:
         if isinstance(self.params, Tile):
             p = self.params
-            return f"tiled {p.bm}x{p.bn}x{p.bk} per-item {p.tm}x{p.tn}"
+            return f"tiled {p.bm}x{p.bn}x{p.bk} per-item {p.tm}x{p.tn}" + \
+                (" vec" if p.contiguous else "")
         if isinstance(self.params, Gemv):
             return f"gemv {self.params.columns} outputs x {self.params.slices} k-slices"
         return self.variant

@@ -59,6 +59,9 @@ class Tile:
     bk: int
     tm: int
     tn: int
+    # a work-item's rows and columns adjacent (read from local memory as one vector
+    # each) rather than strided by the thread grid (scalar, conflict-free reads)
+    contiguous: bool = False
 
     @property
     def work_group(self) -> int:
@@ -68,7 +71,8 @@ class Tile:
         wg = self.work_group
         return (self.bm % self.tm == 0 and self.bn % self.tn == 0 and
                 (self.bm * self.bk) % wg == 0 and (self.bk * self.bn) % wg == 0 and
-                wg % self.bk == 0 and wg % self.bm == 0 and wg % self.bn == 0)
+                wg % self.bk == 0 and wg % self.bm == 0 and wg % self.bn == 0 and
+                (not self.contiguous or (self.tm in (2, 4, 8) and self.tn in (2, 4, 8))))
 
 
 @dataclass(frozen=True)
@@ -139,9 +143,16 @@ def tiled(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
     s.emit(f"const int mt = g % {n_mt}; g /= {n_mt};")
     _bind_batch(s, "g", problem.batch)
     s.emit("const int tx = lid % WN; const int ty = lid / WN;")
-    pad_a, pad_b = int(problem.a.k_fast), int(problem.b.k_fast)
-    s.emit(f"__local float As[BK][BM + {pad_a}];")
-    s.emit(f"__local float Bs[BK][BN + {pad_b}];")
+    # a row pad against bank conflicts where stores go down a column (k-fast loads);
+    # contiguous tiles keep rows a whole number of vectors, aligned
+    pad_a = ("TM" if tile.contiguous else "1") if problem.a.k_fast else "0"
+    pad_b = ("TN" if tile.contiguous else "1") if problem.b.k_fast else "0"
+    align = ""
+    if tile.contiguous:  # a define: `build.hoist_sizes` would make a literal an argument
+        gen.defines.append("VALIGN 32")
+        align = " __attribute__((aligned(VALIGN)))"
+    s.emit(f"__local float As[BK][BM + {pad_a}]{align};")
+    s.emit(f"__local float Bs[BK][BN + {pad_b}]{align};")
     slots: list[tuple[str, Operand, int, str, str]] = []
     for name, operand, extent, base in (("a", problem.a, tile.bm, "mt * BM"),
                                         ("b", problem.b, tile.bn, "nt * BN")):
@@ -178,18 +189,26 @@ def tiled(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
     step.emit("barrier(CLK_LOCAL_MEM_FENCE);")
     inner = Scope(step)
     inner.emit("float av[TM], bv[TN];")
-    inner.emit(UNROLL + "for (int i = 0; i < TM; ++i) av[i] = As[kk][ty + i * WM];")
-    inner.emit(UNROLL + "for (int j = 0; j < TN; ++j) bv[j] = Bs[kk][tx + j * WN];")
+    if tile.contiguous:  # one vector read each from local memory
+        inner.emit(f"const float{tile.tm} a_v = *(__local const float{tile.tm}*)&As[kk][ty * TM];")
+        inner.emit(f"const float{tile.tn} b_v = *(__local const float{tile.tn}*)&Bs[kk][tx * TN];")
+        inner.emit(" ".join(f"av[{i}] = a_v.s{i:x};" for i in range(tile.tm)))
+        inner.emit(" ".join(f"bv[{j}] = b_v.s{j:x};" for j in range(tile.tn)))
+    else:
+        inner.emit(UNROLL + "for (int i = 0; i < TM; ++i) av[i] = As[kk][ty + i * WM];")
+        inner.emit(UNROLL + "for (int j = 0; j < TN; ++j) bv[j] = Bs[kk][tx + j * WN];")
     inner.emit(UNROLL + "for (int i = 0; i < TM; ++i) " + UNROLL +
                "for (int j = 0; j < TN; ++j) acc[i][j] = mad(av[i], bv[j], acc[i][j]);")
     step.nest(UNROLL + "for (int kk = 0; kk < BK; ++kk)", inner)
     step.emit("barrier(CLK_LOCAL_MEM_FENCE);")
     s.nest(f"for (int k0 = 0; k0 < {k_size}; k0 += BK)", step)
     rows = Scope(s)
-    rows.emit("const int m = mt * BM + ty + i * WM;")
+    rows.emit("const int m = mt * BM + ty * TM + i;" if tile.contiguous else
+              "const int m = mt * BM + ty + i * WM;")
     row_in = Scope(rows)
     cols = Scope(row_in)
-    cols.emit("const int n = nt * BN + tx + j * WN;")
+    cols.emit("const int n = nt * BN + tx * TN + j;" if tile.contiguous else
+              "const int n = nt * BN + tx + j * WN;")
     done = Scope(cols)
     problem.store(done, "m", "n", "acc[i][j]")
     cols.nest(f"if (n < {n_size})", done)

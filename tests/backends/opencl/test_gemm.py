@@ -25,6 +25,10 @@ VARIANTS = {
     "tiled-64x64": KernelParams(anchor_variant="tiled", anchor_tile=Tile(64, 64, 16, 4, 4)),
     "tiled-16x64": KernelParams(anchor_variant="tiled", anchor_tile=Tile(16, 64, 16, 1, 4)),
     "tiled-128x128": KernelParams(anchor_variant="tiled", anchor_tile=Tile(128, 128, 8, 8, 8)),
+    "tiled-64x64-vec": KernelParams(anchor_variant="tiled",
+                                    anchor_tile=Tile(64, 64, 16, 4, 4, True)),
+    "tiled-32x64-vec": KernelParams(anchor_variant="tiled",
+                                    anchor_tile=Tile(32, 64, 16, 2, 4, True)),
     "gemv-8x32": KernelParams(anchor_variant="gemv", anchor_gemv=Gemv(8, 32)),
     "gemv-32x8": KernelParams(anchor_variant="gemv", anchor_gemv=Gemv(32, 8)),
 }
