@@ -62,14 +62,21 @@ class Tile:
     # a work-item's rows and columns adjacent (read from local memory as one vector
     # each) rather than strided by the thread grid (scalar, conflict-free reads)
     contiguous: bool = False
+    # split-K inside the work-group: ``slices`` copies of the thread grid each take
+    # every slices-th K step of the tile; partial sums meet in local memory
+    slices: int = 1
+
+    @property
+    def tile_threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
 
     @property
     def work_group(self) -> int:
-        return (self.bm // self.tm) * (self.bn // self.tn)
+        return self.tile_threads * self.slices
 
     def valid(self) -> bool:
-        wg = self.work_group
-        return (self.bm % self.tm == 0 and self.bn % self.tn == 0 and
+        wg = self.tile_threads
+        return self.work_group <= 512 and (self.bm % self.tm == 0 and self.bn % self.tn == 0 and
                 (self.bm * self.bk) % wg == 0 and (self.bk * self.bn) % wg == 0 and
                 wg % self.bk == 0 and wg % self.bm == 0 and wg % self.bn == 0 and
                 (not self.contiguous or (self.tm in (2, 4, 8) and self.tn in (2, 4, 8))))
@@ -130,14 +137,18 @@ def _clamp(expr: str, high: int) -> str:
 
 def tiled(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
     m_size, n_size, k_size = problem.a.rows, problem.b.rows, problem.k
-    wg = tile.work_group
+    wg, ks = tile.tile_threads, tile.slices  # the slot mapping below is per slice
     n_mt, n_nt = -(-m_size // tile.bm), -(-n_size // tile.bn)
     groups = int(np.prod(problem.batch, dtype=np.int64)) * n_mt * n_nt
     gen.defines += [f"BM {tile.bm}", f"BN {tile.bn}", f"BK {tile.bk}", f"TM {tile.tm}",
                     f"TN {tile.tn}", f"WM {tile.bm // tile.tm}", f"WN {tile.bn // tile.tn}",
-                    f"WG {wg}"]
+                    f"WG {wg}", f"KS {ks}"]
     s = Scope()
-    s.emit("const int lid = get_local_id(0);")
+    if ks > 1:
+        s.emit("const int slice = get_local_id(0) / WG;")
+        s.emit("const int lid = get_local_id(0) % WG;")
+    else:
+        s.emit("const int lid = get_local_id(0);")
     s.emit("int g = get_group_id(0);")
     s.emit(f"const int nt = g % {n_nt}; g /= {n_nt};")
     s.emit(f"const int mt = g % {n_mt}; g /= {n_mt};")
@@ -151,8 +162,11 @@ def tiled(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
     if tile.contiguous:  # a define: `build.hoist_sizes` would make a literal an argument
         gen.defines.append("VALIGN 32")
         align = " __attribute__((aligned(VALIGN)))"
-    s.emit(f"__local float As[BK][BM + {pad_a}]{align};")
-    s.emit(f"__local float Bs[BK][BN + {pad_b}]{align};")
+    s.emit(f"__local float As_[KS][BK][BM + {pad_a}]{align};")
+    s.emit(f"__local float Bs_[KS][BK][BN + {pad_b}]{align};")
+    mine = "slice" if ks > 1 else "0"  # this slice's tiles
+    s.emit(f"__local float (*As)[BM + {pad_a}] = As_[{mine}];")
+    s.emit(f"__local float (*Bs)[BN + {pad_b}] = Bs_[{mine}];")
     slots: list[tuple[str, Operand, int, str, str]] = []
     for name, operand, extent, base in (("a", problem.a, tile.bm, "mt * BM"),
                                         ("b", problem.b, tile.bn, "nt * BN")):
@@ -177,7 +191,7 @@ def tiled(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
     for tag, operand, _rows, array, _name in slots:
         body = Scope(step)
         body.emit(f"const int k = k0 + {tag}_kk;")
-        if k_size % tile.bk:
+        if k_size % (tile.bk * ks):
             body.emit(f"const int kc = {_clamp('k', k_size - 1)};")
             ok = f"{tag}_in && k < {k_size}"
         else:
@@ -201,7 +215,19 @@ def tiled(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
                "for (int j = 0; j < TN; ++j) acc[i][j] = mad(av[i], bv[j], acc[i][j]);")
     step.nest(UNROLL + "for (int kk = 0; kk < BK; ++kk)", inner)
     step.emit("barrier(CLK_LOCAL_MEM_FENCE);")
-    s.nest(f"for (int k0 = 0; k0 < {k_size}; k0 += BK)", step)
+    if ks > 1:  # every slice runs the same number of steps: the barriers stay uniform
+        s.nest(f"for (int k0 = slice * BK; k0 < {k_size} + slice * BK; k0 += BK * KS)", step)
+        s.emit("__local float red[KS - 1][TM * TN][WG];")
+        s.emit("if (slice > 0) {")
+        s.emit("  " + UNROLL + "for (int i = 0; i < TM; ++i) " + UNROLL +
+               "for (int j = 0; j < TN; ++j) red[slice - 1][i * TN + j][lid] = acc[i][j];")
+        s.emit("}")
+        s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
+        s.emit("if (slice > 0) return;")
+        s.emit("for (int r = 0; r < KS - 1; ++r) " + UNROLL + "for (int i = 0; i < TM; ++i) " +
+               UNROLL + "for (int j = 0; j < TN; ++j) acc[i][j] += red[r][i * TN + j][lid];")
+    else:
+        s.nest(f"for (int k0 = 0; k0 < {k_size}; k0 += BK)", step)
     rows = Scope(s)
     rows.emit("const int m = mt * BM + ty * TM + i;" if tile.contiguous else
               "const int m = mt * BM + ty + i * WM;")
@@ -215,7 +241,7 @@ def tiled(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
     row_in.nest(UNROLL + "for (int j = 0; j < TN; ++j)", cols)
     rows.nest(f"if (m < {m_size})", row_in)
     s.nest(UNROLL + "for (int i = 0; i < TM; ++i)", rows)
-    return gen.finish(s, groups * wg, wg)
+    return gen.finish(s, groups * tile.work_group, tile.work_group)
 
 
 def gemv(gen: _Gen, batch: tuple[int, ...], k_size: int, vector: Operand, matrix: Operand,

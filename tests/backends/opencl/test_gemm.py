@@ -29,6 +29,10 @@ VARIANTS = {
                                     anchor_tile=Tile(64, 64, 16, 4, 4, True)),
     "tiled-32x64-vec": KernelParams(anchor_variant="tiled",
                                     anchor_tile=Tile(32, 64, 16, 2, 4, True)),
+    "tiled-32x32-vec-splitk4": KernelParams(anchor_variant="tiled",
+                                            anchor_tile=Tile(32, 32, 16, 2, 2, True, 4)),
+    "tiled-32x32-4x4-splitk8": KernelParams(anchor_variant="tiled",
+                                            anchor_tile=Tile(32, 32, 16, 4, 4, False, 8)),
     "gemv-8x32": KernelParams(anchor_variant="gemv", anchor_gemv=Gemv(8, 32)),
     "gemv-32x8": KernelParams(anchor_variant="gemv", anchor_gemv=Gemv(32, 8)),
 }
