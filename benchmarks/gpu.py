@@ -383,6 +383,9 @@ def _sweep(target: Path, pool: Path, device: str, x: np.ndarray, repeats: int,
               f"best {best[:30]:<32}{row[best]:8.3f}"
               f" {100 * flops[k] / row[best] / 1e6 / peak_gflops:5.1f}%")
     print(f"  total: cost model {model_total:.3f} ms, best per kernel {best_total:.3f} ms")
+    if os.environ.get("OUT"):  # every option's time, for fitting the cost model
+        Path(os.environ["OUT"], f"sweep_{target.name}.json").write_text(json.dumps(
+            {str(k): {"ops": names[k], "flops": flops[k], "ms": table[k]} for k in table}))
 
 
 def main() -> None:
