@@ -66,9 +66,9 @@ TILES = (
     Tile(128, 128, 8, 8, 8, True), Tile(64, 128, 8, 4, 8, True), Tile(64, 64, 16, 4, 4, True),
     Tile(32, 64, 16, 2, 4, True), Tile(64, 32, 16, 4, 2, True), Tile(32, 32, 16, 2, 2, True),
     # split-K inside the work-group, for few output tiles over a long K (late CNN layers)
-    Tile(32, 32, 16, 2, 2, True, 4), Tile(32, 32, 16, 4, 4, True, 8),
-    Tile(16, 16, 16, 2, 2, True, 4), Tile(64, 32, 16, 4, 2, True, 2),
-    Tile(32, 64, 16, 2, 4, True, 2),
+    Tile(32, 32, 16, 4, 4, True, 4), Tile(16, 16, 16, 2, 2, True, 4),
+    Tile(32, 64, 16, 4, 4, True, 2), Tile(64, 32, 16, 4, 4, True, 2),
+    Tile(16, 32, 16, 2, 2, True, 2), Tile(32, 32, 16, 2, 4, True, 2),
 )
 GEMVS = (Gemv(32, 8), Gemv(8, 32), Gemv(64, 4))
 

@@ -76,7 +76,8 @@ class Tile:
 
     def valid(self) -> bool:
         wg = self.tile_threads
-        return self.work_group <= 512 and (self.bm % self.tm == 0 and self.bn % self.tn == 0 and
+        # 256: NVIDIA's driver allows no more for these kernels (registers per SM)
+        return self.work_group <= 256 and (self.bm % self.tm == 0 and self.bn % self.tn == 0 and
                 (self.bm * self.bk) % wg == 0 and (self.bk * self.bn) % wg == 0 and
                 wg % self.bk == 0 and wg % self.bm == 0 and wg % self.bn == 0 and
                 (not self.contiguous or (self.tm in (2, 4, 8) and self.tn in (2, 4, 8))))

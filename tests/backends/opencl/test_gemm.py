@@ -30,9 +30,9 @@ VARIANTS = {
     "tiled-32x64-vec": KernelParams(anchor_variant="tiled",
                                     anchor_tile=Tile(32, 64, 16, 2, 4, True)),
     "tiled-32x32-vec-splitk4": KernelParams(anchor_variant="tiled",
-                                            anchor_tile=Tile(32, 32, 16, 2, 2, True, 4)),
-    "tiled-32x32-4x4-splitk8": KernelParams(anchor_variant="tiled",
-                                            anchor_tile=Tile(32, 32, 16, 4, 4, False, 8)),
+                                            anchor_tile=Tile(32, 32, 16, 4, 4, True, 4)),
+    "tiled-16x32-splitk2": KernelParams(anchor_variant="tiled",
+                                        anchor_tile=Tile(16, 32, 16, 2, 2, False, 2)),
     "gemv-8x32": KernelParams(anchor_variant="gemv", anchor_gemv=Gemv(8, 32)),
     "gemv-32x8": KernelParams(anchor_variant="gemv", anchor_gemv=Gemv(32, 8)),
 }
@@ -153,6 +153,12 @@ def _option(device: str, **shape: int) -> cost.Option:
                                     direct_items=shape.get("items", n * m // 64),
                                     tiled_ok=shape.get("tiled", 1) == 1,
                                     gemv_side="n" if n == 1 else None))
+
+
+def test_every_listed_tile_is_valid() -> None:
+    """A tile the cost model may pick maps its loads exactly onto its work-group and
+    stays within 256 work-items (NVIDIA's limit for these kernels)."""
+    assert all(tile.valid() and tile.work_group <= 256 for tile in cost.TILES)
 
 
 def test_cost_model_choices() -> None:
