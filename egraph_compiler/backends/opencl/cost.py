@@ -20,10 +20,13 @@ fills 55 %). A ``tiled`` work-group's efficiency grows with its register block's
 arithmetic intensity (``tm·tn / (tm + tn)`` FMAs per local-memory read, saturating
 at 2, i.e. 4 × 4). The efficiencies are per device class (`DEVICES`); the GPU
 numbers are an H100 through NVIDIA's OpenCL: direct kernels measured at 0.2–3.7 %
-of peak (DESIGN.md §7), tiled ones at 8–24 %; three resident work-groups per SM and
-the saturation at 4 × 4 were fitted to a sweep of every tile over ResNet-18's convs
-at batch 8 (`benchmarks/gpu.py` prints the sweep: the model's tile beside the
-fastest). The CPU numbers are PoCL on this project's x86 machines, where
+of peak (DESIGN.md §7), tiled ones at 2–27 %. Four resident 256-item work-groups
+per SM, the saturation at 4 × 4, the 15 % for vector reads, split-K only for grids
+under half a wave, ``reuse_full`` and ``slice_cost`` were fitted (a grid search) to
+a sweep of all 22 tiles over ResNet-18's conv/Gemm launches at batch 1 and 8 on an
+H100: the model's picks sum to 3.43 ms where the per-launch fastest sum to 3.25 ms
+(`benchmarks/gpu.py` prints the sweep, the model's tile beside the fastest). The
+CPU numbers are PoCL on this project's x86 machines, where
 a work-group barrier splits the work-item loop and spills the register block
 (`tests/backends/opencl/test_gemm.py` checks the CPU model still prefers ``direct``).
 """
@@ -46,6 +49,10 @@ class DeviceModel:
     items_per_unit: int  # work-items a compute unit needs in flight to run at full rate
     groups_per_unit: int  # resident 256-item work-groups per compute unit (tiled)
     efficiency: dict[str, float] = field(default_factory=dict)
+    # tiled: global-memory reuse of a tile (bm·bn / (bm + bn) outputs per element
+    # loaded) at which it stops limiting, and the cost of each extra split-K slice
+    reuse_full: float = 32.0
+    slice_cost: float = 0.0
 
 
 DEVICES = {
@@ -53,8 +60,9 @@ DEVICES = {
                        items_per_unit=64, groups_per_unit=1,
                        efficiency={"direct": 0.25, "tiled": 0.04, "gemv": 0.5}),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
-                       items_per_unit=1024, groups_per_unit=3,
-                       efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6}),
+                       items_per_unit=1024, groups_per_unit=4,
+                       efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6},
+                       reuse_full=8.0, slice_cost=0.0),
 }
 
 TILES = (
@@ -120,14 +128,18 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                     (tile.bn > 16 and n <= tile.bn // 2):
                 continue
             groups = batch * _cdiv(m, tile.bm) * _cdiv(n, tile.bn)
+            if tile.slices > 1 and groups >= slots // 2:
+                continue  # split-K is for grids that would fill under half the device
             step = tile.bk * tile.slices
             padded = 2.0 * groups * tile.bm * tile.bn * _cdiv(k, step) * step
             intensity = min(1.0, tile.tm * tile.tn / (tile.tm + tile.tn) / 2.0)
             # vector reads from local memory measured 10-30 % faster on the H100
             vector = 1.15 if tile.contiguous else 1.0
+            reuse = min(1.0, tile.bm * tile.bn / (tile.bm + tile.bn) / device.reuse_full)
+            split = 1.0 / (1.0 + device.slice_cost * (tile.slices - 1))
             fill = _fill(groups * tile.work_group, slots * 256)
             result.append(Option("tiled", tile, padded / (peak * eff["tiled"] * intensity *
-                                                          vector * fill)))
+                                                          vector * reuse * split * fill)))
     if gemv_side is not None:
         rows = n if gemv_side == "m" else m
         bytes_moved = 4.0 * batch * rows * k
