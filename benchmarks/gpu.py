@@ -51,7 +51,7 @@ MODELS = {
 SIZE = 224
 # models whose fused artefact is also built with every anchor option forced in turn
 # (`run` then prints, per conv/matmul, the fastest option beside the cost model's)
-SWEEP = ("resnet18_b1", "resnet18_b8")
+SWEEP: tuple[str, ...] = ()  # e.g. ("resnet18_b8",)
 
 
 def seeded_weights(model: Any, seed: int = 0) -> None:
@@ -255,6 +255,11 @@ def _torch_times(name: str, x: np.ndarray, repeats: int, compile_too: bool
                  ) -> tuple[dict[str, float], np.ndarray]:
     import torch
 
+    # FP32 as dnnr computes it: no TF32 tensor cores in cuDNN convs or matmuls
+    # (PyTorch's default lets cuDNN use them)
+    torch.backends.cudnn.allow_tf32 = os.environ.get("DNNR_TORCH_TF32") == "1"
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32
+
     cuda = torch.cuda.is_available()
     model = build_model(name).to("cuda" if cuda else "cpu")
     xt = torch.from_numpy(x).to("cuda" if cuda else "cpu")
@@ -332,7 +337,8 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
                                   max(float(np.max(np.abs(reference))), 1e-30))
         rows.append(result)
         print(json.dumps(result), flush=True)
-    print(f"\n{card}, median of {repeats}; dnnr kernels = sum of OpenCL profiling events")
+    print(f"\n{card}, median of {repeats}; dnnr kernels = sum of OpenCL profiling events; "
+          f"PyTorch TF32 {'on' if os.environ.get('DNNR_TORCH_TF32') == '1' else 'off'}")
     print("| model (batch) | dnnr fused kernels ms | dnnr fused end-to-end ms | fusion-off "
           "kernels ms | PyTorch eager ms | eager in a CUDA graph ms | torch.compile ms | "
           "conv/matmul share | max rel err |")
