@@ -59,7 +59,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         out = Path(Path(args.model).stem + f".{args.target}")
     if out is not None:
         pipeline.write_artefact(result, args.target, out, bindings=_parse_bindings(args.bind),
-                                profile_db=args.profile_db, progress=progress)
+                                profile_db=args.profile_db, progress=progress,
+                                kernel_device=args.opencl_kernels)
     if not args.quiet:
         print(render_report(result.report))
         if out is not None:
@@ -180,6 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bind", action="append", default=[],
                    help="NAME=INT: fix a symbolic input dim for a static-shape target (repeatable)")
     p.add_argument("--profile-db", help="`dnnr tune` database for the yellow fusion cases (opencl)")
+    p.add_argument("--opencl-kernels", choices=["cpu", "gpu"], default="cpu",
+                   help="device class whose cost model picks each conv/matmul kernel (opencl)")
     p.add_argument("--max-nodes", type=int, help="e-node budget (overrides the rule files)")
     p.add_argument("--max-iterations", type=int, help="iteration budget")
     p.add_argument("--max-seconds", type=float, help="saturation wall-time budget")

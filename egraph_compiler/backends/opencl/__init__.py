@@ -36,8 +36,9 @@ def load(out_dir: str | Path, device: str | None = None,
 
 
 def compile_graph(graph: Graph, out_dir: str | Path, fuse: bool = True, tables: object = None,
-                  profile_db: ProfileDb | None = None) -> Artefact:
-    return build(plan_memory(plan_fusion(graph, tables, profile_db, fuse=fuse)), out_dir)
+                  profile_db: ProfileDb | None = None,
+                  params: KernelParams | None = None) -> Artefact:
+    return build(plan_memory(plan_fusion(graph, tables, profile_db, fuse=fuse)), out_dir, params)
 
 
 __all__ = ["Artefact", "CompiledModel", "KernelParams", "OpenClError", "build", "compile_graph",

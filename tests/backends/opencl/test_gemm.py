@@ -189,3 +189,18 @@ def test_launch_times_come_from_profiling_events(tmp_path: Path) -> None:
     compiled.run(feeds)
     wall = time.perf_counter() - start
     assert sum(seconds) < 3 * wall + 0.01
+
+
+def test_compile_for_gpu_from_the_command_line(tmp_path: Path) -> None:
+    """`dnnr compile --target opencl --opencl-kernels gpu` picks the GPU options by the
+    cost model, and the artefact still computes the model (run here on PoCL)."""
+    from egraph_compiler.cli import main
+
+    model = CONVS["3x3-pad-ragged"]
+    onnx.save(model, str(tmp_path / "conv.onnx"))
+    assert main(["compile", str(tmp_path / "conv.onnx"), "--target", "opencl",
+                 "--opencl-kernels", "gpu", "-o", str(tmp_path / "out"), "-q"]) == 0
+    compiled = load(tmp_path / "out")
+    assert [launch["variant"].split()[0] for launch in compiled.plan["launches"]] == ["tiled"]
+    feeds = {"x": np.random.default_rng(5).standard_normal((2, 5, 9, 7)).astype(np.float32)}
+    assert_close(compiled.run(feeds), run_ort(model, feeds), rtol=1e-4, atol=1e-5)
