@@ -173,6 +173,7 @@ def test_cost_model_choices() -> None:
     assert _option("gpu", m=1, n=8 * 112 * 112, k=9, batch=32, tiled=0).variant == "direct"
     assert _option("cpu", m=64, n=8 * 56 * 56, k=64 * 9).variant == "direct"
     assert _option("cpu", m=512, n=8 * 7 * 7, k=512 * 9).variant == "direct"
+    assert _option("cpu", m=1000, n=1, k=2048).variant == "direct"
 
 
 def test_launch_times_come_from_profiling_events(tmp_path: Path) -> None:
