@@ -1,6 +1,13 @@
 """One OpenCL kernel per fusion block, by kernel kind.
 
 - ``pointwise``: one work-item per output element; everything lazily evaluated.
+
+Conv and MatMul/Gemm anchors have several kernel *options* (`cost.options` lists them
+as data, `cost.choose` picks one per shape for the device class in
+`KernelParams.device`): ``direct`` (the two kernels below), ``tiled`` (a work-group-
+tiled GEMM in local memory, implicit GEMM for convs) and ``gemv`` (`gemm.py`).
+Depthwise convs stay direct.
+
 - ``conv``: Conv (grouped, depthwise, 1-3 spatial dims) tiled TC output channels ×
   TW output columns per work-item, prologue fused into the operand loads. Constant
   weights are re-laid-out for the consumer ([Cin/g, k…, Cout] padded to TC, SmartMem
