@@ -293,6 +293,9 @@ class _Gen:
         candidates = cost.options(cost.DEVICES[p.device], sizes["m"], sizes["n"], sizes["k"],
                                   sizes["batch"], direct_items, tiled_ok, gemv_side)
         if p.anchor_variant == "tiled" and p.anchor_tile is not None and tiled_ok:
+            if not p.anchor_tile.valid():
+                raise ModelError(f"block {self.block.id}: tile {p.anchor_tile} does not map its "
+                                 f"loads onto its work-group (see gemm.Tile.valid)")
             option = cost.Option("tiled", p.anchor_tile, 0.0)
         elif p.anchor_variant == "gemv" and p.anchor_gemv is not None and gemv_side:
             option = cost.Option("gemv", p.anchor_gemv, 0.0)

@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from egraph_compiler.backends.opencl import KernelParams, build, cost, load
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.fusion import plan_fusion
+from egraph_compiler.ir import DnnrError
 from egraph_compiler.plan import plan_memory
 from tests.backends.opencl.helpers import static_graph
 from tests.modelzoo import assert_close, run_ort
@@ -153,6 +154,12 @@ def _option(device: str, **shape: int) -> cost.Option:
                                     direct_items=shape.get("items", n * m // 64),
                                     tiled_ok=shape.get("tiled", 1) == 1,
                                     gemv_side="n" if n == 1 else None))
+
+
+def test_a_forced_tile_that_cannot_map_its_loads_is_an_error(tmp_path: Path) -> None:
+    params = KernelParams(anchor_variant="tiled", anchor_tile=Tile(48, 64, 16, 4, 4))
+    with pytest.raises(DnnrError, match="does not map its loads"):
+        _check(CONVS["1x1"], params, tmp_path)
 
 
 def test_every_listed_tile_is_valid() -> None:
