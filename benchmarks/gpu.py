@@ -174,8 +174,7 @@ def prepare(out: Path, only: str | None) -> None:
     from egraph_compiler import pipeline
     from egraph_compiler.backends.opencl import KernelParams, build
     from egraph_compiler.backends.opencl.bench import _static_graph
-    from egraph_compiler.fusion import plan_fusion
-    from egraph_compiler.plan import plan_memory
+    from egraph_compiler.backends.opencl.planning import execution_plan
 
     rules = pipeline.load_rules()
     pool = out / "pool"
@@ -198,17 +197,18 @@ def prepare(out: Path, only: str | None) -> None:
             optimised = pipeline.optimize(graph, rules)[0]
             meta: dict[str, Any] = {"model": name, "batch": batch, "operators": len(graph.nodes)}
             for label, fuse in (("fused", True), ("unfused", False)):
-                plan = plan_memory(plan_fusion(optimised, rules, fuse=fuse))
-                artefact = build(plan, target / label, params)
+                plan, selection = execution_plan(optimised, rules, fuse=fuse)
+                artefact = build(plan, target / label, params, selection=selection)
                 meta[label] = {"kernels": artefact.kernels, "blocks": {
                     str(k): v for k, v in _flops_and_bytes(plan).items()}}
                 _pool_weights(target / label, pool)
             if target.name in SWEEP:
-                plan = plan_memory(plan_fusion(optimised, rules))
+                plan, selection = execution_plan(optimised, rules)
                 for option in _forced_options():
                     label = f"sweep/{option.describe().replace(' ', '_')}"
                     build(plan, target / label, replace(params, anchor_variant=option.variant,
-                                                        anchor_tile=option.params))
+                                                        anchor_tile=option.params),
+                          selection=selection)
                     _pool_weights(target / label, pool)
             (target / "meta.json").write_text(json.dumps(meta))
             shutil.rmtree(onnx_path.parent)
@@ -395,6 +395,10 @@ def _sweep(target: Path, pool: Path, device: str, x: np.ndarray, repeats: int,
 
 
 def main() -> None:
+    # this folder holds select.py, which would shadow the standard library's `select`
+    # (imported by subprocess, hence by torch, lazily below) when the script runs
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=["prepare", "run"])
     parser.add_argument("dir")

@@ -22,12 +22,11 @@ from pathlib import Path
 import numpy as np
 
 from egraph_compiler.backends.opencl.build import build_artefact
+from egraph_compiler.backends.opencl.planning import execution_plan
 from egraph_compiler.backends.opencl.runtime import CompiledModel
-from egraph_compiler.fusion import plan_fusion
 from egraph_compiler.ir import Graph, load_onnx
 from egraph_compiler.ir.dims import shape_is_static
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.plan import plan_memory
 from egraph_compiler.shapes import infer_shapes
 
 
@@ -103,7 +102,10 @@ def _static_graph(model_path: str | Path) -> Graph:
     for value in graph.inputs:
         if not shape_is_static(value.type.shape) and not shape_is_static(
                 graph.types[value.name].shape):
-            raise ModelError(f"input '{value.name}' has symbolic dims; pass dims= to bench")
+            symbols = [str(d) for d in value.type.shape or () if not isinstance(d, int)]
+            hint = f"--bind {symbols[0]}=1" if symbols else "--bind NAME=INT"
+            raise ModelError(f"error: input '{value.name}' has symbolic dims ({', '.join(symbols) or '?'}); "
+                             f"bench needs static shapes\n  hint: add {hint} (one --bind NAME=INT per symbol)")
     return graph
 
 
@@ -176,8 +178,8 @@ def bench(model_path: str | Path, repeats: int = 10, dims: dict[str, int] | None
         hottest: tuple[tuple[float, str, str], ...] = ()
         kernels_ms = 0.0
         for label, fuse in (("ours", True), ("unfused", False)):
-            plan = plan_memory(plan_fusion(graph, tables, fuse=fuse))
-            artefact = build_artefact(plan, work / label)
+            plan, selection = execution_plan(graph, tables, fuse=fuse)
+            artefact = build_artefact(plan, work / label, selection=selection)
             compiled = CompiledModel(work / label, device)
             outputs: dict[str, np.ndarray] = {}
             seconds = _time(lambda c=compiled, o=outputs: o.update(c.run(feeds)), repeats)
