@@ -1,0 +1,119 @@
+"""One compiler of the scalar expressions of ``op … = expr`` declarations.
+
+The same walk turns an expression into NumPy values (constant folding, replay, the
+Hexagon NumPy references), C text (OpenCL, Hexagon scalar fallback) and dim
+arithmetic; a target contributes only a `Spelling` (how to write a literal and each
+scalar built-in). Z3 terms are the verifier's (`verify/scalar.py`), over the same
+declarations.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from egraph_compiler.dsl import ast
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def _np_erf(x: Any) -> Any:
+    array = np.asarray(x)
+    return _erf(array.astype(np.float64)).astype(array.dtype if array.dtype.kind == "f" else np.float64)
+
+
+NUMPY_FUNCTIONS: Mapping[str, Callable[..., Any]] = {
+    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs, "tanh": np.tanh, "erf": _np_erf,
+    "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil, "round": np.round,
+    "sign": np.sign, "min": np.minimum, "max": np.maximum,
+    "select": lambda c, a, b: np.where(c, a, b),
+}
+_NUMPY_BINARY: Mapping[str, Callable[[Any, Any], Any]] = {
+    "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "**": np.power,
+    "//": np.floor_divide, "%": np.mod, "==": np.equal, "!=": np.not_equal, "<": np.less,
+    "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+    "and": np.logical_and, "or": np.logical_or,
+}
+
+
+def evaluate(expr: ast.Expr, env: Mapping[str, Any]) -> Any:
+    """``expr`` over NumPy arrays or scalars; ``env`` binds operands and attributes."""
+    if isinstance(expr, ast.Num):
+        return expr.value
+    if isinstance(expr, (ast.Name, ast.Var)):
+        if expr.name not in env:
+            raise KeyError(f"unbound name {expr.name!r} in scalar semantics")
+        return env[expr.name]
+    if isinstance(expr, ast.UnOp):
+        value = evaluate(expr.operand, env)
+        return np.negative(value) if expr.op == "-" else np.logical_not(value)
+    if isinstance(expr, ast.BinOp):
+        return _NUMPY_BINARY[expr.op](evaluate(expr.lhs, env), evaluate(expr.rhs, env))
+    if isinstance(expr, ast.Call) and expr.func in NUMPY_FUNCTIONS:
+        return NUMPY_FUNCTIONS[expr.func](*(evaluate(a, env) for a in expr.args))
+    raise ValueError(f"{type(expr).__name__} {getattr(expr, 'func', '')} is not a scalar expression")
+
+
+def evaluate_dims(expr: ast.Expr, env: Mapping[str, Any]) -> Any:
+    """``expr`` over Python ints or symbolic dims (`ir.dims.DimExpr`): + - * // % only."""
+    if isinstance(expr, ast.Num):
+        return expr.value
+    if isinstance(expr, (ast.Name, ast.Var)):
+        return env[expr.name]
+    if isinstance(expr, ast.UnOp) and expr.op == "-":
+        return -evaluate_dims(expr.operand, env)
+    if isinstance(expr, ast.BinOp) and expr.op in ("+", "-", "*", "//", "%"):
+        lhs, rhs = evaluate_dims(expr.lhs, env), evaluate_dims(expr.rhs, env)
+        return {"+": lambda: lhs + rhs, "-": lambda: lhs - rhs, "*": lambda: lhs * rhs,
+                "//": lambda: lhs // rhs, "%": lambda: lhs % rhs}[expr.op]()
+    raise ValueError(f"{type(expr).__name__} is not dim arithmetic")
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How a C-like target writes scalar code: ``functions`` maps a scalar built-in to a
+    template over ``{0}``, ``{1}`` …; ``binary`` overrides an operator (``"/"`` →
+    ``"dnnr_fdiv({0}, {1})"``); ``literal`` writes a float constant."""
+
+    functions: Mapping[str, str]
+    literal: Callable[[float], str]
+    binary: Mapping[str, str] = field(default_factory=dict)
+
+
+_C_OPERATORS = {"and": "&&", "or": "||"}
+
+
+def to_c(expr: ast.Expr, operands: Mapping[str, str], attributes: Mapping[str, float],
+         spelling: Spelling) -> str:
+    """C text of ``expr``: ``operands`` maps a parameter to its C expression, ``attributes``
+    an attribute to its value (written as a literal). Every operator is parenthesised."""
+
+    def walk(e: ast.Expr) -> str:
+        if isinstance(e, ast.Num):
+            return spelling.literal(float(e.value))
+        if isinstance(e, ast.Name):
+            if e.name in operands:
+                return operands[e.name]
+            if e.name in attributes:
+                return spelling.literal(float(attributes[e.name]))
+            raise KeyError(f"unbound name {e.name!r} in scalar semantics")
+        if isinstance(e, ast.UnOp):
+            return f"(-{walk(e.operand)})" if e.op == "-" else f"(!{walk(e.operand)})"
+        if isinstance(e, ast.BinOp):
+            lhs, rhs = walk(e.lhs), walk(e.rhs)
+            if e.op in spelling.binary:
+                return spelling.binary[e.op].format(lhs, rhs)
+            return f"({lhs} {_C_OPERATORS.get(e.op, e.op)} {rhs})"
+        if isinstance(e, ast.Call):
+            args = [walk(a) for a in e.args]
+            if e.func == "select":
+                return f"({args[0]} ? {args[1]} : {args[2]})"
+            if e.func in spelling.functions:
+                return spelling.functions[e.func].format(*args)
+        raise ValueError(f"no C spelling for {type(e).__name__} {getattr(e, 'func', '')}")
+
+    return walk(expr)
