@@ -113,7 +113,9 @@ class OpInfo:
         if kind == "dtype":
             return from_onnx(int(self.attr(attrs, args[0])))
         names = [p.name for p in self.decl.params]
-        index = names.index(args[0]) if args and args[0] in names else 0
+        if args and args[0] not in names:
+            return None  # like(a tensor attribute): the shape stage's own rule knows
+        index = names.index(args[0]) if args else 0
         found = input_dtypes[index] if index < len(input_dtypes) else None
         return found if found is not None else (args[1] if len(args) > 1 else None)
 
