@@ -87,6 +87,18 @@ class Spelling:
 _C_OPERATORS = {"and": "&&", "or": "||"}
 
 
+def _unwrap(text: str) -> str:
+    """``(a + b)`` → ``a + b`` when the outer parentheses enclose the whole text."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return text
+    depth = 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and i < len(text) - 1:
+            return text
+    return text[1:-1]
+
+
 def to_c(expr: ast.Expr, operands: Mapping[str, str], attributes: Mapping[str, float],
          spelling: Spelling) -> str:
     """C text of ``expr``: ``operands`` maps a parameter to its C expression, ``attributes``
@@ -112,8 +124,8 @@ def to_c(expr: ast.Expr, operands: Mapping[str, str], attributes: Mapping[str, f
             args = [walk(a) for a in e.args]
             if e.func == "select":
                 return f"({args[0]} ? {args[1]} : {args[2]})"
-            if e.func in spelling.functions:
-                return spelling.functions[e.func].format(*args)
+            if e.func in spelling.functions:  # a call's own parentheses delimit its operands
+                return spelling.functions[e.func].format(*(_unwrap(a) for a in args))
         raise ValueError(f"no C spelling for {type(e).__name__} {getattr(e, 'func', '')}")
 
     return walk(expr)
