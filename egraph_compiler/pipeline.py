@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from egraph_compiler import dsl, egraph, extract, ir, shapes
+from egraph_compiler import dsl, egraph, extract, ir, ops, shapes
 from egraph_compiler.dsl.ast import Limits, RuleSet
 from egraph_compiler.ir.graph import Graph
 from egraph_compiler.report import Report
@@ -74,7 +74,12 @@ def optimize(
     In: a `Graph` (shapes inferred or not) and a parsed `RuleSet`. Out: the
     optimised `Graph` (shapes inferred) and the `Report` of what happened.
     """
-    report = report or Report(model=graph.name)
+    with ops.using(rules):  # stages read operator facts from the rules compiled with
+        return _optimize(graph, rules, limits, progress, report or Report(model=graph.name))
+
+
+def _optimize(graph: Graph, rules: RuleSet, limits: Limits | None, progress: Progress | None,
+              report: Report) -> tuple[Graph, Report]:
     with _stage(report, "shapes", progress):
         graph = shapes.infer_shapes(graph)
     report.nodes_before = graph.op_counts()
@@ -147,7 +152,8 @@ def write_artefact(result: CompileResult, target: str, out: Path, *,
     if target not in TARGETS:
         raise ir.DnnrError(f"error: unknown target {target!r} (choose one of {', '.join(TARGETS)})")
     if target != "onnx":
-        _build_target(target, result, out, progress, bindings or {}, profile_db)
+        with ops.using(result.rules):
+            _build_target(target, result, out, progress, bindings or {}, profile_db)
     elif profile_db is not None:
         raise ir.DnnrError("error: --profile-db only applies to --target opencl")
     out.mkdir(parents=True, exist_ok=True)
