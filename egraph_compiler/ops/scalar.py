@@ -40,22 +40,51 @@ _NUMPY_BINARY: Mapping[str, Callable[[Any, Any], Any]] = {
 }
 
 
-def evaluate(expr: ast.Expr, env: Mapping[str, Any]) -> Any:
-    """``expr`` over NumPy arrays or scalars; ``env`` binds operands and attributes."""
-    if isinstance(expr, ast.Num):
-        return expr.value
-    if isinstance(expr, (ast.Name, ast.Var)):
-        if expr.name not in env:
-            raise KeyError(f"unbound name {expr.name!r} in scalar semantics")
-        return env[expr.name]
-    if isinstance(expr, ast.UnOp):
-        value = evaluate(expr.operand, env)
-        return np.negative(value) if expr.op == "-" else np.logical_not(value)
-    if isinstance(expr, ast.BinOp):
-        return _NUMPY_BINARY[expr.op](evaluate(expr.lhs, env), evaluate(expr.rhs, env))
-    if isinstance(expr, ast.Call) and expr.func in NUMPY_FUNCTIONS:
-        return NUMPY_FUNCTIONS[expr.func](*(evaluate(a, env) for a in expr.args))
-    raise ValueError(f"{type(expr).__name__} {getattr(expr, 'func', '')} is not a scalar expression")
+def _keep(value: Any) -> Any:
+    return value
+
+
+class NoReference(ValueError):
+    """A scalar function without a NumPy reference."""
+
+
+def evaluate(expr: ast.Expr, env: Mapping[str, Any], *, cast: Callable[[Any], Any] = _keep,
+             integer: bool = False) -> Any:
+    """``expr`` over NumPy arrays or scalars; ``env`` binds operands and attributes.
+
+    ``cast`` rounds every non-boolean intermediate to the domain evaluated in (the
+    verifier's replay in fp16 or bf16; numbers and scalar attributes are cast too);
+    ``integer`` makes ``/`` a floor division.
+    """
+
+    def walk(e: ast.Expr) -> Any:
+        if isinstance(e, ast.Num):
+            return cast(e.value)
+        if isinstance(e, ast.Str):
+            return e.value
+        if isinstance(e, (ast.Name, ast.Var)):
+            if e.name not in env:
+                raise KeyError(f"unbound name {e.name!r} in scalar semantics")
+            value = env[e.name]
+            return value if isinstance(value, (str, np.ndarray)) else cast(value)
+        if isinstance(e, ast.UnOp):
+            value = walk(e.operand)
+            return np.logical_not(value) if e.op == "not" else cast(np.negative(value))
+        if isinstance(e, ast.BinOp):
+            a, b = walk(e.lhs), walk(e.rhs)
+            if isinstance(a, str) or isinstance(b, str):
+                return (a == b) == (e.op == "==")
+            fn = np.floor_divide if integer and e.op == "/" else _NUMPY_BINARY[e.op]
+            out = np.asarray(fn(a, b))
+            return out if out.dtype == bool else cast(out)
+        if isinstance(e, ast.Call):
+            if e.func not in NUMPY_FUNCTIONS:
+                raise NoReference(f"no NumPy reference for {e.func}()")
+            out = np.asarray(NUMPY_FUNCTIONS[e.func](*(walk(arg) for arg in e.args)))
+            return out if out.dtype == bool else cast(out)
+        raise NoReference(f"{type(e).__name__} is not a scalar expression")
+
+    return walk(expr)
 
 
 def evaluate_dims(expr: ast.Expr, env: Mapping[str, Any]) -> Any:
