@@ -5,8 +5,8 @@ library's; stages read the active registry with `current()` (the pipeline activa
 the rule set it compiles with through `using`). Derivations, where a clause is absent
 (rules/README.md, "Operator facts"):
 
-- elementwise = one_to_one + scalar semantics (``= expr``, or a built-in of
-  `ELEMENTWISE_BUILTINS`);
+- elementwise = scalar semantics (``= expr``, or a built-in of `ELEMENTWISE_BUILTINS`;
+  every such operator of the library is one_to_one);
 - shape: ``same`` for an elementwise op of one required operand, ``broadcast`` for more;
 - output dtype: that of the first operand;
 - cost: ``per_element(1)`` for an elementwise op;
@@ -82,8 +82,10 @@ class OpInfo:
 
     @property
     def elementwise(self) -> bool:
+        # The scalar semantics decide the code; the mapping class is fusion's own fact (an
+        # author may declare Relu many_to_many to keep it out of fusion, not out of codegen).
         d = self.decl
-        return d.mapping == "one_to_one" and (d.semantics is not None or d.builtin in ELEMENTWISE_BUILTINS)
+        return d.semantics is not None or d.builtin in ELEMENTWISE_BUILTINS
 
     @property
     def required_params(self) -> int:

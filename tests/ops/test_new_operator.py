@@ -112,3 +112,17 @@ def test_dnnr_verify_proves_the_rule(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["verify", str(library), str(_rule_file(tmp_path))]) == 0
     out = capsys.readouterr().out
     assert f"proved   fuse-{NAME.lower()}" in out and "1 proved, 0 failed" in out
+
+
+def test_it_folds_on_constants_from_its_declaration(tmp_path: Path) -> None:
+    from egraph_compiler import ops
+    from egraph_compiler.ir.errors import ModelError
+    from egraph_compiler.ops.evaluate import evaluate_node
+
+    x = np.linspace(-4, 4, 9, dtype=np.float32)
+    with pytest.raises(ModelError):  # the shipped library does not know it
+        evaluate_node(NAME, {}, [x])
+    with ops.using(dsl.load_rules([dsl.rules_dir() / "operators.dnnr", _rule_file(tmp_path)])):
+        folded = evaluate_node(NAME, {}, [x])[0]
+    assert folded.dtype == np.float32
+    np.testing.assert_allclose(folded, _reference(x), rtol=1e-6)
