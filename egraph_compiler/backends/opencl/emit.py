@@ -179,8 +179,8 @@ class ValueEmitter:
                 expr = table[op].format(expr, arg)
             if op == "Mean":
                 expr = f"({expr} / {sp.literal(len(args), dtype)})"
-        elif op in sp.COMPARE_OPS:
-            expr = f"(({ctype(dtype)}){sp.COMPARE_OPS[op].format(*args)})"
+        elif dtype == "bool" and op not in sp.FLOAT_OPS:  # comparisons and logic, 0 or 1
+            expr = f"(({ctype(dtype)}){_from_semantics(node, args, in_dtype, any_dtype=True)})"
         else:
             table = sp.FLOAT_OPS if in_dtype.startswith("float") else sp.INT_OPS
             if op in table:
@@ -333,10 +333,11 @@ def _is_two(constant: np.ndarray | None) -> bool:
     return constant is not None and np.size(constant) > 0 and bool(np.all(constant == 2))
 
 
-def _from_semantics(node: Node, args: list[str], in_dtype: str) -> str:
-    """C text of an operator's declared scalar semantics (`ops.scalar.to_c`)."""
+def _from_semantics(node: Node, args: list[str], in_dtype: str, any_dtype: bool = False) -> str:
+    """C text of an operator's declared scalar semantics (`ops.scalar.to_c`); only over
+    floats unless ``any_dtype`` (a comparison reads any operand type)."""
     info = ops.current().get(node.op)
-    if info is None or info.semantics is None or not in_dtype.startswith("float"):
+    if info is None or info.semantics is None or not (any_dtype or in_dtype.startswith("float")):
         raise ModelError(f"the OpenCL backend cannot generate {node.op} for {in_dtype}")
     attrs = {name: info.attr(node.attr_dict, name) for name in info.defaults}
     numbers = {k: float(v) for k, v in attrs.items() if isinstance(v, (int, float))}

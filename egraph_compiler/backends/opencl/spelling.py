@@ -47,12 +47,6 @@ INT_OPS = {
     "Neg": "(-{0})", "Abs": "abs({0})", "Identity": "{0}", "Dropout": "{0}",
     "Relu": "max({0}, ({T})0)", "Sign": "(({0} > 0) - ({0} < 0))",
 }
-COMPARE_OPS = {
-    "Equal": "({0} == {1})", "Greater": "({0} > {1})", "Less": "({0} < {1})",
-    "GreaterOrEqual": "({0} >= {1})", "LessOrEqual": "({0} <= {1})",
-    "And": "({0} && {1})", "Or": "({0} || {1})", "Xor": "(({0} != 0) != ({1} != 0))",
-    "Not": "(!{0})",
-}
 # Variadic operators: a binary step folded over all operands.
 VARIADIC = {"Sum": "({0} + {1})", "Max": "fmax({0}, {1})", "Min": "fmin({0}, {1})",
             "Mean": "({0} + {1})"}
