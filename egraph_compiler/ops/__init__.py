@@ -2,7 +2,7 @@
 
 In: a dsl `RuleSet`. Out: a `Registry` of `OpInfo` — classes, output dtype, shape
 kind, value facts, cost, anchor kernel class, typed attributes with defaults — and
-`scalar`, the one compiler of ``op … = expr`` semantics to NumPy, C text and dims.
+`scalar`, the one compiler of ``op … = expr`` semantics to NumPy and C text.
 `current()` is the registry of the rule set being compiled (`using(rules)`), else the
 shipped library's.
 """

@@ -167,9 +167,6 @@ class Registry:
     def get(self, op: str) -> OpInfo | None:
         return self.ops.get(op)
 
-    def __contains__(self, op: str) -> bool:
-        return op in self.ops
-
     def with_role(self, role: str) -> frozenset[str]:
         return frozenset(name for name, info in self.ops.items() if info.role == role)
 

@@ -1,9 +1,8 @@
 """One compiler of the scalar expressions of ``op … = expr`` declarations.
 
-The same walk turns an expression into NumPy values (constant folding, replay, the
-Hexagon NumPy references), C text (OpenCL, Hexagon scalar fallback) and dim
-arithmetic; a target contributes only a `Spelling` (how to write a literal and each
-scalar built-in). Z3 terms are the verifier's (`verify/scalar.py`), over the same
+`evaluate` turns an expression into NumPy values (folding of declared operators, the
+verifier's replay) and `to_c` into C text (OpenCL, the Hexagon scalar fallback); a C
+target contributes only a `Spelling` (how to write a literal and each scalar built-in). Z3 terms are the verifier's (`verify/scalar.py`), over the same
 declarations.
 """
 
@@ -85,21 +84,6 @@ def evaluate(expr: ast.Expr, env: Mapping[str, Any], *, cast: Callable[[Any], An
         raise NoReference(f"{type(e).__name__} is not a scalar expression")
 
     return walk(expr)
-
-
-def evaluate_dims(expr: ast.Expr, env: Mapping[str, Any]) -> Any:
-    """``expr`` over Python ints or symbolic dims (`ir.dims.DimExpr`): + - * // % only."""
-    if isinstance(expr, ast.Num):
-        return expr.value
-    if isinstance(expr, (ast.Name, ast.Var)):
-        return env[expr.name]
-    if isinstance(expr, ast.UnOp) and expr.op == "-":
-        return -evaluate_dims(expr.operand, env)
-    if isinstance(expr, ast.BinOp) and expr.op in ("+", "-", "*", "//", "%"):
-        lhs, rhs = evaluate_dims(expr.lhs, env), evaluate_dims(expr.rhs, env)
-        return {"+": lambda: lhs + rhs, "-": lambda: lhs - rhs, "*": lambda: lhs * rhs,
-                "//": lambda: lhs // rhs, "%": lambda: lhs % rhs}[expr.op]()
-    raise ValueError(f"{type(expr).__name__} is not dim arithmetic")
 
 
 @dataclass(frozen=True)

@@ -550,8 +550,22 @@ def rule_for(op: str) -> Rule | None:
     if rule is not None:
         return rule
     info = ops.current().get(op)
-    kind = info.shape if info is not None else None
-    return {"same": _same, "broadcast": _broadcast}.get(kind or "")
+    kind = (info.shape if info is not None else None) or ""
+    if kind.startswith("builtin "):  # `shape builtin NAME`: one of the documented functions
+        function = SHAPE_FUNCTIONS.get(kind.removeprefix("builtin "))
+        if function is None or info is None or info.decl.dtype is None:
+            return function
+        return lambda ctx: [TensorType(_dtype(ctx), t.shape) for t in function(ctx)]  # the declared dtype
+    return {"same": _same, "broadcast": _broadcast}.get(kind)
+
+
+# The shape functions an op declaration may name (`shape builtin NAME`, rules/README.md).
+SHAPE_FUNCTIONS: dict[str, Rule] = {
+    "same": _same, "broadcast": _broadcast, "matmul": _matmul, "gemm": _gemm, "conv": _conv,
+    "pool": _pool, "global_pool": _global_pool, "reduce": _reduce, "argreduce": _argreduce,
+    "flatten": _flatten, "transpose": _transpose, "concat": _concat, "gather": _gather,
+    "unsqueeze": _unsqueeze, "squeeze": _squeeze, "expand": _expand, "tile": _tile, "pad": _pad,
+}
 
 
 # Inputs whose *value* (a small int vector) the output shape is computed from: without

@@ -109,3 +109,18 @@ def test_hexagon_fallback_covers_what_it_can_spell(name: str) -> None:
     spelled = set(fallback.SPELLING.functions) | {"select"}
     if info.elementwise and _functions(info.semantics) <= spelled:
         assert fallback.has_float_fallback(name, len(info.decl.params)), name
+
+
+def test_declared_shape_builtin_and_dtype_reach_shape_inference(tmp_path) -> None:
+    """``shape builtin matmul`` and ``-> bool`` on an operator no Python file knows."""
+    from egraph_compiler import dsl
+    from egraph_compiler.ir.graph import TensorType
+    from egraph_compiler.shapes import infer_node
+
+    name = "Test" + "Product"
+    (tmp_path / "t.dnnr").write_text(
+        f"op {name}(a, b) -> bool : many_to_many ild_variable shape_determined shape builtin matmul\n")
+    types = [TensorType("float32", (2, 3, 4)), TensorType("float32", (4, 5))]
+    with ops.using(dsl.load_rules([tmp_path / "t.dnnr"])):
+        out, _ = infer_node(name, {}, types)
+    assert out == [TensorType("bool", (2, 3, 5))]
