@@ -260,7 +260,8 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
         artefact = hexagon.build(graph, out)
     result.report.seconds[f"backend-{target}"] = round(time.perf_counter() - start, 4)
     info = {k: (str(v) if isinstance(v, Path) else v)
-            for k, v in dataclasses.asdict(artefact).items() if k != "report"}
+            for k, v in dataclasses.asdict(artefact).items() if k not in ("report", "select")}
+    result.report.select = getattr(artefact, "select", None) or {}
     result.report.target = {"name": target, **info}
 
 

@@ -38,6 +38,8 @@ class Report:
     origins: dict[str, list[str]] = field(default_factory=dict)
     rule_sources: dict[str, str] = field(default_factory=dict)
     target: dict[str, Any] = field(default_factory=dict)
+    # the layout/implementation PBQP of the backend (`select.Selection.to_json`)
+    select: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,6 +93,10 @@ def render_report(report: Report | dict[str, Any]) -> str:
     target = data.get("target") or {}
     if target:
         parts.append("target: " + ", ".join(f"{k} {v}" for k, v in target.items()
+                                            if not isinstance(v, (list, dict))))
+    chosen = data.get("select") or {}
+    if chosen:
+        parts.append("select: " + ", ".join(f"{k} {v}" for k, v in chosen.items()
                                             if not isinstance(v, (list, dict))))
     return "\n".join(parts)
 

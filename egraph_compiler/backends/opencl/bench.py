@@ -20,12 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from egraph_compiler.backends.opencl.build import build_artefact
+from egraph_compiler.backends.opencl.planning import execution_plan
 from egraph_compiler.backends.opencl.runtime import CompiledModel
-from egraph_compiler.fusion import plan_fusion
 from egraph_compiler.ir import Graph, load_onnx
 from egraph_compiler.ir.dims import shape_is_static
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.plan import plan_memory
 from egraph_compiler.shapes import infer_shapes
 
 
@@ -174,8 +173,8 @@ def bench(model_path: str | Path, repeats: int = 10, dims: dict[str, int] | None
         results = {}
         hottest: tuple[tuple[float, str, str], ...] = ()
         for label, fuse in (("ours", True), ("unfused", False)):
-            plan = plan_memory(plan_fusion(graph, tables, fuse=fuse))
-            artefact = build_artefact(plan, work / label)
+            plan, selection = execution_plan(graph, tables, fuse=fuse)
+            artefact = build_artefact(plan, work / label, selection=selection)
             compiled = CompiledModel(work / label, device)
             outputs: dict[str, np.ndarray] = {}
             seconds = _time(lambda c=compiled, o=outputs: o.update(c.run(feeds)), repeats)
