@@ -1,6 +1,6 @@
 """Count operator-name string literals in the compiler outside `dsl/` and `ops/` (issue 11).
 
-    python benchmarks/op_literals.py [--by-file] [--names]
+    PYTHONPATH=. python3 -P benchmarks/op_literals.py [--by-file] [--names]
 
 An operator name is one declared by an ``op`` line in ``rules/`` (the shipped library,
 targets included). A literal is a Python string constant equal to such a name, found
