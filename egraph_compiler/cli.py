@@ -105,7 +105,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if out is not None:
         before = _files_under(out)
         pipeline.write_artefact(result, args.target, out, bindings=bindings,
-                                profile_db=args.profile_db, progress=progress)
+                                profile_db=args.profile_db, progress=progress,
+                                kernel_device=args.opencl_kernels)
         written = [p for p, mtime in _files_under(out).items() if before.get(p) != mtime]
     elif bindings:
         from egraph_compiler import shapes
@@ -306,6 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=BIND_HELP + "; opencl/hexagon need every symbol bound, onnx writes the bound model")
     p.add_argument("--profile-db", metavar="FILE",
                    help="`dnnr tune` database for the yellow fusion cases (opencl)")
+    p.add_argument("--opencl-kernels", choices=["cpu", "gpu"], default="cpu",
+                   help="device class whose cost model picks each conv/matmul kernel (opencl)")
     p.add_argument("--max-nodes", type=int, metavar="N", help="e-node budget (overrides the rule files)")
     p.add_argument("--max-iterations", type=int, metavar="N", help="iteration budget (overrides the rule files)")
     p.add_argument("--max-seconds", type=float, metavar="S",
