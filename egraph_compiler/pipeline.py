@@ -19,7 +19,7 @@ from typing import Any
 
 import onnx
 
-from egraph_compiler import dsl, dump, egraph, extract, ir, shapes
+from egraph_compiler import dsl, dump, egraph, extract, ir, ops, shapes
 from egraph_compiler.dsl import library
 from egraph_compiler.dsl.ast import Limits, RuleSet
 from egraph_compiler.dsl.library import RuleOptions
@@ -89,10 +89,15 @@ def optimize(
     shape inference and the rules' guards assume. Out: the optimised `Graph` (shapes
     inferred) and the `Report` of what happened.
     """
-    report = report or Report(model=graph.name)
-    dumps = dumps or Dumps()
-    dim_ranges = shapes.dim_ranges(graph, dims or {})
-    report.dims = {name: {"low": low, "high": high, "given": name in (dims or {})}
+    with ops.using(rules):  # stages read operator facts from the rules compiled with
+        return _optimize(graph, rules, limits, progress, report or Report(model=graph.name),
+                         dumps or Dumps(), dims or {})
+
+
+def _optimize(graph: Graph, rules: RuleSet, limits: Limits | None, progress: Progress | None,
+              report: Report, dumps: Dumps, dims: dict[str, tuple[int, int]]) -> tuple[Graph, Report]:
+    dim_ranges = shapes.dim_ranges(graph, dims)
+    report.dims = {name: {"low": low, "high": high, "given": name in dims}
                    for name, (low, high) in dim_ranges.items()}
     classes = shapes.declared_classes(rules.ops)  # SoD² dynamism classes: which RDP transfers apply
     with _stage(report, "shapes", progress):
@@ -218,7 +223,8 @@ def write_artefact(result: CompileResult, target: str, out: Path, *,
     if target not in TARGETS:
         raise ir.DnnrError(f"error: unknown target {target!r} (choose one of {', '.join(TARGETS)})")
     if target != "onnx":
-        _build_target(target, result, out, progress, bindings or {}, profile_db, kernel_device)
+        with ops.using(result.rules):
+            _build_target(target, result, out, progress, bindings or {}, profile_db, kernel_device)
     elif profile_db is not None:
         raise ir.DnnrError("error: --profile-db only applies to --target opencl")
     out.mkdir(parents=True, exist_ok=True)

@@ -115,7 +115,7 @@ class _State:
 
     def forward(self, node: Node) -> None:
         ctx = Context(self, node)
-        rule = rules.RULES.get(node.op)
+        rule = rules.rule_for(node.op)
         if rule is None:
             raise ModelError(f"{ctx.where}: shape inference does not know op {node.op}")
         try:
@@ -215,7 +215,7 @@ def infer_term_shape(
     no rule knows (one the rule files declare one_to_one). Dtypes play no part; dim facts
     are proved under the ranges `prover.using_ranges` activates (the e-graph's graph's).
     """
-    rule = rules.RULES.get(op) or (rules.RULES["Sum"] if elementwise else None)  # Sum: n-ary broadcasting
+    rule = rules.rule_for(op) or (rules.RULES["Sum"] if elementwise else None)  # Sum: n-ary broadcasting
     if rule is None:
         return None
     names = tuple(f"in{i}" if shape is not None else "" for i, shape in enumerate(input_shapes))
