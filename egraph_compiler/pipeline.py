@@ -19,7 +19,7 @@ from typing import Any
 
 import onnx
 
-from egraph_compiler import dsl, dump, egraph, extract, ir, shapes
+from egraph_compiler import dsl, dump, egraph, extract, ir, ops, shapes
 from egraph_compiler.dsl import library
 from egraph_compiler.dsl.ast import Limits, RuleSet
 from egraph_compiler.dsl.fp_policy import DEFAULT_FP, apply_fp_policy
@@ -82,18 +82,32 @@ def optimize(
     progress: Progress | None = None,
     report: Report | None = None,
     dumps: Dumps | None = None,
+    dims: dict[str, tuple[int, int]] | None = None,
     started: float | None = None,
 ) -> tuple[Graph, Report]:
     """Saturate ``graph`` under ``rules`` and extract the cheapest equivalent graph.
 
-    In: a `Graph` (shapes inferred or not) and a parsed `RuleSet`. Out: the
-    optimised `Graph` (shapes inferred) and the `Report` of what happened. The time
-    limit counts from ``started`` (default: now) and binds on saturation and extraction.
+    In: a `Graph` (shapes inferred or not) and a parsed `RuleSet`; ``dims`` narrows the
+    ranges of symbolic input dims (``--dim seq=1..512``; default ``1..2**31-1``), which
+    shape inference and the rules' guards assume. Out: the optimised `Graph` (shapes
+    inferred) and the `Report` of what happened. The time limit counts from ``started``
+    (default: now) and binds on saturation and extraction.
     """
-    report = report or Report(model=graph.name)
-    dumps = dumps or Dumps()
+    with ops.using(rules):  # stages read operator facts from the rules compiled with
+        return _optimize(graph, rules, limits, progress, report or Report(model=graph.name),
+                         dumps or Dumps(), dims or {}, started)
+
+
+def _optimize(graph: Graph, rules: RuleSet, limits: Limits | None, progress: Progress | None,
+              report: Report, dumps: Dumps, dims: dict[str, tuple[int, int]],
+              started: float | None) -> tuple[Graph, Report]:
+    dim_ranges = shapes.dim_ranges(graph, dims)
+    report.dims = {name: {"low": low, "high": high, "given": name in dims}
+                   for name, (low, high) in dim_ranges.items()}
+    classes = shapes.declared_classes(rules.ops)  # SoD² dynamism classes: which RDP transfers apply
     with _stage(report, "shapes", progress):
-        graph = shapes.infer_shapes(graph)
+        graph = shapes.infer_shapes(graph, symbols=dim_ranges, dynamism=classes)
+    report.rdp = shapes.rdp_census(graph, classes)
     dumps.write("shapes", lambda: dump.graph_text(graph))
     if not report.nodes_before:  # `compile_model` counts the ONNX file it read instead;
         # here the input graph as the exporter writes it, the same measure as `nodes_after`
@@ -110,7 +124,7 @@ def optimize(
     report.seconds["saturate"] = round(report.seconds["saturate"] - extracted.seconds, 4)
     report.seconds["extract"] = round(extracted.seconds, 4)
     with _stage(report, "shapes-after", progress):
-        optimised = shapes.infer_shapes(extracted.restore(graph))
+        optimised = shapes.infer_shapes(extracted.restore(graph), dynamism=classes)
     dumps.write("extract", lambda: dump.graph_text(optimised))
     stats = extracted.stats
     report.nodes_after = onnx_op_counts(ir.to_onnx(optimised))
@@ -173,6 +187,7 @@ def compile_model(
     target: str = "onnx",
     rule_options: RuleOptions | None = None,
     dumps: Dumps | None = None,
+    dims: dict[str, tuple[int, int]] | None = None,
     started: float | None = None,
     fp: str = DEFAULT_FP,
 ) -> CompileResult:
@@ -198,7 +213,7 @@ def compile_model(
     dumps = dumps or Dumps()
     dumps.write("import", lambda: dump.graph_text(graph))
     optimised, report = optimize(graph, rules, limits=limits, progress=progress, report=report, dumps=dumps,
-                                 started=started)
+                                 dims=dims, started=started)
     from egraph_compiler.backends.artefact import source_digest
 
     return CompileResult(optimised, report, rules, dumps, source_digest(model))
@@ -268,12 +283,13 @@ TARGETS = ("onnx", "opencl", "hexagon")
 
 def write_artefact(result: CompileResult, target: str, out: Path, *,
                    bindings: dict[str, int] | None = None, profile_db: str | Path | None = None,
-                   progress: Progress | None = None) -> None:
+                   progress: Progress | None = None, kernel_device: str = "cpu") -> None:
     """Build ``target`` from ``result`` into ``out`` (OpenCL: kernels.cl, plan.json, …;
     Hexagon: C, ELF) with ``model.onnx``, ``report.json`` and ``manifest.json`` beside it,
     atomically: ``out`` holds the old artefact or the new one whole (`backends.artefact`).
     ``bindings`` fix symbolic input dims for the static-shape targets; ``profile_db``
-    is a `dnnr tune` database deciding the OpenCL fusion planner's yellow cases."""
+    is a `dnnr tune` database deciding the OpenCL fusion planner's yellow cases;
+    ``kernel_device`` the device class ("cpu", "gpu") OpenCL anchor kernels are for."""
     from egraph_compiler.backends import artefact
 
     if target not in TARGETS:
@@ -284,7 +300,9 @@ def write_artefact(result: CompileResult, target: str, out: Path, *,
     def build(tmp: Path) -> dict[str, Any]:
         graph = written = result.graph
         if target != "onnx":
-            graph = _build_target(target, result, tmp, progress, bindings or {}, profile_db, out)
+            with ops.using(result.rules):
+                graph = _build_target(target, result, tmp, progress, bindings or {}, profile_db, out,
+                                      kernel_device)
         elif bindings:  # the written model's dims, as --bind says
             graph = written = shapes.bind_symbols(result.graph, bindings)
         (tmp / "model.onnx").write_bytes(ir.to_onnx(written).SerializeToString())
@@ -309,7 +327,8 @@ def static_graph(graph: Graph, bindings: dict[str, int], target: str) -> Graph:
 
 
 def _build_target(target: str, result: CompileResult, out: Path, progress: Progress | None,
-                  bindings: dict[str, int], profile_db: str | Path | None, final: Path) -> Graph:
+                  bindings: dict[str, int], profile_db: str | Path | None, final: Path,
+                  kernel_device: str = "cpu") -> Graph:
     """Run the backend into ``out`` (a temporary directory that becomes ``final``);
     the static graph it compiled."""
     if progress:
@@ -324,7 +343,8 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
         from egraph_compiler.fusion import ProfileDb
 
         db = ProfileDb.load(profile_db) if profile_db is not None else None
-        artefact = opencl.compile_graph(graph, out, tables=result.rules, profile_db=db)
+        artefact = opencl.compile_graph(graph, out, tables=result.rules, profile_db=db,
+                                        params=opencl.KernelParams.for_device(kernel_device))
         _dump_backend_stages(result.dumps, graph, result.rules, db)
     else:
         if profile_db is not None:

@@ -39,10 +39,12 @@ def load(out_dir: str | Path, device: str | None = None,
 
 
 def compile_graph(graph: Graph, out_dir: str | Path, fuse: bool = True, tables: object = None,
-                  profile_db: ProfileDb | None = None, layouts: str = "pbqp") -> Artefact:
-    """``layouts``: see `planning.execution_plan` (default: the `select` stage's PBQP)."""
+                  profile_db: ProfileDb | None = None, layouts: str = "pbqp",
+                  params: KernelParams | None = None) -> Artefact:
+    """``layouts``: see `planning.execution_plan` (default: the `select` stage's PBQP);
+    ``params``: kernel sizes and the device class anchors are chosen for."""
     plan, selection = execution_plan(graph, tables, profile_db, fuse, layouts)
-    return build(plan, out_dir, selection=selection)
+    return build(plan, out_dir, params, selection=selection)
 
 
 __all__ = ["Artefact", "CompiledModel", "KernelParams", "OpenClError", "build", "compile_graph",

@@ -1,6 +1,6 @@
 """Layout/implementation selection benchmark: the PBQP against the local and chain-DP choices.
 
-    python benchmarks/select.py [--repeats N] [--models a,b,...|none] [--all] [--corpus DIR]
+    python benchmarks/layout_selection.py [--repeats N] [--models a,b,...|none] [--all] [--corpus DIR]
                                 [--no-opencl] [--no-hexagon]
 
 OpenCL (PoCL): per model, the layout PBQP's size, solver, objective (sector
