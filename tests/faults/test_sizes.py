@@ -38,11 +38,20 @@ def _save(tmp_path: Path, model: onnx.ModelProto) -> Path:
 
 @pytest.mark.parametrize("batch", [3_000_000_000, 2**62])
 def test_tensors_past_32_bit_indexing_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], batch: int) -> None:
-    path = _save(tmp_path, _relu_square("batch"))
-    code = main(["compile", "-q", str(path), "--target", "opencl", "--bind", f"batch={batch}", "-o", str(tmp_path / "o")])
+    path = _save(tmp_path, _relu_square(batch))  # static dims: no --dim range stops them first
+    code = main(["compile", "-q", str(path), "--target", "opencl", "-o", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err
     assert f"value 'x' has {batch * 3} elements" in err and "32-bit" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_binding_a_symbol_past_32_bits_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _save(tmp_path, _relu_square("batch"))
+    code = main(["compile", "-q", str(path), "--target", "opencl", "--bind", "batch=3000000000",
+                 "-o", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err and "batch=3000000000" in err
     assert not (tmp_path / "o").exists()
 
 
