@@ -41,7 +41,7 @@ ELEMENTWISE_OPS = frozenset({
     "Sigmoid", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
     "Atanh", "Ceil", "Floor", "Round", "Relu", "LeakyRelu", "Elu", "Selu", "Celu",
     "ThresholdedRelu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Clip", "Cast",
-    "Square", "Gelu", "BatchNormalization", "Identity", "Dropout", "Mod", "Mish",
+    "Square", "Gelu", "GeluTanh", "BatchNormalization", "Identity", "Dropout", "Mod", "Mish",
 })
 LAYOUT_OPS = frozenset({
     "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "DepthToSpace", "SpaceToDepth",
