@@ -180,18 +180,36 @@ class _Exporter:
                 inputs.append(ints("steps", "steps"))
         elif op == "Pad" and "pads" in attrs:
             inputs = inputs[:1] + self._pad_inputs(node, attrs)
-        elif op == "Clip" and ("min" in attrs or "max" in attrs):
-            dtype = self.dtype_of(node.inputs[0])
-            bounds = [attrs.pop(k, None) for k in ("min", "max")]
-            inputs = inputs[:1] + [
-                "" if b is None else self.constant(f"{node.name}_{k}", np.asarray(b, dtype=dtype))
-                for b, k in zip(bounds, ("min", "max"), strict=True)
-            ]
-            while inputs and inputs[-1] == "":
-                inputs.pop()
+        elif op == "Clip":
+            inputs = self._clip_inputs(node, attrs)
         proto = helper.make_node(op, inputs, list(node.outputs), name=node.name)
         proto.attribute.extend(make_attribute(op, key, value) for key, value in sorted(attrs.items()))
         return proto
+
+    def _clip_inputs(self, node: Node, attrs: dict) -> list[str]:
+        """Opset-17 Clip inputs: constant bounds (IR attributes; ±inf = absent) become
+        initializers, run-time bounds (IR inputs) stay inputs. A node with both on one
+        side clips by the constant first (a Clip node of its own), then by the run-time
+        bound — dropping either would be a silent wrong answer."""
+        dtype = self.dtype_of(node.inputs[0])
+        runtime = [node.inputs[i] if len(node.inputs) > i else "" for i in (1, 2)]
+        constant = [attrs.pop(k, None) for k in ("min", "max")]
+        constant = [None if b is None or np.isinf(b) else b for b in constant]
+        x = node.inputs[0]
+        if any(c is not None and r for c, r in zip(constant, runtime, strict=True)):
+            inner = self.fresh(f"{node.outputs[0]}_const_clip")
+            bounds = [self.constant(f"{node.name}_{k}", np.asarray(c, dtype=dtype)) if c is not None else ""
+                      for c, k in zip(constant, ("min", "max"), strict=True)]
+            self.nodes.append(helper.make_node("Clip", [x, *bounds], [inner],
+                                               name=self.fresh(f"{node.name}_const")))
+            x, constant = inner, [None, None]
+        inputs = [x] + [
+            r or ("" if c is None else self.constant(f"{node.name}_{k}", np.asarray(c, dtype=dtype)))
+            for r, c, k in zip(runtime, constant, ("min", "max"), strict=True)
+        ]
+        while inputs and inputs[-1] == "":
+            inputs.pop()
+        return inputs
 
     def export_gelu_below_20(self, node: Node) -> list[onnx.NodeProto]:
         """Gelu before opset 20: 0.5·x·(1 + erf(x/√2)), or with the tanh approximation

@@ -158,8 +158,9 @@ def _mobilenet_v2() -> object:
 def _efficientnet() -> object:
     from transformers import EfficientNetConfig, EfficientNetModel
 
+    # hidden_dim is the top BatchNorm's width: round_filters(1280) at this width coefficient.
     config = EfficientNetConfig(width_coefficient=0.25, depth_coefficient=0.5, image_size=64,
-                                hidden_dim=64)
+                                hidden_dim=320)
     return EfficientNetModel(config).eval()
 
 
