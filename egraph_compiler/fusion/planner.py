@@ -37,7 +37,7 @@ from egraph_compiler.fusion.tables import (
 )
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.fold import evaluate_node
+from egraph_compiler.ir.fold import KNOWN_OPS, NEVER_FOLD, evaluate_node
 from egraph_compiler.ir.graph import Graph
 
 
@@ -57,7 +57,8 @@ def fold_compile_time(graph: Graph) -> Graph:
                     values = [dims[start:end]]
             else:
                 args = [constants.get(v) if v else None for v in node.inputs]
-                if any(a is None for a, v in zip(args, node.inputs, strict=False) if v):
+                unknown = node.op not in KNOWN_OPS or node.op in NEVER_FOLD  # left to a kernel
+                if unknown or any(a is None for a, v in zip(args, node.inputs, strict=False) if v):
                     kept.append(node)
                     continue
                 values = evaluate_node(node.op, node.attrs, args, len(node.outputs))

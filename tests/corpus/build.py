@@ -164,13 +164,14 @@ def _efficientnet() -> object:
     return EfficientNetModel(config).eval()
 
 
-def _t5() -> object:
-    from transformers import T5Config, T5Model
+def _bart() -> object:
+    from transformers import BartConfig, BartModel
 
-    config = T5Config(vocab_size=128, d_model=32, d_kv=8, d_ff=64, num_layers=2,
-                      num_decoder_layers=2, num_heads=4, use_cache=False,
-                      feed_forward_proj="gated-gelu")
-    return T5Model(config).eval()
+    config = BartConfig(vocab_size=128, d_model=32, encoder_layers=2, decoder_layers=2,
+                        encoder_attention_heads=4, decoder_attention_heads=4,
+                        encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+                        use_cache=False)
+    return BartModel(config).eval()
 
 
 def _wav2vec2() -> object:
@@ -230,7 +231,7 @@ ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
                  ("pooler_output",), _IMAGE_SHAPES, _IMAGE_EXAMPLE, rescale=True),
     Architecture("efficientnet", "EfficientNetConfig (SiLU, squeeze-excite)", _efficientnet,
                  (_IMAGE,), ("pooler_output",), _IMAGE_SHAPES, _IMAGE_EXAMPLE, rescale=True),
-    Architecture("t5", "T5Config (encoder-decoder, relative position bias)", _t5,
+    Architecture("bart", "BartConfig (encoder-decoder, cross-attention)", _bart,
                  (_ids(), _mask(), InputSpec("decoder_input_ids", "int64", ("batch", "dseq"),
                                              high=128)),
                  ("last_hidden_state",),
@@ -244,7 +245,7 @@ ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
                   {"batch": 3, "samples": 1000}),
                  {"batch": 2, "samples": 800}),
     Architecture("segformer", "SegformerConfig (segmentation)", _segformer, (_IMAGE,),
-                 ("logits",), _IMAGE_SHAPES, _IMAGE_EXAMPLE),
+                 ("logits",), _IMAGE_SHAPES, _IMAGE_EXAMPLE, rescale=True),
     Architecture("bert_base2", "BertConfig (BERT-base width, 2 layers)",
                  lambda: _bert("sdpa", hidden=768, layers=2, heads=12, intermediate=3072,
                                vocab=30522),
@@ -416,7 +417,8 @@ def build_one(arch: Architecture, out: Path) -> dict[str, object]:
         try:
             _export(arch, module, exporter, path)
         except Exception as error:  # an exporter failure is a corpus fact, recorded
-            entry[exporter] = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
+            entry[exporter] = {"error": f"{type(error).__name__}: {str(error)[:300]}",
+                               "cause": repr(error.__cause__)[:1000]}
             continue
         entry[exporter] = {"file": path.name, "export_s": round(time.perf_counter() - started, 2),
                            "ort_rel_error": _ort_error(path, arch, reference)}
@@ -425,18 +427,23 @@ def build_one(arch: Architecture, out: Path) -> dict[str, object]:
 
 def build(names: list[str], out: Path | None = None, log: Callable[[str], None] = print) -> Path:
     """Build (or reuse from the cache) the named corpus models; returns the corpus folder."""
+    import fcntl
+
     out = out or corpus_dir()
     out.mkdir(parents=True, exist_ok=True)
     manifest_path = out / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-    for name in names:
-        if name in manifest:
-            continue
-        started = time.perf_counter()
-        manifest[name] = build_one(ARCHITECTURES[name], out)
-        manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
-        log(f"built {name} in {time.perf_counter() - started:.1f} s: "
-            + ", ".join(f"{e}: {manifest[name][e].get('error') or 'ok'}" for e in EXPORTERS))
+    # pytest-xdist workers may ask at once: one builds, the others wait and reuse.
+    with open(out / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+        for name in names:
+            if name in manifest:
+                continue
+            started = time.perf_counter()
+            manifest[name] = build_one(ARCHITECTURES[name], out)
+            manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+            log(f"built {name} in {time.perf_counter() - started:.1f} s: "
+                + ", ".join(f"{e}: {manifest[name][e].get('error') or 'ok'}" for e in EXPORTERS))
     return out
 
 

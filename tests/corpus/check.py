@@ -96,3 +96,25 @@ def input_dims(path: Path) -> dict[str, list[int | str]]:
 def opset_of(path: Path) -> int:
     model = onnx.load(str(path), load_external_data=False)
     return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+
+
+def bindings(model: CorpusModel, index: int) -> dict[str, int]:
+    """Sizes of the export's symbolic input dims at stored shape ``index``."""
+    feeds = model.feeds(index)
+    bound: dict[str, int] = {}
+    for name, dims in input_dims(model.path).items():
+        for dim, size in zip(dims, feeds[name].shape, strict=True):
+            if isinstance(dim, str):
+                bound[dim] = int(size)
+    return bound
+
+
+def opencl_run(model: CorpusModel, result: pipeline.CompileResult, index: int,
+               out: Path) -> tuple[dict[str, np.ndarray], dict]:
+    """``--target opencl --bind ...`` at stored shape ``index``, run on PoCL: the outputs
+    and the artefact's target report (kernel counts)."""
+    from egraph_compiler import runner
+
+    pipeline.write_artefact(result, "opencl", out, bindings=bindings(model, index))
+    outputs = runner.load_artefact(out).run(model.feeds(index))
+    return outputs, dict(result.report.target or {})
