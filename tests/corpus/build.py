@@ -151,7 +151,9 @@ def _resnet50() -> object:
 def _mobilenet_v2() -> object:
     from transformers import MobileNetV2Config, MobileNetV2Model
 
-    config = MobileNetV2Config(depth_multiplier=0.35, image_size=64)
+    # tf_padding computes "same" pads in Python: both exporters freeze them at the example
+    # shape, and the export is then wrong at the other shapes.
+    config = MobileNetV2Config(depth_multiplier=0.35, image_size=64, tf_padding=False)
     return MobileNetV2Model(config).eval()
 
 
@@ -288,6 +290,24 @@ def _rescale_cnn(module: object, seed: int) -> None:
                 sub.running_var.copy_(0.5 + torch.rand(n, generator=generator))
 
 
+def _perturb_norms(module: object, seed: int) -> None:
+    """Normalisation layers start as scale 1, shift 0 — a special case that hides an
+    ignored scale or shift (and lets x * ones rewrite loops hide in the e-graph). Draw
+    them around those values instead: scale 1 + 0.1·N(0, 1), shift 0.1·N(0, 1)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for sub in module.modules():
+            if not type(sub).__name__.endswith("Norm") and "Norm" not in type(sub).__name__:
+                continue
+            for name, param in sub.named_parameters(recurse=False):
+                if param.ndim != 1:
+                    continue
+                noise = 0.1 * torch.randn(param.shape, generator=generator)
+                param.copy_((1.0 if name == "weight" else 0.0) + noise)
+
+
 def _bind(spec: InputSpec, dims: dict[str, int]) -> tuple[int, ...]:
     return tuple(dims[a] if isinstance(a, str) else a for a in spec.axes)
 
@@ -399,6 +419,7 @@ def build_one(arch: Architecture, out: Path) -> dict[str, object]:
     module = _wrap(arch.build(), tuple(s.name for s in arch.inputs), arch.outputs)
     if arch.rescale:
         _rescale_cnn(module, seed=1)
+    _perturb_norms(module, seed=2)
     entry: dict[str, object] = {
         "family": arch.family, "inputs": [s.name for s in arch.inputs],
         "outputs": list(arch.outputs), "shapes": list(arch.shapes), "notes": arch.notes,
