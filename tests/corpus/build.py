@@ -252,12 +252,12 @@ ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
                  lambda: _bert("sdpa", hidden=768, layers=2, heads=12, intermediate=3072,
                                vocab=30522),
                  (_ids(high=30522), _mask()), ("last_hidden_state", "pooler_output"),
-                 ({"batch": 1, "seq": 16}, {"batch": 1, "seq": 64}, {"batch": 2, "seq": 128}),
+                 ({"batch": 1, "seq": 16}, {"batch": 1, "seq": 32}, {"batch": 2, "seq": 64}),
                  _SEQ_EXAMPLE, sets=("bench",)),
     Architecture("gpt2_2", "GPT2Config (GPT-2 width, 2 layers)",
                  lambda: _gpt2(hidden=768, layers=2, heads=12, vocab=50257),
                  (_ids(high=50257), _mask()), ("last_hidden_state",),
-                 ({"batch": 1, "seq": 16}, {"batch": 1, "seq": 64}, {"batch": 2, "seq": 128}),
+                 ({"batch": 1, "seq": 16}, {"batch": 1, "seq": 32}, {"batch": 2, "seq": 64}),
                  _SEQ_EXAMPLE, sets=("bench",)),
 )}
 
