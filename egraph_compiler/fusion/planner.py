@@ -37,7 +37,12 @@ from egraph_compiler.fusion.tables import (
 )
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.fold import KNOWN_OPS, NEVER_FOLD, evaluate_node
+from egraph_compiler.ir.fold import (
+    KNOWN_OPS,
+    NEVER_FOLD,
+    evaluate_node,
+    with_constant_operands_as_attrs,
+)
 from egraph_compiler.ir.graph import Graph
 
 
@@ -66,7 +71,7 @@ def fold_compile_time(graph: Graph) -> Graph:
                 if name:
                     constants[name] = np.asarray(value)
             continue
-        kept.append(node)
+        kept.append(with_constant_operands_as_attrs(node, constants))
     return replace(graph, nodes=tuple(kept), constants=constants)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -330,6 +331,20 @@ _INPUT_ATTRS: dict[str, tuple[str, ...]] = {
     "Slice": ("starts", "ends", "axes", "steps"), "Unsqueeze": ("axes",), "Squeeze": ("axes",),
     "ReduceSum": ("axes",), "Clip": ("min", "max"),
 }
+
+
+def with_constant_operands_as_attrs(node, constants: dict) -> object:
+    """``node`` with its run-time operands (Slice bounds, axes, Clip bounds) moved to the
+    IR's attributes once they are all known constants (a bound shape made them so); the
+    node unchanged otherwise. Backends read these operands from the attributes only."""
+    names = _INPUT_ATTRS.get(node.op)
+    operands = node.inputs[1:]
+    if names is None or not any(operands) or not all(v in constants for v in operands if v):
+        return node
+    attrs = dict(node.attrs)
+    xs = [None] + [np.asarray(constants[v]) if v else None for v in operands]
+    _inputs_to_attrs(node.op, attrs, xs)
+    return replace(node, inputs=node.inputs[:1], attrs=tuple(sorted(attrs.items())))
 
 
 def _inputs_to_attrs(op: str, attrs: dict, xs: list[Array | None]) -> None:

@@ -23,7 +23,6 @@ from tests.corpus import build, check
 TOLERANCE = 1e-3  # of max |reference|, issue 17 item 3
 EXPORTER = "ts"
 KNOWN_FAILURES: dict[str, str] = {
-    "llama": "PoCL output off by 2.9e-3 to 3.8e-3 of max |reference| (also unfused): an op kernel's precision",
     "wav2vec2": "no OpenCL kernel for InstanceNormalization (the TorchScript export of GroupNorm)",
     "segformer": "no OpenCL kernel for Resize",
 }
