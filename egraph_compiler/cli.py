@@ -101,6 +101,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(dsl.render_report(diagnostics), file=sys.stderr)
         return 1
     rules = dsl.load_rules(args.files)
+    from egraph_compiler.dsl.normalize import attribute_warnings
+
+    for warning in attribute_warnings(rules):
+        print(warning, file=sys.stderr)
     print(f"ok: {len(rules.ops)} operators, {len(rules.rules)} rules, "
           f"{len(rules.fusion)} fusion entries in {len(rules.files)} file(s)")
     return 0

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from egraph_compiler.dsl.ast import (
-    BinOp,
     Call,
     Expr,
     ListLit,
@@ -35,6 +34,7 @@ from egraph_compiler.dsl.ast import (
     Var,
     sub_expressions,
 )
+from egraph_compiler.dsl.normalize import is_filled_default, normalize_rule
 from egraph_compiler.egraph import text
 from egraph_compiler.egraph.guards import BOOL_FACTS
 from egraph_compiler.egraph.schema import ATTR_SORT, LoweringError, OpSchema, const_value, literal
@@ -98,6 +98,7 @@ class _Ctx:
     schemas: dict[str, OpSchema]
     rule: Rule
     bound: dict[str, tuple[str, str]] = field(default_factory=dict)  # var -> (egg var, kind)
+    wildcards: frozenset[str] = frozenset()  # left-out left-hand attributes (match anything)
     atoms: list[str] = field(default_factory=list)
     counter: int = 0
 
@@ -150,7 +151,7 @@ def _lhs(ctx: _Ctx, pattern: Pattern) -> str:
     given = dict(pattern.attrs)
     for attr in schema.attrs:
         expr = given.pop(attr.name, None)
-        if expr is None:
+        if expr is None or (isinstance(expr, Var) and expr.name in ctx.wildcards):
             args.append(ctx.fresh("_a"))
         elif isinstance(expr, Var):
             args.append(_bind(ctx, expr.name, _attr_kind(attr.type)))
@@ -315,7 +316,7 @@ def _rhs(ctx: _Ctx, rhs: _Rhs, pattern: Pattern, root: str) -> str:
     given = dict(pattern.attrs)
     for attr in schema.attrs:
         expr = given.pop(attr.name, None)
-        if expr is None:
+        if expr is None or is_filled_default(expr, attr):
             args.append(literal(attr.type, schema.default(attr)))
         else:
             args.append(_value_or_computed(ctx, rhs, expr, attr.type))
@@ -330,14 +331,6 @@ def _rhs(ctx: _Ctx, rhs: _Rhs, pattern: Pattern, root: str) -> str:
 
 
 # ---------------------------------------------------------------- guards
-
-
-def _conjuncts(expr: Expr | None) -> list[Expr]:
-    if expr is None:
-        return []
-    if isinstance(expr, BinOp) and expr.op == "and":
-        return _conjuncts(expr.lhs) + _conjuncts(expr.rhs)
-    return [expr]
 
 
 def _vars(expr: Expr) -> list[str]:
@@ -386,14 +379,16 @@ def _native_guard(ctx: _Ctx, expr: Expr) -> str | None:
 def lower_rule(
     rule: Rule, schemas: dict[str, OpSchema], oracle_index: int, reverse: bool = False
 ) -> LoweredRule:
-    lhs, rhs_pattern = (rule.rhs, rule.lhs) if reverse else (rule.lhs, rule.rhs)
+    # the one meaning of the rule, shared with the verifier (dsl/normalize.py)
+    normal = normalize_rule(rule, {op: s.decl for op, s in schemas.items()}, reverse)
+    lhs, rhs_pattern = normal.lhs, normal.rhs
     name = f"{rule.name}#reverse" if reverse else rule.name
-    ctx = _Ctx(schemas, rule)
+    ctx = _Ctx(schemas, rule, wildcards=normal.wildcards)
     if not isinstance(lhs, POp):
         raise ctx.fail("a left-hand side must be an operator pattern" + (" (reverse direction of <=>)" if reverse else ""))
     root = _lhs(ctx, lhs)
     python_checks: list[Expr] = []
-    for conjunct in _conjuncts(rule.guard):
+    for conjunct in normal.conjuncts:
         native = _native_guard(ctx, conjunct)
         if native is not None:
             ctx.atoms.append(native)
