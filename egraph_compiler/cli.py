@@ -208,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("verify", help="prove every rule with Z3")
     p.add_argument("paths", nargs="*")
-    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--jobs", type=int, default=None, help="processes checking rules (default: every core)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_verify)
 

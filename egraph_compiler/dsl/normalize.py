@@ -177,3 +177,81 @@ def attribute_warnings(ruleset: ast.RuleSet) -> list[str]:
     `dnnr check` prints)."""
     return [f"{d.span}: warning: {d.message()}"
             for rule in ruleset.rules for d in dropped_attributes(rule, ruleset.ops)]
+
+
+# ---------------------------------------------------------------- ranks
+# A verdict holds at the ranks checked. `dnnr verify` checks every rank-sensitive tensor
+# variable at ranks 0..RANK_LIMIT (or at the rank a guard pins), and the e-graph applies
+# the rule only where each such variable's rank is within that bound (`rank_limits`): the
+# compiler never applies a rule outside what was verified. A variable reached only
+# through elementwise operators on both sides, and not named by a shape guard, is
+# rank-free: a lower rank is a higher one with leading 1s, and each output element reads
+# one of its elements, so its verdict holds at every rank.
+
+RANK_LIMIT = 4
+RANK_SENSITIVE_CALLS = frozenset({"rank", "shape", "dim", "numel", "same_shape", "broadcastable"})
+
+
+def pinned_ranks(guard: ast.Expr | None) -> dict[str, int]:
+    """``rank(?x) == N`` conjuncts of the guard: ?x has that rank only."""
+    pinned: dict[str, int] = {}
+    for c in conjuncts(guard):
+        if (isinstance(c, ast.BinOp) and c.op == "==" and isinstance(c.lhs, ast.Call)
+                and c.lhs.func == "rank" and c.lhs.args
+                and isinstance(c.lhs.args[0], ast.Var) and isinstance(c.rhs, ast.Num)
+                and isinstance(c.rhs.value, int)):
+            pinned[c.lhs.args[0].name] = c.rhs.value
+    return pinned
+
+
+def _guard_rank_vars(expr: ast.Expr | None) -> set[str]:
+    found: set[str] = set()
+
+    def walk(e: ast.Expr) -> None:
+        if isinstance(e, ast.Call) and e.func in RANK_SENSITIVE_CALLS:
+            found.update(a.name for a in e.args if isinstance(a, ast.Var))
+        for sub in ast.sub_expressions(e):
+            walk(sub)
+
+    if expr is not None:
+        walk(expr)
+    return found
+
+
+def rank_sensitive_vars(lhs: ast.Pattern, rhs: ast.Pattern, guard: ast.Expr | None,
+                        ops: dict[str, ast.OpDecl]) -> set[str]:
+    """Tensor variables under a non-elementwise operator on either side, or named by a
+    shape function of the guard (see the section comment)."""
+    sensitive: set[str] = set()
+
+    def walk(p: ast.Pattern, under_shaper: bool) -> None:
+        if isinstance(p, ast.PVar):
+            if under_shaper:
+                sensitive.add(p.name)
+        elif isinstance(p, ast.POp):
+            decl = ops.get(p.op)
+            shaper = under_shaper or decl is None or decl.semantics is None
+            for child in p.inputs:
+                walk(child, shaper)
+
+    walk(lhs, False)
+    walk(rhs, False)
+    return sensitive | _guard_rank_vars(guard)
+
+
+def _tensor_vars(p: ast.Pattern) -> list[str]:
+    if isinstance(p, ast.PVar):
+        return [p.name]
+    if isinstance(p, ast.POp):
+        return [v for child in p.inputs for v in _tensor_vars(child)]
+    return []
+
+
+def rank_limits(normal: NormalRule, ops: dict[str, ast.OpDecl]) -> dict[str, int]:
+    """Each rank-sensitive tensor variable of the left side -> the highest rank at which
+    the rule is verified, hence applied."""
+    pinned = pinned_ranks(normal.guard)
+    top = max([RANK_LIMIT, *pinned.values()])
+    sensitive = rank_sensitive_vars(normal.lhs, normal.rhs, normal.guard, ops)
+    return {v: pinned.get(v, top) for v in dict.fromkeys(_tensor_vars(normal.lhs))
+            if v in sensitive}

@@ -34,7 +34,13 @@ from egraph_compiler.dsl.ast import (
     Var,
     sub_expressions,
 )
-from egraph_compiler.dsl.normalize import is_filled_default, normalize_rule
+from egraph_compiler.dsl.normalize import (
+    NormalRule,
+    is_filled_default,
+    normalize_rule,
+    pinned_ranks,
+    rank_limits,
+)
 from egraph_compiler.egraph import text
 from egraph_compiler.egraph.guards import BOOL_FACTS
 from egraph_compiler.egraph.schema import ATTR_SORT, LoweringError, OpSchema, const_value, literal
@@ -387,6 +393,7 @@ def lower_rule(
     if not isinstance(lhs, POp):
         raise ctx.fail("a left-hand side must be an operator pattern" + (" (reverse direction of <=>)" if reverse else ""))
     root = _lhs(ctx, lhs)
+    _limit_ranks(ctx, normal)
     python_checks: list[Expr] = []
     for conjunct in normal.conjuncts:
         native = _native_guard(ctx, conjunct)
@@ -431,6 +438,19 @@ def lower_rule(
         f":ruleset {apply_ruleset_name(rule.ruleset)} :name {text.string(name)})",
     ])
     return LoweredRule(rule, name, ask_name, body, oracle)
+
+
+def _limit_ranks(ctx: _Ctx, normal: NormalRule) -> None:
+    """Match only where every rank-sensitive variable has a rank `dnnr verify` checked
+    (`dsl.normalize.rank_limits`); an unknown shape does not match."""
+    pinned = pinned_ranks(normal.guard)
+    limits = rank_limits(normal, {op: s.decl for op, s in ctx.schemas.items()})
+    for var, limit in limits.items():
+        if var in pinned or var not in ctx.bound:
+            continue  # the guard fixes the rank already
+        shape = ctx.fresh("_rk")
+        ctx.atoms.append(f"(= {shape} (shape {ctx.bound[var][0]}))")
+        ctx.atoms.append(f"(<= (vec-length {shape}) {limit})")
 
 
 def _sort_of(ctx: _Ctx, egg: str) -> str:

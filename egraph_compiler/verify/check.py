@@ -36,7 +36,7 @@ import z3
 from egraph_compiler.dsl import ast
 from egraph_compiler.verify import evalexpr
 from egraph_compiler.verify.builtin_ops import Undefined
-from egraph_compiler.verify.configs import enumerate_configs, guard_refuted
+from egraph_compiler.verify.configs import RANK_LIMIT, enumerate_configs, guard_refuted
 from egraph_compiler.verify.encode import (
     Config,
     DoesNotFire,
@@ -225,7 +225,7 @@ def _small_dims(sides: _Sides) -> list[Any]:
 
 def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
                guard: ast.Expr | None, timeout_s: float, use_fuzz: bool = True,
-               max_rank: int = 3, check_shapes: bool = True) -> TierResult:
+               max_rank: int = RANK_LIMIT, check_shapes: bool = True) -> TierResult:
     """One tier's verdict. Machine tiers pass ``check_shapes=False``: shapes do not
     depend on the element type, the exact tier has checked them."""
     start = time.monotonic()
@@ -302,7 +302,11 @@ def _configs(canon: CanonRule, sems: dict[str, OpSemantics], max_rank: int,
     hit = _CONFIGS.get(key)
     if hit is not None and hit[0] is sems:
         return hit[1]
-    configs = list(enumerate_configs(canon, sems, tuple(range(max_rank + 1)), guard))
+    # configurations the guard refutes from ranks and enumerated attributes alone are
+    # dropped before counting (a Slice's axes at rank 4 under `len(?sa) == 1`)
+    configs = [(c, role) for c, role in enumerate_configs(canon, sems, tuple(range(max_rank + 1)),
+                                                          guard)
+               if not guard_refuted(guard, c)]
     if len(_CONFIGS) > 64:
         _CONFIGS.clear()
     _CONFIGS[key] = (sems, configs)

@@ -80,9 +80,19 @@ def compare(canon: CanonRule, sems: dict[str, OpSemantics], domain: Domain,
         side = "RHS" if rhs is None else "LHS"
         return FuzzFinding("definedness", tensors, attrs, lhs, rhs,
                            f"{side} is undefined where the other side is defined")
-    if lhs is not None and rhs is not None and not same(lhs, rhs, domain):
+    if lhs is not None and rhs is not None and not same(lhs, rhs, domain, _scale(tensors, attrs)):
         return FuzzFinding("value", tensors, attrs, lhs, rhs, "LHS and RHS values differ")
     return None
+
+
+def _scale(tensors: dict[str, np.ndarray], attrs: dict[str, Any]) -> float:
+    """The largest finite magnitude among the inputs (the real tier's rounding scale)."""
+    values = [np.abs(np.asarray(t, dtype=np.float64)).ravel() for t in tensors.values()
+              if np.asarray(t).dtype.kind in "fiu"]
+    values += [np.array([abs(float(v))]) for v in attrs.values() if isinstance(v, (int, float))]
+    flat = np.concatenate(values) if values else np.zeros(1)
+    finite = flat[np.isfinite(flat)]
+    return float(finite.max()) if finite.size else 0.0
 
 
 def fuzz(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
