@@ -45,7 +45,7 @@ from egraph_compiler.verify.encode import (
     Reduction,
     Unsupported,
 )
-from egraph_compiler.verify.fuzz import FuzzFinding, compare, fuzz
+from egraph_compiler.verify.fuzz import FuzzFinding, compare, fuzz, shrink
 from egraph_compiler.verify.lemmas import split_reduction
 from egraph_compiler.verify.normalize import CanonRule, list_used_vars
 from egraph_compiler.verify.scalar import AbstractDomain, Domain
@@ -241,6 +241,7 @@ def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
         found = fuzz(canon, sems, tier, [c for c, _ in configs], guard,
                      budget=48 if tier in ("real", "int") else 96)
         if found is not None:
+            found = shrink(canon, sems, tier, [c for c, _ in configs], guard, found)
             cex = _from_fuzz(found, tier)
             return TierResult(tier, "failed", found.stage, found.explanation, cex,
                               time.monotonic() - start)
@@ -724,13 +725,28 @@ def _inputs(tensors: dict[str, np.ndarray]) -> tuple[TensorValue, ...]:
 
 
 def _attrs(attrs: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    """``?p = [1, 0]``; an attribute absent from the rule prints as ``Op.attr``."""
-    def name(key: str) -> str:
-        anonymous = re.fullmatch(r"_([A-Za-z]+)\d+_(\w+)", key)
-        return f"{anonymous[1]}.{anonymous[2]}" if anonymous else f"?{key}"
+    """``?p = [1, 0]``; an attribute absent from the rule prints as ``Op.attr``, or as
+    ``Op#1.attr``, ``Op#2.attr`` (in the rule's order) when two such nodes have it."""
+    anonymous = {k: m for k in attrs if (m := re.fullmatch(r"_([A-Za-z]+)(\d+)_(\w+)", k))}
+    counts: dict[str, list[str]] = {}
+    for key, m in sorted(anonymous.items(), key=lambda kv: int(kv[1][2])):
+        counts.setdefault(f"{m[1]}.{m[3]}", []).append(key)
 
-    return tuple((name(k), f'"{v}"' if isinstance(v, str) else str(v))
+    def name(key: str) -> str:
+        if key not in anonymous:
+            return f"?{key}"
+        m = anonymous[key]
+        same = counts[f"{m[1]}.{m[3]}"]
+        return f"{m[1]}.{m[3]}" if len(same) == 1 else f"{m[1]}#{same.index(key) + 1}.{m[3]}"
+
+    return tuple((name(k), f'"{v}"' if isinstance(v, str) else _value_text(v))
                  for k, v in sorted(attrs.items()))
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}" if value != int(value) else f"{value:.1f}"
+    return str(value)
 
 
 def _tensor(name: str, array: np.ndarray | None) -> TensorValue | None:

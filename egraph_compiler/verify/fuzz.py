@@ -184,3 +184,102 @@ def _float_attr_vars(canon: CanonRule, sems: dict[str, OpSemantics]) -> list[str
 
     walk(canon.lhs)
     return names
+
+
+# ---------------------------------------------------------------- shrinking
+# A counterexample a person can read (issue 10): the fewest dims at the lowest ranks,
+# then each element replaced by the simplest value that still breaks the rule.
+_SIMPLE = {"real": [0.0, 1.0, -1.0, 2.0, 0.5, -2.0, 3.0, -0.5],
+           "float": [0.0, 1.0, -1.0, -0.0, 2.0, 0.5, float("inf"), float("-inf"),
+                     float("nan"), 1e30, -1e30, 1e-30, 3.0],
+           "int": [0, 1, 2, 3, 5, 255]}
+SHRINK_EVALUATIONS = 400  # at most this many NumPy evaluations per shrink
+
+
+def _simple_pool(domain: Domain) -> list[float]:
+    if domain.is_integer:
+        return _SIMPLE["int"]
+    return _SIMPLE["float" if domain.is_float else "real"]
+
+
+def _size(found: FuzzFinding) -> tuple[int, int]:
+    arrays = [a for name, a in found.tensors.items() if not name.startswith("#")]
+    return (sum(np.ndim(a) for a in arrays), sum(int(np.size(a)) for a in arrays))
+
+
+def shrink(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, configs: list[Config],
+           guard: ast.Expr | None, found: FuzzFinding, seed: int = 1) -> FuzzFinding:
+    """A smaller witness of the same kind of failure as ``found`` (same stage), or
+    ``found`` itself: configurations by increasing total rank, dims of 1 first, values
+    from a pool of simple ones; then each element simplified in turn."""
+    domain = Domain(tier)
+    rng = np.random.default_rng(seed)
+    pool = _simple_pool(domain)
+    shift_vars = _shift_amount_vars(canon)
+    required = _element_facts(guard)
+    left = SHRINK_EVALUATIONS
+    best = found
+
+    def attempt(tensors: dict[str, np.ndarray], attrs: dict[str, Any]) -> FuzzFinding | None:
+        nonlocal left
+        left -= 1
+        try:
+            result = compare(canon, sems, domain, tensors, attrs, guard)
+        except (Unsupported, KeyError, TypeError, ValueError, OverflowError):
+            return None
+        if isinstance(result, FuzzFinding) and result.stage == found.stage:
+            return result
+        return None
+
+    float_attrs = [n for n in _float_attr_vars(canon, sems)]
+    for config in sorted(configs, key=lambda c: (sum(r for _, r in c.ranks), c.describe())):
+        if left <= 0 or sum(r for _, r in config.ranks) > _size(best)[0]:
+            break
+        for trial in range(8):
+            if left <= 0:
+                break
+            tensors: dict[str, np.ndarray] = {}
+            for var, rank in config.ranks:
+                dims = tuple(1 if trial < 4 else int(rng.choice([1, 2])) for _ in range(rank))
+                if var.startswith("#"):
+                    tensors[var] = np.full(dims, dict(canon.const_values)[var], dtype=domain.dtype)
+                    continue
+                base = rng.choice([0, 1, 2, 3]) if var in shift_vars else None
+                values = (np.full(dims, base) if base is not None
+                          else np.asarray(rng.choice(pool, dims) if dims else rng.choice(pool)))
+                values = _satisfy(np.asarray(values), required.get(var, set()))
+                with np.errstate(all="ignore"):
+                    tensors[var] = Runner(sems, domain, {}, {}).cast(values)
+            attrs = dict(config.attrs)
+            attrs.update({name: float(rng.choice([1.0, 0.0, -1.0, 0.5, 2.0]))
+                          for name in float_attrs if name not in attrs})
+            smaller = attempt(tensors, attrs)
+            if smaller is not None and _size(smaller) < _size(best):
+                best = smaller
+                break
+    return _simplify_values(best, pool, attempt, lambda: left > 0)
+
+
+def _simplify_values(found: FuzzFinding, pool: list[float], attempt: Any,
+                     budget_left: Any) -> FuzzFinding:
+    """Each element, in turn, replaced by the first value of ``pool`` that keeps the
+    failure (0 before 1 before -1 ...)."""
+    best = found
+    for name in list(best.tensors):
+        if name.startswith("#"):
+            continue
+        for k in range(int(np.size(best.tensors[name]))):
+            for candidate in pool:
+                if not budget_left():
+                    return best
+                array = np.array(best.tensors[name], copy=True)
+                current = array.reshape(-1)[k]
+                if current == candidate and np.signbit(current) == np.signbit(candidate):
+                    break  # already the simplest that works
+                with np.errstate(all="ignore"):
+                    array.reshape(-1)[k] = candidate
+                smaller = attempt({**best.tensors, name: array}, best.attrs)
+                if smaller is not None:
+                    best = smaller
+                    break
+    return best
