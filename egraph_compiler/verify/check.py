@@ -47,7 +47,12 @@ from egraph_compiler.verify.encode import (
 )
 from egraph_compiler.verify.fuzz import FuzzFinding, compare, fuzz, shrink
 from egraph_compiler.verify.lemmas import split_reduction
-from egraph_compiler.verify.normalize import CanonRule, list_used_vars
+from egraph_compiler.verify.normalize import (
+    CanonRule,
+    boolean_vars,
+    list_used_vars,
+    subpatterns,
+)
 from egraph_compiler.verify.scalar import AbstractDomain, Domain
 from egraph_compiler.verify.semantics import OpSemantics
 from egraph_compiler.verify.verdict import Counterexample, TensorValue
@@ -122,9 +127,11 @@ def _build(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Co
            guard: ast.Expr | None, mode: str = "bounded", m: Any = None,
            plan: _Plan | None = None) -> _Sides | None:
     enc = Encoder(sems, make_domain(tier), config, dict(canon.const_values), mode, m,
-                  valued_vars=list_used_vars(canon))
+                  valued_vars=list_used_vars(canon),
+                  boolean_vars=boolean_vars(canon, {n: s.decl for n, s in sems.items()}))
     if plan is not None:
         enc.groups, enc.splits = dict(plan.groups), dict(plan.splits)
+    _bind_attributes(enc, canon.lhs)
     try:
         lhs_dims, wf_lhs = enc.shape_of(canon.lhs)
         guard_term = enc.guard(guard)
@@ -146,6 +153,18 @@ def _build(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Co
     if enc.fires:  # the rule fires only where its shape built-ins are defined
         guard_term = z3.And(guard_term, *enc.fires)
     return _Sides(enc, guard_term, lhs_dims, wf_lhs, rhs_dims, wf_rhs, error, guard)
+
+
+def _bind_attributes(enc: Encoder, lhs: ast.Pattern) -> None:
+    """Give every left-hand attribute variable its symbolic value before the guard reads
+    it: an elementwise operator's shape does not ask for its attributes, so a guard over
+    float attributes (``?a <= ?c`` of two Clips) would find them unbound."""
+    for node in subpatterns(lhs):
+        if isinstance(node, ast.POp):
+            try:
+                enc.attrs(node)
+            except (Illformed, evalexpr.NotApplicable, DoesNotFire):
+                pass  # decided where the node's shape or value needs them
 
 
 def _dims_equal(sides: _Sides) -> list[Any]:

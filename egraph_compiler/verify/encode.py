@@ -106,6 +106,7 @@ class Encoder:
     fires: list[Any] = field(default_factory=list)  # where the rule's built-ins are defined
     row_major: bool = False  # an exact Reshape / Flatten index map was encoded
     valued_vars: frozenset[str] = frozenset()  # tensors the rule reads as int lists
+    boolean_vars: frozenset[str] = frozenset()  # boolean tensors: elements 0 or 1
     integers: dict[int, Any] = field(default_factory=dict)  # id -> real term of an integer
     # paired induction (check._paired_induction): reduction key -> its enumeration's
     # name, and reduction key -> where its first axis is split in two reductions
@@ -432,9 +433,12 @@ class Encoder:
         facts: list[z3.BoolRef] = []
         for var, _rank in self.config.ranks:
             facts.extend(d >= 1 for d in self.shape(var))
-        for cells in self.touched.values():
+        for var, cells in self.touched.items():
             for _idx, term in cells:
                 facts.extend(self.domain.element_facts(term))
+                if var in self.boolean_vars:
+                    facts.append(z3.Or(self.domain.equal(term, self.domain.const(0)),
+                                       self.domain.equal(term, self.domain.const(1))))
         for (kind, var), flag in self.flags.items():
             for _idx, term in self.touched.get(var, []):
                 facts.append(z3.Implies(flag, element_predicate(kind, term, self.domain)))

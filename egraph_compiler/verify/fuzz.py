@@ -11,7 +11,7 @@ import numpy as np
 from egraph_compiler.dsl import ast
 from egraph_compiler.verify.builtin_ops import Undefined
 from egraph_compiler.verify.encode import Config, DoesNotFire, Illformed, Unsupported
-from egraph_compiler.verify.normalize import CanonRule
+from egraph_compiler.verify.normalize import CanonRule, boolean_vars
 from egraph_compiler.verify.replay import Runner, same
 from egraph_compiler.verify.scalar import Domain
 from egraph_compiler.verify.semantics import OpSemantics
@@ -106,6 +106,7 @@ def fuzz(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
     domain = Domain(tier)
     shift_vars = _shift_amount_vars(canon)
     required = _element_facts(guard)
+    booleans = boolean_vars(canon, {n: s.decl for n, s in sems.items()})
     for trial in range(trials or budget):
         config = configs[trial % len(configs)]
         ranks = config.rank_of
@@ -118,8 +119,9 @@ def fuzz(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
                 value = dict(canon.const_values)[var]
                 tensors[var] = np.full(shape, value, dtype=domain.dtype)
             else:
-                values = _satisfy(_values(domain, shape, rng, var in shift_vars),
-                                  required.get(var, set()))
+                values = (rng.choice([0.0, 1.0], shape) if var in booleans else
+                          _satisfy(_values(domain, shape, rng, var in shift_vars),
+                                   required.get(var, set())))
                 with np.errstate(all="ignore"):
                     tensors[var] = Runner(sems, domain, {}, {}).cast(values)
         attrs = dict(config.attrs)
@@ -217,6 +219,7 @@ def shrink(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, configs: l
     pool = _simple_pool(domain)
     shift_vars = _shift_amount_vars(canon)
     required = _element_facts(guard)
+    booleans = boolean_vars(canon, {n: s.decl for n, s in sems.items()})
     left = SHRINK_EVALUATIONS
     best = found
 
@@ -245,8 +248,11 @@ def shrink(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, configs: l
                     tensors[var] = np.full(dims, dict(canon.const_values)[var], dtype=domain.dtype)
                     continue
                 base = rng.choice([0, 1, 2, 3]) if var in shift_vars else None
+                choices = [0.0, 1.0] if var in booleans else pool
+                if trial < 2:  # all zeros, then all ones: the simplest witnesses
+                    choices = [float(trial)]
                 values = (np.full(dims, base) if base is not None
-                          else np.asarray(rng.choice(pool, dims) if dims else rng.choice(pool)))
+                          else np.asarray(rng.choice(choices, dims) if dims else rng.choice(choices)))
                 values = _satisfy(np.asarray(values), required.get(var, set()))
                 with np.errstate(all="ignore"):
                     tensors[var] = Runner(sems, domain, {}, {}).cast(values)
@@ -257,11 +263,11 @@ def shrink(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, configs: l
             if smaller is not None and _size(smaller) < _size(best):
                 best = smaller
                 break
-    return _simplify_values(best, pool, attempt, lambda: left > 0)
+    return _simplify_values(best, pool, attempt, lambda: left > 0, booleans)
 
 
 def _simplify_values(found: FuzzFinding, pool: list[float], attempt: Any,
-                     budget_left: Any) -> FuzzFinding:
+                     budget_left: Any, booleans: frozenset[str]) -> FuzzFinding:
     """Each element, in turn, replaced by the first value of ``pool`` that keeps the
     failure (0 before 1 before -1 ...)."""
     best = found
@@ -269,7 +275,7 @@ def _simplify_values(found: FuzzFinding, pool: list[float], attempt: Any,
         if name.startswith("#"):
             continue
         for k in range(int(np.size(best.tensors[name]))):
-            for candidate in pool:
+            for candidate in ([0.0, 1.0] if name in booleans else pool):
                 if not budget_left():
                     return best
                 array = np.array(best.tensors[name], copy=True)

@@ -185,3 +185,45 @@ def list_used_vars(canon: CanonRule) -> frozenset[str]:
     pattern(canon.lhs)
     pattern(canon.rhs)
     return frozenset(found)
+
+
+def _boolean_params(decl: ast.OpDecl) -> set[str]:
+    """Inputs an elementwise operator reads as conditions (``not x``, ``a and b``,
+    ``select(c, ...)``): ONNX gives them boolean tensors."""
+    found: set[str] = set()
+
+    def walk(e: ast.Expr) -> None:
+        cond: list[ast.Expr] = []
+        if isinstance(e, ast.UnOp) and e.op == "not":
+            cond = [e.operand]
+        elif isinstance(e, ast.BinOp) and e.op in ("and", "or"):
+            cond = [e.lhs, e.rhs]
+        elif isinstance(e, ast.Call) and e.func in ("select", "where") and e.args:
+            cond = [e.args[0]]
+        found.update(c.name for c in cond if isinstance(c, ast.Name))
+        for sub in ast.sub_expressions(e):
+            walk(sub)
+
+    if decl.semantics is not None:
+        walk(decl.semantics)
+    return found
+
+
+def boolean_vars(canon: CanonRule, ops: dict[str, ast.OpDecl]) -> frozenset[str]:
+    """Tensor variables of the rule that some operator reads as a condition: their
+    elements are 0 or 1 (booleans), in the solver and in the fuzz."""
+    found: set[str] = set()
+
+    def walk(p: ast.Pattern) -> None:
+        if isinstance(p, ast.POp):
+            decl = ops.get(p.op)
+            params = _boolean_params(decl) if decl is not None else set()
+            for param, child in zip(decl.params if decl else (), p.inputs, strict=False):
+                if param.name in params and isinstance(child, ast.PVar):
+                    found.add(child.name)
+            for child in p.inputs:
+                walk(child)
+
+    walk(canon.lhs)
+    walk(canon.rhs)
+    return frozenset(found)

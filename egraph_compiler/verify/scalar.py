@@ -181,6 +181,13 @@ class Domain:
                          z3.If(self.binop("<", x, zero), self.const(-1), zero))
         if func == "sqrt" and self.is_float:
             return z3.fpSqrt(z3.RNE(), args[0])
+        if func in ("floor", "ceil") and self.name == "real":
+            # exact over the reals: floor is Z3's to_int (the largest integer <= x)
+            x = args[0]
+            return (z3.ToReal(z3.ToInt(x)) if func == "floor"
+                    else -z3.ToReal(z3.ToInt(-x)))
+        if func in ("floor", "ceil") and self.name == "int":
+            return args[0]
         return self.apply(func, args)
 
     def apply(self, func: str, args: tuple[z3.ExprRef, ...]) -> z3.ExprRef:
@@ -206,6 +213,14 @@ class Domain:
                 break
             for func, args, term in todo:
                 facts.extend(self._instances(func, args, term))
+        # exp(a) * exp(b) = exp(a + b) for each pair of the rule's own exponentials (so
+        # exp(-x) * exp(x) = exp(0) = 1); the new terms get their facts in one more round
+        originals = [(args[0], term) for f, args, term in self.terms if f == "exp"][:6]
+        for (a, ea), (b, eb) in itertools.combinations(originals, 2):
+            joint = self.apply("exp", (a + b,))
+            facts.append(ea * eb == joint)
+        for func, args, term in self.terms[done:]:
+            facts.extend(self._instances(func, args, term))
         # exp and log are injective (log on positives): instantiated on each pair met,
         # so that log(S) = log(T) for two sums of exponentials gives S = T
         for func in ("exp", "log"):
@@ -246,6 +261,10 @@ class Domain:
             facts.append(z3.Implies(x != 0, x * term == one))
         elif func in ("tanh", "erf"):
             facts.append(z3.And(term > -1, term < 1))
+            facts.append(z3.Implies(x == 0, term == zero))
+            if func == "tanh":  # tanh(x) = (exp(2x) - 1) / (exp(2x) + 1)
+                e2 = self.apply("exp", (2 * x,))
+                facts.append(term * (e2 + one) == e2 - one)
         return facts
 
 
