@@ -110,22 +110,29 @@ class Reduce(Builtin):
         self.name = f"reduce_{kind}"
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
-        if attr == "axes":
-            return _subsets(in_ranks[0]) or [[]]
+        if attr == "axes":  # [] is absent: every axis, or none under noop_with_empty_axes
+            return [[], *_subsets(in_ranks[0])]
         if attr == "keepdims":
             return [1, 0]
         if attr == "noop_with_empty_axes":
-            return [0]
+            return [0, 1]
         return None
 
+    @staticmethod
+    def reduced_axes(attrs: dict[str, Any], rank: int) -> list[int]:
+        """ONNX: absent axes reduce every axis, or none with noop_with_empty_axes=1."""
+        if not attrs.get("axes") and attrs.get("noop_with_empty_axes", 0):
+            return []
+        return _axes(attrs, rank)
+
     def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
-        axes = _axes(attrs, in_ranks[0])
+        axes = self.reduced_axes(attrs, in_ranks[0])
         return in_ranks[0] if attrs.get("keepdims", 1) else in_ranks[0] - len(axes)
 
     def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
               attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
         (d,) = dims[:1]
-        axes = _axes(attrs, len(d))
+        axes = self.reduced_axes(attrs, len(d))
         if attrs.get("keepdims", 1):
             return [1 if k in axes else x for k, x in enumerate(d)], []
         return [x for k, x in enumerate(d) if k not in axes], []
@@ -133,7 +140,9 @@ class Reduce(Builtin):
     def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
         child = node.inputs[0]
         d, _ = enc.shape_of(child)
-        axes = _axes(attrs, len(d))
+        axes = self.reduced_axes(attrs, len(d))
+        if not axes:  # noop_with_empty_axes: the input itself
+            return enc.value_of(child, list(idx))
         keep = attrs.get("keepdims", 1)
         outer = [i for k, i in enumerate(idx) if not keep or k not in axes]
 
@@ -155,7 +164,9 @@ class Reduce(Builtin):
 
     def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
         x = inputs[0]
-        axes = tuple(_axes(attrs, x.ndim))
+        axes = tuple(self.reduced_axes(attrs, x.ndim))
+        if not axes:
+            return np.array(x, copy=True)
         keep = bool(attrs.get("keepdims", 1))
         fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min,
               "mean": np.mean}[self.kind]

@@ -255,10 +255,13 @@ class Domain:
                 a, b = x.arg(0), x.arg(1)
                 facts.append(z3.Implies(z3.And(a > 0, b > 0), term == self.apply(
                     "log", (a,)) + self.apply("log", (b,))))
+            if z3.is_app(x) and x.decl().name() == f"inv_{self.name}":  # log(1/b) = -log(b)
+                facts.append(z3.Implies(x.arg(0) > 0, term == -self.apply("log", (x.arg(0),))))
         elif func == "sqrt":
             facts.append(z3.Implies(x >= 0, z3.And(term >= 0, term * term == x)))
         elif func == "inv":  # the inverse of a real division (`_real_divide`)
             facts.append(z3.Implies(x != 0, x * term == one))
+            facts.append(z3.Implies(x > 0, term > 0))
         elif func in ("tanh", "erf"):
             facts.append(z3.And(term > -1, term < 1))
             facts.append(z3.Implies(x == 0, term == zero))
