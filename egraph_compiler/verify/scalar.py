@@ -213,14 +213,13 @@ class Domain:
                 break
             for func, args, term in todo:
                 facts.extend(self._instances(func, args, term))
-        # exp(a) * exp(b) = exp(a + b) for each pair of the rule's own exponentials (so
-        # exp(-x) * exp(x) = exp(0) = 1); the new terms get their facts in one more round
-        originals = [(args[0], term) for f, args, term in self.terms if f == "exp"][:6]
-        for (a, ea), (b, eb) in itertools.combinations(originals, 2):
-            joint = self.apply("exp", (a + b,))
-            facts.append(ea * eb == joint)
-        for func, args, term in self.terms[done:]:
-            facts.extend(self._instances(func, args, term))
+        # exp(a) * exp(-a) = 1 for each pair of exponentials whose arguments cancel
+        # (sigmoid through tanh, exp(-x) * exp(x)). Every pair's exp(a + b) made the
+        # shift invariance of Softmax run out of budget: only the cancelling ones.
+        exps = [(args[0], term) for f, args, term in self.terms if f == "exp"]
+        for (a, ea), (b, eb) in itertools.combinations(exps, 2):
+            if z3.is_rational_value(total := z3.simplify(a + b)) and total.as_fraction() == 0:
+                facts.append(ea * eb == self.const(1))
         # exp and log are injective (log on positives): instantiated on each pair met,
         # so that log(S) = log(T) for two sums of exponentials gives S = T
         for func in ("exp", "log"):
