@@ -30,7 +30,7 @@ from egraph_compiler.verify.normalize import CanonRule, subpatterns
 from egraph_compiler.verify.semantics import OpSemantics
 
 RANKS = tuple(range(RANK_LIMIT + 1))
-MAX_RANK_COMBINATIONS = 100_000  # 4 ** 8: eight tensor variables of any rank
+MAX_RANK_COMBINATIONS = 390_625  # 5 ** 8: eight tensor variables of any rank 0..RANK_LIMIT
 
 
 class _RankFacts:
