@@ -36,14 +36,56 @@ def _limits_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     )
 
 
+def _rule_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from egraph_compiler.dsl.library import RuleOptions
+
+    return RuleOptions(add=tuple(getattr(args, "add_rules", None) or ()),
+                       search=tuple(getattr(args, "rules_path", None) or ()),
+                       disable=tuple(getattr(args, "disable_rule", None) or ()),
+                       only=tuple(getattr(args, "only_ruleset", None) or ()))
+
+
+def _warn_unscheduled(rules) -> None:  # type: ignore[no-untyped-def]
+    from egraph_compiler.dsl.library import unscheduled_warnings
+
+    for warning in unscheduled_warnings(rules):
+        print(warning, file=sys.stderr)
+
+
+def _emit_dump(stage: str, text: str) -> None:
+    print(f"// ----- dnnr: after {stage} -----\n{text}", file=sys.stderr, flush=True)
+
+
+def _dumps_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from egraph_compiler.dump import BACKEND_STAGES, Dumps
+    from egraph_compiler.ir.errors import DnnrError
+
+    after = frozenset(args.dump_after or ())
+    backend = sorted(after & set(BACKEND_STAGES))
+    if backend and args.target != "opencl":
+        raise DnnrError(f"error: --dump-after {backend[0]}: the {args.target} target has no "
+                        f"{backend[0]} stage (fusion and plan are the OpenCL backend's; add --target opencl)")
+    egraph_file = Path(args.dump_egraph) if args.dump_egraph else None
+    return Dumps(after=after, emit=_emit_dump, egraph_file=egraph_file)
+
+
+def _files_under(folder: Path) -> dict[Path, int]:
+    if not folder.is_dir():
+        return {}
+    return {p: p.stat().st_mtime_ns for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     from egraph_compiler import pipeline
     from egraph_compiler.report import render_report
 
     progress = _progress_printer(not args.quiet and sys.stderr.isatty() or args.progress)
     rule_paths = args.rules or None
+    bindings = _parse_bindings(args.bind)  # a malformed --bind is an error on every target
+    dumps = _dumps_from_args(args)
+    options = _rule_options(args)
     if args.verified_only:
-        _require_verified(rule_paths)
+        _require_verified(rule_paths, options, args.target)
     if args.profile_db is not None:  # fail before the slow stages, not after them
         from egraph_compiler.fusion import ProfileDb
         from egraph_compiler.ir.errors import DnnrError
@@ -52,18 +94,29 @@ def cmd_compile(args: argparse.Namespace) -> int:
             raise DnnrError("error: --profile-db only applies to --target opencl")
         ProfileDb.load(args.profile_db)
     result = pipeline.compile_model(
-        args.model, rule_paths=rule_paths, limits=_limits_from_args(args), progress=progress, target=args.target
+        args.model, rule_paths=rule_paths, limits=_limits_from_args(args), progress=progress, target=args.target,
+        rule_options=options, dumps=dumps,
     )
+    _warn_unscheduled(result.rules)
     out = Path(args.output) if args.output else None
     if args.target != "onnx" and out is None:
         out = Path(Path(args.model).stem + f".{args.target}")
+    written: list[Path] = []
     if out is not None:
-        pipeline.write_artefact(result, args.target, out, bindings=_parse_bindings(args.bind),
+        before = _files_under(out)
+        pipeline.write_artefact(result, args.target, out, bindings=bindings,
                                 profile_db=args.profile_db, progress=progress)
+        written = [p for p, mtime in _files_under(out).items() if before.get(p) != mtime]
+    elif bindings:
+        from egraph_compiler import shapes
+
+        shapes.bind_symbols(result.graph, bindings)  # names the model lacks are errors here too
     if not args.quiet:
         print(render_report(result.report))
-        if out is not None:
-            print(f"\nwrote {out}/model.onnx and {out}/report.json")
+        if out is None:
+            print("\nnothing written (add -o OUT to write OUT/model.onnx and OUT/report.json)")
+        else:
+            print(f"\nwrote {len(written)} file(s) in {out}: " + ", ".join(str(p.relative_to(out)) for p in written))
     return 1 if result.report.limits_hit and args.strict_limits else 0
 
 
@@ -80,11 +133,11 @@ def _parse_bindings(specs: Sequence[str]) -> dict[str, int]:
     return bindings
 
 
-def _require_verified(rule_paths: Sequence[str] | None) -> None:
+def _require_verified(rule_paths: Sequence[str] | None, options=None, target: str = "onnx") -> None:  # type: ignore[no-untyped-def]
     from egraph_compiler import pipeline, verify
     from egraph_compiler.ir.errors import DnnrError
 
-    rules = pipeline.load_rules(rule_paths)
+    rules = pipeline.load_rules(rule_paths, target, options)
     verdicts = verify.verify_rules(rules)
     failed = [v for v in verdicts if not v.ok]
     if failed:
@@ -93,27 +146,54 @@ def _require_verified(rule_paths: Sequence[str] | None) -> None:
                         "  hint: run `dnnr verify` for counterexamples")
 
 
+def _check_groups(files: Sequence[str]) -> list[list[str]]:
+    """A file in a ``targets/`` folder is a target's own program (it replaces the
+    library's schedule and limits, `pipeline.target_rules`): checked as a load of
+    its own; every other file goes into one shared load."""
+    shared = [f for f in files if Path(f).resolve().parent.name != "targets"]
+    targets = [[f] for f in files if Path(f).resolve().parent.name == "targets"]
+    return ([shared] if shared else []) + targets
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from egraph_compiler import dsl
-
-    diagnostics = dsl.check(args.files)
-    if diagnostics:
-        print(dsl.render_report(diagnostics), file=sys.stderr)
-        return 1
-    rules = dsl.load_rules(args.files)
+    from egraph_compiler.dsl.library import schedule_added
     from egraph_compiler.dsl.normalize import attribute_warnings
+    from egraph_compiler.ir.errors import DnnrError
 
-    for warning in attribute_warnings(rules):
-        print(warning, file=sys.stderr)
-    print(f"ok: {len(rules.ops)} operators, {len(rules.rules)} rules, "
-          f"{len(rules.fusion)} fusion entries in {len(rules.files)} file(s)")
-    return 0
+    added = list(args.add_rules or ())
+    groups = [(group, []) for group in _check_groups(args.files)]
+    if added:  # as `dnnr compile --add-rules` loads them: after the shipped library
+        groups.append(([str(dsl.rules_dir()), *added], added))
+    if not groups:
+        raise DnnrError("error: dnnr check needs rule files (FILE.dnnr or a folder) or --add-rules FILE")
+    status = 0
+    for group, added_here in groups:
+        diagnostics = dsl.check(group, args.rules_path or ())
+        if diagnostics:
+            print(dsl.render_report(diagnostics), file=sys.stderr)
+            status = 1
+            continue
+        rules = schedule_added(dsl.load_rules(group, args.rules_path or ()), added_here)
+        _warn_unscheduled(rules)
+        for warning in attribute_warnings(rules):  # a right-hand side drops an attribute
+            print(warning, file=sys.stderr)
+        print(f"ok: {len(rules.ops)} operators, {len(rules.rules)} rules, "
+              f"{len(rules.fusion)} fusion entries in {len(rules.files)} file(s)")
+    return status
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from egraph_compiler import pipeline, verify
 
-    rules = pipeline.load_rules(args.paths or None)
+    rules = pipeline.load_rules(args.paths or None, options=_rule_options(args))
+    if args.add_rules and not args.paths:  # the library gives the operators; prove the added rules
+        import dataclasses
+
+        from egraph_compiler.dsl.loader import expand_paths
+
+        added = {str(p) for p in expand_paths(args.add_rules)}
+        rules = dataclasses.replace(rules, rules=tuple(r for r in rules.rules if r.span.file in added))
     verdicts = verify.verify_rules(rules, jobs=args.jobs)
     if args.json:
         print(verify.render_json(verdicts))
@@ -123,7 +203,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from egraph_compiler.report import explain
+    from egraph_compiler.report import UnknownNode, explain
 
     report_path = Path(args.artefact)
     if report_path.is_dir():
@@ -133,7 +213,19 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
         raise DnnrError(f"error: no compile report at {report_path}\n"
                         "  hint: run `dnnr compile MODEL -o OUT` first, then `dnnr explain OUT`")
-    print(explain(json.loads(report_path.read_text()), args.nodes))
+    model_path = report_path.parent / "model.onnx"
+    known: dict[str, str] = {}
+    if model_path.exists():
+        import onnx
+
+        known = {n.name: n.op_type for n in onnx.load(str(model_path), load_external_data=False).graph.node}
+    try:
+        print(explain(json.loads(report_path.read_text()), args.nodes, known))
+    except UnknownNode as error:
+        from egraph_compiler.ir.errors import DnnrError
+
+        raise DnnrError(f"error: no node named {error} in {model_path} or among the nodes it replaced\n"
+                        "  hint: `dnnr explain OUT` without a node lists every rewritten node") from None
     return 0
 
 
@@ -149,11 +241,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from egraph_compiler.backends.opencl.bench import bench
 
     rules = pipeline.load_rules(args.rules or None)
+    bindings = _parse_bindings(args.bind)
+    if bindings:  # a --bind naming no symbolic dim of the model is an error, as in compile
+        from egraph_compiler import ir, shapes
+
+        shapes.bind_symbols(ir.load_onnx(args.model), bindings)
 
     def optimize(graph):  # type: ignore[no-untyped-def]
         return pipeline.optimize(graph, rules)[0]
 
-    result = bench(args.model, repeats=args.repeats, dims=_parse_bindings(args.bind),
+    result = bench(args.model, repeats=args.repeats, dims=bindings,
                    optimize=optimize, tables=rules, device=args.device)
     print(result.table())
     return 0
@@ -172,64 +269,105 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+RULES_HELP = "rule file or directory to load INSTEAD of the shipped library (repeatable)"
+ADD_RULES_HELP = ("rule file or directory to load IN ADDITION to the shipped library (repeatable); "
+                  "its rules without a `ruleset` line run under the library's schedule")
+RULES_PATH_HELP = "folder where `use \"FILE\"` looks after the using file's own folder (repeatable)"
+BIND_HELP = "NAME=INT: fix a symbolic input dim (repeatable, or NAME=INT,NAME=INT)"
+DEVICE_HELP = "OpenCL device: platform:device index or name substring (default: PoCL)"
+
+
+def _add_rule_options(p: argparse.ArgumentParser, *, replace: bool = True, filters: bool = False) -> None:
+    if replace:
+        p.add_argument("--rules", action="append", metavar="FILE_OR_DIR", help=RULES_HELP)
+    p.add_argument("--add-rules", action="append", metavar="FILE_OR_DIR", help=ADD_RULES_HELP)
+    p.add_argument("--rules-path", action="append", metavar="DIR", help=RULES_PATH_HELP)
+    if filters:
+        p.add_argument("--disable-rule", action="append", metavar="NAME",
+                       help="leave this rule out (repeatable; for bisecting a bad compile)")
+        p.add_argument("--only-ruleset", action="append", metavar="NAME",
+                       help="run only the rules of this ruleset (repeatable; the schedule keeps its order)")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from egraph_compiler import __version__
+    from egraph_compiler.dump import STAGES
+
     parser = argparse.ArgumentParser(prog="dnnr", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"dnnr {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("compile", help="optimise an ONNX model with the rule library")
-    p.add_argument("model")
-    p.add_argument("--rules", action="append", help="rule file or directory (repeatable)")
-    p.add_argument("-o", "--output", help="artefact directory (model.onnx, report.json, ...)")
-    p.add_argument("--target", choices=["onnx", "opencl", "hexagon"], default="onnx")
-    p.add_argument("--bind", action="append", default=[],
-                   help="NAME=INT: fix a symbolic input dim for a static-shape target (repeatable)")
-    p.add_argument("--profile-db", help="`dnnr tune` database for the yellow fusion cases (opencl)")
-    p.add_argument("--max-nodes", type=int, help="e-node budget (overrides the rule files)")
-    p.add_argument("--max-iterations", type=int, help="iteration budget")
-    p.add_argument("--max-seconds", type=float, help="saturation wall-time budget")
+    p.add_argument("model", help="the ONNX model to compile")
+    _add_rule_options(p, filters=True)
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="artefact directory (model.onnx, report.json, ...); without it the onnx target "
+                        "writes nothing")
+    p.add_argument("--target", choices=["onnx", "opencl", "hexagon"], default="onnx",
+                   help="what to write: ONNX (default), OpenCL kernels, or Hexagon HVX code")
+    p.add_argument("--bind", action="append", default=[], metavar="NAME=INT",
+                   help=BIND_HELP + "; opencl/hexagon need every symbol bound, onnx writes the bound model")
+    p.add_argument("--profile-db", metavar="FILE",
+                   help="`dnnr tune` database for the yellow fusion cases (opencl)")
+    p.add_argument("--max-nodes", type=int, metavar="N", help="e-node budget (overrides the rule files)")
+    p.add_argument("--max-iterations", type=int, metavar="N", help="iteration budget (overrides the rule files)")
+    p.add_argument("--max-seconds", type=float, metavar="S",
+                   help="saturation wall-time budget (overrides the rule files)")
     p.add_argument("--verified-only", action="store_true", help="refuse rules `dnnr verify` cannot prove")
     p.add_argument("--strict-limits", action="store_true", help="exit 1 when a limit stopped saturation")
+    p.add_argument("--dump-after", action="append", choices=STAGES, metavar="STAGE",
+                   help=f"print that stage's output as text on stderr (repeatable; one of {', '.join(STAGES)}; "
+                        "fusion and plan need --target opencl)")
+    p.add_argument("--dump-egraph", metavar="FILE", help="write the saturated e-graph as JSON (egglog's serialisation)")
     p.add_argument("--progress", action="store_true", help="print stage progress even when not a TTY")
-    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help="print no report")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("tune", help="time the yellow fusion cases on the OpenCL device")
-    p.add_argument("model")
-    p.add_argument("--db", default="dnnr-profile.json", help="profile database (JSON) to fill")
-    p.add_argument("--bind", action="append", default=[], help="NAME=INT for symbolic input dims")
-    p.add_argument("--rules", action="append", help="rule file or directory (repeatable)")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--device", help="OpenCL device name substring (default: PoCL)")
+    p.add_argument("model", help="the ONNX model whose fusion cases to time")
+    p.add_argument("--db", default="dnnr-profile.json", metavar="FILE", help="profile database (JSON) to fill")
+    p.add_argument("--bind", action="append", default=[], metavar="NAME=INT", help=BIND_HELP)
+    p.add_argument("--rules", action="append", metavar="FILE_OR_DIR", help=RULES_HELP)
+    p.add_argument("--repeats", type=int, default=5, metavar="N", help="timed runs per case (default 5)")
+    p.add_argument("--device", help=DEVICE_HELP)
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("check", help="parse and check rule files; report every error")
-    p.add_argument("files", nargs="+")
+    p.add_argument("files", nargs="*", metavar="FILE_OR_DIR",
+                   help="rule files or folders, checked as one load (a file in a targets/ folder: "
+                        "as a load of its own)")
+    _add_rule_options(p, replace=False)
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("verify", help="prove every rule with Z3")
-    p.add_argument("paths", nargs="*")
-    p.add_argument("--jobs", type=int, default=None, help="processes checking rules (default: every core)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("paths", nargs="*", metavar="FILE_OR_DIR",
+                   help="rule files or folders (default: the shipped library; with only --add-rules, "
+                        "the added files' rules)")
+    _add_rule_options(p, replace=False)
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="worker processes (default: every core)")
+    p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("explain", help="name the rules that produced output nodes")
+    p = sub.add_parser("explain", help="show how rules derived output nodes from the input model's nodes")
     p.add_argument("artefact", help="artefact directory or report.json")
-    p.add_argument("nodes", nargs="*", help="output node names (default: all rewritten nodes)")
+    p.add_argument("nodes", nargs="*", metavar="NODE",
+                   help="output (or input-model) node names (default: all rewritten nodes)")
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("run", help="run a compiled artefact")
-    p.add_argument("artefact")
-    p.add_argument("--input", action="append", default=[], help="NAME=FILE.npy (repeatable)")
-    p.add_argument("--output-dir", default=".")
-    p.add_argument("--device", help="OpenCL device (platform:device index or name substring)")
+    p.add_argument("artefact", help="artefact directory written by `dnnr compile -o`")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="an input (repeatable)")
+    p.add_argument("--output-dir", default=".", metavar="DIR", help="where to write OUTPUT.npy files")
+    p.add_argument("--device", help=DEVICE_HELP)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("bench", help="time compiled vs fusion-off vs onnxruntime")
-    p.add_argument("model")
-    p.add_argument("--repeats", type=int, default=20)
-    p.add_argument("--rules", action="append", help="rule file or directory (repeatable)")
-    p.add_argument("--bind", action="append", default=[], help="NAME=INT for symbolic input dims")
-    p.add_argument("--device", help="OpenCL device name substring (default: PoCL)")
+    p.add_argument("model", help="the ONNX model to time")
+    p.add_argument("--repeats", type=int, default=20, metavar="N", help="timed runs per variant (default 20)")
+    p.add_argument("--rules", action="append", metavar="FILE_OR_DIR", help=RULES_HELP)
+    p.add_argument("--bind", action="append", default=[], metavar="NAME=INT", help=BIND_HELP)
+    p.add_argument("--device", help=DEVICE_HELP)
     p.set_defaults(func=cmd_bench)
     return parser
 

@@ -13,12 +13,17 @@ import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from egraph_compiler import dsl, egraph, extract, ir, shapes
+import onnx
+
+from egraph_compiler import dsl, dump, egraph, extract, ir, shapes
+from egraph_compiler.dsl import library
 from egraph_compiler.dsl.ast import Limits, RuleSet
+from egraph_compiler.dsl.library import RuleOptions
+from egraph_compiler.dump import Dumps
 from egraph_compiler.ir.graph import Graph
 from egraph_compiler.report import Report
 
@@ -35,6 +40,7 @@ class CompileResult:
     graph: Graph
     report: Report
     rules: RuleSet
+    dumps: Dumps = field(default_factory=Dumps)  # what `write_artefact` prints of the backend stages
 
 
 @contextmanager
@@ -53,12 +59,17 @@ def target_rules(target: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def load_rules(rule_paths: Sequence[str | Path] | None = None, target: str = "onnx") -> RuleSet:
-    """Parse the rule files (default: the target's own rules, else the shipped library)."""
-    if rule_paths:
-        return dsl.load_rules(list(rule_paths))
+def load_rules(rule_paths: Sequence[str | Path] | None = None, target: str = "onnx",
+               options: RuleOptions | None = None) -> RuleSet:
+    """Parse the rule files (default: the target's own rules, else the shipped library),
+    then ``options``' added files (their rules without a ruleset run under the
+    schedule, `dsl.library`), minus the disabled rules / other rulesets."""
+    options = options or RuleOptions()
     own = target_rules(target)
-    return dsl.load_rules([own] if own else [default_rules_dir()])
+    base: list[str | Path] = list(rule_paths) if rule_paths else [own if own else default_rules_dir()]
+    rules = dsl.load_rules([*base, *options.add], options.search)
+    rules = library.schedule_added(rules, options.add)
+    return library.filter_rules(rules, options.disable, options.only)
 
 
 def optimize(
@@ -68,6 +79,7 @@ def optimize(
     limits: Limits | None = None,
     progress: Progress | None = None,
     report: Report | None = None,
+    dumps: Dumps | None = None,
 ) -> tuple[Graph, Report]:
     """Saturate ``graph`` under ``rules`` and extract the cheapest equivalent graph.
 
@@ -75,20 +87,28 @@ def optimize(
     optimised `Graph` (shapes inferred) and the `Report` of what happened.
     """
     report = report or Report(model=graph.name)
+    dumps = dumps or Dumps()
     with _stage(report, "shapes", progress):
         graph = shapes.infer_shapes(graph)
-    report.nodes_before = graph.op_counts()
+    dumps.write("shapes", lambda: dump.graph_text(graph))
+    if not report.nodes_before:  # `compile_model` counts the ONNX file it read instead;
+        # here the input graph as the exporter writes it, the same measure as `nodes_after`
+        report.nodes_before = onnx_op_counts(ir.to_onnx(graph))
     report.cost_before = _cost_json(extract.graph_cost(graph))
     with _stage(report, "saturate", progress):
         saturation = egraph.saturate(graph, rules, limits=limits, progress=progress)
+    dumps.write("saturate", lambda: dump.egraph_text(saturation))
+    if dumps.egraph_file is not None:
+        dump.write_egraph_json(saturation, dumps.egraph_file)
     with _stage(report, "extract", progress):
         extraction = extract.extract(saturation)
     with _stage(report, "shapes-after", progress):
         optimised = shapes.infer_shapes(extraction.graph)
+    dumps.write("extract", lambda: dump.graph_text(optimised))
     stats = saturation.stats
-    report.nodes_after = optimised.op_counts()
+    report.nodes_after = onnx_op_counts(ir.to_onnx(optimised))
     report.cost_after = _cost_json(extract.graph_cost(optimised))
-    report.rules_fired = {k: v for k, v in sorted(stats.rule_fires.items()) if v}
+    _record_rules(report, rules, stats, extraction)
     last = stats.iterations[-1] if stats.iterations else None
     report.egraph = {
         "iterations": len(stats.iterations),
@@ -104,9 +124,37 @@ def optimize(
     }
     if stats.stop_reason.startswith("limit:"):
         report.limits_hit.append(stats.describe())
-    report.provenance = {k: list(v) for k, v in sorted(extraction.provenance.items()) if v}
-    report.rule_sources = {r.name: str(r.span) for r in rules.rules}
     return optimised, report
+
+
+def onnx_op_counts(model: onnx.ModelProto) -> dict[str, int]:
+    """Nodes per operator of an ONNX model's main graph (domain-qualified outside
+    the default domain): what the report's before/after tables show."""
+    counts: dict[str, int] = {}
+    for node in model.graph.node:
+        op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
+        counts[op] = counts.get(op, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _record_rules(report: Report, rules: RuleSet, stats: Any, extraction: Any) -> None:
+    """Applications (distinct e-classes rewritten), matches, rules whose guard never
+    held, and per output node the rules that built it in the order they first fired
+    (operand swaps left out: they rewrite nothing a reader needs to see)."""
+    report.rules_fired = {k: v for k, v in stats.rule_sites.items() if v}
+    report.rule_matches = {k: v for k, v in sorted(stats.rule_matches.items()) if v}
+    report.guard_failed = sorted(k for k, v in stats.rule_matches.items()
+                                 if v and not stats.rule_fires.get(k))
+    swaps = {r.name for r in rules.rules if library.is_operand_swap(r)}
+    order = {name: i for i, name in enumerate(stats.fire_order)}
+    provenance = {}
+    for node, names in sorted(extraction.provenance.items()):
+        kept = sorted((n for n in names if n not in swaps), key=lambda n: (order.get(n, len(order)), n))
+        if kept:
+            provenance[node] = kept
+    report.provenance = provenance
+    report.origins = {k: list(v) for k, v in sorted(extraction.origins.items()) if k in provenance}
+    report.rule_sources = {r.name: str(r.span) for r in rules.rules}
 
 
 def compile_model(
@@ -116,6 +164,8 @@ def compile_model(
     limits: Limits | None = None,
     progress: Progress | None = None,
     target: str = "onnx",
+    rule_options: RuleOptions | None = None,
+    dumps: Dumps | None = None,
 ) -> CompileResult:
     """Compile an ONNX model with the rule library: import, optimise, re-infer shapes.
 
@@ -127,11 +177,21 @@ def compile_model(
     name = Path(model).name if isinstance(model, (str, Path)) else "model"
     report = Report(model=name)
     with _stage(report, "parse-rules", progress):
-        rules = load_rules(rule_paths, target)
+        rules = load_rules(rule_paths, target, rule_options)
     with _stage(report, "import", progress):
         graph = ir.load_onnx(model)
-    optimised, report = optimize(graph, rules, limits=limits, progress=progress, report=report)
-    return CompileResult(optimised, report, rules)
+    report.nodes_before = onnx_op_counts(_read_onnx(model))
+    dumps = dumps or Dumps()
+    dumps.write("import", lambda: dump.graph_text(graph))
+    optimised, report = optimize(graph, rules, limits=limits, progress=progress, report=report, dumps=dumps)
+    return CompileResult(optimised, report, rules, dumps)
+
+
+def _read_onnx(model: str | Path | bytes) -> onnx.ModelProto:
+    """The ONNX file as read (``ir.load_onnx`` has accepted it already)."""
+    if isinstance(model, bytes):
+        return onnx.load_model_from_string(model)
+    return onnx.load(str(model), load_external_data=False)
 
 
 TARGETS = ("onnx", "opencl", "hexagon")
@@ -151,7 +211,10 @@ def write_artefact(result: CompileResult, target: str, out: Path, *,
     elif profile_db is not None:
         raise ir.DnnrError("error: --profile-db only applies to --target opencl")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "model.onnx").write_bytes(ir.to_onnx(result.graph).SerializeToString())
+    written = result.graph
+    if target == "onnx" and bindings:  # the written model's dims, as --bind says
+        written = shapes.bind_symbols(result.graph, bindings)
+    (out / "model.onnx").write_bytes(ir.to_onnx(written).SerializeToString())
     (out / "report.json").write_text(json.dumps(result.report.to_json(), indent=2) + "\n")
 
 
@@ -182,6 +245,7 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
 
         db = ProfileDb.load(profile_db) if profile_db is not None else None
         artefact = opencl.compile_graph(graph, out, tables=result.rules, profile_db=db)
+        _dump_backend_stages(result.dumps, graph, result.rules, db)
     else:
         if profile_db is not None:
             raise ir.DnnrError("error: --profile-db only applies to --target opencl")
@@ -192,6 +256,19 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
     info = {k: (str(v) if isinstance(v, Path) else v)
             for k, v in dataclasses.asdict(artefact).items() if k != "report"}
     result.report.target = {"name": target, **info}
+
+
+def _dump_backend_stages(dumps: Dumps, graph: Graph, rules: RuleSet, db: Any) -> None:
+    """The fusion and memory plans `opencl.compile_graph` built (both stages are
+    deterministic, so planning again gives the same plans)."""
+    if not (dumps.wants("fusion") or dumps.wants("plan")):
+        return
+    from egraph_compiler.fusion import plan_fusion
+    from egraph_compiler.plan import plan_memory
+
+    fusion_plan = plan_fusion(graph, rules, db)
+    dumps.write("fusion", lambda: dump.fusion_text(fusion_plan))
+    dumps.write("plan", lambda: dump.plan_text(plan_memory(fusion_plan)))
 
 
 def _cost_json(cost: Any) -> dict[str, float]:

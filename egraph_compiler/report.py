@@ -12,18 +12,30 @@ from typing import Any
 
 @dataclass
 class Report:
-    """Node counts per op before/after, rules fired, e-graph size, seconds per stage."""
+    """Node counts per op before/after, rules fired, e-graph size, seconds per stage.
+
+    ``nodes_before`` / ``nodes_after`` count the ONNX model read and the one written
+    (not the IR between: its internal operators and dropped Identity nodes would not
+    match either file). ``rules_fired`` counts a rule's applications (distinct
+    e-classes it rewrote), ``rule_matches`` its left-hand-side matches summed over
+    iterations; ``guard_failed`` lists rules that matched and never fired.
+    ``provenance`` maps an output node to the rules that built it (in the order they
+    first fired, operand swaps left out), ``origins`` to the input-model nodes of its
+    e-class."""
 
     model: str
     nodes_before: dict[str, int] = field(default_factory=dict)
     nodes_after: dict[str, int] = field(default_factory=dict)
     rules_fired: dict[str, int] = field(default_factory=dict)
+    rule_matches: dict[str, int] = field(default_factory=dict)
+    guard_failed: list[str] = field(default_factory=list)
     egraph: dict[str, Any] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     limits_hit: list[str] = field(default_factory=list)
     cost_before: dict[str, float] = field(default_factory=dict)
     cost_after: dict[str, float] = field(default_factory=dict)
     provenance: dict[str, list[str]] = field(default_factory=dict)
+    origins: dict[str, list[str]] = field(default_factory=dict)
     rule_sources: dict[str, str] = field(default_factory=dict)
     target: dict[str, Any] = field(default_factory=dict)
 
@@ -50,13 +62,19 @@ def render_report(report: Report | dict[str, Any]) -> str:
     total_before, total_after = sum(before.values()), sum(after.values())
     rows.append(["total", str(total_before), str(total_after), f"{total_after - total_before:+d}"])
     parts = [f"dnnr compile: {data['model']}", "", _table(["op", "before", "after", "change"], rows)]
+    sources = data.get("rule_sources", {})
+    matches = data.get("rule_matches", {})
     if data.get("rules_fired"):
         fired = sorted(data["rules_fired"].items(), key=lambda kv: (-kv[1], kv[0]))
-        sources = data.get("rule_sources", {})
-        parts += ["", _table(["rule fired", "count", "defined at"],
-                             [[name, str(count), sources.get(name, "")] for name, count in fired])]
+        parts += ["", _table(["rule fired", "applied", "matches", "defined at"],
+                             [[name, str(count), str(matches.get(name, count)), sources.get(name, "")]
+                              for name, count in fired])]
     else:
         parts += ["", "no rule fired"]
+    failed = data.get("guard_failed") or []
+    if failed:
+        parts += ["", _table(["matched, guard never held", "matches", "defined at"],
+                             [[name, str(matches.get(name, 0)), sources.get(name, "")] for name in failed])]
     eg = data.get("egraph", {})
     if eg:
         parts += ["", "e-graph: " + ", ".join(f"{k} {v}" for k, v in eg.items() if not isinstance(v, (list, dict)))]
@@ -77,19 +95,40 @@ def render_report(report: Report | dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def explain(report: dict[str, Any], nodes: list[str] | None = None) -> str:
-    """Name the rules (with their source location) that produced each output node."""
+class UnknownNode(ValueError):
+    """`explain` was asked about a node neither model has."""
+
+
+def explain(report: dict[str, Any], nodes: list[str] | None = None,
+            known_nodes: dict[str, str] | None = None) -> str:
+    """Each output node's derivation: the input-model node(s) it replaced, then the
+    rules (with their source location) in the order they first fired, then the
+    output node. ``known_nodes``: node name -> op of the written model; a name that
+    is neither there nor an input-model origin raises `UnknownNode`."""
     provenance: dict[str, list[str]] = report.get("provenance", {})
+    origins: dict[str, list[str]] = report.get("origins", {})
     sources: dict[str, str] = report.get("rule_sources", {})
+    by_origin = {o.split(" (")[0]: node for node, names in origins.items() for o in names}
     wanted = nodes or sorted(provenance)
     if not wanted:
         return "no output node was produced by a rewrite (the graph is as imported)"
+    known = set(known_nodes or ()) | set(provenance) | set(by_origin)
+    missing = [n for n in wanted if n not in known]
+    if missing:
+        raise UnknownNode(", ".join(missing))
     lines = []
     for node in wanted:
+        if node not in provenance and node in by_origin:
+            lines.append(f"{node}: rewritten; see {by_origin[node]}")
+            node = by_origin[node]
         rules = provenance.get(node)
         if rules is None:
             lines.append(f"{node}: from the input model (no rule rewrote it)")
             continue
+        start = ", ".join(origins.get(node, [])) or "new terms of the e-graph (no input node computes this value)"
         lines.append(f"{node}:")
-        lines += [f"  {rule}  ({sources.get(rule, '?')})" for rule in rules]
+        lines.append(f"  from   {start}")
+        lines += [f"  by     {rule}  ({sources.get(rule, '?')})" for rule in rules]
+        op = (known_nodes or {}).get(node)
+        lines.append(f"  gives  {node}" + (f" ({op} in the written model)" if op else ""))
     return "\n".join(lines)

@@ -67,8 +67,8 @@ def _paths(paths: PathLike | Sequence[PathLike]) -> list[PathLike]:
     return list(paths)
 
 
-def _diagnose(paths: list[PathLike]) -> tuple[list[Diagnostic], RuleSet | None]:
-    load = load_files(paths)
+def _diagnose(paths: list[PathLike], search: Sequence[PathLike] = ()) -> tuple[list[Diagnostic], RuleSet | None]:
+    load = load_files(paths, search)
     diagnostics = list(load.diagnostics)
     try:
         diagnostics += check_files(load.files, load.lines)
@@ -82,26 +82,26 @@ def _diagnose(paths: list[PathLike]) -> tuple[list[Diagnostic], RuleSet | None]:
     return diagnostics, (None if diagnostics else build_ruleset(load.files))
 
 
-def load_rules(paths: PathLike | Sequence[PathLike]) -> RuleSet:
+def load_rules(paths: PathLike | Sequence[PathLike], search: Sequence[PathLike] = ()) -> RuleSet:
     """Load `.dnnr` files (a directory = its ``*.dnnr`` files, sorted) into one RuleSet.
 
-    ``use "x.dnnr"`` is resolved relative to the using file; every file is loaded
-    once. Op declarations, rule names and rulesets are global to the load, and at
+    ``use "x.dnnr"`` is resolved relative to the using file, then in the ``search``
+    folders, then in the shipped library; every file is loaded once. Op declarations, rule names and rulesets are global to the load, and at
     most one ``schedule`` and one ``limits`` block may appear. Raises `DslError`
     (a subclass when every error is of one kind) carrying all diagnostics.
     """
-    diagnostics, ruleset = _diagnose(_paths(paths))
+    diagnostics, ruleset = _diagnose(_paths(paths), search)
     if ruleset is None:
         raise error_for(diagnostics)
     return ruleset
 
 
-def check(paths: PathLike | Sequence[PathLike]) -> list[Diagnostic]:
+def check(paths: PathLike | Sequence[PathLike], search: Sequence[PathLike] = ()) -> list[Diagnostic]:
     """Every diagnostic `load_rules` would report for ``paths``; [] when they are clean.
 
     Never raises for bad input (unreadable files are diagnostics too).
     """
-    return _diagnose(_paths(paths))[0]
+    return _diagnose(_paths(paths), search)[0]
 
 
 def format_rules(source: RuleSet | SourceFile | PathLike) -> str:

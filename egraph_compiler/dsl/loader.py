@@ -1,4 +1,9 @@
-"""Paths -> parsed files (``use`` resolved, each file once, cycles diagnosed) -> RuleSet."""
+"""Paths -> parsed files (``use`` resolved, each file once, cycles diagnosed) -> RuleSet.
+
+``use "x.dnnr"`` is looked up like a C compiler's ``#include "x.h"``: next to the
+using file first, then in each ``search`` folder (``--rules-path DIR``), then in the
+shipped library, so a rule file anywhere can ``use "operators.dnnr"``.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from pathlib import Path
 from egraph_compiler.dsl import ast
 from egraph_compiler.dsl.diagnostics import Diagnostic, SourceLines, UseError
 from egraph_compiler.dsl.parser import ParsedFile, default_ruleset, parse_file
+from egraph_compiler.dsl.shipped import rules_dir
 
 
 @dataclass
@@ -56,9 +62,44 @@ def expand_paths(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
     return expanded
 
 
-def load_files(paths: Sequence[str | os.PathLike[str]]) -> Load:
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def use_search_path(search: Sequence[str | os.PathLike[str]] = ()) -> list[Path]:
+    """The folders a ``use`` falls back to after the using file's own: ``search`` in
+    order, then the shipped library (when it exists)."""
+    folders = [Path(s) for s in search]
+    try:
+        shipped = rules_dir()
+    except FileNotFoundError:  # an install without its rules/ data: nothing to fall back on
+        return folders
+    return [*folders, shipped]
+
+
+def resolve_use(using_file: Path, written: str, search: Sequence[Path]) -> Path:
+    """Where ``use "written"`` in ``using_file`` points: the first existing candidate
+    (the using file's folder, then ``search``); the local one when none exists, so
+    the "cannot read" diagnostic names the path a reader expects."""
+    local = Path(os.path.normpath(using_file.parent / written))
+    if _is_file(local) or Path(written).is_absolute():
+        return local
+    for folder in search:
+        candidate = Path(os.path.normpath(folder / written))
+        if _is_file(candidate):
+            return candidate
+    return local
+
+
+def load_files(paths: Sequence[str | os.PathLike[str]],
+               search: Sequence[str | os.PathLike[str]] = ()) -> Load:
+    """Parse ``paths`` and every file they ``use`` (looked up as `resolve_use` says)."""
     load = Load()
     done: set[Path] = set()
+    folders = use_search_path(search)
 
     def visit(path: Path, stack: list[tuple[Path, str]], via: ast.UseDecl | None) -> None:
         key = _identity(path)
@@ -84,15 +125,20 @@ def load_files(paths: Sequence[str | os.PathLike[str]]) -> Load:
         except (OSError, UnicodeDecodeError, ValueError) as error:
             reason = _unreadable_reason(error)
             span = via.span if via else ast.Span(file, 0, 0, 0, 0)
+            hint = ""
+            if via is not None and not Path(via.path).is_absolute():
+                looked = ", ".join(str(f) for f in folders) or "no other folder"
+                hint = (f"'use' looks next to the using file, then in: {looked}; "
+                        "add a folder with --rules-path DIR")
             load.diagnostics.append(
-                load.lines.diagnostic(UseError, f"cannot read '{file}': {reason}", span)
+                load.lines.diagnostic(UseError, f"cannot read '{file}': {reason}", span, hint)
             )
             return
         load.lines.add(file, text)
         parsed = parse_file(text, file, load.lines)
         for item in parsed.source.items:
             if isinstance(item, ast.UseDecl):
-                target = Path(os.path.normpath(path.parent / item.path))
+                target = resolve_use(path, item.path, folders)
                 visit(target, [*stack, (key, file)], item)
         load.files.append(parsed)
         load.diagnostics.extend(parsed.errors)

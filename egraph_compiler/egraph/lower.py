@@ -404,7 +404,7 @@ def lower_rule(
             python_checks.append(conjunct)
     rhs = _Rhs()
     term = _rhs(ctx, rhs, rhs_pattern, root)
-    actions = rhs.actions + [f"(union {root} {term})"]
+    actions = rhs.actions + [f"(union {root} {term})", f"(Fired {text.string(rule.name)} {root})"]
     rs = ruleset_name(rule.ruleset)
     if not python_checks and not rhs.computed:
         if rhs.needs_dtype:

@@ -10,7 +10,8 @@ Facts (conservative: an absent row means "unknown", never "false"):
 ``shape`` (IVec; symbolic dims are negative ids), ``dtype``, ``splat`` (the one
 value of an all-equal constant), ``ivalue`` (value of a small int constant),
 relations ``is_const``, ``nonneg``, ``positive``, ``nonzero``. ``Prov`` records
-which rule built a term.
+which rule built a term; ``Fired`` each e-class a rule rewrote (its distinct
+applications, however often egglog re-matches them).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ SORTS = """
 (relation positive (T))
 (relation nonzero (T))
 (relation Prov (T String))
+(relation Fired (String T))
 (relation Fresh (T))
 (relation InputRow (i64 i64))
 (relation ConstRow (i64 i64))

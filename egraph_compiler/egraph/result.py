@@ -34,6 +34,11 @@ class SaturationStats:
     e_nodes: int
     e_classes: int = 0  # at the end of the run
     limits: Limits = Limits()
+    # distinct e-classes each rule rewrote (egglog re-matches a site in later
+    # iterations; `rule_fires` counts every such re-match)
+    rule_sites: dict[str, int] = field(default_factory=dict)
+    # rules in the order they first fired (within one iteration: egglog's report order)
+    fire_order: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """One line for reports; names the limit when one stopped the run."""

@@ -73,6 +73,7 @@ class _Driver:
                 self.names[item.ask_name] = (item.rule.name, "match")
         self.e_nodes = 0
         self.last_changed = True
+        self.fire_order: list[str] = []
 
     # -- bookkeeping -------------------------------------------------------------
     def _count(self, outputs: list) -> bool:
@@ -89,6 +90,8 @@ class _Driver:
                 if what == "match":
                     self.matches[rule] = self.matches.get(rule, 0) + count
                 else:
+                    if rule not in self.fires:
+                        self.fire_order.append(rule)
                     self.fires[rule] = self.fires.get(rule, 0) + count
                     lowered = next(lr for lr in self.lowered if lr.egglog_name == name)
                     if lowered.ask_name is None:
@@ -217,13 +220,23 @@ def _split_commands(program: str) -> list[str]:
     return [c for c in commands if c]
 
 
-def _count_classes(egraph: EGraph) -> int:
-    """Distinct e-classes of sort T/TList (one `freeze()`)."""
+def _count_classes(egraph: EGraph, frozen=None) -> int:  # type: ignore[no-untyped-def]
+    """Distinct e-classes of sort T/TList (one `freeze()`, unless given)."""
     classes: set[str] = set()
-    for name, function in egraph.freeze().functions.items():
+    for name, function in (frozen or egraph.freeze()).functions.items():
         if function.output_sort in ("T", "TList") and (name.startswith("Op_") or name in TERM_CONSTRUCTORS):
             classes.update(str(row.output) for row in function.rows)
     return len(classes)
+
+
+def _rule_sites(egraph: EGraph, frozen) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """Per rule, the distinct e-classes it rewrote (rows of ``Fired``, canonical)."""
+    sites: dict[str, int] = {}
+    fired = frozen.functions.get("Fired")
+    for row in fired.rows if fired is not None else ():
+        rule = egraph.value_to_string(row.inputs[0])
+        sites[rule] = sites.get(rule, 0) + 1
+    return dict(sorted(sites.items()))
 
 
 def saturate_graph(graph: Graph, rules: RuleSet, limits: Limits | None, progress: Progress | None) -> Saturation:
@@ -277,7 +290,8 @@ def saturate_graph(graph: Graph, rules: RuleSet, limits: Limits | None, progress
             reason = "saturated"
     except _Stop as stop:
         reason, limit = stop.reason, stop.limit
-    e_classes = _count_classes(egraph)
+    frozen = egraph.freeze()
+    e_classes = _count_classes(egraph, frozen)
     stats = SaturationStats(
         iterations=tuple(driver.iterations),
         rule_matches=dict(sorted(driver.matches.items())),
@@ -289,6 +303,8 @@ def saturate_graph(graph: Graph, rules: RuleSet, limits: Limits | None, progress
         e_nodes=driver.e_nodes,
         e_classes=e_classes,
         limits=limits,
+        rule_sites=_rule_sites(egraph, frozen),
+        fire_order=tuple(driver.fire_order),
     )
     if progress:
         progress(f"egraph: {stats.describe()}")

@@ -16,7 +16,7 @@ Table 3.4) on any `Graph`.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from egraph_compiler.egraph import Saturation
 from egraph_compiler.extract.choose import DagImprover, fixpoint
@@ -37,6 +37,8 @@ class Extraction:
     # False when the DAG-aware improvement pass ran out of its time budget
     # (`CostModel.improve_seconds`); the graph is valid, only possibly costlier
     improvement_complete: bool = True
+    # rewritten node -> "name (Op)" of the original nodes of its e-class
+    origins: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class ExtractionError(DnnrError):
@@ -94,12 +96,12 @@ def extract(saturation: Saturation, *, cost_model: CostModel | None = None) -> E
     free = {eclass for eclass, value in tree_costs.items() if value == 0.0}
     improver = DagImprover(view, choice, own, roots, free)
     complete = improver.improve(seconds=model.improve_seconds)
-    graph, provenance = decode(saturation, view, choice, shapes, dtypes)
+    graph, provenance, origins = decode(saturation, view, choice, shapes, dtypes)
     total = Cost(0.0, 0.0)
     for eclass, refs in improver.refs.items():
         if refs > 0:
             total = total + (Cost(0.0, 0.0) if own(choice[eclass]) == 0 else node_cost(choice[eclass]))
-    return Extraction(graph, total, provenance, time.perf_counter() - start, complete)
+    return Extraction(graph, total, provenance, time.perf_counter() - start, complete, origins)
 
 
 __all__ = ["Cost", "CostModel", "EGraphView", "Extraction", "ExtractionError", "extract", "graph_cost"]

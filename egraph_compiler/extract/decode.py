@@ -2,7 +2,8 @@
 
 Nodes come out in topological order (post-order from the outputs), with ONNX
 semantics as `ir/graph.py` documents. A kept original node keeps its name and
-its output names; a new node gets a fresh unique name. Subterms over constants
+its output names; a new node takes the name of an original node of the same
+operator in its e-class that is not emitted itself, else a fresh unique name. Subterms over constants
 are folded with `ir.fold.evaluate_node`; unused constants are dropped; graph
 input and output names are preserved (an Identity node is added where an
 output's class is an input, a constant or another output).
@@ -55,6 +56,13 @@ class Decoder:
                 children.append(table.get(cell, -1))
             key = (op, view.value_class.get(out0, -1), tuple(children))
             self.original.setdefault(key, node)
+        # class -> the original nodes computing it: a rewritten node of the same
+        # operator keeps the first one's name (onnxruntime and TVM keep node names
+        # too), and `explain` starts its derivation from them
+        self.class_originals: dict[int, list[Node]] = {}
+        for (_, eclass, _), node in self.original.items():
+            self.class_originals.setdefault(eclass, []).append(node)
+        self.origins: dict[str, tuple[str, ...]] = {}
         # an original value name per class, to keep names stable where possible
         produced = {o for n in graph.nodes for o in n.outputs if o}
         self.class_names: dict[int, list[str]] = {}
@@ -243,8 +251,21 @@ class Decoder:
             outputs = [o if o and o not in self.taken else "" for o in original.outputs]
             self.taken.update(o for o in outputs if o)
             provenance: tuple[str, ...] = ()
+            merged = [n for n in self.class_originals.get(eclass, []) if n.name]
+            if len(merged) > 1:  # a rule proved other input nodes equal to this one: it replaces them
+                provenance = self.view.provenance.get(eclass, ())
+                self.origins[node_name] = tuple(f"{n.name} ({n.op})" for n in merged)
         else:
-            node_name = self.fresh(node.op)
+            originals = self.class_originals.get(eclass, [])
+            # same operator only: a node of another operator (Pow → Square, a QDQ
+            # pattern → QGemmInt) gets a name of its own; `origins` keeps the link
+            free = [n for n in originals if n.name and n.name not in self.taken_nodes and n.op == node.op]
+            if free:
+                node_name = free[0].name
+                self.taken_nodes.add(node_name)
+            else:
+                node_name = self.fresh(node.op)
+            self.origins[node_name] = tuple(f"{n.name} ({n.op})" for n in originals if n.name)
             claimed = self._claim(eclass)
             outputs = [claimed or self.fresh(f"{node.op.lower()}_out")]
             provenance = self.view.provenance.get(eclass, ())
@@ -289,11 +310,15 @@ class Decoder:
         return name
 
 
-def decode(saturation: Saturation, view: EGraphView, choice: dict[int, ENode], shapes: dict, dtypes: dict) -> tuple[Graph, dict[str, tuple[str, ...]]]:
+def decode(saturation: Saturation, view: EGraphView, choice: dict[int, ENode], shapes: dict, dtypes: dict
+           ) -> tuple[Graph, dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """The graph, each node's provenance (rules that built its e-class's terms) and,
+    for each node a rewrite produced, the original nodes of its e-class."""
     decoder = Decoder(saturation, view, choice, shapes, dtypes)
     graph = decoder.run()
     provenance = {n.name: decoder.provenance.get(n.name, ()) for n in graph.nodes}
-    return graph, provenance
+    origins = {n.name: decoder.origins[n.name] for n in graph.nodes if n.name in decoder.origins}
+    return graph, provenance, origins
 
 
 __all__ = ["TensorAttr", "decode"]

@@ -46,11 +46,15 @@ def test_transpose_composition_matches_numpy(tmp_path, rank):
         assert ops.count("Transpose") <= 1, (p, q, ops)
         expected = x.transpose(p).transpose(q)
         np.testing.assert_array_equal(run(result.graph, {"x": x})["y"], expected)
+        identity = tuple(range(rank))
         for node in result.graph.nodes:
-            # a kept original Transpose (the other was an identity) names no rule;
-            # a composed one names the rule that built it
-            if node.op == "Transpose" and node.name not in ("n0", "n1"):
-                assert result.provenance[node.name] == ("transpose-fold",)
+            # a composed Transpose names the rule that built it and keeps the name of
+            # the input-model node it replaces (the outer one, n1: same value); where
+            # one perm was the identity, the other original node is kept, by name
+            if node.op == "Transpose" and identity not in (p, q):
+                assert (node.name, result.provenance[node.name]) == ("n1", ("transpose-fold",))
+            elif node.op == "Transpose":
+                assert node.name == ("n1" if p == identity else "n0")
             else:
                 assert result.provenance[node.name] == ()
 

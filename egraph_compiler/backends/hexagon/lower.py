@@ -45,6 +45,7 @@ from egraph_compiler.backends.hexagon.kernels import (
 )
 from egraph_compiler.backends.hexagon.quant import ELEMENTWISE_SHIFT, requant_from_scales
 from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.ir.fold import NEVER_FOLD, evaluate_node
 from egraph_compiler.ir.graph import Graph, Node
 
 
@@ -362,6 +363,10 @@ class _Lowering:
                 self.quantize(node, graph_inputs)
             elif node.op == "DequantizeLinear":
                 self.dequantize(node)
+            elif self.compile_time(node):
+                continue
+            elif node.op == "Gather" and node.inputs[1] in self.known:
+                self.gather_at_constant_indices(node)
             elif node.op in _LAYOUT_OPS:
                 self.layout_op(node)
             elif node.op == "Shape":
@@ -385,6 +390,47 @@ class _Lowering:
                 raise ModelError(f"hexagon backend: graph output {value.name} must be dequantised (QDQ expected)")
             self.out.outputs[value.name] = self.quantised_device(value.name, value.name)
         return self.out
+
+    def compile_time(self, node: Node) -> bool:
+        """Integer arithmetic on compile-time values (Shape → Gather → Unsqueeze →
+        Concat → a Reshape's target: the quant-only schedule leaves it unfolded) is
+        evaluated here into ``known``, never run on the device. False for anything
+        else, including float results and quantisation operators."""
+        data = [i for i in node.inputs if i]
+        if node.op in NEVER_FOLD or not data or not all(i in self.known for i in data):
+            return False
+        try:
+            values = evaluate_node(node.op, node.attrs, [self.known[i] if i else None for i in node.inputs],
+                                   len(node.outputs))
+        except ModelError:
+            return False
+        if not all(np.issubdtype(np.asarray(v).dtype, np.integer) for v in values):
+            return False
+        for name, value in zip(node.outputs, values, strict=False):
+            if name:
+                self.known[name] = np.asarray(value)
+        return True
+
+    def gather_at_constant_indices(self, node: Node) -> None:
+        """ONNX Gather of a device tensor (integer or the fallback's float) at constant
+        indices moves elements, like a layout operator: one table gather, exact."""
+        x, y = node.inputs[0], node.outputs[0]
+        if x in self.alias:
+            source = self.alias[x]
+        elif x in self.quantised:
+            source = self.quantised_device(x, node.name)
+        elif x in self.device_float:
+            source = self.device_float[x]
+        else:
+            raise ModelError(f"hexagon backend: Gather {node.name} reads {x}, which is not computed on the device")
+        indices = np.asarray(self.known[node.inputs[1]]).astype(np.int64)
+        index = self.physical_index(source)
+        axis = int(node.attr("axis", 0)) % index.ndim  # type: ignore[arg-type]
+        if indices.size and not (-index.shape[axis] <= indices.min() and indices.max() < index.shape[axis]):
+            raise ModelError(f"hexagon backend: Gather {node.name}: an index is out of range for axis {axis}")
+        table = np.take(index, indices, axis=axis)
+        result = self.gather(node.name, source, table, tuple(int(d) for d in table.shape), False)
+        (self.alias if x in self.alias else self.quantised if x in self.quantised else self.device_float)[y] = result
 
     def shape_of(self, node: Node) -> None:
         """Shapes are static here: Shape(x) is a constant for the operators reading it (Reshape)."""

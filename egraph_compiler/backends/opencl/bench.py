@@ -99,7 +99,10 @@ def _static_graph(model_path: str | Path) -> Graph:
     for value in graph.inputs:
         if not shape_is_static(value.type.shape) and not shape_is_static(
                 graph.types[value.name].shape):
-            raise ModelError(f"input '{value.name}' has symbolic dims; pass dims= to bench")
+            symbols = [str(d) for d in value.type.shape or () if not isinstance(d, int)]
+            hint = f"--bind {symbols[0]}=1" if symbols else "--bind NAME=INT"
+            raise ModelError(f"error: input '{value.name}' has symbolic dims ({', '.join(symbols) or '?'}); "
+                             f"bench needs static shapes\n  hint: add {hint} (one --bind NAME=INT per symbol)")
     return graph
 
 

@@ -23,6 +23,7 @@ from egraph_compiler.ir import load_onnx
 from tests.modelzoo import run_ort
 
 from .conftest import needs_toolchain, run_steps
+from .integer_model import assert_kernel_arithmetic
 
 # (batch, M, K, N): attention-like, and ragged in every dimension (no multiple of 4/32/128).
 SHAPES = [
@@ -87,5 +88,8 @@ def test_qlinear_matmul_of_two_inputs_with_broadcast_batch_matches_onnxruntime(t
     assert artefact.elf is not None and re.search(r" matmul_act -> (vrmpy|vmpa|vmpy|scalar) ", artefact.report)
     x = {"a": rng.integers(0, 256, (2, 3, 5, 9)).astype(np.uint8), "b": rng.integers(0, 256, (3, 9, 6)).astype(np.uint8)}
     ours = hexagon.load(tmp_path / "artefact").run(x)["y"]
+    assert_kernel_arithmetic({"y": ours}, model, x)  # the oracle: exact NumPy integer arithmetic
+    # Second check: onnxruntime's u8×u8 kernels widen to 16 bits before multiplying, so they
+    # cannot saturate (unlike its u8×s8 ones); they round half to even in float (≤ 1 LSB).
     difference = np.abs(ours.astype(np.int16) - run_ort(model, x)["y"])
     assert difference.max() <= 1 and (difference == 0).mean() > 0.9
