@@ -220,6 +220,10 @@ class Domain:
         for (a, ea), (b, eb) in itertools.combinations(exps, 2):
             if z3.is_rational_value(total := z3.simplify(a + b)) and total.as_fraction() == 0:
                 facts.append(ea * eb == self.const(1))
+        # one more round of instances for the terms the last round created (the fold of
+        # a BatchNorm into a Conv needs the facts of its innermost inverse)
+        for func, args, term in self.terms[done:]:
+            facts.extend(self._instances(func, args, term))
         # exp and log are injective (log on positives): instantiated on each pair met,
         # so that log(S) = log(T) for two sums of exponentials gives S = T
         for func in ("exp", "log"):
@@ -255,7 +259,8 @@ class Domain:
                 facts.append(z3.Implies(z3.And(a > 0, b > 0), term == self.apply(
                     "log", (a,)) + self.apply("log", (b,))))
             if z3.is_app(x) and x.decl().name() == f"inv_{self.name}":  # log(1/b) = -log(b)
-                facts.append(z3.Implies(x.arg(0) > 0, term == -self.apply("log", (x.arg(0),))))
+                b = x.arg(0)
+                facts.append(z3.Implies(b > 0, term == -self.apply("log", (b,))))
         elif func == "sqrt":
             facts.append(z3.Implies(x >= 0, z3.And(term >= 0, term * term == x)))
         elif func == "inv":  # the inverse of a real division (`_real_divide`)
