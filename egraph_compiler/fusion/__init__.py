@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from egraph_compiler.fusion.blocks import Block, Decision, FusionPlan
-from egraph_compiler.fusion.layout import LayoutChoice
-from egraph_compiler.fusion.planner import plan_blocks
+from egraph_compiler.fusion.layout import LayoutChoice, TensorLayoutOptions, layout_options
+from egraph_compiler.fusion.planner import block_structures, plan_blocks, relayout
 from egraph_compiler.fusion.profile_db import CostModel, ProfileDb
 from egraph_compiler.fusion.tables import FusionTables
 from egraph_compiler.ir.graph import Graph
@@ -37,4 +37,5 @@ def plan_fusion(graph: Graph, tables: Any = None, profile_db: ProfileDb | None =
 
 
 __all__ = ["Block", "CostModel", "Decision", "FusionPlan", "FusionTables", "LayoutChoice",
-           "ProfileDb", "plan_fusion"]
+           "ProfileDb", "TensorLayoutOptions", "block_structures", "layout_options", "plan_fusion",
+           "relayout"]

@@ -65,51 +65,111 @@ def physical_strides(shape: Sequence[int], perm: Sequence[int]) -> dict[int, int
     return strides
 
 
-def select_layouts(view: GraphView, structures: Sequence[tuple[frozenset[int], BlockStructure]]
-                   ) -> list[LayoutChoice]:
-    """A `LayoutChoice` for every intermediate tensor read only by reduction kernels."""
+# Block kinds whose kernels read every input through index comprehension (a scalar load
+# at `physical_offset`), so any dimension order of an input is legal; the tiled
+# Conv/MatMul/pool kernels read their operands in their own layout.
+PERMUTABLE_READERS = REDUCING_KINDS | {"pointwise"}
+CANNOT_READ = float("inf")
+
+
+@dataclass(frozen=True)
+class TensorLayoutOptions:
+    """The dimension orders one intermediate may be stored in, with their costs in
+    sector transactions: the producer's write per candidate and each consumer block's
+    read per candidate (`CANNOT_READ` where that kernel cannot read the order)."""
+
+    value: str
+    producer: int  # block index in the structures' order
+    candidates: tuple[tuple[int, ...], ...]  # the identity first
+    write: tuple[int, ...]
+    reads: tuple[tuple[int, tuple[float, ...]], ...]  # (consumer block index, cost per candidate)
+    lanes: tuple[int, ...]  # per consumer: the axis its adjacent lanes step along
+
+
+def layout_options(view: GraphView, structures: Sequence[tuple[frozenset[int], BlockStructure]]
+                   ) -> list[TensorLayoutOptions]:
+    """Options for every intermediate tensor (not a graph output) that some block reads:
+    the identity and, per reduction consumer, "kept axes then reduced axes" (work-group)
+    or "reduced then kept" (serial)."""
     owner = {n: k for k, (members, _) in enumerate(structures) for n in members}
-    choices = []
-    for members, structure in structures:
+    result = []
+    for index, (members, structure) in enumerate(structures):
         for value in structure.outputs:
             if value in view.graph_outputs:
                 continue
-            consumers = sorted({owner[u] for u in view.consumer_indices.get(value, [])})
-            if not consumers or any(structures[c][1].kind not in REDUCING_KINDS
-                                    for c in consumers):
-                continue
-            choices.append(_choose(view, value, members, structure,
-                                   [structures[c] for c in consumers]))
-    return choices
+            consumers = sorted({owner[u] for u in view.consumer_indices.get(value, [])} - {index})
+            if consumers:
+                result.append(_options(view, value, index, members, structure, consumers, structures))
+    return result
 
 
-def _choose(view: GraphView, value: str, members: frozenset[int], producer: BlockStructure,
-            consumers: list[tuple[frozenset[int], BlockStructure]]) -> LayoutChoice:
+def _options(view: GraphView, value: str, index: int, members: frozenset[int],
+             producer: BlockStructure, consumers: list[int],
+             structures: Sequence[tuple[frozenset[int], BlockStructure]]) -> TensorLayoutOptions:
     shape = view.shape(value)
     rank = len(shape)
     identity = tuple(range(rank))
-    lanes = [_consumer_lane(view, value, c) for c in consumers]
     candidates = [identity]
-    for lane_axis, reduced in lanes:
-        kept = tuple(a for a in identity if a not in reduced)
-        serial = lane_axis not in reduced
-        perm = (*reduced, *kept) if serial else (*kept, *reduced)
-        if perm not in candidates:
-            candidates.append(perm)
+    lanes = []
+    for c in consumers:
+        if structures[c][1].kind in REDUCING_KINDS:
+            lane_axis, reduced = _consumer_lane(view, value, structures[c])
+            kept = tuple(a for a in identity if a not in reduced)
+            perm = (*reduced, *kept) if lane_axis not in reduced else (*kept, *reduced)
+            if perm not in candidates:
+                candidates.append(perm)
+        else:  # walks its output in logical order: the last axis of any size > 1
+            big = [a for a in range(rank) if shape[a] > 1]
+            lane_axis = big[-1] if big else rank - 1
+        lanes.append(lane_axis)
     numel = int(np.prod(shape, dtype=np.int64))
+    strides = [physical_strides(shape, p) for p in candidates]
+    write = tuple(numel * min(_producer_write_stride(view, value, members, producer, p, st),
+                              SECTOR) for p, st in zip(candidates, strides, strict=True))
+    reads = []
+    for c, lane_axis in zip(consumers, lanes, strict=True):
+        readable = structures[c][1].kind in PERMUTABLE_READERS
+        reads.append((c, tuple(float(numel * min(st[lane_axis], SECTOR))
+                               if readable or p == identity else CANNOT_READ
+                               for p, st in zip(candidates, strides, strict=True))))
+    return TensorLayoutOptions(value, index, tuple(candidates), write, tuple(reads), tuple(lanes))
 
-    def cost(perm: tuple[int, ...]) -> int:
-        strides = physical_strides(shape, perm)
-        write = min(_producer_write_stride(view, value, members, producer, perm, strides), SECTOR)
-        reads = sum(min(strides[lane_axis], SECTOR) for lane_axis, _ in lanes)
-        return numel * (write + reads)
 
-    best = min(candidates, key=lambda p: (cost(p), p != identity))
-    costs = ", ".join(f"{list(p)}: {cost(p)}" for p in candidates)
-    what = "kept as is" if best == identity else f"stored as {list(best)}"
-    reason = (f"{what}; read by {', '.join(c[1].kind for c in consumers)} lanes along axes "
-              f"{[lane for lane, _ in lanes]}; sector transactions {costs}")
-    return LayoutChoice(value, best, reason)
+def _count(cost: float) -> str:
+    return str(int(cost)) if cost != CANNOT_READ else "cannot read"
+
+
+def select_layouts(view: GraphView, structures: Sequence[tuple[frozenset[int], BlockStructure]]
+                   ) -> list[LayoutChoice]:
+    """The per-tensor rule (SmartMem §3.2.2): a `LayoutChoice` for every intermediate
+    read only by reduction kernels, each decided alone (the `select` stage decides all
+    intermediates together as a PBQP)."""
+    choices = []
+    for options in layout_options(view, structures):
+        if any(structures[c][1].kind not in REDUCING_KINDS for c, _ in options.reads):
+            continue
+        choices.append(_choose(options, structures))
+    return choices
+
+
+def _choose(options: TensorLayoutOptions,
+            structures: Sequence[tuple[frozenset[int], BlockStructure]]) -> LayoutChoice:
+    def cost(k: int) -> float:
+        return options.write[k] + sum(r[k] for _, r in options.reads)
+
+    best = min(range(len(options.candidates)), key=lambda k: (cost(k), k != 0))
+    return LayoutChoice(options.value, options.candidates[best],
+                        describe(options, best, structures, cost))
+
+
+def describe(options: TensorLayoutOptions, pick: int,
+             structures: Sequence[tuple[frozenset[int], BlockStructure]], cost) -> str:
+    perm = options.candidates[pick]
+    costs = ", ".join(f"{list(p)}: {_count(cost(k))}" for k, p in enumerate(options.candidates))
+    what = "kept as is" if perm == options.candidates[0] else f"stored as {list(perm)}"
+    kinds = ", ".join(structures[c][1].kind for c, _ in options.reads)
+    return (f"{what}; read by {kinds} lanes along axes {list(options.lanes)}; "
+            f"sector transactions {costs}")
 
 
 def _consumer_lane(view: GraphView, value: str, consumer: tuple[frozenset[int], BlockStructure]
@@ -155,4 +215,6 @@ def _producer_write_stride(view: GraphView, value: str, members: frozenset[int],
     return strides[last[-1]] if last else 1
 
 
-__all__ = ["LayoutChoice", "SECTOR", "SERIAL_REDUCE_BELOW", "physical_strides", "select_layouts"]
+__all__ = ["CANNOT_READ", "LayoutChoice", "PERMUTABLE_READERS", "SECTOR", "SERIAL_REDUCE_BELOW",
+           "TensorLayoutOptions", "describe", "layout_options", "physical_strides",
+           "select_layouts"]

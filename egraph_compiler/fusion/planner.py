@@ -12,13 +12,14 @@ and input limits, no cycle between blocks).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.blocks import Block, Decision, FusionPlan
-from egraph_compiler.fusion.layout import select_layouts
+from egraph_compiler.fusion.layout import LayoutChoice, select_layouts
 from egraph_compiler.fusion.profile_db import CostModel, ProfileDb, profile_key
 from egraph_compiler.fusion.structure import ROW_REDUCE_OPS, BlockStructure, analyse
 from egraph_compiler.fusion.tables import (
@@ -37,8 +38,8 @@ from egraph_compiler.fusion.tables import (
 )
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.fold import evaluate_node
 from egraph_compiler.ir.graph import Graph
+from egraph_compiler.ops.evaluate import evaluate_node
 
 
 def fold_compile_time(graph: Graph) -> Graph:
@@ -307,6 +308,13 @@ def _make_block(view: GraphView, planner: _Planner, block_id: int, members: set[
         fused = result or MANY_TO_MANY
     if shape.anchor is not None:
         fused = MANY_TO_MANY if view.nodes[shape.anchor].op in ANCHOR_OPS else fused
+    maps, used = _store_maps(view, shape, perms)
+    return Block(block_id, ordered, tuple(view.nodes[n].op for n in ordered), fused, shape.kind,
+                 shape.anchor, shape.inputs, shape.outputs, shape.iteration_shape, maps, used)
+
+
+def _store_maps(view: GraphView, shape: BlockStructure, perms: dict[str, tuple[int, ...]]
+                ) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, tuple[int, ...]], ...]]:
     maps = []
     for value in shape.outputs:
         index = shape.forward.get(value)
@@ -314,6 +322,28 @@ def _make_block(view: GraphView, planner: _Planner, block_id: int, members: set[
             if index is not None else "gid"
         maps.append((value, text))
     used = tuple((v, perms[v]) for v in (*shape.inputs, *shape.outputs) if v in perms)
-    return Block(block_id, ordered, tuple(view.nodes[n].op for n in ordered), fused, shape.kind,
-                 shape.anchor, shape.inputs, shape.outputs, shape.iteration_shape, tuple(maps),
-                 used)
+    return tuple(maps), used
+
+
+def block_structures(plan: FusionPlan) -> list[tuple[frozenset[int], BlockStructure]]:
+    """Each block's members and structure, in block order (what `layout.layout_options` takes)."""
+    view = GraphView(plan.graph)
+    result = []
+    for block in plan.blocks:
+        shape = analyse(view, frozenset(block.nodes))
+        if isinstance(shape, str):
+            raise ModelError(f"internal error: block {block.id} no longer analyses: {shape}")
+        result.append((frozenset(block.nodes), shape))
+    return result
+
+
+def relayout(plan: FusionPlan, choices: Sequence[LayoutChoice]) -> FusionPlan:
+    """``plan`` with the intermediates stored in the dimension orders ``choices`` give
+    (every block's store maps and layouts redone; the grouping is unchanged)."""
+    view = GraphView(plan.graph)
+    perms = {c.value: c.perm for c in choices if c.perm != tuple(range(len(c.perm)))}
+    blocks = []
+    for block, (_, shape) in zip(plan.blocks, block_structures(plan), strict=True):
+        maps, used = _store_maps(view, shape, perms)
+        blocks.append(replace(block, store_maps=maps, layouts=used))
+    return replace(plan, blocks=tuple(blocks), layouts=tuple(choices))

@@ -51,6 +51,7 @@ from egraph_compiler.backends.hexagon.program import Program, Step, build_progra
 from egraph_compiler.backends.hexagon.select import Choice, Option, choose, gemm_options
 from egraph_compiler.ir.errors import DnnrError
 from egraph_compiler.ir.graph import Graph
+from egraph_compiler.select import Selection
 
 __all__ = ["Artefact", "Runner", "build", "load"]
 
@@ -62,13 +63,15 @@ class Artefact:
     asm_file: Path | None
     elf: Path | None
     report: str
+    # the PBQP of instruction family × layout (`egraph_compiler.select`): the report's `select`
+    select: dict | None = None
 
 
 # Operators with an instruction-family choice (`select`).
 _CHOSEN_KINDS = ("gemm", "depthwise", "matmul_act")
 
 
-def _choose_families(lowered: Lowered) -> tuple[list[IntOp], dict[str, Choice]]:
+def _choose_families(lowered: Lowered, policy: str = "pbqp") -> tuple[list[IntOp], dict[str, Choice], Selection]:
     options: list[tuple[str, list[Option]]] = []
     for index, op in enumerate(lowered.ops):
         if op.kind == "gemm":
@@ -86,13 +89,17 @@ def _choose_families(lowered: Lowered) -> tuple[list[IntOp], dict[str, Choice]]:
             vector = g.rows * (ceil_to(g.channels, 128) // 128) * (ceil_to(taps, 2) // 2) * 4 + g.rows * taps * g.channels
             options.append((op.name, [Option("vmpy", vector, "per-lane vmpy, channels padded to 128"),
                                       Option("scalar", g.rows * taps * g.channels * 2, "scalar MACs")]))
-    producer = {op.output: op.name for op in lowered.ops}
-    edges = [(producer[i], op.name) for op in lowered.ops for i in op.inputs if i in producer]
-    choices = choose(options, edges)
+    chosen = {name for name, _ in options}
+    producer = {op.output: op.name for op in lowered.ops if op.kind in _CHOSEN_KINDS and op.name in chosen}
+    uses: list[tuple[str, str | None, int]] = [
+        (producer[t], op.name if op.kind in _CHOSEN_KINDS and op.name in chosen else None, pos)
+        for op in lowered.ops for pos, t in enumerate(op.inputs) if t in producer]
+    uses += [(producer[t], None, 0) for t in lowered.outputs.values() if t in producer]
+    choices, selection = choose(options, uses, policy=policy)
     # by name and kind: a layout gather the lowering added for an operator shares its name
     ops = [replace(op, spec=replace(op.spec, family=choices[op.name].option.family))
            if op.name in choices and op.kind in _CHOSEN_KINDS else op for op in lowered.ops]
-    return _agree_layouts(ops, choices), choices
+    return _agree_layouts(ops, choices), choices, selection
 
 
 def _packed_consumer(lowered: Lowered, index: int) -> IntOp | None:
@@ -167,8 +174,12 @@ def _program(lowered: Lowered, ops: list[IntOp]) -> tuple[Program, dict[str, str
     return program, names
 
 
-def _report(ops: list[IntOp], choices: dict[str, Choice]) -> str:
-    lines = ["# dnnr hexagon report: instruction family per operator (estimated cycles)"]
+def _report(ops: list[IntOp], choices: dict[str, Choice], selection: Selection) -> str:
+    s = selection.to_json(decisions=False)
+    lines = ["# dnnr hexagon report: instruction family per operator (estimated cycles)",
+             f"# select: {s['solver']}, {s['nodes']} nodes, {s['edges']} edges, {s['options']} options; "
+             f"objective {s['objective']} (lower bound {s['lower_bound']}, gap {s['gap']}), "
+             f"local {s['local_objective']}, chain DP {s['chain_dp_objective']}, {s['seconds']} s"]
     for op in ops:
         if op.name in choices and op.kind in _CHOSEN_KINDS:
             c = choices[op.name]
@@ -185,14 +196,15 @@ def _report(ops: list[IntOp], choices: dict[str, Choice]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build(graph: Graph, out_dir: str | Path, mode: str = "sda") -> Artefact:
-    """Compile a QDQ-quantised graph to ``out_dir`` (C, clang and packed assembly, ELF, report)."""
+def build(graph: Graph, out_dir: str | Path, mode: str = "sda", select: str = "pbqp") -> Artefact:
+    """Compile a QDQ-quantised graph to ``out_dir`` (C, clang and packed assembly, ELF, report);
+    ``select`` "local" / "chain-dp" applies that baseline's instruction choice instead of the PBQP's."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     lowered = lower_qdq(graph)
-    ops, choices = _choose_families(lowered)
+    ops, choices, selection = _choose_families(lowered, select)
     program, names = _program(lowered, ops)
-    report = _report(ops, choices)
+    report = _report(ops, choices, selection)
     meta = {
         "inputs": {k: {"device": names[v], "shape": lowered.shapes[v], "scale": lowered.qparams[v].scale,
                        "zero_point": lowered.qparams[v].zero_point, "signed": lowered.qparams[v].signed,
@@ -203,17 +215,19 @@ def build(graph: Graph, out_dir: str | Path, mode: str = "sda") -> Artefact:
                         "nhwc": v in lowered.nhwc, "integer": k in lowered.integer_io}
                     for k, v in lowered.outputs.items()},
         "input_order": list(lowered.inputs), "output_order": list(lowered.outputs),
+        # the instruction-family × layout PBQP and its decisions with their costs
+        "select": selection.to_json(),
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
     if not toolchain.have_toolchain():
         (out / "model.c").write_text(program.c_source())
         (out / "report.txt").write_text(report + "toolchain missing: no assembly or ELF\n")
-        return Artefact(out, out / "model.c", None, None, report)
+        return Artefact(out, out / "model.c", None, None, report, selection.to_json())
     result = build_program(program, out, mode=mode)
     report += (f"packing: mode {mode}; {result.fallback_blocks} blocks rejected by llvm-mc, "
                f"{result.crash_blocks} reverted after an llvm-mc crash (kept as clang packed them)\n")
     (out / "report.txt").write_text(report)
-    return Artefact(out, result.c_file, result.packed_asm, result.elf, report)
+    return Artefact(out, result.c_file, result.packed_asm, result.elf, report, selection.to_json())
 
 
 def _to_device(x: np.ndarray, info: dict) -> bytes:

@@ -1,10 +1,11 @@
 """Instruction and layout choice per operator (GCD² §4.4.1–4.4.2).
 
-Each operator offers options (instruction family ⇒ input layout) with an estimated
-cost in cycles; each producer→consumer edge has a conversion cost matrix. `choose`
-minimises eq. 4.1 with the chain dynamic programme of eq. 4.2 along each maximal
-chain of single-consumer operators; a later PBQP solver can replace `choose` (same
-inputs, same output).
+Each operator offers options (instruction family ⇒ input layout, × the layout it
+writes) with an estimated cost in cycles; each producer→consumer edge has a conversion
+cost matrix. `choose` minimises eq. 4.1 over the whole graph, forks and joins
+included, as a PBQP solved exactly by the `select` stage (the chain DP of eq. 4.2,
+which gave up at forks and forced NHWC at every chain's end, is now only the
+baseline the report compares with).
 
 The costs are resource bounds of the generated loops, per K step of one panel and
 one group of NU output columns (NU from the adaptive unrolling):
@@ -21,15 +22,19 @@ conversion cost of the edge into it (`conversion_cost`), not part of the operato
 a producer whose requantisation writes the consumer's packed layout directly
 (`kernels.writes_packed_input_of`, options with ``writes="packed:<family>"``) makes
 that edge free, and only to a consumer of that family. So the best choice of one
-operator depends on its neighbours', and the chain DP can beat the greedy
-per-operator choice (`choose_greedy`), which is kept to show it in the report.
+operator depends on its neighbours': the report gives the objective of the local
+choice (each operator's cheapest option alone) and of the chain DP beside the PBQP's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from egraph_compiler.backends.hexagon.kernels import K_STEP, PANEL_ROWS, ceil_to
+from egraph_compiler.ir.dims import Dim
+from egraph_compiler.select import Problem, Selection, edge, node, solve
+from egraph_compiler.select.symbolic import Dominance, dominance
 
 REQUANT_CYCLES = 4  # per output element: 64-bit multiply, round, shift, clamp, store
 
@@ -59,16 +64,52 @@ class Choice:
     reason: str
 
 
+FAMILIES = ("vrmpy", "vmpa", "vmpy", "scalar")
+
+
+def family_dominance(name: str, m: Dim, k: int, n: int, ranges: Mapping[str, tuple[int, int]]) -> Dominance:
+    """With a symbolic row count ``m`` (over the declared ``ranges``): the family proved
+    cheapest (its own cycles and packing from NHWC) for every value, or none — then
+    the GEMM is a multi-version candidate (`select.symbolic`)."""
+    costs = [sum(gemm_cycles(f, m, k, n), start=pack_cycles(f, m, k)) for f in FAMILIES]
+    return dominance(name, FAMILIES, costs, ranges)
+
+
 def _unroll(family: str, n: int) -> int:
     return max(1, min({"vrmpy": 4, "vmpa": 2, "vmpy": 2, "scalar": 1}[family], n))
 
 
-def pack_cycles(family: str, m: int, k: int) -> int:
+def _ceil(value: Dim, step: int) -> Dim:
+    """``value`` rounded up to a multiple of ``step`` (an int or a symbolic dim, ≥ 0)."""
+    return (value + (step - 1)) // step * step
+
+
+def pack_cycles(family: str, m: Dim, k: int) -> Dim:
     """Packing an [m, k] NHWC input into ``family``'s layout: one store per packet over
     the padded panel (the scalar kernel's im2col copy is counted in its option)."""
     if family == "scalar":
         return 0
-    return ceil_to(m, PANEL_ROWS[family]) * ceil_to(k, K_STEP[family])
+    return _ceil(m, PANEL_ROWS[family]) * _ceil(k, K_STEP[family])
+
+
+def gemm_cycles(family: str, m: Dim, k: int, n: int) -> tuple[Dim, Dim]:
+    """(compute, requantisation) cycles of an [m, k] × [k, n] GEMM in ``family``; ``m``
+    may be symbolic (a batch or sequence dim), the result then is too."""
+    nu = _unroll(family, n)
+    k_pad, n_pad = _ceil(k, K_STEP[family]), _ceil(n, nu)
+    steps = k_pad // K_STEP[family]
+    panels = (m + (PANEL_ROWS[family] - 1)) // PANEL_ROWS[family]
+    groups = n_pad // nu
+    if family == "vrmpy":
+        per_step = max(-(-(1 + nu) // 2), -(-nu // 2))
+    elif family == "vmpa":
+        per_step = max(-(-(2 + nu) // 2), nu)
+    elif family == "vmpy":
+        per_step = max(-(-(2 + 2 * nu) // 2), 4 * nu)
+    else:
+        per_step = 1
+    compute = panels * (groups * (steps * per_step + 2)) if family != "scalar" else m * (n * (k + 3) + k)
+    return compute, m * (n * REQUANT_CYCLES)
 
 
 def gemm_options(m: int, k: int, n: int, packed_consumer: tuple[int, int, int] | None = None) -> list[Option]:
@@ -76,25 +117,13 @@ def gemm_options(m: int, k: int, n: int, packed_consumer: tuple[int, int, int] |
     consumer that may read this operator's output packed), also one option per
     (family, consumer family) whose requantisation writes that packed layout."""
     options = []
-    for family in ("vrmpy", "vmpa", "vmpy", "scalar"):
-        nu = _unroll(family, n)
-        rows, k_pad, n_pad = ceil_to(m, PANEL_ROWS[family]), ceil_to(k, K_STEP[family]), ceil_to(n, nu)
-        steps = k_pad // K_STEP[family]
-        panels = rows // PANEL_ROWS[family]
-        groups = n_pad // nu
-        if family == "vrmpy":
-            per_step = max(-(-(1 + nu) // 2), -(-nu // 2))
-        elif family == "vmpa":
-            per_step = max(-(-(2 + nu) // 2), nu)
-        elif family == "vmpy":
-            per_step = max(-(-(2 + 2 * nu) // 2), 4 * nu)
-        else:
-            per_step = 1
-        compute = panels * groups * (steps * per_step + 2) if family != "scalar" else m * n * (k + 3) + m * k
-        cycles = compute + m * n * REQUANT_CYCLES
+    for family in FAMILIES:
+        compute, requant = gemm_cycles(family, m, k, n)
+        cycles = compute + requant
+        rows, k_pad, n_pad = ceil_to(m, PANEL_ROWS[family]), ceil_to(k, K_STEP[family]), ceil_to(n, _unroll(family, n))
         pad = (rows * k_pad * n_pad) / max(1, m * k * n) - 1
         pack = pack_cycles(family, m, k)
-        detail = f"compute {compute}, requant {m * n * REQUANT_CYCLES}, padding {pad:.0%}"
+        detail = f"compute {compute}, requant {requant}, padding {pad:.0%}"
         options.append(Option(family, cycles, detail, NHWC, pack))
         if packed_consumer is not None and family != "scalar":
             for target in ("vrmpy", "vmpa", "vmpy"):
@@ -112,84 +141,50 @@ def conversion_cost(producer: Option, consumer: Option) -> int:
     return INFEASIBLE
 
 
-def chain_cost(options: list[list[Option]], picks: list[int], tc=conversion_cost) -> int:
-    """Eq. 4.1 along a chain: operators, conversions, NHWC in and out."""
-    total = options[0][picks[0]].cycles + options[0][picks[0]].pack
-    for i in range(1, len(picks)):
-        total += tc(options[i - 1][picks[i - 1]], options[i][picks[i]]) + options[i][picks[i]].cycles
-    return total + _exit_cost(options[-1][picks[-1]])
+def choose(ops: list[tuple[str, list[Option]]], uses: list[tuple[str, str | None, int]],
+           time_limit: float = 1.0, policy: str = "pbqp") -> tuple[dict[str, Choice], Selection]:
+    """One option per operator: eq. 4.1 as a PBQP (`egraph_compiler.select`), solved exactly.
 
-
-def _exit_cost(last: Option) -> int:
-    # A chain's last operator feeds operators outside it (or the graph's outputs): NHWC.
-    return 0 if last.writes == NHWC else INFEASIBLE
-
-
-def choose_chain(options: list[list[Option]], tc=conversion_cost) -> list[int]:
-    """Eq. 4.2: Sol(i, j) = cost_i(j) + min_l Sol(i−1, l) + TC(l, j); returns the argmins.
-    The chain's input arrives in NHWC (its first operator packs it) and its output must
-    leave in NHWC."""
-    if not options:
-        return []
-    sol = [opt.cycles + opt.pack for opt in options[0]]
-    back: list[list[int]] = []
-    for i in range(1, len(options)):
-        row, arg = [], []
-        for opt in options[i]:
-            best = min(range(len(options[i - 1])), key=lambda prev, opt=opt: sol[prev] + tc(options[i - 1][prev], opt))
-            row.append(sol[best] + tc(options[i - 1][best], opt) + opt.cycles)
-            arg.append(best)
-        sol, back = row, back + [arg]
-    sol = [value + _exit_cost(opt) for value, opt in zip(sol, options[-1], strict=True)]
-    picks = [min(range(len(sol)), key=sol.__getitem__)]
-    for arg in reversed(back):
-        picks.append(arg[picks[-1]])
-    return picks[::-1]
-
-
-def choose_greedy(options: list[list[Option]], tc=conversion_cost) -> list[int]:
-    """Per operator in order, the option cheapest given its producer's pick (what a
-    compiler without the DP would do): it never pays now to save its consumer's time."""
-    picks: list[int] = []
-    for i, opts in enumerate(options):
-        def cost(j: int, i: int = i, opts: list[Option] = opts) -> int:
-            entry = opts[j].pack if i == 0 else tc(options[i - 1][picks[-1]], opts[j])
-            exit_ = _exit_cost(opts[j]) if i == len(options) - 1 else 0
-            return opts[j].cycles + entry + exit_
-        picks.append(min(range(len(opts)), key=cost))
-    return picks
-
-
-def choose(ops: list[tuple[str, list[Option]]], edges: list[tuple[str, str]]) -> dict[str, Choice]:
-    """Choose one option per operator: chain DP over maximal chains of the producer→consumer
-    graph (a node with one producer and whose producer has one consumer extends a chain).
-    Each choice's reason gives the chain's total against the greedy choice's and the cost
-    of every option of the operator given its producer's pick."""
-    names = [name for name, _ in ops]
+    ``ops`` are the operators with a choice and their options; ``uses`` lists every read
+    of their outputs as (producer, consumer or None, input position): None is a reader
+    without a choice (an elementwise kernel, the float fallback, a graph output), which
+    reads NHWC. An operator whose packed input (position 0) comes from outside pays its
+    packing itself; from a chosen producer, the edge pays it (`conversion_cost`).
+    ``policy`` "local" / "chain-dp" applies that baseline's picks (to measure the gain)."""
     table = dict(ops)
-    succ: dict[str, list[str]] = {n: [] for n in names}
-    pred: dict[str, list[str]] = {n: [] for n in names}
-    for a, b in edges:
-        if a in table and b in table:
-            succ[a].append(b)
-            pred[b].append(a)
-    chosen: dict[str, Choice] = {}
-    for name in names:
-        if name in chosen or (len(pred[name]) == 1 and len(succ[pred[name][0]]) == 1):
+    fed = {c for p, c, pos in uses if c is not None and pos == 0 and p in table}
+    exits = {p for p, c, _ in uses if c is None or c not in table}
+    nodes = []
+    for name, options in ops:
+        costs = [o.cycles + (0 if name in fed else o.pack)
+                 + (INFEASIBLE if name in exits and o.writes != NHWC else 0) for o in options]
+        nodes.append(node(name, [o.label for o in options], [_cost(c) for c in costs]))
+    edges = []
+    for p, c, pos in uses:
+        if c is None or p not in table or c not in table:
             continue
-        chain = [name]
-        while len(succ[chain[-1]]) == 1 and len(pred[succ[chain[-1]][0]]) == 1:
-            chain.append(succ[chain[-1]][0])
-        options = [table[n] for n in chain]
-        picks = choose_chain(options)
-        greedy = choose_greedy(options)
-        total, greedy_total = chain_cost(options, picks), chain_cost(options, greedy)
-        for i, (n, p) in enumerate(zip(chain, picks, strict=True)):
-            opts = options[i]
-            entry = [o.pack if i == 0 else conversion_cost(options[i - 1][picks[i - 1]], o) for o in opts]
-            costs = ", ".join(f"{o.label}={o.cycles}+{e}" for o, e in zip(opts, entry, strict=True) if e < INFEASIBLE)
-            verdict = "as greedy" if picks == greedy else f"greedy {greedy_total} picks {opts[greedy[i]].label}"
-            reason = (f"chain of {len(chain)}: DP total {total} ({verdict}); "
-                      f"own+conversion cycles: {costs}")
-            chosen[n] = Choice(n, opts[p], tuple(opts), reason)
-    return chosen
+        matrix = [[_cost(conversion_cost(a, b) if pos == 0 else 0 if a.writes == NHWC else INFEASIBLE)
+                   for b in table[c]] for a in table[p]]
+        edges.append(edge(p, c, matrix, tensor=f"{p}->{c}#{pos}"))
+    selection = solve(Problem(tuple(nodes), tuple(edges), unit="cycles"), time_limit).apply(policy)
+    picks = selection.chosen
+    into: dict[str, tuple[str, int] | None] = {}
+    for p, c, pos in uses:
+        if c in table and p in table and pos == 0:
+            into[c] = (p, picks[p])
+    summary = (f"{'PBQP' if policy == 'pbqp' else policy} {selection.solver}: objective {selection.objective:.0f} cycles, "
+               f"local {selection.local_objective:.0f}, chain DP "
+               f"{'-' if selection.chain_objective is None else f'{selection.chain_objective:.0f}'}")
+    chosen = {}
+    for name, options in ops:
+        source = into.get(name)
+        entry = [conversion_cost(table[source[0]][source[1]], o) if source else o.pack for o in options]
+        costs = ", ".join(f"{o.label}={o.cycles}+{e}" for o, e in zip(options, entry, strict=True)
+                          if e < INFEASIBLE)
+        chosen[name] = Choice(name, options[picks[name]], tuple(options),
+                              f"{summary}; own+conversion cycles: {costs}")
+    return chosen, selection
+
+
+def _cost(cycles: int | float) -> float:
+    return float("inf") if cycles >= INFEASIBLE else float(cycles)

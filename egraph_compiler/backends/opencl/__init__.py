@@ -6,7 +6,7 @@
 - `load(out_dir, device=None) -> CompiledModel`; ``CompiledModel.run(inputs)``
   returns the outputs by name. The default device is PoCL's; ``device`` picks any
   platform or device whose name contains the string.
-- `compile_graph(graph, out_dir, fuse=True)`: fusion → plan → build in one call
+- `compile_graph(graph, out_dir, fuse=True)`: fusion → select → plan → build in one call
   (for tests and the benchmark; the pipeline calls the stages itself).
 """
 
@@ -16,16 +16,19 @@ from pathlib import Path
 
 from egraph_compiler.backends.opencl.build import Artefact, build_artefact
 from egraph_compiler.backends.opencl.kernels import KernelParams
+from egraph_compiler.backends.opencl.planning import execution_plan
 from egraph_compiler.backends.opencl.runtime import CompiledModel, OpenClError
-from egraph_compiler.fusion import ProfileDb, plan_fusion
+from egraph_compiler.fusion import ProfileDb
 from egraph_compiler.ir.graph import Graph
-from egraph_compiler.plan import ExecutionPlan, plan_memory
+from egraph_compiler.plan import ExecutionPlan
+from egraph_compiler.select import Selection
 
 
 def build(execution_plan: ExecutionPlan, out_dir: str | Path,
-          params: KernelParams | None = None) -> Artefact:
-    """Write the artefact of ``execution_plan`` into ``out_dir``."""
-    return build_artefact(execution_plan, out_dir, params)
+          params: KernelParams | None = None, selection: Selection | None = None) -> Artefact:
+    """Write the artefact of ``execution_plan`` into ``out_dir`` (``selection``: the
+    layout PBQP that decided its intermediates' orders, recorded in plan.json)."""
+    return build_artefact(execution_plan, out_dir, params, selection)
 
 
 def load(out_dir: str | Path, device: str | None = None,
@@ -36,8 +39,12 @@ def load(out_dir: str | Path, device: str | None = None,
 
 
 def compile_graph(graph: Graph, out_dir: str | Path, fuse: bool = True, tables: object = None,
-                  profile_db: ProfileDb | None = None) -> Artefact:
-    return build(plan_memory(plan_fusion(graph, tables, profile_db, fuse=fuse)), out_dir)
+                  profile_db: ProfileDb | None = None, layouts: str = "pbqp",
+                  params: KernelParams | None = None) -> Artefact:
+    """``layouts``: see `planning.execution_plan` (default: the `select` stage's PBQP);
+    ``params``: kernel sizes and the device class anchors are chosen for."""
+    plan, selection = execution_plan(graph, tables, profile_db, fuse, layouts)
+    return build(plan, out_dir, params, selection=selection)
 
 
 __all__ = ["Artefact", "CompiledModel", "KernelParams", "OpenClError", "build", "compile_graph",

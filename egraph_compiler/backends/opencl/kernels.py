@@ -1,6 +1,13 @@
 """One OpenCL kernel per fusion block, by kernel kind.
 
 - ``pointwise``: one work-item per output element; everything lazily evaluated.
+
+Conv and MatMul/Gemm anchors have several kernel *options* (`cost.options` lists them
+as data, `cost.choose` picks one per shape for the device class in
+`KernelParams.device`): ``direct`` (the two kernels below), ``tiled`` (a work-group-
+tiled GEMM in local memory, implicit GEMM for convs) and ``gemv`` (`gemm.py`).
+Depthwise convs stay direct.
+
 - ``conv``: Conv (grouped, depthwise, 1-3 spatial dims) tiled TC output channels ×
   TW output columns per work-item, prologue fused into the operand loads. Constant
   weights are re-laid-out for the consumer ([Cin/g, k…, Cout] padded to TC, SmartMem
@@ -45,9 +52,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from egraph_compiler.backends.opencl import images
+from egraph_compiler.backends.opencl import cost, gemm, images
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl.emit import Scope, ValueEmitter, ctype
+from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.blocks import Block
 from egraph_compiler.fusion.layout import SERIAL_REDUCE_BELOW
@@ -84,6 +92,25 @@ class KernelParams:
     row_serial_below: int = 1024
     row_serial_min_rows: int = 64
     row_serial_lanes: int = 8  # partial results per serial row reduction (a vector's width)
+    # Conv/MatMul anchors: the device class whose cost model picks each anchor's
+    # option (`cost.DEVICES`: "cpu" for PoCL, "gpu"), or a forced variant
+    # ("direct", "tiled", "gemv") and its parameters (tests, `dnnr tune`).
+    device: str = "cpu"
+    anchor_variant: str | None = None
+    anchor_tile: Tile | None = None
+    anchor_gemv: Gemv | None = None
+
+    @staticmethod
+    def for_device(device: str) -> KernelParams:
+        """Defaults for a device class: "cpu" (PoCL) as above; "gpu" runs rows one
+        work-group each (a work-item per row leaves lanes idle and loads uncoalesced)
+        and 256-item work-groups, and lets the cost model pick tiled anchors."""
+        if device == "gpu":
+            return KernelParams(work_group=256, reduce_work_group=256, row_serial_below=0,
+                                device="gpu")
+        if device != "cpu":
+            raise ValueError(f"unknown OpenCL device class '{device}' (cpu or gpu)")
+        return KernelParams()
 
 
 @dataclass(frozen=True)
@@ -97,6 +124,8 @@ class Kernel:
     # constants it reads as image2d_t when the device allows (images.py):
     # (tensor, width, height, reason)
     images: tuple[tuple[str, int, int, str], ...] = ()
+    # the anchor option generated (`cost.Option.describe`), "" for other kinds
+    variant: str = ""
 
 
 def _zero_accumulators(s: Scope, outer: str, inner: str,
@@ -141,6 +170,7 @@ class _Gen:
         self.em.layouts = dict(block.layouts)
         self.defines: list[str] = []
         self.helpers: list[str] = []  # functions the body calls, defined before the kernel
+        self.variant = ""  # the anchor option chosen (conv, matmul)
 
     # -- shared pieces ------------------------------------------------------------------
     def signature(self, local: int, image_params: frozenset[str] = frozenset()
@@ -182,7 +212,8 @@ class _Gen:
         global_size = _cdiv(max(total, 1), local) * local
         return Kernel(source, tuple(self.args), global_size, local,
                       tuple(sorted(self.em.derived.items())),
-                      tuple((inputs[p][1], w, h, why) for p, (w, h, why) in sorted(chosen.items())))
+                      tuple((inputs[p][1], w, h, why) for p, (w, h, why) in sorted(chosen.items())),
+                      self.variant)
 
     def single_use(self, name: str) -> bool:
         return sum(name in self.view.nodes[n].inputs for n in self.block.nodes) == 1
@@ -254,8 +285,60 @@ class _Gen:
                 scope.nest(f"if (gid < {numel})", body)
         return self.finish(scope, total, local)
 
-    # -- conv -----------------------------------------------------------------------------
+    # -- anchor options -----------------------------------------------------------------
+    def pick(self, sizes: dict[str, int], direct_items: int, tiled_ok: bool,
+             gemv_side: str | None) -> cost.Option:
+        """The anchor's option: forced by `KernelParams`, else the cost model's choice."""
+        p = self.params
+        candidates = cost.options(cost.DEVICES[p.device], sizes["m"], sizes["n"], sizes["k"],
+                                  sizes["batch"], direct_items, tiled_ok, gemv_side)
+        if p.anchor_variant == "tiled" and p.anchor_tile is not None and tiled_ok:
+            if not p.anchor_tile.valid():
+                raise ModelError(f"block {self.block.id}: tile {p.anchor_tile} does not map its "
+                                 f"loads onto its work-group (see gemm.Tile.valid)")
+            option = cost.Option("tiled", p.anchor_tile, 0.0)
+        elif p.anchor_variant == "gemv" and p.anchor_gemv is not None and gemv_side:
+            option = cost.Option("gemv", p.anchor_gemv, 0.0)
+        else:
+            option = cost.choose(candidates, p.anchor_variant)
+        self.variant = option.describe()
+        return option
+
+    def conv_geometry(self) -> gemm.ConvGeometry:
+        node = self.anchor()
+        x_shape = self.view.shape(node.inputs[0])
+        w_shape = self.view.shape(node.inputs[1])
+        out_shape = self.view.shape(node.outputs[0])
+        spatial = len(x_shape) - 2
+        kernel = tuple(w_shape[2:])
+        strides = tuple(node.attr("strides") or (1,) * spatial)  # type: ignore[arg-type]
+        dil = tuple(node.attr("dilations") or (1,) * spatial)  # type: ignore[arg-type]
+        begin = _pads_begin(node, x_shape[2:], out_shape[2:], kernel, strides, dil)
+        return gemm.ConvGeometry(tuple(x_shape), tuple(out_shape), kernel, strides, dil, begin,
+                                 int(node.attr("group", 1)))  # type: ignore[arg-type]
+
     def conv(self) -> Kernel:
+        geo = self.conv_geometry()
+        depthwise = geo.group > 1 and geo.cin_g == 1
+        sizes = {"m": geo.cout_g, "n": geo.columns, "k": geo.cin_g * geo.taps,
+                 "batch": geo.group}
+        tw = self.params.depthwise_tile_width if depthwise else self.params.conv_tile_width
+        direct_items = geo.columns // max(1, min(tw, geo.out_shape[-1])) * \
+            _cdiv(geo.out_shape[1], 1 if depthwise else self.params.conv_tile_channels)
+        option = self.pick(sizes, direct_items, not depthwise,
+                           "n" if geo.columns == 1 else None)
+        if option.variant == "tiled":
+            problem, _ = gemm.conv_problem(self, geo)
+            return gemm.tiled(self, problem, option.params)  # type: ignore[arg-type]
+        if option.variant == "gemv":
+            problem, _ = gemm.conv_problem(self, geo)
+            return gemm.gemv(self, problem.batch, problem.k, problem.b, problem.a,
+                             lambda scope, row, value: problem.store(scope, row, "0", value),
+                             option.params)  # type: ignore[arg-type]
+        return self.conv_direct()
+
+    # -- conv -----------------------------------------------------------------------------
+    def conv_direct(self) -> Kernel:
         node = self.anchor()
         x_name, w_name = node.inputs[0], node.inputs[1]
         bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
@@ -372,6 +455,20 @@ class _Gen:
 
     # -- matmul / gemm -----------------------------------------------------------------
     def matmul(self) -> Kernel:
+        problem, sizes = gemm.matmul_problem(self)
+        tm = max(1, min(self.params.matmul_tile_m, sizes["m"]))
+        tn = max(1, min(self.params.matmul_tile_n, sizes["n"]))
+        direct_items = sizes["batch"] * _cdiv(sizes["m"], tm) * _cdiv(sizes["n"], tn)
+        option = self.pick(sizes, direct_items, True, "m" if sizes["m"] == 1 else None)
+        if option.variant == "tiled":
+            return gemm.tiled(self, problem, option.params)  # type: ignore[arg-type]
+        if option.variant == "gemv":
+            return gemm.gemv(self, problem.batch, problem.k, problem.a, problem.b,
+                             lambda scope, row, value: problem.store(scope, "0", row, value),
+                             option.params)  # type: ignore[arg-type]
+        return self.matmul_direct()
+
+    def matmul_direct(self) -> Kernel:
         node = self.anchor()
         a_name, b_name = node.inputs[0], node.inputs[1]
         a_shape, b_shape = self.view.shape(a_name), self.view.shape(b_name)

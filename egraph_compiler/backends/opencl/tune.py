@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from egraph_compiler.backends.opencl.build import build_artefact
+from egraph_compiler.backends.opencl.planning import execution_plan
 from egraph_compiler.backends.opencl.runtime import CompiledModel
 from egraph_compiler.fusion import ProfileDb, plan_fusion
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.graph import Graph, Node, Value
-from egraph_compiler.plan import plan_memory
 
 
 def _pair_graph(graph: Graph, first: Node, second: Node) -> Graph:
@@ -42,7 +42,8 @@ def _pair_graph(graph: Graph, first: Node, second: Node) -> Graph:
 def _latency_us(graph: Graph, fuse: bool, work: Path, repeats: int, tables: Any,
                 device: str | None) -> tuple[float, str]:
     """Best wall time of one run (µs) and the device's name."""
-    artefact = build_artefact(plan_memory(plan_fusion(graph, tables, fuse=fuse)), work)
+    plan, selection = execution_plan(graph, tables, fuse=fuse)
+    artefact = build_artefact(plan, work, selection=selection)
     model = CompiledModel(artefact.out_dir, device)
     feeds = {v.name: np.ones([int(d) for d in v.type.shape or ()], v.type.dtype)
              for v in graph.inputs}

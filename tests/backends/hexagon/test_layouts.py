@@ -12,7 +12,7 @@ from .test_models import _compare, _quantise, _static
 
 @needs_toolchain
 def test_producer_writing_packed_layout_matches_onnxruntime(tmp_path):
-    """Conv 3×3 → Conv 1×1 (ragged: 9×7 pixels, 11 → 13 channels): the chain DP has the
+    """Conv 3×3 → Conv 1×1 (ragged: 9×7 pixels, 11 → 13 channels): the PBQP has the
     3×3 conv write the 1×1 conv's panels (no packing step in between); the result still
     matches onnxruntime's QDQ execution within one unit in the last place."""
     model = _static(conv_pointwise_block(channels=11, out_channels=13, seed=4), {"batch": 1, "height": 9, "width": 7})
@@ -21,7 +21,7 @@ def test_producer_writing_packed_layout_matches_onnxruntime(tmp_path):
     assert worst <= 1, f"{worst} LSB"
     assert equal > 0.9
     report = (tmp_path / "artefact" / "report.txt").read_text()
-    agreed = re.findall(r"-> (\w+)>(\w+) .*DP total", report)
+    agreed = re.findall(r"-> (\w+)>(\w+) .*PBQP reductions", report)
     assert agreed, report
     # The consumer runs in the family whose panels the producer wrote.
     consumer_family = agreed[0][1]

@@ -1,0 +1,413 @@
+"""dnnr on a GPU through OpenCL against PyTorch on the same GPU, same weights, same inputs.
+
+Two steps, because the GPU machine has torch but not dnnr's compiler dependencies:
+
+    PYTHONPATH=. python3 benchmarks/gpu.py prepare DIR      # here (CPU): export, compile
+    python3 benchmarks/gpu.py run DIR --device NVIDIA       # there: time and compare
+
+``prepare`` builds each torchvision model with weights drawn by `seeded_weights` (NumPy,
+seed 0 — the same function gives the same weights on both machines, whatever torch's own
+initialisation does), exports it to ONNX at a static batch, compiles it with dnnr for the
+``gpu`` device class (fused and fusion off) and stores the inputs. Identical weight
+arrays are stored once in ``DIR/pool`` (artefacts of one model at two batches, fused
+and not, share most of them), so the directory travels within a 64 MiB limit.
+
+``run`` rebuilds each model in torch from the same weights and prints, per model and
+batch: dnnr's kernels (sum of OpenCL profiling-event times), dnnr end to end (inputs
+copied in, outputs copied out, wall clock), PyTorch eager, eager replayed from a CUDA
+graph (its pure GPU work), torch.compile; the largest difference between dnnr's and
+torch's outputs relative to torch's largest; then each conv/matmul kernel's achieved
+GFLOP/s and GB/s against the card's FP32 and memory peaks (from its clocks). Medians
+of ``--repeats`` runs after warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# (torchvision constructor, batch sizes): the issue's table
+MODELS = {
+    "resnet18": (1, 8),
+    "efficientnet_b0": (1,),
+    "mobilenet_v2": (8,),
+    "mobilenet_v3_small": (1,),
+}
+SIZE = 224
+# models whose fused artefact is also built with every anchor option forced in turn
+# (`run` then prints, per conv/matmul, the fastest option beside the cost model's)
+SWEEP: tuple[str, ...] = ()  # e.g. ("resnet18_b8",)
+
+
+def seeded_weights(model: Any, seed: int = 0) -> None:
+    """Fill every parameter and buffer of ``model`` from NumPy's generator (sorted by
+    name): He-scaled normal for conv/linear weights, uniform(0.5, 1.5) for norm scales
+    and running variances, 0.1·N(0, 1) for biases and running means."""
+    import torch
+
+    rng = np.random.default_rng(seed)
+    state = model.state_dict()
+    for name in sorted(state):
+        tensor = state[name]
+        if not tensor.is_floating_point():
+            continue
+        shape = tuple(tensor.shape)
+        if name.endswith("weight") and len(shape) >= 2:
+            fan_in = int(np.prod(shape[1:]))
+            values = rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)
+        elif name.endswith(("running_var", "weight")):
+            values = rng.uniform(0.5, 1.5, shape)
+        else:
+            values = 0.1 * rng.standard_normal(shape)
+        state[name] = torch.from_numpy(values.astype(np.float32))
+    model.load_state_dict(state)
+
+
+def _torchvision() -> Any:
+    """torchvision, importable beside a CPU torch (its C++ ops are not needed to build
+    models; see CORPUS.md): ``DNNR_TORCHVISION`` may name a --target install of it."""
+    extra = os.environ.get("DNNR_TORCHVISION")
+    if extra and extra not in sys.path:
+        sys.path.insert(0, extra)
+    import torch
+
+    original = torch.library.register_fake
+
+    def tolerant(*args: Any, **kwargs: Any) -> Any:
+        decorate = original(*args, **kwargs)
+
+        def apply(fn: Any) -> Any:
+            try:
+                return decorate(fn)
+            except RuntimeError:
+                return fn
+        return apply
+
+    torch.library.register_fake = tolerant
+    try:
+        import torchvision
+    finally:
+        torch.library.register_fake = original
+    return torchvision
+
+
+def build_model(name: str) -> Any:
+    model = getattr(_torchvision().models, name)(weights=None)
+    seeded_weights(model)
+    return model.eval()
+
+
+def _flops_and_bytes(plan: Any) -> dict[int, dict[str, Any]]:
+    """Per block: FLOPs of its conv/matmul anchor (2 per multiply-add) and the bytes of
+    the tensors it reads and writes."""
+    from egraph_compiler.fusion.view import GraphView
+
+    view = GraphView(plan.fusion.graph)
+    result = {}
+    for block in plan.fusion.blocks:
+        flops = 0
+        for n in block.nodes:
+            node = view.nodes[n]
+            out = view.shape(node.outputs[0])
+            if node.op == "Conv":
+                w = view.shape(node.inputs[1])
+                flops += 2 * int(np.prod(out)) * int(np.prod(w[1:]))
+            elif node.op in ("MatMul", "Gemm"):
+                a = view.shape(node.inputs[0])
+                trans_a = node.op == "Gemm" and node.attr("transA", 0)
+                flops += 2 * int(np.prod(out)) * (a[-2] if trans_a else a[-1])
+        moved = sum(view.nbytes(v) for v in (*block.inputs, *block.outputs))
+        result[block.id] = {"flops": flops, "bytes": int(moved)}
+    return result
+
+
+def _pool_weights(artefact: Path, pool: Path) -> None:
+    """Move the artefact's weight arrays into the shared pool (by content hash)."""
+    weights = np.load(artefact / "weights.npz")
+    refs = {}
+    for key in weights.files:
+        array = np.ascontiguousarray(weights[key])
+        digest = hashlib.sha1(array.tobytes() + str(array.dtype).encode() +
+                              str(array.shape).encode()).hexdigest()[:20]
+        target = pool / f"{digest}.npy"
+        if not target.exists():
+            np.save(target, array)
+        refs[key] = digest
+    weights.close()
+    (artefact / "weights.npz").unlink()
+    (artefact / "weights.refs.json").write_text(json.dumps(refs))
+
+
+def _unpool_weights(artefact: Path, pool: Path, into: Path) -> Path:
+    """A copy of the artefact with its weights.npz rebuilt from the pool."""
+    shutil.copytree(artefact, into)
+    refs = json.loads((artefact / "weights.refs.json").read_text())
+    np.savez(into / "weights.npz", **{k: np.load(pool / f"{d}.npy") for k, d in refs.items()})
+    return into
+
+
+def _forced_options() -> list[Any]:
+    from egraph_compiler.backends.opencl import cost
+
+    return [cost.Option("direct", None, 0.0),
+            *(cost.Option("tiled", tile, 0.0) for tile in cost.TILES)]
+
+
+def prepare(out: Path, only: str | None) -> None:
+    import torch
+
+    from egraph_compiler import pipeline
+    from egraph_compiler.backends.opencl import KernelParams, build
+    from egraph_compiler.backends.opencl.bench import _static_graph
+    from egraph_compiler.backends.opencl.planning import execution_plan
+
+    rules = pipeline.load_rules()
+    pool = out / "pool"
+    pool.mkdir(parents=True, exist_ok=True)
+    params = KernelParams.for_device("gpu")
+    for name, batches in MODELS.items():
+        if only not in (None, name):
+            continue
+        model = build_model(name)
+        for batch in batches:
+            target = out / f"{name}_b{batch}"
+            target.mkdir(parents=True, exist_ok=True)
+            x = np.random.default_rng(1).standard_normal((batch, 3, SIZE, SIZE)).astype(np.float32)
+            np.save(target / "input.npy", x)
+            onnx_path = Path(tempfile.mkdtemp()) / "model.onnx"
+            start = time.perf_counter()
+            torch.onnx.export(model, (torch.from_numpy(x),), str(onnx_path), dynamo=False,
+                              opset_version=17, input_names=["x"], output_names=["y"])
+            graph = _static_graph(onnx_path)
+            optimised = pipeline.optimize(graph, rules)[0]
+            meta: dict[str, Any] = {"model": name, "batch": batch, "operators": len(graph.nodes)}
+            for label, fuse in (("fused", True), ("unfused", False)):
+                plan, selection = execution_plan(optimised, rules, fuse=fuse)
+                artefact = build(plan, target / label, params, selection=selection)
+                meta[label] = {"kernels": artefact.kernels, "blocks": {
+                    str(k): v for k, v in _flops_and_bytes(plan).items()}}
+                _pool_weights(target / label, pool)
+            if target.name in SWEEP:
+                plan, selection = execution_plan(optimised, rules)
+                for option in _forced_options():
+                    label = f"sweep/{option.describe().replace(' ', '_')}"
+                    build(plan, target / label, replace(params, anchor_variant=option.variant,
+                                                        anchor_tile=option.params),
+                          selection=selection)
+                    _pool_weights(target / label, pool)
+            (target / "meta.json").write_text(json.dumps(meta))
+            shutil.rmtree(onnx_path.parent)
+            print(f"{target.name}: {meta['operators']} operators, kernels fused "
+                  f"{meta['fused']['kernels']}, fusion off {meta['unfused']['kernels']} "
+                  f"({time.perf_counter() - start:.0f} s)", flush=True)
+
+
+# -- on the GPU machine ---------------------------------------------------------------
+
+def _peaks() -> tuple[str, float, float]:
+    """The card's name, FP32 peak (GFLOP/s: SMs × 128 lanes × 2 × max SM clock) and
+    memory peak (GB/s: max memory clock × 2 (DDR) × bus width), from nvidia-smi."""
+    import subprocess
+
+    import torch
+
+    if not torch.cuda.is_available():  # a dry run of the script on a CPU machine
+        return "no CUDA device (PyTorch on the CPU)", float("nan"), float("nan")
+    props = torch.cuda.get_device_properties(0)
+    query = subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm,clocks.max.mem",
+                            "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                           check=True).stdout.split("\n")[0].split(",")
+    sm_mhz, mem_mhz = float(query[0]), float(query[1])
+    bus_bits = getattr(props, "memory_bus_width", 5120)
+    return (props.name, props.multi_processor_count * 128 * 2 * sm_mhz / 1e3,
+            mem_mhz * 2 * bus_bits / 8 / 1e3)
+
+
+def _median_ms(fn: Any, repeats: int, sync: Any) -> float:
+    for _ in range(3):
+        fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def _torch_times(name: str, x: np.ndarray, repeats: int, compile_too: bool
+                 ) -> tuple[dict[str, float], np.ndarray]:
+    import torch
+
+    # FP32 as dnnr computes it: no TF32 tensor cores in cuDNN convs or matmuls
+    # (PyTorch's default lets cuDNN use them)
+    torch.backends.cudnn.allow_tf32 = os.environ.get("DNNR_TORCH_TF32") == "1"
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32
+
+    cuda = torch.cuda.is_available()
+    model = build_model(name).to("cuda" if cuda else "cpu")
+    xt = torch.from_numpy(x).to("cuda" if cuda else "cpu")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    times = {}
+    with torch.no_grad():
+        reference = model(xt).float().cpu().numpy()
+        times["eager"] = _median_ms(lambda: model(xt), repeats, sync)
+        if not cuda:
+            return times, reference
+        static_in = xt.clone()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                model(static_in)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            model(static_in)
+        times["cuda_graph"] = _median_ms(graph.replay, repeats, sync)
+        if compile_too:
+            compiled = torch.compile(model)
+            compiled(xt)
+            times["compile"] = _median_ms(lambda: compiled(xt), repeats, sync)
+    return times, reference
+
+
+def run(out: Path, device: str, repeats: int, only: str | None, compile_too: bool) -> None:
+    from egraph_compiler.backends.opencl.runtime import CompiledModel
+
+    card, peak_gflops, peak_gbs = _peaks()
+    print(f"card: {card}; FP32 peak {peak_gflops / 1e3:.1f} TFLOP/s, memory peak "
+          f"{peak_gbs:.0f} GB/s (from nvidia-smi max clocks)", flush=True)
+    rows, kernel_lines = [], []
+    pool = out / "pool"
+    for target in sorted(p for p in out.iterdir() if (p / "meta.json").exists()):
+        meta = json.loads((target / "meta.json").read_text())
+        if only not in (None, meta["model"]):
+            continue
+        x = np.load(target / "input.npy")
+        result: dict[str, Any] = {"model": meta["model"], "batch": meta["batch"]}
+        with tempfile.TemporaryDirectory() as tmp:
+            for label in ("fused", "unfused"):
+                artefact = _unpool_weights(target / label, pool, Path(tmp) / label)
+                compiled = CompiledModel(artefact, device)
+                outputs = compiled.run({"x": x})  # warm-up: the driver compiles here
+                seconds = compiled.time_launches(repeats)
+                result[f"{label}_kernels_ms"] = sum(seconds) * 1e3
+                result[f"{label}_e2e_ms"] = _median_ms(lambda c=compiled, xx=x: c.run({"x": xx}),
+                                                       repeats, lambda: None)
+                if label == "fused":
+                    result["dnnr_out"] = outputs["y"]
+                    blocks = meta[label]["blocks"]
+                    anchor_ms = 0.0
+                    for s, launch in zip(seconds, compiled.plan["launches"], strict=True):
+                        info = blocks[str(launch["block"])]
+                        if info["flops"]:
+                            anchor_ms += s * 1e3
+                            kernel_lines.append(
+                                f"{target.name:<24}{'+'.join(launch['ops'])[:34]:<36}"
+                                f"{launch.get('variant', '')[:30]:<32}{s * 1e3:8.3f}"
+                                f"{info['flops'] / s / 1e9:10.0f}"
+                                f"{100 * info['flops'] / s / 1e9 / peak_gflops:7.1f}%"
+                                f"{info['bytes'] / s / 1e9:9.0f}"
+                                f"{100 * info['bytes'] / s / 1e9 / peak_gbs:6.1f}%")
+                    result["anchor_share"] = anchor_ms / max(result["fused_kernels_ms"], 1e-9)
+                del compiled
+        if (target / "sweep").exists():
+            _sweep(target, pool, device, x, repeats, peak_gflops)
+        times, reference = _torch_times(meta["model"], x, repeats, compile_too)
+        result.update(times)
+        dnnr_out = result.pop("dnnr_out")
+        result["rel_err"] = float(np.max(np.abs(dnnr_out - reference)) /
+                                  max(float(np.max(np.abs(reference))), 1e-30))
+        rows.append(result)
+        print(json.dumps(result), flush=True)
+    print(f"\n{card}, median of {repeats}; dnnr kernels = sum of OpenCL profiling events; "
+          f"PyTorch TF32 {'on' if os.environ.get('DNNR_TORCH_TF32') == '1' else 'off'}")
+    print("| model (batch) | dnnr fused kernels ms | dnnr fused end-to-end ms | fusion-off "
+          "kernels ms | PyTorch eager ms | eager in a CUDA graph ms | torch.compile ms | "
+          "conv/matmul share | max rel err |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['model']} ({r['batch']}) | {r['fused_kernels_ms']:.2f} | "
+              f"{r['fused_e2e_ms']:.2f} | {r['unfused_kernels_ms']:.2f} | {r['eager']:.2f} | "
+              f"{r.get('cuda_graph', float('nan')):.2f} | {r.get('compile', float('nan')):.2f} | "
+              f"{100 * r['anchor_share']:.0f} % | {r['rel_err']:.1e} |")
+    print("\nconv/matmul kernels (fused): ms, GFLOP/s, % of FP32 peak, GB/s, % of memory peak")
+    for line in kernel_lines:
+        print(line)
+
+
+def _sweep(target: Path, pool: Path, device: str, x: np.ndarray, repeats: int,
+           peak_gflops: float) -> None:
+    """Per conv/matmul launch: the fastest forced option vs the cost model's choice."""
+    from egraph_compiler.backends.opencl.runtime import CompiledModel
+
+    meta = json.loads((target / "meta.json").read_text())
+    blocks = meta["fused"]["blocks"]
+    table: dict[int, dict[str, float]] = {}
+    names: dict[int, str] = {}
+    flops: dict[int, int] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for label in ["fused", *sorted(p.name for p in (target / "sweep").iterdir())]:
+            source = target / label if label == "fused" else target / "sweep" / label
+            compiled = CompiledModel(_unpool_weights(source, pool, Path(tmp) / label), device)
+            compiled.run({"x": x})
+            seconds = compiled.time_launches(max(3, repeats // 3))
+            for k, (s, launch) in enumerate(zip(seconds, compiled.plan["launches"], strict=True)):
+                if blocks[str(launch["block"])]["flops"]:
+                    key = "model: " + launch["variant"] if label == "fused" else label
+                    table.setdefault(k, {})[key] = s * 1e3
+                    names[k] = "+".join(launch["ops"])
+                    flops[k] = blocks[str(launch["block"])]["flops"]
+            del compiled
+    print(f"\nsweep {target.name}: per conv/matmul, the cost model's option vs the fastest "
+          "(ms, % of FP32 peak)")
+    model_total = best_total = 0.0
+    for k in sorted(table):
+        row = table[k]
+        chosen = next(key for key in row if key.startswith("model: "))
+        best = min((key for key in row if not key.startswith("model: ")), key=row.get)
+        model_total += row[chosen]
+        best_total += row[best]
+        print(f"  {k:3d} {names[k][:30]:<32}{chosen[7:][:30]:<32}{row[chosen]:8.3f}   "
+              f"best {best[:30]:<32}{row[best]:8.3f}"
+              f" {100 * flops[k] / row[best] / 1e6 / peak_gflops:5.1f}%")
+    print(f"  total: cost model {model_total:.3f} ms, best per kernel {best_total:.3f} ms")
+    if os.environ.get("OUT"):  # every option's time, for fitting the cost model
+        Path(os.environ["OUT"], f"sweep_{target.name}.json").write_text(json.dumps(
+            {str(k): {"ops": names[k], "flops": flops[k], "ms": table[k]} for k in table}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("step", choices=["prepare", "run"])
+    parser.add_argument("dir")
+    parser.add_argument("--device", default="NVIDIA", help="OpenCL device name substring")
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--only", help="one model name")
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    args = parser.parse_args()
+    if args.step == "prepare":
+        prepare(Path(args.dir), args.only)
+    else:
+        run(Path(args.dir), args.device, args.repeats, args.only, not args.no_compile)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""Layout/implementation selection benchmark: the PBQP against the local and chain-DP choices.
+
+    python benchmarks/layout_selection.py [--repeats N] [--models a,b,...|none] [--all] [--corpus DIR]
+                                [--no-opencl] [--no-hexagon]
+
+OpenCL (PoCL): per model, the layout PBQP's size, solver, objective (sector
+transactions) with its lower bound, the local and chain-DP objectives, solve
+seconds, and the measured median latency of the artefact built with each choice
+("same": that choice picked what an earlier one did, not measured again). Hexagon (qemu):
+QDQ-quantised blocks, the instruction-family PBQP (estimated cycles) and the
+executed packets of the whole program under qemu-hexagon for each choice.
+``--corpus DIR`` adds every ``*.onnx`` under DIR (symbolic dims bound to batch=1,
+seq=64, height=width=64, others 1). Prints; asserts nothing.
+"""
+
+# ruff: noqa: E402  (the import path is fixed before the imports: see below)
+from __future__ import annotations
+
+import os
+import sys
+
+# This file's name shadows the standard library's `select` (which subprocess imports):
+# take the benchmarks folder off the import path before anything imports it.
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
+
+import argparse
+import json
+import math
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from egraph_compiler.backends import hexagon, opencl
+from egraph_compiler.backends.hexagon import toolchain
+from egraph_compiler.fusion import plan_fusion
+from egraph_compiler.select import select_layouts
+from tests.backends.opencl.helpers import static_graph, with_static_inputs
+from tests.modelzoo import (
+    BLOCKS,
+    LIGHT_MODELS,
+    channel_attention_block,
+    conv_pointwise_block,
+    depthwise_separable_block,
+    light_model,
+    random_inputs,
+    randomize_weights,
+    residual_block,
+)
+
+POLICIES = ("pbqp", "local", "chain-dp")
+DIMS = {"batch": 2, "height": 14, "width": 14, "seq": 32}
+CORPUS_DIMS = {"batch": 1, "seq": 64, "sequence": 64, "height": 64, "width": 64}
+DEFAULT_LIGHT = ("squeezenet", "resnet50", "inception_v1", "densenet121")
+
+
+def _fmt(x: object) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return "inf" if math.isinf(x) else f"{x:.0f}"
+    return str(x)
+
+
+def _opencl_models(args: argparse.Namespace) -> list[tuple[str, onnx.ModelProto]]:
+    names = [m for m in args.models.split(",") if m and m != "none"] or ([] if args.models == "none" else [
+        *BLOCKS, "channel_attention", *(LIGHT_MODELS if args.all else DEFAULT_LIGHT)])
+    models = []
+    for name in names:
+        if name == "channel_attention":
+            models.append((name, channel_attention_block()))
+        elif name in BLOCKS:
+            models.append((name, BLOCKS[name]()))
+        else:
+            models.append((name, randomize_weights(light_model(name), seed=0)))
+    return models
+
+
+def _corpus(args: argparse.Namespace) -> list[tuple[str, onnx.ModelProto]]:
+    return [(path.stem, onnx.load(str(path))) for path in sorted(Path(args.corpus).rglob("*.onnx"))] \
+        if args.corpus else []
+
+
+def _dims_for(model: onnx.ModelProto, base: dict[str, int]) -> dict[str, int]:
+    dims = dict(base)
+    for value in model.graph.input:
+        for d in value.type.tensor_type.shape.dim:
+            if d.dim_param and d.dim_param not in dims:
+                dims[d.dim_param] = 1
+    return dims
+
+
+def _time(out_dir: Path, feeds: dict, repeats: int) -> float:
+    compiled = opencl.load(out_dir)
+    compiled.run(feeds)  # compile the kernels, warm the caches
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        compiled.run(feeds)
+        samples.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(samples)
+
+
+def bench_opencl(args: argparse.Namespace, work: Path) -> None:
+    print("OpenCL (PoCL): layout PBQP, objective in sector transactions; latency = median ms of "
+          f"{args.repeats} runs")
+    header = (f"{'model':22s} {'ops':>5s} {'nodes':>5s} {'edges':>5s} {'solver':18s} {'global':>10s} "
+              f"{'bound':>10s} {'local':>10s} {'chainDP':>10s} {'solve s':>8s}  ms pbqp/local/chain-dp")
+    print(header)
+    models = [(n, m, DIMS) for n, m in _opencl_models(args)] + [(n, m, CORPUS_DIMS) for n, m in _corpus(args)]
+    for name, model, base in models:
+        try:
+            feeds = random_inputs(model, 0, dims=_dims_for(model, base))
+            model = with_static_inputs(model, feeds)
+            graph = static_graph(model, feeds)
+            fusion_plan = plan_fusion(graph, layouts=False)
+            _, sel = select_layouts(fusion_plan)
+        except Exception as error:  # a corpus model the backend cannot take yet
+            print(f"{name:22s} skipped: {str(error).splitlines()[0][:100]}")
+            continue
+        latencies, seen = [], {}
+        for policy in POLICIES:
+            try:
+                picks = tuple(sorted(sel.policy_picks(policy).items()))
+            except ValueError:
+                latencies.append("infeasible")
+                continue
+            if picks not in seen:
+                try:
+                    opencl.compile_graph(graph, work / name / policy, layouts=policy)
+                    seen[picks] = f"{_time(work / name / policy, feeds, args.repeats):.2f}"
+                except Exception as error:  # the backend fails on this model whatever the layouts
+                    seen[picks] = f"failed ({type(error).__name__})"
+                latencies.append(seen[picks])
+            else:  # the same artefact as an earlier choice: not measured again
+                latencies.append("same")
+        ops = sum(len(b.nodes) for b in fusion_plan.blocks)
+        print(f"{name:22s} {ops:5d} {len(sel.problem.nodes):5d} {len(sel.problem.edges):5d} "
+              f"{sel.solver:18s} {_fmt(sel.objective):>10s} {_fmt(sel.lower_bound):>10s} "
+              f"{_fmt(sel.local_objective):>10s} {_fmt(sel.chain_objective):>10s} "
+              f"{sel.seconds:8.4f}  {'/'.join(latencies)}", flush=True)
+
+
+def _executed_packets(elf: Path, stdin: bytes) -> int:
+    """Packets qemu-hexagon executes for the whole program (single-stepped, logged)."""
+    log = elf.with_suffix(".all.log")
+    toolchain.run_elf(elf, stdin, ["-singlestep", "-d", "exec,nochain", "-D", str(log)], timeout=600)
+    with log.open(errors="replace") as handle:
+        count = sum(1 for line in handle if line.startswith("Trace"))
+    log.unlink()
+    return count
+
+
+def _hexagon_models() -> list[tuple[str, onnx.ModelProto]]:
+    return [("conv_pointwise", conv_pointwise_block(channels=11, out_channels=13, seed=4)),
+            ("conv_pointwise_wide", conv_pointwise_block(channels=64, out_channels=48, seed=1)),
+            ("residual", residual_block(channels=16, seed=2)),
+            ("depthwise_separable", depthwise_separable_block(channels=16, out_channels=32, seed=3))]
+
+
+def bench_hexagon(args: argparse.Namespace, work: Path) -> None:
+    from tests.backends.hexagon.test_models import (
+        _quantise,
+        _real_input,
+        _static,
+        _through_quant_rules,
+    )
+
+    print("\nHexagon (qemu-hexagon v67): instruction-family PBQP, objective in estimated cycles; "
+          "executed packets of the whole program per choice")
+    print(f"{'model':22s} {'nodes':>5s} {'edges':>5s} {'solver':14s} {'global':>9s} {'local':>9s} "
+          f"{'chainDP':>9s} {'solve s':>8s}  packets pbqp/local/chain-dp")
+    if not toolchain.have_toolchain():
+        print("  skipped: clang/qemu-hexagon missing")
+        return
+    for name, model in _hexagon_models():
+        tmp = work / f"hex_{name}"
+        tmp.mkdir(parents=True, exist_ok=True)
+        path = _quantise(_static(model, {"batch": 1, "height": 9, "width": 7}), tmp, seed=2)
+        graph = _through_quant_rules(path)
+        info = _real_input(onnx.load(path))
+        x = np.random.default_rng(3).standard_normal(
+            [d.dim_value for d in info.type.tensor_type.shape.dim]).astype(np.float32)
+        packets, seen, sel = [], {}, None
+        for policy in POLICIES:
+            try:
+                artefact = hexagon.build(graph, tmp / policy, select=policy)
+            except ValueError:
+                packets.append("infeasible")
+                continue
+            sel = sel or artefact.select
+            decisions = tuple(sorted((k, v["option"]) for k, v in artefact.select["decisions"].items()))
+            if decisions not in seen:
+                meta = json.loads((tmp / policy / "meta.json").read_text())
+                stdin = hexagon._to_device(x, meta["inputs"][info.name])
+                seen[decisions] = str(_executed_packets(tmp / policy / "model.elf", stdin))
+                packets.append(seen[decisions])
+            else:
+                packets.append("same")
+        print(f"{name:22s} {sel['nodes']:5d} {sel['edges']:5d} {sel['solver']:14s} "
+              f"{_fmt(sel['objective']):>9s} {_fmt(sel['local_objective']):>9s} "
+              f"{_fmt(sel['chain_dp_objective']):>9s} {sel['seconds']:8.4f}  {'/'.join(packets)}",
+              flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--models", default="")
+    parser.add_argument("--all", action="store_true")
+    parser.add_argument("--corpus", default="")
+    parser.add_argument("--no-opencl", action="store_true")
+    parser.add_argument("--no-hexagon", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        if not args.no_opencl:
+            bench_opencl(args, Path(tmp))
+        if not args.no_hexagon:
+            bench_hexagon(args, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

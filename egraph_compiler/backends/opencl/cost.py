@@ -1,0 +1,160 @@
+"""Anchor kernel options and the cost model that picks one per shape.
+
+Every conv and matmul anchor has several kernel *options* — a variant and its
+parameters — listed as plain data by `options` (a selection stage may choose among
+them; `choose` takes the cheapest by this model today):
+
+- ``direct``: the register-tiled kernel of `kernels.py` (a work-item per TC output
+  channels × TW columns, or TM × TN of a matmul; no local memory, no barrier);
+- ``tiled``: the work-group-tiled GEMM of `gemm.py` (`gemm.Tile` parameters);
+- ``gemv``: split-K inside a work-group for a single output row (`gemm.Gemv`).
+
+The model (documented, deliberately simple): a variant reaches a fraction
+``efficiency`` of the device's FP32 peak when the device is full, so
+
+    time = padded FLOPs / (peak × efficiency × fill)     (gemv: bytes / bandwidth / fill)
+
+where *padded* counts the tile's ragged edges as work and *fill* is the fraction of
+the device's slots the grid occupies, counted in whole waves (a grid of 1.1 waves
+fills 55 %). A ``tiled`` work-group's efficiency grows with its register block's
+arithmetic intensity (``tm·tn / (tm + tn)`` FMAs per local-memory read, saturating
+at 2, i.e. 4 × 4). The efficiencies are per device class (`DEVICES`); the GPU
+numbers are an H100 through NVIDIA's OpenCL: direct kernels measured at 0.2–3.7 %
+of peak (DESIGN.md §7), tiled ones at 2–27 %. Four resident 256-item work-groups
+per SM, the saturation at 4 × 4, the 15 % for vector reads, split-K only for grids
+under half a wave, ``reuse_full`` and ``slice_cost`` were fitted (a grid search) to
+a sweep of all 22 tiles over ResNet-18's conv/Gemm launches at batch 1 and 8 on an
+H100: the model's picks sum to 3.43 ms where the per-launch fastest sum to 3.25 ms
+(`benchmarks/gpu.py` prints the sweep, the model's tile beside the fastest). The
+CPU numbers are PoCL on this project's x86 machines, where a work-group barrier
+splits the work-item loop and spills the register block: on the test convs tiled
+ran 9–60× slower than direct (a one-pixel 1×1 conv was the exception, 2–6× faster),
+gemv 4–23× slower on a 2048 → 1000 Gemm; `tests/backends/opencl/test_gemm.py`
+checks the CPU model keeps ``direct``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from egraph_compiler.backends.opencl.gemm import Gemv, Tile
+
+
+@dataclass(frozen=True)
+class DeviceModel:
+    """What the cost model knows about a device class."""
+
+    name: str
+    compute_units: int
+    peak_gflops: float
+    bandwidth_gbs: float
+    items_per_unit: int  # work-items a compute unit needs in flight to run at full rate
+    groups_per_unit: int  # resident 256-item work-groups per compute unit (tiled)
+    efficiency: dict[str, float] = field(default_factory=dict)
+    # tiled: global-memory reuse of a tile (bm·bn / (bm + bn) outputs per element
+    # loaded) at which it stops limiting, and the cost of each extra split-K slice
+    reuse_full: float = 32.0
+    slice_cost: float = 0.0
+
+
+DEVICES = {
+    "cpu": DeviceModel("cpu", compute_units=2, peak_gflops=150.0, bandwidth_gbs=20.0,
+                       items_per_unit=64, groups_per_unit=1,
+                       efficiency={"direct": 0.25, "tiled": 0.04, "gemv": 0.02}),
+    "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
+                       items_per_unit=1024, groups_per_unit=4,
+                       efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6},
+                       reuse_full=8.0, slice_cost=0.0),
+}
+
+TILES = (
+    Tile(128, 128, 8, 8, 8), Tile(64, 128, 8, 4, 8), Tile(128, 64, 8, 8, 4),
+    Tile(64, 64, 16, 4, 4), Tile(32, 64, 16, 2, 4), Tile(64, 32, 16, 4, 2),
+    Tile(32, 32, 16, 2, 2), Tile(16, 64, 16, 1, 4), Tile(64, 16, 16, 4, 1),
+    Tile(16, 16, 16, 1, 1),
+    # the same register blocks read from local memory as vectors (see `gemm.Tile`)
+    Tile(128, 128, 8, 8, 8, True), Tile(64, 128, 8, 4, 8, True), Tile(64, 64, 16, 4, 4, True),
+    Tile(32, 64, 16, 2, 4, True), Tile(64, 32, 16, 4, 2, True), Tile(32, 32, 16, 2, 2, True),
+    # split-K inside the work-group, for few output tiles over a long K (late CNN layers)
+    Tile(32, 32, 16, 4, 4, True, 4), Tile(16, 16, 16, 2, 2, True, 4),
+    Tile(32, 64, 16, 4, 4, True, 2), Tile(64, 32, 16, 4, 4, True, 2),
+    Tile(16, 32, 16, 2, 2, True, 2), Tile(32, 32, 16, 2, 4, True, 2),
+)
+GEMVS = (Gemv(32, 8), Gemv(8, 32), Gemv(64, 4))
+
+
+@dataclass(frozen=True)
+class Option:
+    """One way to generate an anchor: ``variant`` with ``params``, and its estimate."""
+
+    variant: str
+    params: Tile | Gemv | None
+    estimate_us: float
+
+    def describe(self) -> str:
+        if isinstance(self.params, Tile):
+            p = self.params
+            return f"tiled {p.bm}x{p.bn}x{p.bk} per-item {p.tm}x{p.tn}" + \
+                (" vec" if p.contiguous else "") + (f" split-k {p.slices}" if p.slices > 1 else "")
+        if isinstance(self.params, Gemv):
+            return f"gemv {self.params.columns} outputs x {self.params.slices} k-slices"
+        return self.variant
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _fill(units: int, slots: int) -> float:
+    """Fraction of the device a grid of ``units`` keeps busy, in whole waves."""
+    if units <= 0:
+        return 1.0
+    return units / (_cdiv(units, slots) * slots)
+
+
+def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
+            direct_items: int, tiled_ok: bool, gemv_side: str | None) -> list[Option]:
+    """Every option for ``C[batch][m][n] = A·B`` over ``k``, priced for ``device``.
+
+    ``direct_items``: work-items of the direct kernel; ``tiled_ok``: the tiled GEMM
+    applies (not depthwise); ``gemv_side``: "m" or "n" when that side is one row."""
+    eff, peak = device.efficiency, device.peak_gflops * 1e3  # FLOP per µs
+    flops = 2.0 * batch * m * n * k
+    result = [Option("direct", None, flops / (peak * eff["direct"] *
+                                               _fill(direct_items, device.compute_units *
+                                                     device.items_per_unit)))]
+    if tiled_ok:
+        slots = device.compute_units * device.groups_per_unit
+        for tile in TILES:
+            if not tile.valid() or (tile.bm > 16 and m <= tile.bm // 2) or \
+                    (tile.bn > 16 and n <= tile.bn // 2):
+                continue
+            groups = batch * _cdiv(m, tile.bm) * _cdiv(n, tile.bn)
+            if tile.slices > 1 and groups >= slots // 2:
+                continue  # split-K is for grids that would fill under half the device
+            step = tile.bk * tile.slices
+            padded = 2.0 * groups * tile.bm * tile.bn * _cdiv(k, step) * step
+            intensity = min(1.0, tile.tm * tile.tn / (tile.tm + tile.tn) / 2.0)
+            # vector reads from local memory measured 10-30 % faster on the H100
+            vector = 1.15 if tile.contiguous else 1.0
+            reuse = min(1.0, tile.bm * tile.bn / (tile.bm + tile.bn) / device.reuse_full)
+            split = 1.0 / (1.0 + device.slice_cost * (tile.slices - 1))
+            fill = _fill(groups * tile.work_group, slots * 256)
+            result.append(Option("tiled", tile, padded / (peak * eff["tiled"] * intensity *
+                                                          vector * reuse * split * fill)))
+    if gemv_side is not None:
+        rows = n if gemv_side == "m" else m
+        bytes_moved = 4.0 * batch * rows * k
+        for shape in GEMVS:
+            groups = batch * _cdiv(rows, shape.columns)
+            fill = _fill(groups * shape.work_group,
+                         device.compute_units * device.items_per_unit)
+            result.append(Option("gemv", shape, bytes_moved /
+                                 (device.bandwidth_gbs * 1e3 * eff["gemv"] * fill)))
+    return result
+
+
+def choose(candidates: list[Option], forced: str | None = None) -> Option:
+    """The cheapest option (of variant ``forced`` when given and available)."""
+    pool = [o for o in candidates if forced is None or o.variant == forced] or candidates
+    return min(pool, key=lambda o: o.estimate_us)

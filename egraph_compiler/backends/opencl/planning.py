@@ -1,0 +1,25 @@
+"""Fusion → select → plan for the OpenCL backend: the one place that chains them, so
+`compile_graph`, `dnnr bench` and `dnnr tune` build the same artefact."""
+
+from __future__ import annotations
+
+from egraph_compiler.fusion import ProfileDb, plan_fusion
+from egraph_compiler.ir.graph import Graph
+from egraph_compiler.plan import ExecutionPlan, plan_memory
+from egraph_compiler.select import Selection, select_layouts
+
+LAYOUT_POLICIES = ("pbqp", "local", "chain-dp", "per-tensor", "row-major")
+
+
+def execution_plan(graph: Graph, tables: object = None, profile_db: ProfileDb | None = None,
+                   fuse: bool = True, layouts: str = "pbqp") -> tuple[ExecutionPlan, Selection | None]:
+    """``layouts``: "pbqp" (the `select` stage decides every intermediate's dimension
+    order together), its baselines "local" / "chain-dp", "per-tensor" (fusion's SmartMem
+    rule alone) or "row-major"."""
+    if layouts not in LAYOUT_POLICIES:
+        raise ValueError(f"layouts must be one of {', '.join(LAYOUT_POLICIES)}, not {layouts!r}")
+    fusion_plan = plan_fusion(graph, tables, profile_db, fuse=fuse, layouts=layouts == "per-tensor")
+    selection = None
+    if layouts in ("pbqp", "local", "chain-dp"):
+        fusion_plan, selection = select_layouts(fusion_plan, policy=layouts)
+    return plan_memory(fusion_plan), selection

@@ -1,0 +1,214 @@
+"""The conv and matmul anchor options (direct, tiled, gemv) on PoCL against onnxruntime,
+on ragged shapes (no dimension a multiple of a tile), with a prologue and an epilogue
+fused; and the cost model's choices."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from egraph_compiler.backends.opencl import KernelParams, build, cost, load
+from egraph_compiler.backends.opencl.gemm import Gemv, Tile
+from egraph_compiler.fusion import plan_fusion
+from egraph_compiler.ir import DnnrError
+from egraph_compiler.plan import plan_memory
+from tests.backends.opencl.helpers import static_graph
+from tests.modelzoo import assert_close, run_ort
+
+VARIANTS = {
+    "direct": KernelParams(anchor_variant="direct"),
+    "tiled-64x64": KernelParams(anchor_variant="tiled", anchor_tile=Tile(64, 64, 16, 4, 4)),
+    "tiled-16x64": KernelParams(anchor_variant="tiled", anchor_tile=Tile(16, 64, 16, 1, 4)),
+    "tiled-128x128": KernelParams(anchor_variant="tiled", anchor_tile=Tile(128, 128, 8, 8, 8)),
+    "tiled-64x64-vec": KernelParams(anchor_variant="tiled",
+                                    anchor_tile=Tile(64, 64, 16, 4, 4, True)),
+    "tiled-32x64-vec": KernelParams(anchor_variant="tiled",
+                                    anchor_tile=Tile(32, 64, 16, 2, 4, True)),
+    "tiled-32x32-vec-splitk4": KernelParams(anchor_variant="tiled",
+                                            anchor_tile=Tile(32, 32, 16, 4, 4, True, 4)),
+    "tiled-16x32-splitk2": KernelParams(anchor_variant="tiled",
+                                        anchor_tile=Tile(16, 32, 16, 2, 2, False, 2)),
+    "gemv-8x32": KernelParams(anchor_variant="gemv", anchor_gemv=Gemv(8, 32)),
+    "gemv-32x8": KernelParams(anchor_variant="gemv", anchor_gemv=Gemv(32, 8)),
+}
+
+
+def _model(nodes: list[onnx.NodeProto], inputs: dict[str, list[int]], out: list[int],
+           constants: dict[str, np.ndarray]) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info(k, TensorProto.FLOAT, v) for k, v in inputs.items()],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)],
+        [numpy_helper.from_array(v, k) for k, v in constants.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _conv(n: int, cin: int, size: tuple[int, ...], cout: int, k: int, stride: int, pad: int,
+          group: int = 1) -> onnx.ModelProto:
+    """BatchNorm → Relu → Conv(+bias) → Clip: a prologue of two operators and an epilogue."""
+    rng = np.random.default_rng(cout)
+    spatial = len(size)
+    out = [(s + 2 * pad - k) // stride + 1 for s in size]
+    nodes = [
+        helper.make_node("BatchNormalization", ["x", "s", "b", "mu", "var"], ["xn"]),
+        helper.make_node("Relu", ["xn"], ["xr"]),
+        helper.make_node("Conv", ["xr", "W", "B"], ["c"], kernel_shape=[k] * spatial,
+                         strides=[stride] * spatial, pads=[pad] * 2 * spatial, group=group),
+        helper.make_node("Sigmoid", ["c"], ["y"]),
+    ]
+    constants = {
+        "W": (rng.standard_normal((cout, cin // group, *[k] * spatial)) * 0.2).astype(np.float32),
+        "B": rng.standard_normal(cout).astype(np.float32),
+        "s": rng.uniform(0.5, 1.5, cin).astype(np.float32),
+        "b": rng.standard_normal(cin).astype(np.float32),
+        "mu": rng.standard_normal(cin).astype(np.float32),
+        "var": rng.uniform(0.5, 1.5, cin).astype(np.float32),
+    }
+    return _model(nodes, {"x": [n, cin, *size]}, [n, cout, *out], constants)
+
+
+CONVS = {
+    "3x3-pad-ragged": _conv(2, 5, (9, 7), 13, 3, 1, 1),
+    "1x1": _conv(1, 16, (5, 6), 33, 1, 1, 0),
+    "3x3-stride2-grouped": _conv(2, 8, (11, 11), 24, 3, 2, 1, group=2),
+    "1-pixel-output": _conv(1, 70, (1, 1), 40, 1, 1, 0),
+    "1d-k5": _conv(3, 4, (19,), 6, 5, 2, 2),
+}
+
+
+def _matmuls() -> dict[str, onnx.ModelProto]:
+    rng = np.random.default_rng(7)
+    normal = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    return {
+        "gemm-transB-M1-relu-prologue": _model(
+            [helper.make_node("Relu", ["x"], ["xr"]),
+             helper.make_node("Gemm", ["xr", "W", "C"], ["y"], transB=1, alpha=0.5, beta=2.0)],
+            {"x": [1, 70]}, [1, 37], {"W": normal(37, 70), "C": normal(37)}),
+        "gemm-transA-ragged": _model(
+            [helper.make_node("Gemm", ["x", "W", "C"], ["y"], transA=1)],
+            {"x": [70, 5]}, [5, 37], {"W": normal(70, 37), "C": normal(5, 37)}),
+        "batched-broadcast-sigmoid": _model(
+            [helper.make_node("MatMul", ["x", "z"], ["m"]), helper.make_node("Sigmoid", ["m"], ["y"])],
+            {"x": [3, 2, 33, 19], "z": [2, 19, 45]}, [3, 2, 33, 45], {}),
+        "vector-matrix": _model(
+            [helper.make_node("MatMul", ["x", "W"], ["y"])], {"x": [2, 1, 300]}, [2, 1, 29],
+            {"W": normal(300, 29)}),
+    }
+
+
+def _check(model: onnx.ModelProto, params: KernelParams, tmp_path: Path) -> list[str]:
+    rng = np.random.default_rng(3)
+    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
+             .astype(np.float32) for i in model.graph.input}
+    build(plan_memory(plan_fusion(static_graph(model, feeds))), tmp_path, params)
+    compiled = load(tmp_path)
+    assert len(compiled.plan["launches"]) == 1, "prologue and epilogue fuse into the anchor"
+    assert_close(compiled.run(feeds), run_ort(model, feeds), rtol=1e-4, atol=1e-5)
+    return [launch["variant"] for launch in compiled.plan["launches"]]
+
+
+def _pairs(shapes: dict[str, onnx.ModelProto], one_row: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Every shape × variant, gemv only where it applies (one output row or pixel)."""
+    return [(s, v) for s in sorted(shapes) for v in sorted(VARIANTS)
+            if not v.startswith("gemv") or s in one_row]
+
+
+@pytest.mark.parametrize("shape, variant", _pairs(CONVS, ("1-pixel-output",)))
+def test_conv_options_match_onnxruntime(shape: str, variant: str, tmp_path: Path) -> None:
+    chosen = _check(CONVS[shape], VARIANTS[variant], tmp_path)
+    assert chosen[0].startswith(variant.split("-")[0])
+
+
+MATMULS = _matmuls()
+
+
+@pytest.mark.parametrize("shape, variant", _pairs(
+    MATMULS, ("gemm-transB-M1-relu-prologue", "vector-matrix")))
+def test_matmul_options_match_onnxruntime(shape: str, variant: str, tmp_path: Path) -> None:
+    chosen = _check(MATMULS[shape], VARIANTS[variant], tmp_path)
+    assert chosen[0].startswith(variant.split("-")[0])
+
+
+def test_tiled_prologue_runs_once_per_loaded_element(tmp_path: Path) -> None:
+    """BatchNorm and Relu are evaluated where the tile is loaded into local memory; the
+    multiply loop only reads local memory."""
+    build(plan_memory(plan_fusion(static_graph(CONVS["3x3-pad-ragged"], {
+        "x": np.zeros((2, 5, 9, 7), np.float32)}))), tmp_path, VARIANTS["tiled-64x64"])
+    source = (tmp_path / "kernels.cl").read_text()
+    multiply = source[source.index("for (int kk = 0; kk < BK; ++kk)"):]
+    multiply = multiply[:multiply.index("barrier")]
+    assert "mad(av[i], bv[j]" in multiply
+    assert not re.search(r"fmax|rsqrt|sqrt|in\d\[", multiply), multiply
+    loads = source[:source.index("for (int kk = 0; kk < BK; ++kk)")]
+    assert "Bs[b0_kk][b0_rr]" in loads and re.search(r"fmax|> 0|max\(", loads)
+
+
+def _option(device: str, **shape: int) -> cost.Option:
+    m, n, k, batch = shape["m"], shape["n"], shape["k"], shape.get("batch", 1)
+    return cost.choose(cost.options(cost.DEVICES[device], m, n, k, batch,
+                                    direct_items=shape.get("items", n * m // 64),
+                                    tiled_ok=shape.get("tiled", 1) == 1,
+                                    gemv_side="n" if n == 1 else None))
+
+
+def test_a_forced_tile_that_cannot_map_its_loads_is_an_error(tmp_path: Path) -> None:
+    params = KernelParams(anchor_variant="tiled", anchor_tile=Tile(48, 64, 16, 4, 4))
+    with pytest.raises(DnnrError, match="does not map its loads"):
+        _check(CONVS["1x1"], params, tmp_path)
+
+
+def test_every_listed_tile_is_valid() -> None:
+    """A tile the cost model may pick maps its loads exactly onto its work-group and
+    stays within 256 work-items (NVIDIA's limit for these kernels)."""
+    assert all(tile.valid() and tile.work_group <= 256 for tile in cost.TILES)
+
+
+def test_cost_model_choices() -> None:
+    """GPU: ResNet's 3×3 convs at batch 8 tiled with large tiles when there are enough
+    of them, smaller tiles when there are few columns (7×7 layers), gemv for a
+    squeeze-and-excitation 1×1 conv; depthwise stays direct. CPU (PoCL): direct."""
+    big = _option("gpu", m=64, n=8 * 56 * 56, k=64 * 9)
+    assert big.variant == "tiled" and big.params.bm * big.params.bn >= 64 * 64
+    small = _option("gpu", m=512, n=8 * 7 * 7, k=512 * 9)
+    assert small.variant == "tiled" and small.params.bm * small.params.bn < 64 * 64
+    assert _option("gpu", m=240, n=1, k=10).variant == "gemv"
+    assert _option("gpu", m=1, n=8 * 112 * 112, k=9, batch=32, tiled=0).variant == "direct"
+    assert _option("cpu", m=64, n=8 * 56 * 56, k=64 * 9).variant == "direct"
+    assert _option("cpu", m=512, n=8 * 7 * 7, k=512 * 9).variant == "direct"
+    assert _option("cpu", m=1000, n=1, k=2048).variant == "direct"
+
+
+def test_launch_times_come_from_profiling_events(tmp_path: Path) -> None:
+    """Each launch's device time (profiling events) is positive, and all of them
+    together fit in the wall time of running the same launches back to back."""
+    model = CONVS["3x3-pad-ragged"]
+    feeds = {"x": np.ones((2, 5, 9, 7), np.float32)}
+    build(plan_memory(plan_fusion(static_graph(model, feeds), fuse=False)), tmp_path)
+    compiled = load(tmp_path)
+    compiled.run(feeds)
+    seconds = compiled.time_launches(repeats=3)
+    assert len(seconds) == len(compiled.plan["launches"]) > 1 and min(seconds) > 0
+    start = time.perf_counter()
+    compiled.run(feeds)
+    wall = time.perf_counter() - start
+    assert sum(seconds) < 3 * wall + 0.01
+
+
+def test_compile_for_gpu_from_the_command_line(tmp_path: Path) -> None:
+    """`dnnr compile --target opencl --opencl-kernels gpu` picks the GPU options by the
+    cost model, and the artefact still computes the model (run here on PoCL)."""
+    from egraph_compiler.cli import main
+
+    model = CONVS["3x3-pad-ragged"]
+    onnx.save(model, str(tmp_path / "conv.onnx"))
+    assert main(["compile", str(tmp_path / "conv.onnx"), "--target", "opencl",
+                 "--opencl-kernels", "gpu", "-o", str(tmp_path / "out"), "-q"]) == 0
+    compiled = load(tmp_path / "out")
+    assert [launch["variant"].split()[0] for launch in compiled.plan["launches"]] == ["tiled"]
+    feeds = {"x": np.random.default_rng(5).standard_normal((2, 5, 9, 7)).astype(np.float32)}
+    assert_close(compiled.run(feeds), run_ort(model, feeds), rtol=1e-4, atol=1e-5)
