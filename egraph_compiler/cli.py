@@ -177,6 +177,7 @@ def _check_groups(files: Sequence[str]) -> list[list[str]]:
 def cmd_check(args: argparse.Namespace) -> int:
     from egraph_compiler import dsl
     from egraph_compiler.dsl.library import schedule_added
+    from egraph_compiler.dsl.normalize import attribute_warnings
     from egraph_compiler.ir.errors import DnnrError
 
     added = list(args.add_rules or ())
@@ -194,6 +195,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             continue
         rules = schedule_added(dsl.load_rules(group, args.rules_path or ()), added_here)
         _warn_unscheduled(rules)
+        for warning in attribute_warnings(rules):  # a right-hand side drops an attribute
+            print(warning, file=sys.stderr)
         print(f"ok: {len(rules.ops)} operators, {len(rules.rules)} rules, "
               f"{len(rules.fusion)} fusion entries in {len(rules.files)} file(s)")
     return status
@@ -375,7 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="rule files or folders (default: the shipped library; with only --add-rules, "
                         "the added files' rules)")
     _add_rule_options(p, replace=False)
-    p.add_argument("--jobs", type=int, default=2, metavar="N", help="worker processes (default 2)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="worker processes (default: every core)")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     p.set_defaults(func=cmd_verify)
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from egraph_compiler.dsl.ast import (
-    BinOp,
     Call,
     Expr,
     ListLit,
@@ -34,6 +33,13 @@ from egraph_compiler.dsl.ast import (
     UnOp,
     Var,
     sub_expressions,
+)
+from egraph_compiler.dsl.normalize import (
+    NormalRule,
+    is_filled_default,
+    normalize_rule,
+    pinned_ranks,
+    rank_limits,
 )
 from egraph_compiler.egraph import text
 from egraph_compiler.egraph.guards import BOOL_FACTS
@@ -98,6 +104,7 @@ class _Ctx:
     schemas: dict[str, OpSchema]
     rule: Rule
     bound: dict[str, tuple[str, str]] = field(default_factory=dict)  # var -> (egg var, kind)
+    wildcards: frozenset[str] = frozenset()  # left-out left-hand attributes (match anything)
     atoms: list[str] = field(default_factory=list)
     counter: int = 0
 
@@ -150,7 +157,7 @@ def _lhs(ctx: _Ctx, pattern: Pattern) -> str:
     given = dict(pattern.attrs)
     for attr in schema.attrs:
         expr = given.pop(attr.name, None)
-        if expr is None:
+        if expr is None or (isinstance(expr, Var) and expr.name in ctx.wildcards):
             args.append(ctx.fresh("_a"))
         elif isinstance(expr, Var):
             args.append(_bind(ctx, expr.name, _attr_kind(attr.type)))
@@ -315,7 +322,7 @@ def _rhs(ctx: _Ctx, rhs: _Rhs, pattern: Pattern, root: str) -> str:
     given = dict(pattern.attrs)
     for attr in schema.attrs:
         expr = given.pop(attr.name, None)
-        if expr is None:
+        if expr is None or is_filled_default(expr, attr):
             args.append(literal(attr.type, schema.default(attr)))
         else:
             args.append(_value_or_computed(ctx, rhs, expr, attr.type))
@@ -330,14 +337,6 @@ def _rhs(ctx: _Ctx, rhs: _Rhs, pattern: Pattern, root: str) -> str:
 
 
 # ---------------------------------------------------------------- guards
-
-
-def _conjuncts(expr: Expr | None) -> list[Expr]:
-    if expr is None:
-        return []
-    if isinstance(expr, BinOp) and expr.op == "and":
-        return _conjuncts(expr.lhs) + _conjuncts(expr.rhs)
-    return [expr]
 
 
 def _vars(expr: Expr) -> list[str]:
@@ -386,14 +385,17 @@ def _native_guard(ctx: _Ctx, expr: Expr) -> str | None:
 def lower_rule(
     rule: Rule, schemas: dict[str, OpSchema], oracle_index: int, reverse: bool = False
 ) -> LoweredRule:
-    lhs, rhs_pattern = (rule.rhs, rule.lhs) if reverse else (rule.lhs, rule.rhs)
+    # the one meaning of the rule, shared with the verifier (dsl/normalize.py)
+    normal = normalize_rule(rule, {op: s.decl for op, s in schemas.items()}, reverse)
+    lhs, rhs_pattern = normal.lhs, normal.rhs
     name = f"{rule.name}#reverse" if reverse else rule.name
-    ctx = _Ctx(schemas, rule)
+    ctx = _Ctx(schemas, rule, wildcards=normal.wildcards)
     if not isinstance(lhs, POp):
         raise ctx.fail("a left-hand side must be an operator pattern" + (" (reverse direction of <=>)" if reverse else ""))
     root = _lhs(ctx, lhs)
+    _limit_ranks(ctx, normal)
     python_checks: list[Expr] = []
-    for conjunct in _conjuncts(rule.guard):
+    for conjunct in normal.conjuncts:
         native = _native_guard(ctx, conjunct)
         if native is not None:
             ctx.atoms.append(native)
@@ -436,6 +438,19 @@ def lower_rule(
         f":ruleset {apply_ruleset_name(rule.ruleset)} :name {text.string(name)})",
     ])
     return LoweredRule(rule, name, ask_name, body, oracle)
+
+
+def _limit_ranks(ctx: _Ctx, normal: NormalRule) -> None:
+    """Match only where every rank-sensitive variable has a rank `dnnr verify` checked
+    (`dsl.normalize.rank_limits`); an unknown shape does not match."""
+    pinned = pinned_ranks(normal.guard)
+    limits = rank_limits(normal, {op: s.decl for op, s in ctx.schemas.items()})
+    for var, limit in limits.items():
+        if var in pinned or var not in ctx.bound:
+            continue  # the guard fixes the rank already
+        shape = ctx.fresh("_rk")
+        ctx.atoms.append(f"(= {shape} (shape {ctx.bound[var][0]}))")
+        ctx.atoms.append(f"(<= (vec-length {shape}) {limit})")
 
 
 def _sort_of(ctx: _Ctx, egg: str) -> str:

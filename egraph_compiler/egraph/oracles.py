@@ -137,6 +137,9 @@ class Oracles:
             known_values[i] = self.tables.shape_of(values[position])  # type: ignore[arg-type]
             position += 1
         attrs = decode_attrs(oracle.schema, values[position:])
+        for attr in oracle.schema.attrs:  # a tensor attribute travels as a constant-table handle
+            if attr.type == "tensor" and attr.name in attrs:
+                attrs[attr.name] = self.tables.tensor_attrs[attrs[attr.name]]
         return term_shape(oracle.schema, shapes, attrs, known_values)
 
     def _shape_list(self, flat: tuple) -> list:

@@ -38,8 +38,9 @@ from egraph_compiler.fusion.tables import (
 )
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.ir.fold import NEVER_FOLD, with_constant_operands_as_attrs
 from egraph_compiler.ir.graph import Graph
-from egraph_compiler.ops.evaluate import evaluate_node
+from egraph_compiler.ops.evaluate import can_evaluate, evaluate_node
 
 
 def fold_compile_time(graph: Graph) -> Graph:
@@ -58,7 +59,8 @@ def fold_compile_time(graph: Graph) -> Graph:
                     values = [dims[start:end]]
             else:
                 args = [constants.get(v) if v else None for v in node.inputs]
-                if any(a is None for a, v in zip(args, node.inputs, strict=False) if v):
+                unknown = not can_evaluate(node.op) or node.op in NEVER_FOLD  # left to a kernel
+                if unknown or any(a is None for a, v in zip(args, node.inputs, strict=False) if v):
                     kept.append(node)
                     continue
                 values = evaluate_node(node.op, node.attrs, args, len(node.outputs))
@@ -66,7 +68,7 @@ def fold_compile_time(graph: Graph) -> Graph:
                 if name:
                     constants[name] = np.asarray(value)
             continue
-        kept.append(node)
+        kept.append(with_constant_operands_as_attrs(node, constants))
     return replace(graph, nodes=tuple(kept), constants=constants)
 
 

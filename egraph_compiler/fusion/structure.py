@@ -37,7 +37,7 @@ MAX_REUSED_PROLOGUE_OPS = 6
 # that re-reads an operand (Conv, MatMul, pooling) costs more than storing the result.
 EXPENSIVE_OPS = frozenset({
     "Erf", "Exp", "Log", "Tanh", "Sigmoid", "Pow", "Sqrt", "Div", "Reciprocal", "Sin", "Cos",
-    "Tan", "Softplus", "Gelu", "Mish", "Elu", "Selu", "Celu", "Asin", "Acos", "Atan", "Sinh",
+    "Tan", "Softplus", "Gelu", "GeluTanh", "Mish", "Elu", "Selu", "Celu", "Asin", "Acos", "Atan", "Sinh",
     "Cosh", "Asinh", "Acosh", "Atanh", "HardSwish", "LRN",
 })
 

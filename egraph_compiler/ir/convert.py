@@ -26,6 +26,9 @@ _REDUCE = frozenset({
     "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
     "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp",
 })
+# IR operators with no opset-17 schema: opset 20's Gelu in its two forms
+# (rules/operators.dnnr declares them; onnx_export writes them back).
+INTERNAL_OPS = frozenset({"Gelu", "GeluTanh"})
 # Attributes the IR holds that opset 17 takes as inputs (see Graph's docstring).
 IR_ONLY_ATTRS: dict[str, frozenset[str]] = {
     "Unsqueeze": frozenset({"axes"}),
@@ -289,6 +292,15 @@ class NodeConverter:
         k = self.ctx.add_constant(f"{node.outputs[0]}_k", np.asarray([node.attr("k")], dtype=np.int64))
         return [_with(node, inputs=(node.inputs[0], k), attrs={"k": None})]
 
+    def _convert_Gelu(self, node: Node, label: str) -> list[Node]:
+        """Opset 20's Gelu: dnnr's Gelu (exact, erf form) or GeluTanh (tanh approximation)."""
+        approximate = node.attr("approximate", "none")
+        if approximate not in ("none", "tanh"):
+            raise ModelError(f"{label}: Gelu approximate={approximate!r} is not an ONNX value "
+                             "(expected 'none' or 'tanh')")
+        op = "Gelu" if approximate == "none" else "GeluTanh"
+        return [_with(node, op=op, attrs={"approximate": None})]
+
     def _convert_Constant(self, node: Node, label: str) -> list[Node]:
         if node.attr("sparse_value") is not None or node.attr("value_string") is not None \
                 or node.attr("value_strings") is not None:
@@ -298,7 +310,7 @@ class NodeConverter:
 
 def _opset17_attrs(node: Node, label: str) -> Node:
     """Drop later-opset attributes at their defaults; reject ops and attributes opset 17 lacks."""
-    if node.op == "Constant":
+    if node.op == "Constant" or node.op in INTERNAL_OPS:
         return node
     try:
         schema = onnx.defs.get_schema(node.op, 17, "")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -314,12 +315,48 @@ def evaluate_node(op: str, attrs: Attrs | tuple, inputs: Sequence[Array | None],
     """
     attrs = dict(attrs)
     xs = [None if x is None else np.asarray(x) for x in inputs]
+    _inputs_to_attrs(op, attrs, xs)
     try:
         return [np.asarray(out) for out in _evaluate(op, attrs, xs, num_outputs)]
     except ModelError:
         raise
     except (ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError, MemoryError) as error:
         raise ModelError(f"cannot evaluate {op} on constant inputs: {error}") from None
+
+
+# Operands the IR holds as attributes when constant but keeps as inputs when computed at run
+# time (convert.py); once such an input is a known constant (a bound shape), it is read
+# here — ignoring it would evaluate the operator without its bounds.
+_INPUT_ATTRS: dict[str, tuple[str, ...]] = {
+    "Slice": ("starts", "ends", "axes", "steps"), "Unsqueeze": ("axes",), "Squeeze": ("axes",),
+    "ReduceSum": ("axes",), "Clip": ("min", "max"),
+}
+
+
+def with_constant_operands_as_attrs(node, constants: dict) -> object:
+    """``node`` with its run-time operands (Slice bounds, axes, Clip bounds) moved to the
+    IR's attributes once they are all known constants (a bound shape made them so); the
+    node unchanged otherwise. Backends read these operands from the attributes only."""
+    names = _INPUT_ATTRS.get(node.op)
+    operands = node.inputs[1:]
+    if names is None or not any(operands) or not all(v in constants for v in operands if v):
+        return node
+    attrs = dict(node.attrs)
+    xs = [None] + [np.asarray(constants[v]) if v else None for v in operands]
+    _inputs_to_attrs(node.op, attrs, xs)
+    return replace(node, inputs=node.inputs[:1], attrs=tuple(sorted(attrs.items())))
+
+
+def _inputs_to_attrs(op: str, attrs: dict, xs: list[Array | None]) -> None:
+    names = _INPUT_ATTRS.get(op)
+    if names is None:
+        return
+    for position, name in enumerate(names, start=1):
+        value = xs[position] if position < len(xs) else None
+        if value is None or (name == "axes" and value.size == 0):
+            continue  # absent (empty axes: the attribute's "absent" meaning)
+        attrs[name] = value.item() if op == "Clip" else tuple(int(v) for v in value.reshape(-1))
+    del xs[1:]
 
 
 def _evaluate(op: str, attrs: dict, xs: list[Array | None], num_outputs: int) -> list[Array]:
@@ -466,7 +503,17 @@ _SIMPLE: dict[str, Callable[[Attrs, list[Array | None]], Array]] = {
     "NonZero": lambda a, xs: np.asarray(np.nonzero(xs[0]), dtype=np.int64),
     "QuantizeLinear": lambda a, xs: _quantize(a, xs[0], xs[1], _not_none(xs, 2)),
     "DequantizeLinear": lambda a, xs: _dequantize(a, xs[0], xs[1], _not_none(xs, 2)),
+    # Real-model operators (issue 17): BERT's token-type buffer is a GatherElements of constants.
+    "GatherElements": lambda a, xs: _gather_elements(a, xs[0], xs[1]),
 }
+
+
+def _gather_elements(attrs: Attrs, x: Array, indices: Array) -> Array:
+    axis = _normalize_axis(int(attrs.get("axis", 0)), x.ndim)
+    indices = np.where(indices < 0, indices + x.shape[axis], indices)
+    if indices.size and (indices.min() < 0 or indices.max() >= x.shape[axis]):
+        raise ModelError(f"GatherElements index out of range for axis {axis} of size {x.shape[axis]}")
+    return np.take_along_axis(x, indices.astype(np.int64), axis=axis)
 
 KNOWN_OPS: frozenset[str] = frozenset(
     set(_BINARY) | set(_UNARY) | set(_SIMPLE) | {"LeakyRelu", "Elu", "Selu", "HardSigmoid", "HardSwish", "Clip", "Sum", "Mean", "Max", "Min", "Split"}

@@ -1,4 +1,4 @@
-"""`Graph` → ONNX opset 17.
+"""`Graph` → ONNX opset 17, or the input model's opset when newer (`export_opset`).
 
 The IR holds constant axes, splits, slice bounds, pads and clip bounds as
 attributes; opset 17 wants most of them as inputs, so they become int64 (or
@@ -30,8 +30,22 @@ CUSTOM_DOMAIN = "ai.dnnr"
 _IR_VERSION = 8
 
 
+# Opset 18 turned these reductions' `axes` attribute into an input (ReduceSum: opset 13).
+_REDUCE_AXES_INPUT_18 = frozenset({
+    "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+    "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp",
+})
+GELU_OPSET = 20  # the first opset with a Gelu operator
+
+
+def export_opset(graph: Graph) -> int:
+    """The opset the model is written in: the input model's when newer than 17 (so
+    Gelu and friends survive), else 17."""
+    return max(EXPORT_OPSET, graph.opset)
+
+
 def to_onnx(graph: Graph) -> onnx.ModelProto:
-    """Export a `Graph` as an opset-17 `ModelProto` that passes ``onnx.checker``."""
+    """Export a `Graph` as a `ModelProto` (opset `export_opset`) that passes ``onnx.checker``."""
     return _Exporter(graph).run()
 
 
@@ -42,6 +56,7 @@ def _is_splat(array: np.ndarray) -> bool:
 class _Exporter:
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
+        self.opset = export_opset(graph)
         self.initializers: list[tuple[str, np.ndarray]] = []
         self.nodes: list[onnx.NodeProto] = []
         self.names = {v.name for v in graph.inputs} | set(graph.constants)
@@ -87,16 +102,18 @@ class _Exporter:
         for node in graph.nodes:
             if node.op in _QUANT_INTERNAL:
                 self.nodes.extend(self.export_quantised(node))
+            elif node.op in ("Gelu", "GeluTanh") and self.opset < GELU_OPSET:
+                self.nodes.extend(self.export_gelu_below_20(node))
             else:
                 self.nodes.append(self.export_node(node))
         inputs = [_value_info(v.name, v.type) for v in graph.inputs]
         outputs = [_value_info(v.name, graph.types.get(v.name, v.type)) for v in graph.outputs]
         proto = helper.make_graph(self.nodes, graph.name or "model", inputs, outputs)
-        opsets = [helper.make_opsetid("", EXPORT_OPSET)]
+        opsets = [helper.make_opsetid("", self.opset)]
         if any(n.domain == CUSTOM_DOMAIN for n in self.nodes):
             opsets.append(helper.make_opsetid(CUSTOM_DOMAIN, 1))
         model = helper.make_model(proto, opset_imports=opsets, producer_name="dnnr")
-        model.ir_version = _IR_VERSION
+        model.ir_version = max(_IR_VERSION, helper.find_min_ir_version_for(opsets[:1]))
         if any(not o.type.tensor_type.HasField("shape") for o in model.graph.output):
             _fill_output_shapes(model, self.initializers)
         for name, array in self.initializers:
@@ -141,8 +158,12 @@ class _Exporter:
         op = node.op
         if op == "Square":  # a rule-language op with no ONNX counterpart
             op, inputs = "Mul", inputs + inputs
+        elif op == "GeluTanh":  # opset 20's Gelu with the tanh approximation
+            op, attrs["approximate"] = "Gelu", "tanh"
         ints = lambda key, base: self.constant(f"{node.name}_{base}", np.asarray(attrs.pop(key), dtype=np.int64))  # noqa: E731
         if op in ("Unsqueeze", "Squeeze", "ReduceSum") and "axes" in attrs:
+            inputs = inputs[:1] + [ints("axes", "axes")]
+        elif op in _REDUCE_AXES_INPUT_18 and "axes" in attrs and self.opset >= 18:
             inputs = inputs[:1] + [ints("axes", "axes")]
         elif op == "Split" and "split" in attrs:
             inputs = inputs[:1] + [ints("split", "split")]
@@ -150,6 +171,8 @@ class _Exporter:
             sizes = self._uneven_split(node)
             if sizes is not None:  # opset 18's last-chunk-smaller split needs explicit sizes at 17
                 inputs.append(self.constant(f"{node.name}_split", np.asarray(sizes, dtype=np.int64)))
+            elif self.opset >= 18:  # opset 18 wants the sizes or their count
+                attrs["num_outputs"] = len(node.outputs)
         elif op == "Slice" and "starts" in attrs:
             inputs = inputs[:1] + [ints("starts", "starts"), ints("ends", "ends")]
             if "axes" in attrs:
@@ -160,21 +183,63 @@ class _Exporter:
                 inputs.append(ints("steps", "steps"))
         elif op == "Pad" and "pads" in attrs:
             inputs = inputs[:1] + self._pad_inputs(node, attrs)
-        elif op == "Clip" and ("min" in attrs or "max" in attrs):
-            dtype = self.dtype_of(node.inputs[0])
-            bounds = [attrs.pop(k, None) for k in ("min", "max")]
-            inputs = inputs[:1] + [
-                "" if b is None else self.constant(f"{node.name}_{k}", np.asarray(b, dtype=dtype))
-                for b, k in zip(bounds, ("min", "max"), strict=True)
-            ]
-            while inputs and inputs[-1] == "":
-                inputs.pop()
+        elif op == "Clip":
+            inputs = self._clip_inputs(node, attrs)
         # An operator ONNX does not define (one declared only in a rule file) is written in
         # dnnr's own domain, so the model stays well-formed and says where it came from.
         proto = helper.make_node(op, inputs, list(node.outputs), name=node.name,
                                  domain=None if onnx.defs.has(op) else CUSTOM_DOMAIN)
         proto.attribute.extend(make_attribute(op, key, value) for key, value in sorted(attrs.items()))
         return proto
+
+    def _clip_inputs(self, node: Node, attrs: dict) -> list[str]:
+        """Opset-17 Clip inputs: constant bounds (IR attributes; ±inf = absent) become
+        initializers, run-time bounds (IR inputs) stay inputs. A node with both on one
+        side clips by the constant first (a Clip node of its own), then by the run-time
+        bound — dropping either would be a silent wrong answer."""
+        dtype = self.dtype_of(node.inputs[0])
+        runtime = [node.inputs[i] if len(node.inputs) > i else "" for i in (1, 2)]
+        constant = [attrs.pop(k, None) for k in ("min", "max")]
+        constant = [None if b is None or np.isinf(b) else b for b in constant]
+        x = node.inputs[0]
+        if any(c is not None and r for c, r in zip(constant, runtime, strict=True)):
+            inner = self.fresh(f"{node.outputs[0]}_const_clip")
+            bounds = [self.constant(f"{node.name}_{k}", np.asarray(c, dtype=dtype)) if c is not None else ""
+                      for c, k in zip(constant, ("min", "max"), strict=True)]
+            self.nodes.append(helper.make_node("Clip", [x, *bounds], [inner],
+                                               name=self.fresh(f"{node.name}_const")))
+            x, constant = inner, [None, None]
+        inputs = [x] + [
+            r or ("" if c is None else self.constant(f"{node.name}_{k}", np.asarray(c, dtype=dtype)))
+            for r, c, k in zip(runtime, constant, ("min", "max"), strict=True)
+        ]
+        while inputs and inputs[-1] == "":
+            inputs.pop()
+        return inputs
+
+    def export_gelu_below_20(self, node: Node) -> list[onnx.NodeProto]:
+        """Gelu before opset 20: 0.5·x·(1 + erf(x/√2)), or with the tanh approximation
+        0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) — torch's and ONNX's definitions."""
+        x, out, name = node.inputs[0], node.outputs[0], node.name or self.fresh(node.op)
+        dtype = self.dtype_of(x)
+        const = lambda base, v: self.constant(f"{name}_{base}", np.asarray(v, dtype=dtype))  # noqa: E731
+        nodes: list[onnx.NodeProto] = []
+
+        def emit(op: str, *args: str) -> str:
+            result = self.fresh(f"{name}_{op.lower()}")
+            nodes.append(helper.make_node(op, list(args), [result], name=self.fresh(f"{name}_{op}")))
+            return result
+
+        if node.op == "Gelu":
+            inner = emit("Erf", emit("Mul", x, const("rsqrt2", 0.7071067811865476)))
+        else:
+            cube = emit("Mul", emit("Mul", x, x), x)
+            poly = emit("Add", x, emit("Mul", cube, const("c", 0.044715)))
+            inner = emit("Tanh", emit("Mul", poly, const("sqrt_2_pi", 0.7978845608028654)))
+        half_x = emit("Mul", x, const("half", 0.5))
+        nodes.append(helper.make_node("Mul", [half_x, emit("Add", inner, const("one", 1.0))],
+                                      [out], name=name))
+        return nodes
 
     def _uneven_split(self, node: Node) -> list[int] | None:
         known = self.graph.types.get(node.inputs[0])

@@ -16,6 +16,12 @@ from egraph_compiler.ops import scalar
 from egraph_compiler.ops.registry import current
 
 
+def can_evaluate(op: str) -> bool:
+    """Whether `evaluate_node` knows ``op`` (the folder's operators, or declared semantics)."""
+    info = current().get(op)
+    return op in KNOWN_OPS or (info is not None and info.semantics is not None)
+
+
 def evaluate_node(op: str, attrs: Mapping[str, object] | tuple, inputs: Sequence[np.ndarray | None],
                   num_outputs: int = 1) -> list[np.ndarray]:
     """Outputs of ``op`` on NumPy ``inputs`` (`ir.fold.evaluate_node`'s contract)."""

@@ -22,7 +22,9 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 
 def _np_erf(x: Any) -> Any:
     array = np.asarray(x)
-    return _erf(array.astype(np.float64)).astype(array.dtype if array.dtype.kind == "f" else np.float64)
+    # np.asarray: frompyfunc returns a Python float, not an array, for a 0-d input
+    return np.asarray(_erf(array.astype(np.float64))).astype(
+        array.dtype if array.dtype.kind == "f" else np.float64)
 
 
 NUMPY_FUNCTIONS: Mapping[str, Callable[..., Any]] = {

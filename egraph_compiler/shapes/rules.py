@@ -592,3 +592,21 @@ SHAPE_FUNCTIONS: dict[str, Rule] = {
 VALUE_INPUTS: dict[str, tuple[int, ...]] = {
     "Reshape": (1,), "Expand": (1,), "Tile": (1,), "TopK": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
 }
+
+# -- real-model operators (issue 17): appended as one block ---------------------------------
+RULES["GeluTanh"] = _same
+
+
+def _gather_nd(ctx) -> list[TensorType]:
+    """ONNX GatherND: indices[..., :m] address data[b:b+m]; out = indices[:-1] + data[b+m:]."""
+    data, indices = ctx.need_shape(0), ctx.need_shape(1)
+    batch_dims = int(ctx.attrs.get("batch_dims", 0))
+    depth = indices[-1] if indices else None
+    if not isinstance(depth, int):
+        raise ValueError("GatherND needs a static last dim of indices")
+    if batch_dims + depth > len(data):
+        raise ValueError(f"indices address {batch_dims + depth} axes of a rank-{len(data)} input")
+    return [TensorType(ctx.dtype(0), tuple(indices[:-1]) + tuple(data[batch_dims + depth:]))]
+
+
+RULES["GatherND"] = _gather_nd

@@ -1,6 +1,6 @@
 """`dnnr verify`: every rule machine-checked with Z3 (DESIGN §4).
 
-Entry point: ``verify_rules(ruleset, *, jobs=1, cache_dir=None, timeout_s=60.0)``
+Entry point: ``verify_rules(ruleset, *, jobs=None, cache_dir=None, timeout_s=60.0)``
 takes a parsed `RuleSet` (operators with their `= expr` / `= builtin` semantics,
 and rules) and returns one `Verdict` per rule, in order: ``proved`` (with the tiers
 proved), ``failed`` (the stage that failed -- applicability, shape, definedness or
@@ -14,6 +14,7 @@ counterexample or an operator without an encoding; a failure too).
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 import z3
 
 from egraph_compiler.dsl import ast
+from egraph_compiler.dsl.normalize import normalize_rule, pinned_ranks, rank_limits
 from egraph_compiler.verify import cache, check
 from egraph_compiler.verify.builtin_ops import load_semantics
 from egraph_compiler.verify.normalize import canonical
@@ -78,15 +80,19 @@ def _expected_cost(rule: ast.Rule, sems: dict[str, OpSemantics]) -> int:
     return 100 * reduces + 50 * ("exact" in rule.flags) + len(ops)
 
 
-def verify_rules(ruleset: ast.RuleSet, *, jobs: int = 1, cache_dir: str | Path | None = None,
+def verify_rules(ruleset: ast.RuleSet, *, jobs: int | None = None, cache_dir: str | Path | None = None,
                  timeout_s: float = 60.0, use_cache: bool = True,
                  suggest_guards: bool = True, machine_tiers: bool = True) -> list[Verdict]:
     """One verdict per rule of ``ruleset``, in order (see the module docstring).
     ``timeout_s`` bounds each rule's exact tier (machine tiers get at most 10 s each,
     the guard search 12 s); ``suggest_guards=False`` skips the guard search and
-    ``machine_tiers=False`` the IEEE / bit-vector tiers (the exact tier only)."""
+    ``machine_tiers=False`` the IEEE / bit-vector tiers (the exact tier only).
+    ``jobs=None`` uses every core (`dnnr compile --verified-only` too); the cache is
+    `cache.default_cache_dir()` unless ``cache_dir`` is given."""
+    if jobs is None:
+        jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     sems = load_semantics(ruleset.ops)
-    directory = Path(cache_dir) if cache_dir is not None else cache.default_cache_dir(ruleset)
+    directory = Path(cache_dir) if cache_dir is not None else cache.default_cache_dir()
     verdicts: list[Verdict | None] = [None] * len(ruleset.rules)
     keys = [cache.cache_key(rule, sems, f"{timeout_s}/{suggest_guards}/{machine_tiers}")
             for rule in ruleset.rules]
@@ -118,4 +124,14 @@ def verify_rules(ruleset: ast.RuleSet, *, jobs: int = 1, cache_dir: str | Path |
         verdicts[i] = verdict
         if use_cache:
             cache.store(directory, keys[i], verdict)
-    return [v for v in verdicts if v is not None]
+    return [replace(v, rank_guard=rank_guard(rule, ruleset.ops))
+            for v, rule in zip(verdicts, ruleset.rules, strict=True) if v is not None]
+
+
+def rank_guard(rule: ast.Rule, ops: dict[str, ast.OpDecl]) -> str:
+    """The rank bounds the e-graph adds to ``rule``'s guard (`dsl.normalize.rank_limits`),
+    as DSL text: the ranks at which its verdict was reached."""
+    normal = normalize_rule(rule, ops)
+    pinned = pinned_ranks(normal.guard)
+    return " and ".join(f"rank(?{var}) <= {limit}"
+                        for var, limit in rank_limits(normal, ops).items() if var not in pinned)

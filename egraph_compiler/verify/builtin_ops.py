@@ -110,22 +110,29 @@ class Reduce(Builtin):
         self.name = f"reduce_{kind}"
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
-        if attr == "axes":
-            return _subsets(in_ranks[0]) or [[]]
+        if attr == "axes":  # [] is absent: every axis, or none under noop_with_empty_axes
+            return [[], *_subsets(in_ranks[0])]
         if attr == "keepdims":
             return [1, 0]
         if attr == "noop_with_empty_axes":
-            return [0]
+            return [0, 1]
         return None
 
+    @staticmethod
+    def reduced_axes(attrs: dict[str, Any], rank: int) -> list[int]:
+        """ONNX: absent axes reduce every axis, or none with noop_with_empty_axes=1."""
+        if not attrs.get("axes") and attrs.get("noop_with_empty_axes", 0):
+            return []
+        return _axes(attrs, rank)
+
     def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
-        axes = _axes(attrs, in_ranks[0])
+        axes = self.reduced_axes(attrs, in_ranks[0])
         return in_ranks[0] if attrs.get("keepdims", 1) else in_ranks[0] - len(axes)
 
     def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
               attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
         (d,) = dims[:1]
-        axes = _axes(attrs, len(d))
+        axes = self.reduced_axes(attrs, len(d))
         if attrs.get("keepdims", 1):
             return [1 if k in axes else x for k, x in enumerate(d)], []
         return [x for k, x in enumerate(d) if k not in axes], []
@@ -133,7 +140,9 @@ class Reduce(Builtin):
     def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
         child = node.inputs[0]
         d, _ = enc.shape_of(child)
-        axes = _axes(attrs, len(d))
+        axes = self.reduced_axes(attrs, len(d))
+        if not axes:  # noop_with_empty_axes: the input itself
+            return enc.value_of(child, list(idx))
         keep = attrs.get("keepdims", 1)
         outer = [i for k, i in enumerate(idx) if not keep or k not in axes]
 
@@ -155,7 +164,9 @@ class Reduce(Builtin):
 
     def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
         x = inputs[0]
-        axes = tuple(_axes(attrs, x.ndim))
+        axes = tuple(self.reduced_axes(attrs, x.ndim))
+        if not axes:
+            return np.array(x, copy=True)
         keep = bool(attrs.get("keepdims", 1))
         fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min,
               "mean": np.mean}[self.kind]
@@ -225,7 +236,7 @@ class Squeeze(Builtin):
         x = inputs[0]
         axes = tuple(_axes(attrs, x.ndim))
         if any(x.shape[a] != 1 for a in axes):
-            raise Undefined("squeeze of an axis whose size is not 1")
+            raise Illformed("squeeze of an axis whose size is not 1 (ONNX rejects the model)")
         return np.squeeze(x, axis=axes)
 
 
@@ -260,28 +271,41 @@ class MatMul(Builtin):
     name = "matmul"
     reduces = True
 
+    # NumPy/ONNX: a 1-D left operand is a row [1, K] and a 1-D right one a column [K, 1],
+    # and the added axis is dropped from the result.
     def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
-        if min(in_ranks[:2]) < 2:
-            raise Illformed("matmul of rank < 2 is not modelled")
-        return max(in_ranks[:2])
+        ra, rb = in_ranks[:2]
+        if min(ra, rb) < 1:
+            raise Illformed("matmul of a scalar")
+        return max(ra, rb, 2) - (ra == 1) - (rb == 1)
 
     def shape(self, enc: Encoder, node: ast.POp, dims: list[Dims],
               attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
-        a, b = dims[0], dims[1]
-        batch, wf = broadcast([a[:-2], b[:-2]])
-        return batch + [a[-2], b[-1]], wf + [a[-1] == b[-2]]
+        a, b = list(dims[0]), list(dims[1])
+        if not a or not b:
+            raise Illformed("matmul of a scalar")
+        row, col = len(a) == 1, len(b) == 1
+        a2 = [1, *a] if row else a
+        b2 = [*b, 1] if col else b
+        batch, wf = broadcast([a2[:-2], b2[:-2]])
+        out = batch + ([] if row else [a2[-2]]) + ([] if col else [b2[-1]])
+        return out, wf + [a2[-1] == b2[-2]]
 
     def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
         a_dims, _ = enc.shape_of(node.inputs[0])
         b_dims, _ = enc.shape_of(node.inputs[1])
-        batch = idx[:-2]
-        a_batch = project(a_dims[:-2], batch)
-        b_batch = project(b_dims[:-2], batch)
+        row, col = len(a_dims) == 1, len(b_dims) == 1
+        full = list(idx) + ([0] if col else [])
+        if row:
+            full.insert(len(full) - 1, 0)
+        batch = full[:-2]
+        a_batch = project(a_dims[:-2], batch) if not row else []
+        b_batch = project(b_dims[:-2], batch) if not col else []
         dom = enc.domain
 
         def body(t: list[Any]) -> Cell:
-            va, da = enc.value_of(node.inputs[0], a_batch + [idx[-2], t[0]])
-            vb, db = enc.value_of(node.inputs[1], b_batch + [t[0], idx[-1]])
+            va, da = enc.value_of(node.inputs[0], [t[0]] if row else a_batch + [full[-2], t[0]])
+            vb, db = enc.value_of(node.inputs[1], [t[0]] if col else b_batch + [t[0], full[-1]])
             return dom.binop("*", va, vb), z3.And(da, db)
 
         return enc.reduce(node, idx, [a_dims[-1]], body, "sum")

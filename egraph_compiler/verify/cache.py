@@ -14,6 +14,7 @@ from typing import Any
 import z3
 
 from egraph_compiler.dsl import ast
+from egraph_compiler.dsl.normalize import RANK_LIMIT
 from egraph_compiler.verify.normalize import canonical, strip_spans
 from egraph_compiler.verify.semantics import OpSemantics
 from egraph_compiler.verify.text import rule_text
@@ -21,26 +22,29 @@ from egraph_compiler.verify.verdict import Counterexample, TensorValue, Verdict
 
 # 2: Reshape target values, Flatten, Gemm, Conv, ConstantOfShape; 3: paired induction
 # (split lemma), QuantizeLinear's monotonicity, division as an inverse, resource limits
-VERIFIER_VERSION = "3"
+# 4: one normal form with the e-graph (right-hand defaults), ranks to dsl.normalize.RANK_LIMIT
+VERIFIER_VERSION = "4"
 
 
-def default_cache_dir(ruleset: ast.RuleSet) -> Path:
-    """``$DNNR_CACHE_DIR/verify``, else ``.dnnr-cache/verify`` under the rules' root."""
+def default_cache_dir() -> Path:
+    """``$DNNR_CACHE_DIR/verify``, else the user's cache directory:
+    ``$XDG_CACHE_HOME/dnnr/verify``, ``~/.cache/dnnr/verify`` when that is unset. Never
+    next to the rule files (a shipped library's folder may be read-only, and verdicts
+    are keyed by content, so one cache serves every checkout)."""
     env = os.environ.get("DNNR_CACHE_DIR")
     if env:
         return Path(env) / "verify"
-    files = [Path(f).resolve() for f in ruleset.files] or [Path.cwd()]
-    root = Path(os.path.commonpath([str(f.parent) for f in files]))
-    if root.name == "rules":
-        root = root.parent
-    return root / ".dnnr-cache" / "verify"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "dnnr" / "verify"
 
 
 def cache_key(rule: ast.Rule, sems: dict[str, OpSemantics], options: str) -> str:
     canon = canonical(rule, {n: s.decl for n, s in sems.items()})
     stripped = strip_spans(rule)
     assert isinstance(stripped, ast.Rule)
-    parts = [VERIFIER_VERSION, z3.get_version_string(), rule_text(stripped), options]
+    parts = [VERIFIER_VERSION, str(RANK_LIMIT), z3.get_version_string(), rule_text(stripped),
+             options]
     parts += [sems[op].text for op in canon.ops if op in sems]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 

@@ -36,7 +36,7 @@ import z3
 from egraph_compiler.dsl import ast
 from egraph_compiler.verify import evalexpr
 from egraph_compiler.verify.builtin_ops import Undefined
-from egraph_compiler.verify.configs import enumerate_configs, guard_refuted
+from egraph_compiler.verify.configs import RANK_LIMIT, enumerate_configs, guard_refuted
 from egraph_compiler.verify.encode import (
     Config,
     DoesNotFire,
@@ -45,9 +45,14 @@ from egraph_compiler.verify.encode import (
     Reduction,
     Unsupported,
 )
-from egraph_compiler.verify.fuzz import FuzzFinding, compare, fuzz
+from egraph_compiler.verify.fuzz import FuzzFinding, compare, fuzz, shrink
 from egraph_compiler.verify.lemmas import split_reduction
-from egraph_compiler.verify.normalize import CanonRule, list_used_vars
+from egraph_compiler.verify.normalize import (
+    CanonRule,
+    boolean_vars,
+    list_used_vars,
+    subpatterns,
+)
 from egraph_compiler.verify.scalar import AbstractDomain, Domain
 from egraph_compiler.verify.semantics import OpSemantics
 from egraph_compiler.verify.verdict import Counterexample, TensorValue
@@ -122,9 +127,11 @@ def _build(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Co
            guard: ast.Expr | None, mode: str = "bounded", m: Any = None,
            plan: _Plan | None = None) -> _Sides | None:
     enc = Encoder(sems, make_domain(tier), config, dict(canon.const_values), mode, m,
-                  valued_vars=list_used_vars(canon))
+                  valued_vars=list_used_vars(canon),
+                  boolean_vars=boolean_vars(canon, {n: s.decl for n, s in sems.items()}))
     if plan is not None:
         enc.groups, enc.splits = dict(plan.groups), dict(plan.splits)
+    _bind_attributes(enc, canon.lhs)
     try:
         lhs_dims, wf_lhs = enc.shape_of(canon.lhs)
         guard_term = enc.guard(guard)
@@ -146,6 +153,18 @@ def _build(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Co
     if enc.fires:  # the rule fires only where its shape built-ins are defined
         guard_term = z3.And(guard_term, *enc.fires)
     return _Sides(enc, guard_term, lhs_dims, wf_lhs, rhs_dims, wf_rhs, error, guard)
+
+
+def _bind_attributes(enc: Encoder, lhs: ast.Pattern) -> None:
+    """Give every left-hand attribute variable its symbolic value before the guard reads
+    it: an elementwise operator's shape does not ask for its attributes, so a guard over
+    float attributes (``?a <= ?c`` of two Clips) would find them unbound."""
+    for node in subpatterns(lhs):
+        if isinstance(node, ast.POp):
+            try:
+                enc.attrs(node)
+            except (Illformed, evalexpr.NotApplicable, DoesNotFire):
+                pass  # decided where the node's shape or value needs them
 
 
 def _dims_equal(sides: _Sides) -> list[Any]:
@@ -225,7 +244,7 @@ def _small_dims(sides: _Sides) -> list[Any]:
 
 def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
                guard: ast.Expr | None, timeout_s: float, use_fuzz: bool = True,
-               max_rank: int = 3, check_shapes: bool = True) -> TierResult:
+               max_rank: int = RANK_LIMIT, check_shapes: bool = True) -> TierResult:
     """One tier's verdict. Machine tiers pass ``check_shapes=False``: shapes do not
     depend on the element type, the exact tier has checked them."""
     start = time.monotonic()
@@ -241,6 +260,7 @@ def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
         found = fuzz(canon, sems, tier, [c for c, _ in configs], guard,
                      budget=48 if tier in ("real", "int") else 96)
         if found is not None:
+            found = shrink(canon, sems, tier, [c for c, _ in configs], guard, found)
             cex = _from_fuzz(found, tier)
             return TierResult(tier, "failed", found.stage, found.explanation, cex,
                               time.monotonic() - start)
@@ -302,7 +322,11 @@ def _configs(canon: CanonRule, sems: dict[str, OpSemantics], max_rank: int,
     hit = _CONFIGS.get(key)
     if hit is not None and hit[0] is sems:
         return hit[1]
-    configs = list(enumerate_configs(canon, sems, tuple(range(max_rank + 1)), guard))
+    # configurations the guard refutes from ranks and enumerated attributes alone are
+    # dropped before counting (a Slice's axes at rank 4 under `len(?sa) == 1`)
+    configs = [(c, role) for c, role in enumerate_configs(canon, sems, tuple(range(max_rank + 1)),
+                                                          guard)
+               if not guard_refuted(guard, c)]
     if len(_CONFIGS) > 64:
         _CONFIGS.clear()
     _CONFIGS[key] = (sems, configs)
@@ -720,13 +744,28 @@ def _inputs(tensors: dict[str, np.ndarray]) -> tuple[TensorValue, ...]:
 
 
 def _attrs(attrs: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    """``?p = [1, 0]``; an attribute absent from the rule prints as ``Op.attr``."""
-    def name(key: str) -> str:
-        anonymous = re.fullmatch(r"_([A-Za-z]+)\d+_(\w+)", key)
-        return f"{anonymous[1]}.{anonymous[2]}" if anonymous else f"?{key}"
+    """``?p = [1, 0]``; an attribute absent from the rule prints as ``Op.attr``, or as
+    ``Op#1.attr``, ``Op#2.attr`` (in the rule's order) when two such nodes have it."""
+    anonymous = {k: m for k in attrs if (m := re.fullmatch(r"_([A-Za-z]+)(\d+)_(\w+)", k))}
+    counts: dict[str, list[str]] = {}
+    for key, m in sorted(anonymous.items(), key=lambda kv: int(kv[1][2])):
+        counts.setdefault(f"{m[1]}.{m[3]}", []).append(key)
 
-    return tuple((name(k), f'"{v}"' if isinstance(v, str) else str(v))
+    def name(key: str) -> str:
+        if key not in anonymous:
+            return f"?{key}"
+        m = anonymous[key]
+        same = counts[f"{m[1]}.{m[3]}"]
+        return f"{m[1]}.{m[3]}" if len(same) == 1 else f"{m[1]}#{same.index(key) + 1}.{m[3]}"
+
+    return tuple((name(k), f'"{v}"' if isinstance(v, str) else _value_text(v))
                  for k, v in sorted(attrs.items()))
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}" if value != int(value) else f"{value:.1f}"
+    return str(value)
 
 
 def _tensor(name: str, array: np.ndarray | None) -> TensorValue | None:

@@ -17,6 +17,7 @@ from typing import Any
 import z3
 
 from egraph_compiler.dsl import ast
+from egraph_compiler.dsl.normalize import RANK_LIMIT, pinned_ranks, rank_sensitive_vars
 from egraph_compiler.verify import evalexpr
 from egraph_compiler.verify.encode import (
     SYMBOLIC_LIST,
@@ -28,9 +29,8 @@ from egraph_compiler.verify.encode import (
 from egraph_compiler.verify.normalize import CanonRule, subpatterns
 from egraph_compiler.verify.semantics import OpSemantics
 
-RANKS = (0, 1, 2, 3)
-MAX_RANK_COMBINATIONS = 100_000  # 4 ** 8: eight tensor variables of any rank
-_RANK_SENSITIVE = {"rank", "shape", "dim", "numel", "same_shape", "broadcastable"}
+RANKS = tuple(range(RANK_LIMIT + 1))
+MAX_RANK_COMBINATIONS = 390_625  # 5 ** 8: eight tensor variables of any rank 0..RANK_LIMIT
 
 
 class _RankFacts:
@@ -90,51 +90,11 @@ def rank_of(p: ast.Pattern, sems: dict[str, OpSemantics], ranks: dict[str, int],
 
 def rank_free_vars(canon: CanonRule, sems: dict[str, OpSemantics],
                    guard: ast.Expr | None) -> set[str]:
-    """Variables reached only through elementwise operators and not named by a
-    rank-sensitive guard: a lower rank is the same as rank 3 with leading 1s, and
-    at one output index only one of their elements is read."""
-    bound: set[str] = set()
-
-    def walk(p: ast.Pattern, under_shaper: bool) -> None:
-        if isinstance(p, ast.PVar):
-            if under_shaper:
-                bound.add(p.name)
-        elif isinstance(p, ast.POp):
-            shaper = under_shaper or sems[p.op].elementwise is None
-            for child in p.inputs:
-                walk(child, shaper)
-
-    walk(canon.lhs, False)
-    walk(canon.rhs, False)
-    if guard is not None:
-        bound |= _guard_rank_vars(guard)
-    return {v for v in canon.tensor_vars if v not in bound}
-
-
-def _guard_rank_vars(expr: ast.Expr) -> set[str]:
-    found: set[str] = set()
-
-    def walk(e: Any) -> None:
-        if isinstance(e, ast.Call):
-            if e.func in _RANK_SENSITIVE:
-                found.update(a.name for a in e.args if isinstance(a, ast.Var))
-        for sub in ast.sub_expressions(e):
-            walk(sub)
-
-    walk(expr)
-    return found
-
-
-def pinned_ranks(guard: ast.Expr | None) -> dict[str, int]:
-    """``rank(?x) == N`` conjuncts of the guard: ?x has that rank only (may exceed 3)."""
-    if isinstance(guard, ast.BinOp) and guard.op == "and":
-        return {**pinned_ranks(guard.lhs), **pinned_ranks(guard.rhs)}
-    if (isinstance(guard, ast.BinOp) and guard.op == "==" and isinstance(guard.lhs, ast.Call)
-            and guard.lhs.func == "rank" and guard.lhs.args
-            and isinstance(guard.lhs.args[0], ast.Var) and isinstance(guard.rhs, ast.Num)
-            and isinstance(guard.rhs.value, int)):
-        return {guard.lhs.args[0].name: guard.rhs.value}
-    return {}
+    """Variables whose verdict holds at every rank (`dsl.normalize.rank_sensitive_vars`,
+    the policy the e-graph's rank guard follows too)."""
+    ops = {name: s.decl for name, s in sems.items()}
+    sensitive = rank_sensitive_vars(canon.lhs, canon.rhs, guard, ops)
+    return {v for v in canon.tensor_vars if v not in sensitive}
 
 
 def _conjuncts(guard: ast.Expr) -> list[ast.Expr]:

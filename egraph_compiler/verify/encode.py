@@ -106,6 +106,7 @@ class Encoder:
     fires: list[Any] = field(default_factory=list)  # where the rule's built-ins are defined
     row_major: bool = False  # an exact Reshape / Flatten index map was encoded
     valued_vars: frozenset[str] = frozenset()  # tensors the rule reads as int lists
+    boolean_vars: frozenset[str] = frozenset()  # boolean tensors: elements 0 or 1
     integers: dict[int, Any] = field(default_factory=dict)  # id -> real term of an integer
     # paired induction (check._paired_induction): reduction key -> its enumeration's
     # name, and reduction key -> where its first axis is split in two reductions
@@ -343,9 +344,10 @@ class Encoder:
         for name, value in self.attrs(node).items():
             env[name] = value if isinstance(value, str) else self.scalar_const(value)
         assert sem.elementwise is not None
-        term = scalar_expr(sem.elementwise, env, self.domain)
+        term = as_element(scalar_expr(sem.elementwise, env, self.domain), self.domain)
         if sem.decl.requires is not None:
-            defined = z3.And(defined, scalar_expr(sem.decl.requires, env, self.domain))
+            defined = z3.And(defined, as_bool(scalar_expr(sem.decl.requires, env, self.domain),
+                                              self.domain))
         return term, defined
 
     # ------------------------------------------------------------ reductions
@@ -431,9 +433,12 @@ class Encoder:
         facts: list[z3.BoolRef] = []
         for var, _rank in self.config.ranks:
             facts.extend(d >= 1 for d in self.shape(var))
-        for cells in self.touched.values():
+        for var, cells in self.touched.items():
             for _idx, term in cells:
                 facts.extend(self.domain.element_facts(term))
+                if var in self.boolean_vars:
+                    facts.append(z3.Or(self.domain.equal(term, self.domain.const(0)),
+                                       self.domain.equal(term, self.domain.const(1))))
         for (kind, var), flag in self.flags.items():
             for _idx, term in self.touched.get(var, []):
                 facts.append(z3.Implies(flag, element_predicate(kind, term, self.domain)))
@@ -541,12 +546,32 @@ def project(dims: Dims, idx: list[Any]) -> list[Any]:
     return [z3.If(d == 1, 0, idx[offset + k]) for k, d in enumerate(dims)]
 
 
+def as_bool(value: Any, domain: Domain) -> Any:
+    """A tensor element read as a condition: ONNX booleans are stored as 0 / 1 elements
+    (every element of a tensor variable has the tier's sort), so nonzero is true."""
+    if isinstance(value, z3.BoolRef) or isinstance(value, bool):
+        return value
+    return domain.binop("!=", value, domain.const(0))
+
+
+def as_element(value: Any, domain: Domain) -> Any:
+    """A condition stored as a tensor element: 1 or 0 in the tier's sort."""
+    if isinstance(value, z3.BoolRef):
+        return z3.If(value, domain.const(1), domain.const(0))
+    return value
+
+
+_LOGIC = {"and": z3.And, "or": z3.Or}
+
+
 def scalar_expr(expr: ast.Expr, env: dict[str, Any], domain: Domain) -> Any:
-    """An op's `= expr` / `requires expr` over operand elements, in ``domain``."""
+    """An op's `= expr` / `requires expr` over operand elements, in ``domain``. Conditions
+    and numbers convert into each other where the expression needs the other
+    (`as_bool`, `as_element`): ``not x`` of a boolean tensor, ``select(a > b, ...)``."""
     def lift(value: Any) -> Any:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return domain.const(value)
-        return value
+        return as_element(value, domain)
 
     def go(e: ast.Expr) -> Any:
         if isinstance(e, ast.Num):
@@ -561,15 +586,23 @@ def scalar_expr(expr: ast.Expr, env: dict[str, Any], domain: Domain) -> Any:
             return env[e.name]
         if isinstance(e, ast.UnOp):
             value = go(e.operand)
-            return z3.Not(value) if e.op == "not" else domain.neg(value)
+            return z3.Not(as_bool(value, domain)) if e.op == "not" else domain.neg(lift(value))
         if isinstance(e, ast.BinOp):
             a, b = go(e.lhs), go(e.rhs)
             if isinstance(a, str) or isinstance(b, str):
                 if e.op in ("==", "!="):
                     return z3.BoolVal((a == b) == (e.op == "=="))
                 raise Unsupported("string arithmetic in operator semantics")
+            if e.op in _LOGIC:
+                return _LOGIC[e.op](as_bool(a, domain), as_bool(b, domain))
+            if (e.op in ("==", "!=") and isinstance(a, z3.BoolRef)
+                    and isinstance(b, z3.BoolRef)):
+                return (a == b) if e.op == "==" else (a != b)
             return domain.binop(e.op, lift(a), lift(b))
         if isinstance(e, ast.Call):
+            if e.func in ("select", "where") and len(e.args) == 3:
+                cond = as_bool(go(e.args[0]), domain)
+                return domain.call(e.func, (cond, lift(go(e.args[1])), lift(go(e.args[2]))))
             return domain.call(e.func, tuple(lift(go(a)) for a in e.args))
         raise Unsupported(f"cannot encode {e!r} in operator semantics")
 

@@ -1,13 +1,11 @@
-"""A rule in the form the checker wants: spans stripped, every attribute explicit.
+"""A rule in the form the checker wants: the DSL's normal form (`dsl/normalize.py`, the
+same one the e-graph lowering consumes: every attribute explicit, a left-out left-hand
+attribute a wildcard per occurrence, a left-out right-hand one its declared default),
+spans stripped, plus what only the checker needs:
 
-- An attribute absent from a left-hand-side operator matches anything: it gets a
-  fresh attribute variable (``_Op1_axes``) so the checker enumerates it; the same
-  operator over the same inputs written twice is one node and shares them.
-- An attribute absent from a right-hand-side operator takes the value of the same
-  operator over the same inputs on the left (``ReduceSum(?b)`` on both sides is one
-  node), else the declared default, else stays absent (its ONNX meaning).
 - A constant on the left matches a constant tensor of *any* shape whose elements
   all equal it: it becomes a tensor variable ``#c0`` with a fixed value.
+- A Reshape's (Expand's, ConstantOfShape's) target rank is a hidden attribute.
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from egraph_compiler.dsl import ast
+from egraph_compiler.dsl.normalize import normalize_rule
 
 
 def strip_spans(node: object) -> object:
@@ -55,7 +54,6 @@ class CanonRule:
 class _Canon:
     def __init__(self, ops: dict[str, ast.OpDecl]) -> None:
         self.ops = ops
-        self.counter = 0
         self.consts: list[tuple[str, float]] = []
         self.tensor_vars: list[str] = []
         self.problems: list[str] = []
@@ -81,17 +79,6 @@ class _Canon:
         self.used.add(p.op)
         if decl is None:
             self.problems.append(f"unknown operator {p.op}")
-        else:
-            # the same operator over the same inputs, written twice, is one node
-            twin = next((n for n in self.lhs_nodes if n.op == p.op and n.inputs == inputs
-                         and all(dict(n.attrs).get(k) == v for k, v in attrs.items())), None)
-            for attr in decl.attrs:
-                if attr.name not in attrs:
-                    if twin is not None:
-                        attrs[attr.name] = dict(twin.attrs)[attr.name]
-                        continue
-                    self.counter += 1
-                    attrs[attr.name] = ast.Var(f"_{p.op}{self.counter}_{attr.name}")
         self._reshape_rank(decl, inputs, attrs)
         node = ast.POp(p.op, inputs, tuple(sorted(attrs.items())))
         self.lhs_nodes.append(node)
@@ -130,25 +117,17 @@ class _Canon:
         if decl is None:
             self.problems.append(f"unknown operator {p.op}")
             return ast.POp(p.op, inputs, tuple(sorted(attrs.items())))
-        twin = next((n for n in self.lhs_nodes if n.op == p.op and n.inputs == inputs), None)
-        for attr in decl.attrs:
-            if attr.name in attrs:
-                continue
-            if twin is not None:
-                attrs[attr.name] = dict(twin.attrs)[attr.name]
-            elif attr.default is not None:
-                attrs[attr.name] = attr.default
-            # else: absent, with its ONNX meaning (the built-in encoding knows it)
         self._reshape_rank(decl, inputs, attrs)
         return ast.POp(p.op, inputs, tuple(sorted(attrs.items())))
 
 
 def canonical(rule: ast.Rule, ops: dict[str, ast.OpDecl]) -> CanonRule:
+    normal = normalize_rule(rule, ops)
     stripped = strip_spans(rule)
     assert isinstance(stripped, ast.Rule)
     canon = _Canon(ops)
-    lhs = canon.lhs(stripped.lhs)
-    rhs = canon.rhs(stripped.rhs)
+    lhs = canon.lhs(strip_spans(normal.lhs))  # type: ignore[arg-type]
+    rhs = canon.rhs(strip_spans(normal.rhs))  # type: ignore[arg-type]
     for name in _pattern_vars(rhs):
         if name not in canon.tensor_vars:
             canon.problems.append(f"?{name} on the right-hand side is not bound on the left")
@@ -205,4 +184,46 @@ def list_used_vars(canon: CanonRule) -> frozenset[str]:
     expr(canon.guard)
     pattern(canon.lhs)
     pattern(canon.rhs)
+    return frozenset(found)
+
+
+def _boolean_params(decl: ast.OpDecl) -> set[str]:
+    """Inputs an elementwise operator reads as conditions (``not x``, ``a and b``,
+    ``select(c, ...)``): ONNX gives them boolean tensors."""
+    found: set[str] = set()
+
+    def walk(e: ast.Expr) -> None:
+        cond: list[ast.Expr] = []
+        if isinstance(e, ast.UnOp) and e.op == "not":
+            cond = [e.operand]
+        elif isinstance(e, ast.BinOp) and e.op in ("and", "or"):
+            cond = [e.lhs, e.rhs]
+        elif isinstance(e, ast.Call) and e.func in ("select", "where") and e.args:
+            cond = [e.args[0]]
+        found.update(c.name for c in cond if isinstance(c, ast.Name))
+        for sub in ast.sub_expressions(e):
+            walk(sub)
+
+    if decl.semantics is not None:
+        walk(decl.semantics)
+    return found
+
+
+def boolean_vars(canon: CanonRule, ops: dict[str, ast.OpDecl]) -> frozenset[str]:
+    """Tensor variables of the rule that some operator reads as a condition: their
+    elements are 0 or 1 (booleans), in the solver and in the fuzz."""
+    found: set[str] = set()
+
+    def walk(p: ast.Pattern) -> None:
+        if isinstance(p, ast.POp):
+            decl = ops.get(p.op)
+            params = _boolean_params(decl) if decl is not None else set()
+            for param, child in zip(decl.params if decl else (), p.inputs, strict=False):
+                if param.name in params and isinstance(child, ast.PVar):
+                    found.add(child.name)
+            for child in p.inputs:
+                walk(child)
+
+    walk(canon.lhs)
+    walk(canon.rhs)
     return frozenset(found)

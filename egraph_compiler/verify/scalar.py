@@ -181,6 +181,13 @@ class Domain:
                          z3.If(self.binop("<", x, zero), self.const(-1), zero))
         if func == "sqrt" and self.is_float:
             return z3.fpSqrt(z3.RNE(), args[0])
+        if func in ("floor", "ceil") and self.name == "real":
+            # exact over the reals: floor is Z3's to_int (the largest integer <= x)
+            x = args[0]
+            return (z3.ToReal(z3.ToInt(x)) if func == "floor"
+                    else -z3.ToReal(z3.ToInt(-x)))
+        if func in ("floor", "ceil") and self.name == "int":
+            return args[0]
         return self.apply(func, args)
 
     def apply(self, func: str, args: tuple[z3.ExprRef, ...]) -> z3.ExprRef:
@@ -206,6 +213,17 @@ class Domain:
                 break
             for func, args, term in todo:
                 facts.extend(self._instances(func, args, term))
+        # exp(a) * exp(-a) = 1 for each pair of exponentials whose arguments cancel
+        # (sigmoid through tanh, exp(-x) * exp(x)). Every pair's exp(a + b) made the
+        # shift invariance of Softmax run out of budget: only the cancelling ones.
+        exps = [(args[0], term) for f, args, term in self.terms if f == "exp"]
+        for (a, ea), (b, eb) in itertools.combinations(exps, 2):
+            if z3.is_rational_value(total := z3.simplify(a + b)) and total.as_fraction() == 0:
+                facts.append(ea * eb == self.const(1))
+        # one more round of instances for the terms the last round created (the fold of
+        # a BatchNorm into a Conv needs the facts of its innermost inverse)
+        for func, args, term in self.terms[done:]:
+            facts.extend(self._instances(func, args, term))
         # exp and log are injective (log on positives): instantiated on each pair met,
         # so that log(S) = log(T) for two sums of exponentials gives S = T
         for func in ("exp", "log"):
@@ -240,12 +258,20 @@ class Domain:
                 a, b = x.arg(0), x.arg(1)
                 facts.append(z3.Implies(z3.And(a > 0, b > 0), term == self.apply(
                     "log", (a,)) + self.apply("log", (b,))))
+            if z3.is_app(x) and x.decl().name() == f"inv_{self.name}":  # log(1/b) = -log(b)
+                b = x.arg(0)
+                facts.append(z3.Implies(b > 0, term == -self.apply("log", (b,))))
         elif func == "sqrt":
             facts.append(z3.Implies(x >= 0, z3.And(term >= 0, term * term == x)))
         elif func == "inv":  # the inverse of a real division (`_real_divide`)
             facts.append(z3.Implies(x != 0, x * term == one))
+            facts.append(z3.Implies(x > 0, term > 0))
         elif func in ("tanh", "erf"):
             facts.append(z3.And(term > -1, term < 1))
+            facts.append(z3.Implies(x == 0, term == zero))
+            if func == "tanh":  # tanh(x) = (exp(2x) - 1) / (exp(2x) + 1)
+                e2 = self.apply("exp", (2 * x,))
+                facts.append(term * (e2 + one) == e2 - one)
         return facts
 
 

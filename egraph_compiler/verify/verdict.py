@@ -31,12 +31,35 @@ class TensorValue:
         return f"{self.name}: {self.dtype}[{dims}] = [{vals}{more}]"
 
 
-def _fmt(value: float | int) -> str:
+def _fmt(value: float | int, exact: bool = False) -> str:
+    """Rounded to 6 significant digits (``-1.61``, not ``-1.6099999999999999``);
+    ``exact``: the shortest text that reads back as the same float."""
     if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value) or abs(value) > 1e15:
+        if math.isnan(value) or math.isinf(value):
             return repr(value)
-        return repr(value) if value != int(value) else f"{value:.1f}"
+        if exact:
+            return repr(value)
+        if value == int(value) and abs(value) < 1e15:
+            return f"{value:.1f}"
+        return f"{value:.6g}"
     return str(value)
+
+
+def _differs(a: float | int, b: float | int) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) != math.isnan(b)
+        if a == 0 and b == 0:
+            return math.copysign(1, a) != math.copysign(1, b)
+    return a != b
+
+
+def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    out: list[int] = []
+    for dim in reversed(shape):
+        out.append(flat % dim if dim else 0)
+        flat = flat // dim if dim else 0
+    return tuple(reversed(out))
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +85,22 @@ class Counterexample:
                                    else "undefined"))
         lines.append("  RHS = " + (self.rhs.render().split(" = ", 1)[1] if self.rhs
                                    else "undefined"))
+        first = self.first_difference()
+        if first is not None and self.lhs is not None and self.rhs is not None:
+            k, where = first
+            lines.append(f"  differs at {list(where)}: LHS {_fmt(self.lhs.values[k], True)}, "
+                         f"RHS {_fmt(self.rhs.values[k], True)}")
         return "\n".join(indent + line for line in lines)
+
+    def first_difference(self) -> tuple[int, tuple[int, ...]] | None:
+        """The first element (flat position, index) where both sides are defined, of one
+        shape, and differ (NaN and the sign of zero count)."""
+        if self.lhs is None or self.rhs is None or self.lhs.shape != self.rhs.shape:
+            return None
+        for k, (a, b) in enumerate(zip(self.lhs.values, self.rhs.values, strict=False)):
+            if _differs(a, b):
+                return k, _index(k, self.lhs.shape)
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +119,9 @@ class Verdict:
     notes: tuple[str, ...] = ()
     seconds: float = 0.0
     cached: bool = False
+    # what the e-graph adds to the rule's guard so that it applies only at the ranks
+    # checked (`dsl.normalize.rank_limits`), "" when every variable is rank-free
+    rank_guard: str = ""
 
     @property
     def ok(self) -> bool:

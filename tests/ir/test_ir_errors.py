@@ -59,10 +59,18 @@ def test_control_flow_is_named() -> None:
 
 
 def test_op_without_import_support_is_named() -> None:
-    """Gelu exists only from opset 20; the IR is opset-17 and has no equivalent node."""
-    node = helper.make_node("Gelu", ["x"], ["y"], name="gelu_0")
-    with pytest.raises(ModelError, match=r"node 'gelu_0' \(Gelu\).*no import support"):
-        load_onnx(_model([node], opset=20))
+    """Mish exists only from opset 18 and has no import rule to the opset-17 IR yet."""
+    node = helper.make_node("Mish", ["x"], ["y"], name="mish_0")
+    with pytest.raises(ModelError, match=r"node 'mish_0' \(Mish\).*no import support"):
+        load_onnx(_model([node], opset=18))
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_opset20_gelu_is_imported(approximate: str) -> None:
+    """Issue 17: the dynamo exporter's Gelu (opset 20) imports as dnnr's Gelu / GeluTanh."""
+    node = helper.make_node("Gelu", ["x"], ["y"], name="gelu_0", approximate=approximate)
+    graph = load_onnx(_model([node], opset=20))
+    assert [n.op for n in graph.nodes] == ["Gelu" if approximate == "none" else "GeluTanh"]
 
 
 def test_unsupported_opset() -> None:

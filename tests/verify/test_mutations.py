@@ -37,8 +37,8 @@ def verdicts(ruleset: RuleSet, tmp_path_factory: pytest.TempPathFactory) -> list
     return result
 
 
-def test_at_least_thirty_mutations(ruleset: RuleSet) -> None:
-    assert len(ruleset.rules) >= 30
+def test_at_least_a_hundred_mutations(ruleset: RuleSet) -> None:
+    assert len(ruleset.rules) >= 100
 
 
 def test_every_mutation_is_rejected_with_a_confirmed_counterexample(
