@@ -199,16 +199,19 @@ TARGETS = ("onnx", "opencl", "hexagon")
 
 def write_artefact(result: CompileResult, target: str, out: Path, *,
                    bindings: dict[str, int] | None = None, profile_db: str | Path | None = None,
-                   progress: Progress | None = None, kernel_device: str = "cpu") -> None:
+                   progress: Progress | None = None, kernel_device: str = "cpu",
+                   tuned_device: str | None = None) -> None:
     """Build ``target`` from ``result`` into ``out`` (OpenCL: kernels.cl, plan.json, …;
     Hexagon: C, ELF) and write ``model.onnx`` and ``report.json`` beside it.
     ``bindings`` fix symbolic input dims for the static-shape targets; ``profile_db``
     is a `dnnr tune` database deciding the OpenCL fusion planner's yellow cases;
-    ``kernel_device`` the device class ("cpu", "gpu") OpenCL anchor kernels are for."""
+    ``kernel_device`` the device class ("cpu", "gpu") OpenCL anchor kernels are for;
+    ``tuned_device`` whose kernel choices in ``profile_db`` to use (when it has several)."""
     if target not in TARGETS:
         raise ir.DnnrError(f"error: unknown target {target!r} (choose one of {', '.join(TARGETS)})")
     if target != "onnx":
-        _build_target(target, result, out, progress, bindings or {}, profile_db, kernel_device)
+        _build_target(target, result, out, progress, bindings or {}, profile_db, kernel_device,
+                      tuned_device)
     elif profile_db is not None:
         raise ir.DnnrError("error: --profile-db only applies to --target opencl")
     out.mkdir(parents=True, exist_ok=True)
@@ -235,7 +238,7 @@ def static_graph(graph: Graph, bindings: dict[str, int], target: str) -> Graph:
 
 def _build_target(target: str, result: CompileResult, out: Path, progress: Progress | None,
                   bindings: dict[str, int], profile_db: str | Path | None,
-                  kernel_device: str = "cpu") -> None:
+                  kernel_device: str = "cpu", tuned_device: str | None = None) -> None:
     if progress:
         progress(f"{target} backend ...")
     start = time.perf_counter()
@@ -243,11 +246,15 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
     artefact: Any
     if target == "opencl":
         from egraph_compiler.backends import opencl
+        from egraph_compiler.backends.opencl.kernel_search import tuned_options
         from egraph_compiler.fusion import ProfileDb
 
         db = ProfileDb.load(profile_db) if profile_db is not None else None
+        params = opencl.KernelParams.for_device(kernel_device)
+        if db is not None:  # `dnnr tune`'s kernel choices for this device
+            params = dataclasses.replace(params, tuned=tuned_options(db, tuned_device))
         artefact = opencl.compile_graph(graph, out, tables=result.rules, profile_db=db,
-                                        params=opencl.KernelParams.for_device(kernel_device))
+                                        params=params)
         _dump_backend_stages(result.dumps, graph, result.rules, db)
     else:
         if profile_db is not None:
