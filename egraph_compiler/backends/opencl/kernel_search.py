@@ -10,12 +10,12 @@ OpenCL profiling events (`CompiledModel.time_launches`).
 Chameleon, as implemented here (each round):
 
 1. *Adaptive exploration* — a surrogate predicts each unmeasured option's log time:
-   the analytic cost model's estimate (`cost.options`), corrected by the
-   distance-weighted residuals (measured / estimated) of the nearest measured
-   options in knob space. The chapter trains a PPO agent to walk the space; our
+   a ridge regression of the measured log times on the knobs (log2 of each size,
+   the variant) and the analytic cost model's log estimate (`cost.options`), which
+   alone ranks the space before three measurements exist. The chapter trains a PPO agent to walk the space; our
    spaces have tens to hundreds of points, so the explorer ranks all of them by
    surrogate minus an exploration bonus (distance to the nearest measured point)
-   and keeps the best ``explore`` as the candidate set.
+   and keeps the best eighth (at least ``explore``) as the candidate set.
 2. *Adaptive sampling* — k-means over the candidates' knobs for k = 2, 3, … while
    the L2 loss still falls by more than the threshold (2.5, the chapter's value;
    Algorithm 1's knee), capped by the round's share of the budget; the member
@@ -152,7 +152,7 @@ def _kmeans(points: np.ndarray, k: int, rng: np.random.Generator) -> tuple[np.nd
 
 
 def chameleon_search(space: tuple[cost.Option, ...], default: cost.Option, measure: Measure,
-                     budget: int, seed: int, explore: int = 24) -> Curve:
+                     budget: int, seed: int, explore: int = 8) -> Curve:
     rng = np.random.default_rng(seed)
     points = np.array([features(o) for o in space])
     prior = np.log(np.array([max(o.estimate_us, 1e-6) for o in space]))
@@ -160,8 +160,9 @@ def chameleon_search(space: tuple[cost.Option, ...], default: cost.Option, measu
     curve = Curve([], [])
 
     def take(k: int) -> None:
-        measured[k] = math.log(measure(space[k]))
-        curve.times.append(math.exp(measured[k]))
+        us = measure(space[k])
+        measured[k] = math.log(us)
+        curve.times.append(us)
         curve.options.append(space[k])
 
     first = next((k for k, o in enumerate(space) if o.params == default.params
@@ -169,14 +170,12 @@ def chameleon_search(space: tuple[cost.Option, ...], default: cost.Option, measu
     take(first)
     while len(measured) < min(budget, len(space)):
         done = np.array(sorted(measured))
-        residual = np.array([measured[k] - prior[k] for k in done])
         dist = np.sqrt(((points[:, None, :] - points[done][None]) ** 2).sum(2))
-        weight = 1.0 / (dist + 0.5) ** 2
-        predicted = prior + (weight * residual).sum(1) / weight.sum(1)
+        predicted = _surrogate(points, prior, done, np.array([measured[k] for k in done]))
         # exploration bonus: far from every measured point, the surrogate knows less
         score = predicted - 0.15 * dist.min(1)
         open_ = [k for k in np.argsort(score) if k not in measured]
-        candidates = np.array(open_[:explore])
+        candidates = np.array(open_[:max(explore, len(open_) // 8)])
         left = min(budget, len(space)) - len(measured)
         cap = max(1, min(left, max(2, budget // 4), len(candidates)))
         reps = _sample(points[candidates], cap, rng)
@@ -192,6 +191,19 @@ def chameleon_search(space: tuple[cost.Option, ...], default: cost.Option, measu
         for k in chosen[:left]:
             take(k)
     return curve
+
+
+def _surrogate(points: np.ndarray, prior: np.ndarray, done: np.ndarray,
+               log_us: np.ndarray) -> np.ndarray:
+    """Predicted log time of every option: a ridge regression of the measured log
+    times on the knobs and the cost model's log estimate (the prior alone, shifted
+    to the measurements' level, until there are three of them)."""
+    if len(done) < 3:
+        return prior + float(np.mean(log_us - prior[done]))
+    x = np.column_stack([points, prior, np.ones(len(points))])
+    a = x[done]
+    w = np.linalg.solve(a.T @ a + 0.3 * np.eye(x.shape[1]), a.T @ log_us)
+    return x @ w
 
 
 def _mode(column: np.ndarray) -> float:
