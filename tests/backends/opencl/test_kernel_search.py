@@ -13,7 +13,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 from egraph_compiler.backends.opencl import KernelParams, compile_graph, cost
 from egraph_compiler.backends.opencl.kernel_search import (
-    anchors, chameleon_search, option_to_json, random_search, record, search_model)
+    anchors,
+    chameleon_search,
+    option_to_json,
+    random_search,
+    record,
+    search_model,
+)
 from egraph_compiler.backends.opencl.runtime import CompiledModel
 from egraph_compiler.cli import main
 from egraph_compiler.fusion import ProfileDb
