@@ -95,7 +95,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         ProfileDb.load(args.profile_db)
     result = pipeline.compile_model(
         args.model, rule_paths=rule_paths, limits=_limits_from_args(args), progress=progress, target=args.target,
-        rule_options=options, dumps=dumps,
+        rule_options=options, dumps=dumps, dims=_parse_dim_ranges(args.dim),
     )
     _warn_unscheduled(result.rules)
     out = Path(args.output) if args.output else None
@@ -119,6 +119,20 @@ def cmd_compile(args: argparse.Namespace) -> int:
         else:
             print(f"\nwrote {len(written)} file(s) in {out}: " + ", ".join(str(p.relative_to(out)) for p in written))
     return 1 if result.report.limits_hit and args.strict_limits else 0
+
+
+def _parse_dim_ranges(specs: Sequence[str]) -> dict[str, tuple[int, int]]:
+    from egraph_compiler.ir.errors import DnnrError
+
+    ranges: dict[str, tuple[int, int]] = {}
+    for spec in specs:
+        for part in spec.split(","):
+            name, _, bounds = part.partition("=")
+            low, dots, high = bounds.partition("..")
+            if not dots or not name.strip() or not low.strip().isdigit() or not high.strip().isdigit():
+                raise DnnrError(f"error: --dim expects NAME=LO..HI (e.g. seq=1..512), got {part!r}")
+            ranges[name.strip()] = (int(low), int(high))
+    return ranges
 
 
 def _parse_bindings(specs: Sequence[str]) -> dict[str, int]:
@@ -306,6 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what to write: ONNX (default), OpenCL kernels, or Hexagon HVX code")
     p.add_argument("--bind", action="append", default=[], metavar="NAME=INT",
                    help=BIND_HELP + "; opencl/hexagon need every symbol bound, onnx writes the bound model")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=LO..HI",
+                   help="range of a symbolic input dim (repeatable; default 1..2147483647): shape "
+                        "inference and rule guards may assume it; the report lists every range")
     p.add_argument("--profile-db", metavar="FILE",
                    help="`dnnr tune` database for the yellow fusion cases (opencl)")
     p.add_argument("--opencl-kernels", choices=["cpu", "gpu"], default="cpu",

@@ -19,7 +19,7 @@ from typing import Any
 
 import onnx
 
-from egraph_compiler import dsl, dump, egraph, extract, ir, shapes
+from egraph_compiler import dsl, dump, egraph, extract, ir, ops, shapes
 from egraph_compiler.dsl import library
 from egraph_compiler.dsl.ast import Limits, RuleSet
 from egraph_compiler.dsl.library import RuleOptions
@@ -80,16 +80,29 @@ def optimize(
     progress: Progress | None = None,
     report: Report | None = None,
     dumps: Dumps | None = None,
+    dims: dict[str, tuple[int, int]] | None = None,
 ) -> tuple[Graph, Report]:
     """Saturate ``graph`` under ``rules`` and extract the cheapest equivalent graph.
 
-    In: a `Graph` (shapes inferred or not) and a parsed `RuleSet`. Out: the
-    optimised `Graph` (shapes inferred) and the `Report` of what happened.
+    In: a `Graph` (shapes inferred or not) and a parsed `RuleSet`; ``dims`` narrows the
+    ranges of symbolic input dims (``--dim seq=1..512``; default ``1..2**31-1``), which
+    shape inference and the rules' guards assume. Out: the optimised `Graph` (shapes
+    inferred) and the `Report` of what happened.
     """
-    report = report or Report(model=graph.name)
-    dumps = dumps or Dumps()
+    with ops.using(rules):  # stages read operator facts from the rules compiled with
+        return _optimize(graph, rules, limits, progress, report or Report(model=graph.name),
+                         dumps or Dumps(), dims or {})
+
+
+def _optimize(graph: Graph, rules: RuleSet, limits: Limits | None, progress: Progress | None,
+              report: Report, dumps: Dumps, dims: dict[str, tuple[int, int]]) -> tuple[Graph, Report]:
+    dim_ranges = shapes.dim_ranges(graph, dims)
+    report.dims = {name: {"low": low, "high": high, "given": name in dims}
+                   for name, (low, high) in dim_ranges.items()}
+    classes = shapes.declared_classes(rules.ops)  # SoD² dynamism classes: which RDP transfers apply
     with _stage(report, "shapes", progress):
-        graph = shapes.infer_shapes(graph)
+        graph = shapes.infer_shapes(graph, symbols=dim_ranges, dynamism=classes)
+    report.rdp = shapes.rdp_census(graph, classes)
     dumps.write("shapes", lambda: dump.graph_text(graph))
     if not report.nodes_before:  # `compile_model` counts the ONNX file it read instead;
         # here the input graph as the exporter writes it, the same measure as `nodes_after`
@@ -103,7 +116,7 @@ def optimize(
     with _stage(report, "extract", progress):
         extraction = extract.extract(saturation)
     with _stage(report, "shapes-after", progress):
-        optimised = shapes.infer_shapes(extraction.graph)
+        optimised = shapes.infer_shapes(extraction.graph, dynamism=classes)
     dumps.write("extract", lambda: dump.graph_text(optimised))
     stats = saturation.stats
     report.nodes_after = onnx_op_counts(ir.to_onnx(optimised))
@@ -166,6 +179,7 @@ def compile_model(
     target: str = "onnx",
     rule_options: RuleOptions | None = None,
     dumps: Dumps | None = None,
+    dims: dict[str, tuple[int, int]] | None = None,
 ) -> CompileResult:
     """Compile an ONNX model with the rule library: import, optimise, re-infer shapes.
 
@@ -183,7 +197,8 @@ def compile_model(
     report.nodes_before = onnx_op_counts(_read_onnx(model))
     dumps = dumps or Dumps()
     dumps.write("import", lambda: dump.graph_text(graph))
-    optimised, report = optimize(graph, rules, limits=limits, progress=progress, report=report, dumps=dumps)
+    optimised, report = optimize(graph, rules, limits=limits, progress=progress, report=report, dumps=dumps,
+                                 dims=dims)
     return CompileResult(optimised, report, rules, dumps)
 
 
@@ -210,8 +225,9 @@ def write_artefact(result: CompileResult, target: str, out: Path, *,
     if target not in TARGETS:
         raise ir.DnnrError(f"error: unknown target {target!r} (choose one of {', '.join(TARGETS)})")
     if target != "onnx":
-        _build_target(target, result, out, progress, bindings or {}, profile_db, kernel_device,
-                      tuned_device)
+        with ops.using(result.rules):
+            _build_target(target, result, out, progress, bindings or {}, profile_db,
+                          kernel_device, tuned_device)
     elif profile_db is not None:
         raise ir.DnnrError("error: --profile-db only applies to --target opencl")
     out.mkdir(parents=True, exist_ok=True)

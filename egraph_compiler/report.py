@@ -38,6 +38,8 @@ class Report:
     origins: dict[str, list[str]] = field(default_factory=dict)
     rule_sources: dict[str, str] = field(default_factory=dict)
     target: dict[str, Any] = field(default_factory=dict)
+    dims: dict[str, dict[str, Any]] = field(default_factory=dict)  # symbolic input dim -> range, given by --dim?
+    rdp: dict[str, dict[str, int]] = field(default_factory=dict)  # shapes.rdp.census of the input graph
     # the layout/implementation PBQP of the backend (`select.Selection.to_json`)
     select: dict[str, Any] = field(default_factory=dict)
 
@@ -84,6 +86,16 @@ def render_report(report: Report | dict[str, Any]) -> str:
     if cb and ca:
         parts.append(f"cost: {cb['flops']:.4g} -> {ca['flops']:.4g} FLOPs, "
                      f"{cb['bytes']:.4g} -> {ca['bytes']:.4g} bytes moved")
+    dims = data.get("dims") or {}
+    if dims:  # the ranges shape inference and the guards assumed
+        parts.append("dims: " + ", ".join(f"{name}={d['low']}..{d['high']}" + ("" if d["given"] else " (default)")
+                                          for name, d in dims.items()))
+    rdp = data.get("rdp") or {}
+    if rdp:
+        parts.append("shapes (RDP): dims " + ", ".join(f"{n} {k}" for k, n in rdp["dims"].items() if n)
+                     + "; ops by dynamism class " + ", ".join(f"{k} {n}" for k, n in rdp["acting"].items())
+                     + " (after constant values; declared: "
+                     + ", ".join(f"{k} {n}" for k, n in rdp["declared"].items()) + ")")
     secs = data.get("seconds", {})
     if secs:
         parts.append("seconds: " + ", ".join(f"{k} {v:.3f}" for k, v in secs.items())

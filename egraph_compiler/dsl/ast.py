@@ -218,6 +218,13 @@ class OpDecl:
     name_span: Span = NO_SPAN
     # Spans of the mapping, layout and dynamism class names, in that order.
     class_spans: tuple[Span, ...] = ()
+    # Optional facts (rules/README.md, "Operator facts"); None = derived by `ops`.
+    # ``dtype``: ("same",) | ("fixed", "bool") | ("attr", "to") | ("like", param[, fallback]).
+    dtype: tuple[str, ...] | None = None
+    facts: tuple[str, ...] = ()
+    shape: str | None = None  # "same" | "broadcast" | "builtin NAME"
+    cost: tuple[str, float] | None = None  # ("per_element", 1.0) | ("reduce", 0) | ...
+    anchor: str | None = None  # conv | matmul | pool | reduce | rownorm
 
 
 @dataclass(frozen=True, slots=True)

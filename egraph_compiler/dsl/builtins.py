@@ -292,6 +292,32 @@ FUSION_VERDICTS: dict[str, str] = {
     "break": "Never fuse (red).",
 }
 
+# Operator fact clauses (rules/README.md, "Operator facts"); `egraph_compiler.ops` derives
+# what a declaration leaves out.
+SHAPE_CLAUSES: dict[str, str] = {
+    "same": "The output has the shape of the first operand.",
+    "broadcast": "The output has the NumPy broadcast of all operands' shapes.",
+}
+COST_CLAUSES: dict[str, str] = {
+    "per_element": "N operations per output element (per_element(N); elementwise default N = 1).",
+    "reduce": "One operation per input element.",
+    "mac": "One multiply-accumulate per product term (Conv, MatMul).",
+    "movement": "Moves data only; becomes index arithmetic when fused (Slice, Concat).",
+    "free": "No work of its own.",
+}
+ANCHOR_CLAUSES: dict[str, str] = {
+    "conv": "A tiled convolution kernel.", "matmul": "A tiled matrix-multiply kernel.",
+    "pool": "A windowed pooling kernel.", "reduce": "A reduction kernel.",
+    "rownorm": "A row-normalisation kernel (Softmax, LayerNormalization).",
+}
+FACT_CLAUSES: dict[str, str] = {
+    "positive": "Every output element is > 0.", "nonneg": "Every output element is >= 0.",
+}
+DTYPE_FORMS: dict[str, str] = {
+    "dtype": "dtype(ATTR): the ONNX element type code held by an attribute (Cast's `to`).",
+    "like": "like(OPERAND[, DTYPE]): the operand's dtype, DTYPE when it is absent.",
+}
+
 ATTR_TYPES: tuple[str, ...] = ("int", "ints", "float", "floats", "string", "strings", "tensor")
 
 RULE_FLAGS: dict[str, str] = {

@@ -109,6 +109,9 @@ def op_text(op: ast.OpDecl) -> str:
         text += f" [{', '.join(attrs)}]"
     if op.outputs != 1:
         text += f" -> {op.outputs}"
+    elif op.dtype is not None:
+        kind, *args = op.dtype
+        text += f" -> {args[0]}" if kind == "fixed" else f" -> {kind}({', '.join(args)})"
     text += f" : {op.mapping} {op.layout} {op.dynamism}"
     if op.builtin is not None:
         text += f" = builtin {op.builtin}"
@@ -116,6 +119,15 @@ def op_text(op: ast.OpDecl) -> str:
         text += f" = {expr_text(op.semantics)}"
     if op.requires is not None:
         text += f" requires {expr_text(op.requires)}"
+    if op.facts:
+        text += f" facts {', '.join(op.facts)}"
+    if op.shape is not None:
+        text += f" shape {op.shape}"
+    if op.cost is not None:
+        kind, amount = op.cost
+        text += f" cost {kind}" + (f"({amount:g})" if amount else "")
+    if op.anchor is not None:
+        text += f" anchor {op.anchor}"
     return text
 
 

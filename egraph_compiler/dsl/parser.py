@@ -285,7 +285,9 @@ class _ToAst(Transformer):
         return ast.UseDecl(str(children[0])[1:-1], self._span(meta))
 
     def op_decl(self, meta: Meta, children: list[Any]) -> Any:
-        name, params, attrs, outputs, mapping, layout, dynamism, semantics, requires = children
+        name, params, attrs, outputs, mapping, layout, dynamism, semantics, requires, *clauses = children
+        facts: dict[str, Any] = dict(clauses)
+        dtype = outputs if isinstance(outputs, tuple) else None
         sem_expr = semantics[1] if semantics and semantics[0] == "expr" else None
         builtin = semantics[1] if semantics and semantics[0] == "builtin" else None
         return ast.OpDecl(
@@ -298,10 +300,15 @@ class _ToAst(Transformer):
             semantics=sem_expr,
             builtin=builtin,
             requires=requires,
-            outputs=1 if outputs is None else outputs,
+            outputs=outputs if isinstance(outputs, int) else 1,
             span=self._span(meta),
             name_span=self._tok(name),
             class_spans=(self._tok(mapping), self._tok(layout), self._tok(dynamism)),
+            dtype=dtype,
+            facts=facts.get("facts", ()),
+            shape=facts.get("shape"),
+            cost=facts.get("cost"),
+            anchor=facts.get("anchor"),
         )
 
     def params(self, meta: Meta, children: list[Any]) -> Any:
@@ -329,8 +336,33 @@ class _ToAst(Transformer):
             self._tok(type_name),
         )
 
-    def outputs(self, meta: Meta, children: list[Any]) -> Any:
+    def outputs_count(self, meta: Meta, children: list[Any]) -> Any:
         return int(children[0])
+
+    def outputs_dtype(self, meta: Meta, children: list[Any]) -> Any:
+        return children[0]
+
+    def dtype_spec(self, meta: Meta, children: list[Any]) -> Any:
+        head, *args = [str(c) for c in children if c is not None]
+        if not args:
+            return ("fixed", head)
+        return (head, *args)  # dtype(to) -> ("dtype", "to"); like(x, uint8) -> ("like", "x", "uint8")
+
+    def clause_facts(self, meta: Meta, children: list[Any]) -> Any:
+        return ("facts", tuple(str(c) for c in children))
+
+    def clause_shape(self, meta: Meta, children: list[Any]) -> Any:
+        return ("shape", str(children[0]))
+
+    def clause_shape_builtin(self, meta: Meta, children: list[Any]) -> Any:
+        return ("shape", f"builtin {children[0]}")
+
+    def clause_cost(self, meta: Meta, children: list[Any]) -> Any:
+        kind, amount = children
+        return ("cost", (str(kind), float(amount) if amount is not None else 0.0))
+
+    def clause_anchor(self, meta: Meta, children: list[Any]) -> Any:
+        return ("anchor", str(children[0]))
 
     def sem_expr(self, meta: Meta, children: list[Any]) -> Any:
         return ("expr", children[0])

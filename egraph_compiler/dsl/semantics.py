@@ -11,16 +11,21 @@ from dataclasses import dataclass, field
 
 from egraph_compiler.dsl import ast
 from egraph_compiler.dsl.builtins import (
+    ANCHOR_CLAUSES,
     ATTR_TYPES,
     BUILTINS,
+    COST_CLAUSES,
+    DTYPE_FORMS,
     DTYPE_NAMES,
     DYNAMISM_CLASSES,
+    FACT_CLAUSES,
     FUSION_VERDICTS,
     GUARD_CONSTANTS,
     LAYOUT_CLASSES,
     LIMIT_NAMES,
     MAPPING_CLASSES,
     RULE_FLAGS,
+    SHAPE_CLAUSES,
 )
 from egraph_compiler.dsl.diagnostics import (
     ArityError,
@@ -159,11 +164,32 @@ class Checker:
                 )
         if op.outputs < 1:
             self.error(MisuseError, f"{op.name} must have at least one output", op.span)
+        self.check_op_clauses(op, seen)
         scope = Scope("semantics", frozenset(seen), owner=op)
         if op.semantics is not None:
             self.check_expr(op.semantics, scope)
         if op.requires is not None:
             self.check_expr(op.requires, scope)
+
+    def check_op_clauses(self, op: ast.OpDecl, names: dict[str, ast.Span]) -> None:
+        """The fact clauses name known kinds; ``like``/``dtype`` name an operand/attribute."""
+        for fact in op.facts:
+            self.check_class(fact, FACT_CLAUSES, "value fact", op.span)
+        if op.shape is not None and not op.shape.startswith("builtin "):
+            self.check_class(op.shape, SHAPE_CLAUSES, "shape", op.span)
+        if op.cost is not None:
+            self.check_class(op.cost[0], COST_CLAUSES, "cost", op.span)
+        if op.anchor is not None:
+            self.check_class(op.anchor, ANCHOR_CLAUSES, "anchor kernel", op.span)
+        if op.dtype is not None and op.dtype[0] != "fixed":
+            kind, *args = op.dtype
+            self.check_class(kind, DTYPE_FORMS, "output dtype", op.span)
+            if args[0] not in names:
+                self.error(UnknownNameError, f"output dtype {kind}({args[0]}): {op.name} has no "
+                           f"operand or attribute '{args[0]}'", op.span)
+        elif op.dtype is not None and op.dtype[1] not in DTYPE_NAMES:
+            self.error(UnknownNameError, f"unknown output dtype '{op.dtype[1]}'", op.span,
+                       suggest(op.dtype[1], DTYPE_NAMES))
 
     def check_unique(self, name: str, span: ast.Span, seen: dict[str, ast.Span], what: str) -> None:
         if name in seen:

@@ -1,7 +1,7 @@
 """Analysis rules: how facts (shape, dtype, constness, sign) reach e-classes that
 rewrites create. Original values get their facts from the loader.
 
-Natively in egglog: constness, dtype (first input's, with a table of exceptions),
+Natively in egglog: constness, dtype (as the registry declares it, `ops`),
 shape of ops whose output has input 0's shape, of elementwise ones whose operands
 agree, and of Transpose (``unstable-vec-map`` of ``vec-get``). Everything else goes
 through the shape oracle: a rule records the primitive key (input shapes, attributes,
@@ -15,20 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from egraph_compiler import shapes
+from egraph_compiler import ops, shapes
 from egraph_compiler.egraph.schema import ABSENT, ATTR_SORT, OpSchema
 from egraph_compiler.ir.dims import Dim
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.onnx_types import dtype_from_onnx
 
-BOOL_OUTPUT = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Not", "And", "Or", "Xor", "IsNaN"}
-INT64_OUTPUT = {"Shape", "Size", "ArgMax", "ArgMin", "NonZero"}
-NO_DTYPE_RULE = {
-    "ConstantOfShape", "QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul",
-    "MatMulInteger", "ConvInteger", "Cast",
-}
-POSITIVE_OUTPUT = {"Exp", "Sigmoid", "Softmax", "Softplus"}
-NONNEG_OUTPUT = {"Relu", "Abs", "Sqrt", "Square"}
 SIGN_PRESERVING = {"Add", "Mul"}  # positive op positive is positive; same for nonneg
 
 
@@ -75,6 +67,7 @@ def analysis_program(schemas: dict[str, OpSchema]) -> tuple[str, dict[str, Shape
     """egglog text of all analysis rules, and the shape oracles by op name."""
     out = [_onnx_dtype_table()]
     oracles: dict[str, ShapeOracle] = {}
+    registry = ops.Registry.from_decls({name: schema.decl for name, schema in schemas.items()}, ops.shipped())
     for name, schema in schemas.items():
         params = schema.decl.params
         term, xs, attrs = _term(schema)
@@ -83,32 +76,35 @@ def analysis_program(schemas: dict[str, OpSchema]) -> tuple[str, dict[str, Shape
         if params and len(tensor) == len(params):
             conds = " ".join(f"(is_const {xs[i]})" for i in tensor)
             out.append(f"(rule ((= e {term}) {conds}) ((is_const e)) :ruleset analysis)")
-        # dtype
-        if name in BOOL_OUTPUT:
-            out.append(f'(rule ((= e {term})) ((set (dtype e) "bool")) :ruleset analysis)')
-        elif name in INT64_OUTPUT:
-            out.append(f'(rule ((= e {term})) ((set (dtype e) "int64")) :ruleset analysis)')
-        elif name == "Cast" and any(a.name == "to" for a in schema.attrs):
-            to = attrs[[a.name for a in schema.attrs].index("to")]
+        # dtype, as the op declares it (rules/operators.dnnr) or the first operand's
+        info = registry.get(name)
+        dtype_kind, *dtype_args = info.dtype if info else ("like",)
+        attr_names = [a.name for a in schema.attrs]
+        if dtype_kind == "fixed":
+            out.append(f'(rule ((= e {term})) ((set (dtype e) "{dtype_args[0]}")) :ruleset analysis)')
+        elif dtype_kind == "dtype" and dtype_args[0] in attr_names:
+            to = attrs[attr_names.index(dtype_args[0])]
             out.append(
                 f"(rule ((= e {term}) (= d (OnnxDtype {to}))) ((set (dtype e) d)) :ruleset analysis)"
             )
-        elif name not in NO_DTYPE_RULE and params:
-            first = "(TCons h t)" if params[0].variadic else None
-            if first:
-                out.append(
-                    f"(rule ((= e {term}) (= {xs[0]} {first}) (= d (dtype h))) "
-                    f"((set (dtype e) d)) :ruleset analysis)"
-                )
-            else:
-                out.append(
-                    f"(rule ((= e {term}) (= d (dtype {xs[0]}))) ((set (dtype e) d)) :ruleset analysis)"
-                )
+        elif dtype_kind == "like" and params:
+            names = [p.name for p in params]
+            source = names.index(dtype_args[0]) if dtype_args and dtype_args[0] in names else None
+            if not dtype_args:
+                source = 0
+            if source is not None and not (params[source].optional and len(dtype_args) > 1):
+                if params[source].variadic:
+                    out.append(
+                        f"(rule ((= e {term}) (= {xs[source]} (TCons h t)) (= d (dtype h))) "
+                        f"((set (dtype e) d)) :ruleset analysis)"
+                    )
+                else:
+                    out.append(
+                        f"(rule ((= e {term}) (= d (dtype {xs[source]}))) ((set (dtype e) d)) :ruleset analysis)"
+                    )
         # sign facts
-        if name in POSITIVE_OUTPUT:
-            out.append(f"(rule ((= e {term})) ((positive e)) :ruleset analysis)")
-        if name in NONNEG_OUTPUT:
-            out.append(f"(rule ((= e {term})) ((nonneg e)) :ruleset analysis)")
+        for fact in sorted(info.facts if info else ()):
+            out.append(f"(rule ((= e {term})) (({fact} e)) :ruleset analysis)")
         if name in SIGN_PRESERVING and len(tensor) == 2:
             for fact in ("positive", "nonneg"):
                 out.append(

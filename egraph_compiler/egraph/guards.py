@@ -1,8 +1,9 @@
 """Evaluate guards and computed attributes in Python over primitive facts.
 
 A guard sees attribute values and, for each tensor variable, the facts the
-e-graph holds for its class (`TensorFacts`). Anything unknown — a missing fact,
-a symbolic dim whose comparison the canonical form cannot settle, a built-in
+e-graph holds for its class (`TensorFacts`). A comparison of symbolic dims is decided
+by `shapes.decide` (canonical form, bounds, then Z3 under the graph's dim ranges).
+Anything unknown — a missing fact, a symbolic comparison the prover cannot settle, a built-in
 rejecting its arguments — makes the guard false (`Unknown`): never assume.
 """
 
@@ -17,6 +18,7 @@ from egraph_compiler.dsl import builtins as dsl_builtins
 from egraph_compiler.dsl.ast import BinOp, Call, Expr, Index, ListLit, Name, Num, Str, UnOp, Var
 from egraph_compiler.ir.dims import Dim, DimExpr
 from egraph_compiler.shapes import broadcast_shape
+from egraph_compiler.shapes import decide as decide_dims
 
 
 class Unknown(Exception):
@@ -68,9 +70,12 @@ def _fact(name: str, args: list) -> object:
         a, b = _shape(args[0]), _shape(args[1])
         if a == b:
             return True
-        if len(a) != len(b) or any(isinstance(d, DimExpr) for d in a + b):
+        if len(a) != len(b):
+            return False
+        answer = decide_dims("==", a, b)
+        if answer is None:
             raise Unknown("same_shape")
-        return False
+        return answer
     if name == "broadcastable":
         if broadcast_shape([_shape(args[0]), _shape(args[1])]) is None:
             raise Unknown("broadcastable")
@@ -83,24 +88,15 @@ def _compare(op: str, a: object, b: object) -> bool:
         a = tuple(a)
     if isinstance(b, list):
         b = tuple(b)
-    symbolic = _has_symbol(a) or _has_symbol(b)
+    if _has_symbol(a) or _has_symbol(b):  # the shapes stage's prover, under the graph's dim ranges
+        answer = True if op == "==" and a == b else decide_dims(op, a, b)
+        if answer is None:
+            raise Unknown(f"symbolic {op}")
+        return answer
     if op == "==":
-        if a == b:
-            return True
-        if symbolic:
-            raise Unknown("symbolic ==")
-        return False
+        return a == b
     if op == "!=":
-        return not _compare("==", a, b)
-    if symbolic:
-        if isinstance(a, DimExpr) or isinstance(b, DimExpr):
-            diff = a - b  # type: ignore[operator]
-            if isinstance(diff, int):
-                a, b = diff, 0
-            else:
-                raise Unknown("symbolic order")
-        else:
-            raise Unknown("symbolic order")
+        return a != b
     ops: dict[str, Callable[[object, object], bool]] = {
         "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
     }

@@ -8,6 +8,7 @@ since the last round, compute, and write the answers back as one program.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from egraph_compiler.egraph import guards, text
 from egraph_compiler.egraph.facts import ShapeOracle, decode_attrs, term_shape
@@ -15,14 +16,17 @@ from egraph_compiler.egraph.lower import GuardOracle
 from egraph_compiler.egraph.schema import coerce, literal
 from egraph_compiler.egraph.tables import Tables
 from egraph_compiler.ir.dims import DimExpr
+from egraph_compiler.shapes import using_ranges
 
 READ_ALL = 1 << 40
 _SIZE = re.compile(r"\((\S+) (\d+)\)")
 
 
 class Oracles:
-    def __init__(self, guard: list[GuardOracle], shape: dict[str, ShapeOracle], tables: Tables):
+    def __init__(self, guard: list[GuardOracle], shape: dict[str, ShapeOracle], tables: Tables,
+                 ranges: Mapping[str, tuple[int, int]] | None = None):
         self.guard = guard
+        self.ranges = dict(ranges or {})  # the graph's dim ranges: guards on symbolic dims assume them
         self.shape = list(shape.values())
         self.tables = tables
         self._seen: dict[str, set[tuple[str, ...]]] = {}
@@ -80,6 +84,10 @@ class Oracles:
                 facts.setdefault(column.var, {})["dtype"] = value
         for var, known in facts.items():
             env[var] = guards.TensorFacts(**known)  # type: ignore[arg-type]
+        with using_ranges(self.ranges):
+            return self._checked(oracle, env)
+
+    def _checked(self, oracle: GuardOracle, env: dict[str, object]) -> list[str] | None:
         if not all(guards.holds(check, env) for check in oracle.checks):
             return None
         results: list[str] = []
@@ -96,6 +104,10 @@ class Oracles:
         return results
 
     def answer_shapes(self, egraph) -> int:
+        with using_ranges(self.ranges):
+            return self._answer_shapes(egraph)
+
+    def _answer_shapes(self, egraph) -> int:
         fresh = self._new_rows(egraph, [o.ask for o in self.shape])
         commands: list[str] = []
         for oracle in self.shape:

@@ -274,7 +274,7 @@ def saturate_graph(graph: Graph, rules: RuleSet, limits: Limits | None, progress
         _run(egraph, inputs + "\n(run-schedule (saturate (run load)))")
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    oracles = Oracles([lr.oracle for lr in lowered if lr.oracle], shape_oracles, tables)
+    oracles = Oracles([lr.oracle for lr in lowered if lr.oracle], shape_oracles, tables, graph.symbols)
     driver = _Driver(egraph, rules, lowered, oracles, limits, progress, start)
     driver.analyse()
     driver.count_nodes()

@@ -3,7 +3,8 @@
 - elementwise: one FLOP per output element per arithmetic op (broadcasting is
   counted on the output);
 - Conv / ConvTranspose / MatMul / Gemm: 2 x multiply-accumulates;
-- reductions (Reduce*, ArgMax/ArgMin, global pools): one FLOP per input element;
+- ``cost reduce`` operators (Reduce*, ArgMax/ArgMin, global pools): one FLOP per input
+  element; ``cost per_element(N)``: N per output element (rules/operators.dnnr);
   windowed pools one per window element per output;
 - data movement only (Concat, Slice, Gather, Pad, Expand, ...): no FLOPs;
 - layout-only ops (Reshape, Squeeze, Unsqueeze, Flatten, Identity of a contiguous
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from egraph_compiler import ops
 from egraph_compiler.ir.dims import Dim, DimExpr
 from egraph_compiler.ir.graph import Graph
 
@@ -30,13 +32,6 @@ MOVEMENT = frozenset({
     "DepthToSpace", "SpaceToDepth", "Shape", "Size", "ConstantOfShape", "Cast", "Dropout",
     "Resize", "Range", "NonZero",
 })
-REDUCTIONS = frozenset({
-    "ReduceSum", "ReduceMean", "ReduceProd", "ReduceMax", "ReduceMin", "ReduceL2", "ArgMax",
-    "ArgMin", "GlobalAveragePool", "GlobalMaxPool", "CumSum", "TopK",
-})
-# elementwise or normalisation ops that take several arithmetic ops per element
-PER_ELEMENT = {"Softmax": 3, "LogSoftmax": 3, "BatchNormalization": 2, "InstanceNormalization": 5,
-               "LayerNormalization": 5, "LRN": 4}
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,13 +146,15 @@ def _flops(op, attrs, inputs, in_sizes, out_elems, output, symbols, default) -> 
             return 2.0 * out_elems
         k = dim_value(a[0] if attrs.get("transA") else a[1], symbols, default)
         return 2.0 * out_elems * k
-    if op in REDUCTIONS:
-        return float(in_sizes[0]) if in_sizes else out_elems
     if op in ("MaxPool", "AveragePool"):
         kernel = attrs.get("kernel_shape") or ()
         window = float(np.prod(kernel)) if kernel else 1.0
         return out_elems * window
-    return out_elems * PER_ELEMENT.get(op, 1)
+    info = ops.current().get(op)
+    kind, amount = (info.decl.cost if info is not None else None) or ("per_element", 1.0)
+    if kind == "reduce":  # the op's `cost` clause (rules/operators.dnnr)
+        return float(in_sizes[0]) if in_sizes else out_elems
+    return out_elems * (amount if kind == "per_element" else 1)
 
 
 def graph_cost(graph: Graph, default: int = 64) -> Cost:

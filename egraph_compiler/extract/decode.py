@@ -19,8 +19,9 @@ from egraph_compiler.egraph import Saturation
 from egraph_compiler.extract.facts import list_items
 from egraph_compiler.extract.view import EGraphView, ENode
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.fold import NEVER_FOLD, evaluate_node
+from egraph_compiler.ir.fold import NEVER_FOLD
 from egraph_compiler.ir.graph import Graph, Node, TensorAttr, TensorType, Value
+from egraph_compiler.ops.evaluate import evaluate_node
 
 
 class Decoder:

@@ -38,8 +38,8 @@ from egraph_compiler.fusion.tables import (
 )
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.fold import evaluate_node
 from egraph_compiler.ir.graph import Graph
+from egraph_compiler.ops.evaluate import evaluate_node
 
 
 def fold_compile_time(graph: Graph) -> Graph:

@@ -25,6 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from egraph_compiler import ops
+
 ONE_TO_ONE = "one_to_one"
 ONE_TO_MANY = "one_to_many"
 MANY_TO_MANY = "many_to_many"
@@ -34,29 +36,11 @@ MAPPING_TYPES = (ONE_TO_ONE, REORGANIZE, SHUFFLE, ONE_TO_MANY, MANY_TO_MANY)
 
 FUSE, BREAK, PROFILE = "fuse", "break", "profile"
 
-ELEMENTWISE_OPS = frozenset({
-    "Add", "Sub", "Mul", "Div", "Pow", "Min", "Max", "Sum", "Mean", "PRelu", "Where",
-    "Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Not", "And", "Or", "Xor",
-    "IsNaN", "IsInf", "Neg", "Abs", "Sign", "Reciprocal", "Sqrt", "Exp", "Log", "Erf", "Tanh",
-    "Sigmoid", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
-    "Atanh", "Ceil", "Floor", "Round", "Relu", "LeakyRelu", "Elu", "Selu", "Celu",
-    "ThresholdedRelu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Clip", "Cast",
-    "Square", "Gelu", "BatchNormalization", "Identity", "Dropout", "Mod", "Mish",
-})
-LAYOUT_OPS = frozenset({
-    "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "DepthToSpace", "SpaceToDepth",
-    "Slice", "Concat", "Split", "Pad", "Gather", "Expand", "Tile",
-})
-ANCHOR_OPS = {
-    "Conv": "conv", "MatMul": "matmul", "Gemm": "matmul",
-    "MaxPool": "pool", "AveragePool": "pool", "LRN": "pool",
-    "GlobalAveragePool": "reduce", "GlobalMaxPool": "reduce",
-    "ReduceSum": "reduce", "ReduceMean": "reduce", "ReduceMax": "reduce",
-    "ReduceMin": "reduce", "ReduceProd": "reduce", "ReduceL1": "reduce", "ReduceL2": "reduce",
-    "ReduceSumSquare": "reduce", "ReduceLogSum": "reduce", "ReduceLogSumExp": "reduce",
-    "ArgMax": "reduce", "ArgMin": "reduce",
-    "Softmax": "rownorm", "LogSoftmax": "rownorm", "LayerNormalization": "rownorm",
-}
+# The shipped library's operators by role (`ops` derives them from the op declarations:
+# an ``anchor`` clause, scalar semantics, a reorganize/shuffle class or ``cost movement``).
+ELEMENTWISE_OPS = ops.shipped().with_role("elementwise")
+LAYOUT_OPS = ops.shipped().with_role("layout")
+ANCHOR_OPS = dict(ops.shipped().anchors())
 # Shape-only operators: evaluated at compile time, never a kernel.
 COMPILE_TIME_OPS = frozenset({"Shape", "Size", "ConstantOfShape", "Constant", "Range"})
 
@@ -113,11 +97,7 @@ def _load_shipped(rules: Path) -> FusionTables:
 
 
 def role_of(op: str) -> str:
-    """``anchor`` | ``elementwise`` | ``layout`` | ``unsupported`` (see module doc)."""
-    if op in ANCHOR_OPS:
-        return "anchor"
-    if op in ELEMENTWISE_OPS:
-        return "elementwise"
-    if op in LAYOUT_OPS:
-        return "layout"
-    return "unsupported"
+    """``anchor`` | ``elementwise`` | ``layout`` | ``unsupported`` (see module doc), as the
+    active registry says: an operator declared only in a rule file plans too."""
+    info = ops.current().get(op)
+    return info.role if info is not None else "unsupported"

@@ -25,6 +25,8 @@ from egraph_compiler.ir.onnx_types import (
 )
 
 EXPORT_OPSET = 17
+# The domain of operators that rule files declare and ONNX does not define.
+CUSTOM_DOMAIN = "ai.dnnr"
 _IR_VERSION = 8
 
 
@@ -90,8 +92,10 @@ class _Exporter:
         inputs = [_value_info(v.name, v.type) for v in graph.inputs]
         outputs = [_value_info(v.name, graph.types.get(v.name, v.type)) for v in graph.outputs]
         proto = helper.make_graph(self.nodes, graph.name or "model", inputs, outputs)
-        model = helper.make_model(proto, opset_imports=[helper.make_opsetid("", EXPORT_OPSET)],
-                                  producer_name="dnnr")
+        opsets = [helper.make_opsetid("", EXPORT_OPSET)]
+        if any(n.domain == CUSTOM_DOMAIN for n in self.nodes):
+            opsets.append(helper.make_opsetid(CUSTOM_DOMAIN, 1))
+        model = helper.make_model(proto, opset_imports=opsets, producer_name="dnnr")
         model.ir_version = _IR_VERSION
         if any(not o.type.tensor_type.HasField("shape") for o in model.graph.output):
             _fill_output_shapes(model, self.initializers)
@@ -165,7 +169,10 @@ class _Exporter:
             ]
             while inputs and inputs[-1] == "":
                 inputs.pop()
-        proto = helper.make_node(op, inputs, list(node.outputs), name=node.name)
+        # An operator ONNX does not define (one declared only in a rule file) is written in
+        # dnnr's own domain, so the model stays well-formed and says where it came from.
+        proto = helper.make_node(op, inputs, list(node.outputs), name=node.name,
+                                 domain=None if onnx.defs.has(op) else CUSTOM_DOMAIN)
         proto.attribute.extend(make_attribute(op, key, value) for key, value in sorted(attrs.items()))
         return proto
 

@@ -1,14 +1,14 @@
-"""The shape-inference walk: forward rules per op, RDP value propagation, a backward pass.
+"""The shape-inference walk: forward rules per op and RDP value propagation, to a fixpoint.
 
 SoD²'s RDP idea: besides shapes, propagate the *values* of small integer tensors
 (Shape → Gather → Concat → Reshape chains) as symbolic dims, so a Reshape whose
-target is computed at run time still gets a symbolic output shape. A backward pass
-then fills shapes an op determines for its inputs (same-shape ops, Transpose).
+target is computed at run time still gets a symbolic output shape. `rdp.solve`
+iterates forward and backward transfers, chosen by each op's dynamism class.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -16,7 +16,8 @@ import numpy as np
 from egraph_compiler.ir.dims import Dim, DimExpr
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Graph, Node, TensorType, Value
-from egraph_compiler.shapes import rules, symbolic, values
+from egraph_compiler.shapes import rdp, rules, symbolic, values
+from egraph_compiler.shapes.prover import active_ranges
 
 DEFAULT_RANGE = (1, 2**31 - 1)
 VALUE_LIMIT = 64  # int tensors with at most this many elements get their values tracked
@@ -114,7 +115,7 @@ class _State:
 
     def forward(self, node: Node) -> None:
         ctx = Context(self, node)
-        rule = rules.RULES.get(node.op)
+        rule = rules.rule_for(node.op)
         if rule is None:
             raise ModelError(f"{ctx.where}: shape inference does not know op {node.op}")
         try:
@@ -139,45 +140,21 @@ class _State:
                 if computed is not None and len(computed) <= VALUE_LIMIT:
                     self.values[node.outputs[0]] = computed
 
-    def backward(self, nodes: tuple[Node, ...]) -> bool:
-        """Fill unknown input shapes from outputs of ops that determine them; True if any."""
-        changed = False
-        for node in reversed(nodes):
-            if not node.inputs or not node.inputs[0] or not node.outputs[0]:
-                continue
-            source, out = self.types.get(node.inputs[0]), self.types.get(node.outputs[0])
-            if source is None or source.shape is not None or out is None or out.shape is None:
-                continue
-            shape: tuple[Dim, ...] | None = None
-            if node.op in rules.SAME_SHAPE:
-                shape = out.shape
-            elif node.op == "Transpose" and node.attr("perm") is not None:
-                perm = node.attr("perm")
-                inverse = [0] * len(perm)
-                for i, p in enumerate(perm):
-                    inverse[p] = i
-                shape = tuple(out.shape[i] for i in inverse)
-            if shape is not None:
-                self.types[node.inputs[0]] = TensorType(source.dtype, shape)
-                changed = True
-        return changed
 
-
-def infer_shapes(graph: Graph, *, symbols: dict[str, tuple[int, int]] | None = None) -> Graph:
+def infer_shapes(graph: Graph, *, symbols: Mapping[str, tuple[int, int]] | None = None,
+                 dynamism: Mapping[str, str] | None = None) -> Graph:
     """Return ``graph`` with ``types`` for every value, ``shape_values`` and symbol ranges.
 
     ``symbols`` overrides the range of named dims (default ``[1, 2**31-1]``); unknown
-    dims get fresh symbols ``d0, d1, ...`` with range ``[0, 2**31-1]``.
+    dims get fresh symbols ``d0, d1, ...`` with range ``[0, 2**31-1]``. ``dynamism``
+    maps each op to the SoD² class its rule-file declaration states (`rdp.solve`; an op
+    missing from it is taken as ``shape_determined``, `rdp.UNDECLARED`).
     """
     ranges = dict(graph.symbols)
     ranges.update(symbols or {})
     state = _State(graph, ranges)
     state.seed()
-    for node in graph.nodes:
-        state.forward(node)
-    if state.backward(graph.nodes):
-        for node in graph.nodes:
-            state.forward(node)
+    rdp.solve(state, graph.nodes, dynamism)
     outputs = tuple(Value(o.name, state.types.get(o.name, o.type)) for o in graph.outputs)
     return replace(
         graph,
@@ -235,14 +212,15 @@ def infer_term_shape(
     dims other than equal ones and 1s, and a model error (bad attribute, clashing static
     dims) reads as unknown. ``input_shapes[i]`` is None for an absent input; ``values``
     holds known int values by input index; ``elementwise`` broadcasts the inputs of an op
-    no rule knows (one the rule files declare one_to_one). Dtypes play no part.
+    no rule knows (one the rule files declare one_to_one). Dtypes play no part; dim facts
+    are proved under the ranges `prover.using_ranges` activates (the e-graph's graph's).
     """
-    rule = rules.RULES.get(op) or (rules.RULES["Sum"] if elementwise else None)  # Sum: n-ary broadcasting
+    rule = rules.rule_for(op) or (rules.RULES["Sum"] if elementwise else None)  # Sum: n-ary broadcasting
     if rule is None:
         return None
     names = tuple(f"in{i}" if shape is not None else "" for i, shape in enumerate(input_shapes))
     node = Node(op, names, tuple(f"out{i}" for i in range(num_outputs)), tuple(sorted(attrs.items())), name=op)
-    state = _State(Graph("term", (), (), (node,)), {}, assume_valid=False)
+    state = _State(Graph("term", (), (), (node,)), active_ranges(), assume_valid=False)
     for name, shape in zip(names, input_shapes, strict=True):
         if shape is not None:
             state.types[name] = TensorType("float32", shape)  # a placeholder: shapes never depend on it
@@ -262,18 +240,44 @@ def broadcast_shape(shapes: Sequence[tuple[Dim, ...] | None]) -> tuple[Dim, ...]
     return infer_term_shape("Sum", {}, list(shapes))
 
 
-def bind_symbols(graph: Graph, values: Mapping[str, int]) -> Graph:
+def input_symbols(graph: Graph) -> set[str]:
+    """The symbols of the graph's input dims (``batch``, ``seq``)."""
+    return {s for value in graph.inputs for d in value.type.shape or () if isinstance(d, DimExpr)
+            for s in d.symbols()}
+
+
+def _require_input_symbols(graph: Graph, names: Iterable[str], verb: str) -> None:
+    known = input_symbols(graph)
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise ModelError(f"error: cannot {verb} {', '.join(unknown)}: the model's symbolic input dims "
+                         f"are {', '.join(sorted(known)) or 'none'}")
+
+
+def dim_ranges(graph: Graph, given: Mapping[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    """The range of every symbolic input dim: ``given`` (``--dim NAME=LO..HI``) over the
+    default ``[1, 2**31-1]``. Raises `ModelError` for a name the inputs lack or an empty range."""
+    _require_input_symbols(graph, given, "constrain")
+    for name, (low, high) in given.items():
+        if not 0 <= low <= high:
+            raise ModelError(f"error: --dim {name}={low}..{high} is empty or negative (want 0 <= LO <= HI)")
+    ranges = {name: graph.symbols.get(name, DEFAULT_RANGE) for name in sorted(input_symbols(graph))}
+    ranges.update(given)
+    return ranges
+
+
+def bind_symbols(graph: Graph, values: Mapping[str, int], *, dynamism: Mapping[str, str] | None = None) -> Graph:
     """Specialise symbolic input dims to ints (``{"batch": 2}``) and re-infer shapes.
 
     For targets that need static shapes; a symbol not in ``values`` stays symbolic.
     Raises `ModelError` naming a symbol the graph does not have.
     """
-    known = {s for value in graph.inputs for d in value.type.shape or () if isinstance(d, DimExpr)
-             for s in d.symbols()}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ModelError(f"error: cannot bind {', '.join(unknown)}: the model's symbolic input dims "
-                         f"are {', '.join(sorted(known)) or 'none'}")
+    _require_input_symbols(graph, values, "bind")
+    for name, value in sorted(values.items()):  # the compile assumed the range (shapes, guards)
+        low, high = graph.symbols.get(name, DEFAULT_RANGE)
+        if not low <= value <= high:
+            raise ModelError(f"error: cannot bind {name}={value}: the model was compiled for "
+                             f"{name} in {low}..{high} (--dim)")
 
     def bound(dim: Dim) -> Dim:
         if isinstance(dim, DimExpr) and dim.symbols() <= set(values):
@@ -286,4 +290,4 @@ def bind_symbols(graph: Graph, values: Mapping[str, int]) -> Graph:
         for v in graph.inputs
     )
     symbols = {k: r for k, r in graph.symbols.items() if k not in values}
-    return infer_shapes(replace(graph, inputs=inputs, types={}, shape_values={}, symbols=symbols))
+    return infer_shapes(replace(graph, inputs=inputs, types={}, shape_values={}, symbols=symbols), dynamism=dynamism)

@@ -1,14 +1,20 @@
-"""Decide facts about symbolic dims: canonical form first, then Z3 over the symbol ranges.
+"""Decide facts about symbolic dims: canonical form first, then interval bounds, then Z3
+over the symbol ranges; Z3's answers are cached (the same question recurs across nodes,
+rules and e-graph iterations).
 
-Every function answers True only when the fact is proved for all symbol values in
+Every ``prove_*`` answers True only when the fact is proved for all symbol values in
 their ranges; ``False`` means "not proved" (false, or unknown, or Z3 timed out).
-Symbols missing from ``ranges`` are only known to be non-negative.
+Symbols missing from ``ranges`` are only known to be non-negative. `decide` answers a
+comparison three ways (proved / refuted / unknown) for the e-graph's guards, under the
+ranges `using_ranges` makes active (the compiled graph's ``Graph.symbols``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from types import ModuleType
 
 from egraph_compiler.ir.dims import Dim, DimExpr, dim_add, dim_mod, dim_mul
@@ -40,7 +46,7 @@ def prove_eq(a: Dim, b: Dim, ranges: Ranges) -> bool:
     diff = dim_add(a, dim_mul(b, -1))
     if isinstance(diff, int):
         return diff == 0
-    return _proved(lambda enc: enc(a) == enc(b), ranges, (a, b))
+    return _proved(lambda enc: enc(a) == enc(b), ranges, (a, b), "==")
 
 
 def prove_le(a: Dim, b: Dim, ranges: Ranges) -> bool:
@@ -50,11 +56,74 @@ def prove_le(a: Dim, b: Dim, ranges: Ranges) -> bool:
         return diff <= 0
     if _upper_is_nonpositive(diff, ranges):
         return True
-    return _proved(lambda enc: enc(a) <= enc(b), ranges, (a, b))
+    if _linear(diff):  # independent symbols: the interval bound is attained, no need for Z3
+        return False
+    return _proved(lambda enc: enc(a) <= enc(b), ranges, (a, b), "<=")
 
 
 def prove_lt(a: Dim, b: Dim, ranges: Ranges) -> bool:
     return prove_le(dim_add(a, 1), b, ranges)
+
+
+def prove_ne(a: Dim, b: Dim, ranges: Ranges) -> bool:
+    """True when ``a != b`` for every assignment of the symbols within their ranges."""
+    diff = dim_add(a, dim_mul(b, -1))
+    if isinstance(diff, int):
+        return diff != 0
+    low, high = bounds(diff, ranges)
+    if (low is not None and low > 0) or (high is not None and high < 0):
+        return True
+    if _linear(diff) and all(abs(c) == 1 for mono, c in diff.terms if mono):  # ±1 steps: every integer
+        return False  # in the interval is attained, 0 among them
+    return _proved(lambda enc: enc(a) != enc(b), ranges, (a, b), "!=")
+
+
+_ACTIVE_RANGES: ContextVar[Ranges | None] = ContextVar("dnnr_dim_ranges", default=None)
+
+
+@contextlib.contextmanager
+def using_ranges(ranges: Ranges) -> Iterator[None]:
+    """Make ``ranges`` (symbol -> (low, high)) the ones `decide` assumes."""
+    token = _ACTIVE_RANGES.set(dict(ranges))
+    try:
+        yield
+    finally:
+        _ACTIVE_RANGES.reset(token)
+
+
+def active_ranges() -> dict[str, tuple[int, int]]:
+    """The ranges `using_ranges` made active (empty outside one)."""
+    return dict(_ACTIVE_RANGES.get() or {})
+
+
+def decide(op: str, a: object, b: object, ranges: Ranges | None = None) -> bool | None:
+    """``a op b`` for dims (or tuples of dims, ``==``/``!=`` only): True when proved for every
+    assignment in ``ranges`` (default: the active ones), False when refuted for every
+    assignment, None when neither is established — a caller must never assume it."""
+    ranges = _ACTIVE_RANGES.get() or {} if ranges is None else ranges
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        if op not in ("==", "!=") or not (isinstance(a, tuple) and isinstance(b, tuple)):
+            return None
+        if len(a) != len(b):
+            return op == "!="
+        answers = [decide("==", x, y, ranges) for x, y in zip(a, b, strict=True)]
+        equal = True if all(answers) else False if any(x is False for x in answers) else None
+        return equal if op == "==" or equal is None else not equal
+    if not all(isinstance(v, (int, DimExpr)) and not isinstance(v, bool) for v in (a, b)):
+        return None
+    x, y = a, b  # type: ignore[assignment]
+    if op in (">", ">="):
+        x, y, op = y, x, "<" if op == ">" else "<="
+    if op == "==":
+        return True if prove_eq(x, y, ranges) else False if prove_ne(x, y, ranges) else None
+    if op == "!=":
+        answer = decide("==", x, y, ranges)
+        return None if answer is None else not answer
+    if op == "<":
+        return True if prove_lt(x, y, ranges) else False if prove_le(y, x, ranges) else None
+    if op == "<=":
+        return True if prove_le(x, y, ranges) else False if prove_lt(y, x, ranges) else None
+    return None
 
 
 def prove_divisible(a: Dim, divisor: Dim, ranges: Ranges) -> bool:
@@ -62,8 +131,8 @@ def prove_divisible(a: Dim, divisor: Dim, ranges: Ranges) -> bool:
     if isinstance(divisor, int):
         if divisor <= 0:
             return False
-        return dim_mod(a, divisor) == 0 or _proved(lambda enc: enc(a) % divisor == 0, ranges, (a,))
-    return _proved(lambda enc: z3.And(enc(divisor) > 0, enc(a) % enc(divisor) == 0), ranges, (a, divisor))
+        return dim_mod(a, divisor) == 0 or _proved(lambda enc: enc(a) % divisor == 0, ranges, (a, divisor), "%")
+    return _proved(lambda enc: z3.And(enc(divisor) > 0, enc(a) % enc(divisor) == 0), ranges, (a, divisor), "%")
 
 
 def bounds(dim: Dim, ranges: Ranges) -> tuple[int | None, int | None]:
@@ -88,12 +157,42 @@ def bounds(dim: Dim, ranges: Ranges) -> tuple[int | None, int | None]:
     return low_total, high_total
 
 
+def _linear(dim: Dim) -> bool:
+    """Each term one symbol to the first power: its interval bounds are exact."""
+    return isinstance(dim, DimExpr) and all(
+        len(mono) <= 1 and all(isinstance(atom, str) and power == 1 for atom, power in mono)
+        for mono, _ in dim.terms)
+
+
 def _upper_is_nonpositive(diff: Dim, ranges: Ranges) -> bool:
     _, high = bounds(diff, ranges)
     return high is not None and high <= 0
 
 
-def _proved(claim, ranges: Ranges, dims: tuple[Dim, ...]) -> bool:
+_ANSWERS: dict[tuple, bool] = {}  # (question, dims, their symbols' ranges) -> proved
+CACHE_LIMIT = 65536
+
+
+def _proved(claim, ranges: Ranges, dims: tuple[Dim, ...], question: str) -> bool:
+    """Z3: no assignment within the ranges falsifies ``claim``. Cached on the question's
+    name, its dims and the ranges of the symbols they use."""
+    symbols = sorted({s for d in dims if isinstance(d, DimExpr) for s in d.symbols()})
+    key = (question, dims, tuple((s, *ranges[s]) if s in ranges else (s,) for s in symbols))
+    answer = _ANSWERS.get(key)
+    if answer is None:
+        answer = _solve(claim, ranges)
+        if len(_ANSWERS) >= CACHE_LIMIT:
+            _ANSWERS.clear()
+        _ANSWERS[key] = answer
+    return answer
+
+
+def cache_size() -> int:
+    """How many Z3 answers are cached (tests check that a repeated question hits it)."""
+    return len(_ANSWERS)
+
+
+def _solve(claim, ranges: Ranges) -> bool:
     solver = z3.Solver()
     solver.set("timeout", Z3_TIMEOUT_MS)
     encoder = _Encoder(solver, ranges)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from fractions import Fraction
 
+from egraph_compiler import ops
 from egraph_compiler.ir.dims import Dim, dim_add, dim_floordiv, dim_mul
 from egraph_compiler.ir.graph import Node, TensorType
 from egraph_compiler.ir.onnx_types import dtype_from_onnx
@@ -19,37 +20,30 @@ from egraph_compiler.shapes.symbolic import cancel_div, ceil_div, normalize_axis
 Rule = Callable[["Context"], list[TensorType]]  # noqa: F821 (Context lives in infer.py)
 INT_MAX = 2**62  # slice bounds at or beyond this mean "to the end"
 
-SAME_SHAPE = frozenset({
-    "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs", "Erf", "Reciprocal", "Floor", "Ceil",
-    "Round", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
-    "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Clip",
-    "Identity", "Dropout", "Sign", "Softmax", "LogSoftmax", "Hardmax", "LRN", "BatchNormalization",
-    "InstanceNormalization", "MeanVarianceNormalization", "CumSum", "Mish", "Shrink", "ThresholdedRelu",
-    "Trilu", "Not", "IsNaN", "IsInf", "Cast", "CastLike", "QuantizeLinear", "DequantizeLinear",
-    "Gelu", "Square", "BitwiseNot", "PRelu", "RandomNormalLike", "RandomUniformLike", "EyeLike", "LpNormalization",
+# Operators rules/operators.dnnr does not declare (yet): their shape kind stays here.
+_UNDECLARED_SAME = frozenset({
+    "Hardmax", "MeanVarianceNormalization", "Shrink", "Trilu", "CastLike", "BitwiseNot",
+    "RandomNormalLike", "RandomUniformLike", "EyeLike", "LpNormalization",
 })
-_BOOL_OUT = frozenset({"Not", "IsNaN", "IsInf", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
-                       "And", "Or", "Xor"})
-BROADCAST = frozenset({
-    "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "And", "Or", "Xor",
-    "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "BitShift", "BitwiseAnd",
-    "BitwiseOr", "BitwiseXor", "Where",
-})
+_UNDECLARED_BROADCAST = frozenset({"BitwiseAnd", "BitwiseOr", "BitwiseXor"})
+# The shipped library's shape kinds (`ops` derives them from the op declarations).
+SAME_SHAPE = _UNDECLARED_SAME | {n for n, i in ops.shipped().ops.items() if i.shape == "same"}
+BROADCAST = _UNDECLARED_BROADCAST | {n for n, i in ops.shipped().ops.items() if i.shape == "broadcast"}
+
+
+def _dtype(ctx, default_input: int = 0) -> str:
+    """The output dtype the registry declares (``-> bool``, ``-> dtype(to)``, ``like(x)``)."""
+    info = ops.current().get(ctx.node.op)
+    if info is None:
+        return ctx.dtype(1) if ctx.node.op == "CastLike" else ctx.dtype(default_input)
+    dtypes = [ctx.dtype(i) if ctx.has(i) else None for i in range(len(ctx.node.inputs))]
+    return info.output_dtype(dtypes, ctx.attrs, lambda code: dtype_from_onnx(code, ctx.where)) \
+        or ctx.dtype(default_input)
 
 
 def _same(ctx) -> list[TensorType]:
     node = ctx.node
-    dtype = ctx.dtype(0)
-    if node.op in _BOOL_OUT:
-        dtype = "bool"
-    elif node.op == "Cast":
-        dtype = dtype_from_onnx(int(ctx.attrs["to"]), ctx.where)
-    elif node.op == "CastLike":
-        dtype = ctx.dtype(1)
-    elif node.op == "QuantizeLinear":
-        dtype = ctx.dtype(2) if ctx.has(2) else "uint8"
-    elif node.op == "DequantizeLinear":
-        dtype = ctx.dtype(1)
+    dtype = _dtype(ctx)
     shape = ctx.shape(0)
     if node.op == "PRelu" and shape is not None and ctx.shape(1) is not None:
         shape = ctx.broadcast([shape, ctx.shape(1)])
@@ -61,10 +55,7 @@ def _same(ctx) -> list[TensorType]:
 
 def _broadcast(ctx) -> list[TensorType]:
     shapes = [ctx.need_shape(i) for i in range(len(ctx.node.inputs)) if ctx.has(i)]
-    shape = ctx.broadcast(shapes)
-    op = ctx.node.op
-    dtype = "bool" if op in _BOOL_OUT else ctx.dtype(1 if op == "Where" else 0)
-    return [TensorType(dtype, shape)]
+    return [TensorType(_dtype(ctx), ctx.broadcast(shapes))]
 
 
 def _same_dim(ctx, a: Dim, b: Dim, what: str) -> None:
@@ -275,12 +266,28 @@ def _slice_dim(ctx, dim: Dim, start: int, end: int, step: int) -> Dim:
             return -start
         if 0 <= start <= end < INT_MAX and prove_le(end, dim, ctx.ranges):
             return end - start
+        if 0 <= start <= end and prove_le(dim, end, ctx.ranges) and prove_le(start, dim, ctx.ranges):
+            return dim_add(dim, -start)  # the dim's range ends within the slice (--dim)
         if start >= 0 and end < 0 and prove_le(start - end, dim, ctx.ranges):
             return dim_add(dim, end - start)
         if start < 0 and end < 0 and prove_le(-start, dim, ctx.ranges):
             return max(end - start, 0)
     if step == -1 and start >= INT_MAX - 1 and end <= -INT_MAX:
         return dim
+    return ctx.fresh()
+
+
+def _symbolic_slice_dim(ctx, dim: Dim, start: Dim, end: Dim, step: Dim) -> Dim:
+    """A unit-step slice whose bounds are dims (``x[:, :seq]`` from a Shape chain): without
+    wrap-around or clamping, proved under the dim ranges, it has ``end - start`` elements
+    (``dim - start`` where the range of ``dim`` ends within the slice)."""
+    if step != 1 or not (isinstance(end, int) and end >= 0 or prove_le(0, end, ctx.ranges)) \
+            or not prove_le(0, start, ctx.ranges):
+        return ctx.fresh()
+    if prove_le(end, dim, ctx.ranges) and prove_le(start, end, ctx.ranges):
+        return dim_add(end, dim_mul(start, -1))
+    if prove_le(dim, end, ctx.ranges) and prove_le(start, dim, ctx.ranges):
+        return dim_add(dim, dim_mul(start, -1))
     return ctx.fresh()
 
 
@@ -299,7 +306,7 @@ def _slice(ctx) -> list[TensorType]:
     for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
         axis = normalize_axis(int(axis), len(x), ctx.where)
         if not all(isinstance(v, int) for v in (start, end, step)):
-            out[axis] = ctx.fresh()
+            out[axis] = _symbolic_slice_dim(ctx, x[axis], start, end, step)
             continue
         out[axis] = _slice_dim(ctx, x[axis], start, end, step)
     return [TensorType(ctx.dtype(0), tuple(out))]
@@ -386,7 +393,10 @@ def _size(ctx) -> list[TensorType]:
 
 def _constant_of_shape(ctx) -> list[TensorType]:
     value = ctx.attrs.get("value")
-    dtype = value.dtype if value is not None else "float32"
+    if value is None or isinstance(value, (int, float)):  # the e-graph holds the fill as a number
+        dtype = "int64" if isinstance(value, int) else "float32"
+    else:
+        dtype = value.dtype
     dims = ctx.value(0)
     if dims is None:
         length = ctx.need_shape(0)
@@ -549,6 +559,33 @@ RULES.update({
 RULES.update({op: _reduce for op in (
     "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
     "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")})
+
+
+
+def rule_for(op: str) -> Rule | None:
+    """The shape rule of ``op``: its own, else the kind the active registry declares or
+    derives (an elementwise operator declared only in a rule file broadcasts)."""
+    rule = RULES.get(op)
+    if rule is not None:
+        return rule
+    info = ops.current().get(op)
+    kind = (info.shape if info is not None else None) or ""
+    if kind.startswith("builtin "):  # `shape builtin NAME`: one of the documented functions
+        function = SHAPE_FUNCTIONS.get(kind.removeprefix("builtin "))
+        if function is None or info is None or info.decl.dtype is None:
+            return function
+        return lambda ctx: [TensorType(_dtype(ctx), t.shape) for t in function(ctx)]  # the declared dtype
+    return {"same": _same, "broadcast": _broadcast}.get(kind)
+
+
+# The shape functions an op declaration may name (`shape builtin NAME`, rules/README.md).
+SHAPE_FUNCTIONS: dict[str, Rule] = {
+    "same": _same, "broadcast": _broadcast, "matmul": _matmul, "gemm": _gemm, "conv": _conv,
+    "pool": _pool, "global_pool": _global_pool, "reduce": _reduce, "argreduce": _argreduce,
+    "flatten": _flatten, "transpose": _transpose, "concat": _concat, "gather": _gather,
+    "unsqueeze": _unsqueeze, "squeeze": _squeeze, "expand": _expand, "tile": _tile, "pad": _pad,
+}
+
 
 # Inputs whose *value* (a small int vector) the output shape is computed from: without
 # it a rule can only make fresh dims. Other inputs matter by their shapes alone.

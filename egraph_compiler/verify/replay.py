@@ -3,26 +3,17 @@ and the evaluator of the quick fuzz that runs before any solver."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from egraph_compiler.dsl import ast
+from egraph_compiler.ops import scalar
 from egraph_compiler.verify import evalexpr
 from egraph_compiler.verify.builtin_ops import Undefined
 from egraph_compiler.verify.encode import DoesNotFire, Illformed, Unsupported
 from egraph_compiler.verify.scalar import Domain
 from egraph_compiler.verify.semantics import OpSemantics
-
-_FUNCS: dict[str, Any] = {
-    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs, "max": np.maximum,
-    "min": np.minimum, "where": np.where, "select": np.where, "sign": np.sign,
-    "round": np.round, "tanh": np.tanh, "floor": np.floor,
-    "ceil": np.ceil, "sin": np.sin, "cos": np.cos,
-    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
-    "erf": np.vectorize(math.erf, otypes=[float]),
-}
 
 
 def round_bf16(array: np.ndarray) -> np.ndarray:
@@ -144,37 +135,11 @@ class Runner:
         return out if out.dtype == object else self.cast(out)
 
     def _scalar(self, e: ast.Expr, env: dict[str, Any]) -> Any:
-        integer = self.domain.is_integer
-        if isinstance(e, ast.Num):
-            return self.cast(e.value)
-        if isinstance(e, ast.Str):
-            return e.value
-        if isinstance(e, ast.Name):
-            value = env[e.name]
-            return value if isinstance(value, (str, np.ndarray)) else self.cast(value)
-        if isinstance(e, ast.UnOp):
-            value = self._scalar(e.operand, env)
-            return np.logical_not(value) if e.op == "not" else self.cast(-value)
-        if isinstance(e, ast.BinOp):
-            a, b = self._scalar(e.lhs, env), self._scalar(e.rhs, env)
-            if isinstance(a, str) or isinstance(b, str):
-                return (a == b) == (e.op == "==")
-            ops: dict[str, Any] = {
-                "+": np.add, "-": np.subtract, "*": np.multiply,
-                "/": np.floor_divide if integer else np.true_divide,
-                "//": np.floor_divide, "%": np.mod, "**": np.power,
-                "==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
-                ">": np.greater, ">=": np.greater_equal, "and": np.logical_and,
-                "or": np.logical_or}
-            out = ops[e.op](a, b)
-            return out if out.dtype == bool else self.cast(out)
-        if isinstance(e, ast.Call):
-            args = [self._scalar(a, env) for a in e.args]
-            if e.func not in _FUNCS:
-                raise Unsupported(f"no NumPy reference for {e.func}()")
-            out = np.asarray(_FUNCS[e.func](*args))
-            return out if out.dtype == bool else self.cast(out)
-        raise Unsupported(f"cannot run {e!r}")
+        """The op's scalar semantics in this domain (`ops.scalar`, the compiler's own)."""
+        try:
+            return scalar.evaluate(e, env, cast=self.cast, integer=self.domain.is_integer)
+        except scalar.NoReference as err:
+            raise Unsupported(str(err)) from None
 
 
 def same(lhs: np.ndarray, rhs: np.ndarray, domain: Domain) -> bool:

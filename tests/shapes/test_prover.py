@@ -45,3 +45,37 @@ def test_ranges_are_used_and_unknown_is_false() -> None:
 ])
 def test_divisibility(value, divisor, expected: bool) -> None:
     assert prove_divisible(value, divisor, RANGES) is expected
+
+
+def test_decide_is_three_valued_and_uses_the_active_ranges() -> None:
+    from egraph_compiler.shapes import decide, using_ranges
+
+    assert decide("==", S * B, B * S, RANGES) is True  # canonical form
+    assert decide(">=", S, 1, RANGES) is True  # interval bounds of the range
+    assert decide("<", S, 0, RANGES) is False  # refuted for every S in 1..4096
+    assert decide("<=", S, 512, RANGES) is None  # holds for some S only: neither
+    assert decide("!=", S + 1, S, RANGES) is True
+    assert decide("==", (B, S), (B, S + 0), RANGES) is True
+    assert decide("==", (B, S), (B, S, 1), RANGES) is False
+    assert decide("==", (B, S), (B, H), RANGES) is None
+    with using_ranges({"S": (1, 512)}):
+        assert decide("<=", S, 512) is True
+    assert decide("<=", S, 512) is None  # outside the block: S only known non-negative
+
+
+def test_z3_answers_are_cached_per_question_and_ranges() -> None:
+    from egraph_compiler.shapes import prover
+
+    question = ((H - 1) // 3 + 1, (H + 2) // 3)
+    assert prove_eq(*question, RANGES)
+    size = prover.cache_size()
+    assert prove_eq(*question, RANGES) and prover.cache_size() == size  # answered from the cache
+    assert prove_eq(*question, {**RANGES, "H": (1, 100)}) and prover.cache_size() == size + 1  # other ranges: asked
+
+
+def test_linear_differences_are_decided_by_their_exact_bounds() -> None:
+    from egraph_compiler.shapes import prove_ne
+
+    assert not prove_le(S + B, 100, RANGES)  # S=100, B=1 breaks it: no Z3 needed
+    assert prove_ne(2 * S, 3, RANGES)  # 0 lies in the interval of 2S-3 but is never attained
+    assert not prove_ne(S, 7, RANGES)

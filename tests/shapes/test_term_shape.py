@@ -78,3 +78,26 @@ def test_outputs_and_values_by_input_index() -> None:
 def test_reduce_with_empty_axes_and_noop_keeps_the_shape() -> None:
     assert _node_shape("ReduceSum", {"noop_with_empty_axes": 1}, [(N, 4)]) == (N, 4)
     assert _node_shape("ReduceSum", {}, [(N, 4)]) == (1, 1)
+
+
+def test_term_shapes_prove_dim_facts_under_the_active_ranges() -> None:
+    """A term a rewrite built is typed with the ranges the e-graph's graph declares."""
+    from egraph_compiler.ir import DimExpr
+    from egraph_compiler.shapes import infer_term_shape, using_ranges
+
+    b, s = DimExpr.symbol("B"), DimExpr.symbol("S")
+    attrs = {"starts": (0,), "ends": (512,), "axes": (1,), "steps": (1,)}
+    with using_ranges({"B": (1, 8), "S": (1, 512)}):
+        assert infer_term_shape("Slice", attrs, [(b, s)]) == (b, s)
+    assert infer_term_shape("Slice", attrs, [(b, s)]) is None  # S may exceed 512: not assumed
+
+
+def test_constant_of_shape_term_whose_fill_the_egraph_holds_as_a_number() -> None:
+    """The e-graph decodes ConstantOfShape's ``value`` as a number (a TorchScript BERT
+    export crashed the compile here)."""
+    from egraph_compiler.ir import DimExpr
+    from egraph_compiler.shapes import infer_term_shape
+
+    s = DimExpr.symbol("S")
+    assert infer_term_shape("ConstantOfShape", {"value": 1}, [(2,)], values={0: (3, s)}) == (3, s)
+    assert infer_term_shape("ConstantOfShape", {"value": 0.5}, [(1,)], values={0: (s,)}) == (s,)

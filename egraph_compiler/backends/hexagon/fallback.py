@@ -19,9 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from egraph_compiler import ops
 from egraph_compiler.backends.hexagon.eltwise import _broadcast_index, _nested
 from egraph_compiler.backends.hexagon.kernels import _c_array
 from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.ops.scalar import Spelling, to_c
 
 FLOAT_C = r"""
 /* Float helpers for the scalar fallback: no libm, no division instruction. */
@@ -79,13 +81,40 @@ static inline float dnnr_ferf(float x) {
 }
 """
 
-UNARY_C = {
-    "Erf": "dnnr_ferf(v)", "Sqrt": "dnnr_fsqrt(v)", "Exp": "dnnr_fexp(v)", "Relu": "(v > 0.0f ? v : 0.0f)",
-    "Neg": "(-v)", "Abs": "(v < 0.0f ? -v : v)", "Sigmoid": "dnnr_frecip(1.0f + dnnr_fexp(-v))",
-    "Reciprocal": "dnnr_fdiv(1.0f, v)",
-}
+# How the fallback writes scalar semantics (`ops.scalar.to_c`): no libm, so only the
+# built-ins FLOAT_C implements; an operator using another has no fallback (a clear error).
+SPELLING = Spelling(
+    functions={"exp": "dnnr_fexp({0})", "sqrt": "dnnr_fsqrt({0})", "erf": "dnnr_ferf({0})",
+               "abs": "({0} < 0.0f ? -{0} : {0})", "max": "({0} > {1} ? {0} : {1})",
+               "min": "({0} < {1} ? {0} : {1})"},
+    literal=lambda value: f"{value!r}f",
+    binary={"/": "dnnr_fdiv({0}, {1})"},
+)
+# Tuned spellings (a reciprocal instead of a division) and the binary operators' bodies,
+# which predate the generated ones and keep the kernels byte-identical.
+UNARY_C = {"Sigmoid": "dnnr_frecip(1.0f + dnnr_fexp(-v))"}
 BINARY_C = {"Add": "a + b", "Sub": "a - b", "Mul": "a * b", "Div": "dnnr_fdiv(a, b)"}
-FLOAT_OPS = (*UNARY_C, *BINARY_C, "Pow", "MatMul", "Softmax", "LayerNormalization", "ReduceMean")
+WHOLE_TENSOR_OPS = ("Pow", "MatMul", "Softmax", "LayerNormalization", "ReduceMean")
+
+
+def _generated(op: str, attrs: dict[str, object], operands: list[str]) -> str | None:
+    """C of ``op``'s declared scalar semantics over ``operands``, or None without one."""
+    info = ops.current().get(op)
+    if info is None or info.semantics is None or not info.elementwise:
+        return None
+    values = {name: info.attr(attrs, name) for name in info.defaults}
+    numbers = {k: float(v) for k, v in values.items() if isinstance(v, (int, float))}
+    names = [p.name for p in info.decl.params]
+    try:
+        return to_c(info.semantics, dict(zip(names, operands, strict=False)), numbers, SPELLING)
+    except (KeyError, ValueError):
+        return None  # a built-in this target cannot spell (tanh, log, …)
+
+
+def has_float_fallback(op: str, arity: int = 1) -> bool:
+    """Whether the scalar float fallback computes ``op`` (with its default attributes)."""
+    return op in UNARY_C or op in BINARY_C or op in WHOLE_TENSOR_OPS or \
+        _generated(op, {}, [f"x{i}" for i in range(arity)]) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,8 +196,13 @@ def _f(value: float) -> str:
 def float_op_c(op: FloatOp, prefix: str) -> tuple[str, str]:
     shapes, out_shape = op.input_shapes, op.output_shape or (1,)
     params = ", ".join(f"const float *restrict x{i}" for i in range(len(shapes)))
-    if op.op in UNARY_C:
-        body = f"  for (int i = 0; i < {int(np.prod(out_shape))}; i++) {{ float v = x0[i]; out[i] = {UNARY_C[op.op]}; }}\n"
+    generated = None if op.op in UNARY_C or op.op in BINARY_C else \
+        _generated(op.op, dict(op.attrs), ["v"] if len(shapes) == 1 else [f"a{i}" for i in range(len(shapes))])
+    if op.op in UNARY_C or (generated is not None and len(shapes) == 1):
+        body = f"  for (int i = 0; i < {int(np.prod(out_shape))}; i++) {{ float v = x0[i]; out[i] = {UNARY_C.get(op.op, generated)}; }}\n"
+    elif generated is not None:
+        reads = " ".join(f"float a{i} = x{i}[{_broadcast_index(s or (1,), out_shape)}];" for i, s in enumerate(shapes))
+        body = _nested(out_shape, f"{reads} out[{_broadcast_index(out_shape, out_shape)}] = {generated};")
     elif op.op in BINARY_C or op.op == "Pow":
         ia, ib = _broadcast_index(shapes[0] or (1,), out_shape), _broadcast_index(shapes[1] or (1,), out_shape)
         io = _broadcast_index(out_shape, out_shape)

@@ -31,11 +31,11 @@ import numpy as np
 
 from egraph_compiler.backends.hexagon.eltwise import QBinary, QClip, QDepthwise, QPool
 from egraph_compiler.backends.hexagon.fallback import (
-    FLOAT_OPS,
     Dequantize,
     FloatOp,
     Gather,
     Quantize,
+    has_float_fallback,
 )
 from egraph_compiler.backends.hexagon.kernels import (
     MATMUL_ACT_MAX_K,
@@ -500,7 +500,7 @@ class _Lowering:
         try:
             self.integer_op(node)
         except _NoKernel as reason:
-            if node.op not in FLOAT_OPS:
+            if not has_float_fallback(node.op, len(node.inputs)):
                 raise ModelError(f"hexagon backend: {node.op} {node.name}: {reason}") from None
             self.float_op(node)
 

@@ -16,12 +16,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from egraph_compiler import ops
 from egraph_compiler.backends.opencl import images
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Node
+from egraph_compiler.ops.scalar import to_c
 
 Index = tuple[ix.IExpr, ...]
 
@@ -177,13 +179,14 @@ class ValueEmitter:
                 expr = table[op].format(expr, arg)
             if op == "Mean":
                 expr = f"({expr} / {sp.literal(len(args), dtype)})"
-        elif op in sp.COMPARE_OPS:
-            expr = f"(({ctype(dtype)}){sp.COMPARE_OPS[op].format(*args)})"
+        elif dtype == "bool" and op not in sp.FLOAT_OPS:  # comparisons and logic, 0 or 1
+            expr = f"(({ctype(dtype)}){_from_semantics(node, args, in_dtype, any_dtype=True)})"
         else:
             table = sp.FLOAT_OPS if in_dtype.startswith("float") else sp.INT_OPS
-            if op not in table:
-                raise ModelError(f"the OpenCL backend cannot generate {op} for {in_dtype}")
-            expr = self._format(table[op], node, args, dtype)
+            if op in table:
+                expr = self._format(table[op], node, args, dtype)
+            else:
+                expr = _from_semantics(node, args, in_dtype)
         return self.assign(scope, dtype, expr)
 
     @staticmethod
@@ -193,7 +196,8 @@ class ValueEmitter:
             start = text.index("{a:")
             end = text.index("}", start)
             name = text[start + 3:end]
-            value = node.attr(name, sp.ATTR_DEFAULTS.get((node.op, name)))
+            info = ops.current().get(node.op)
+            value = node.attr(name) if info is None else info.attr(node.attr_dict, name)
             text = text[:start] + sp.literal(float(value), "float32") + text[end + 1:]
         return text.format(*args)
 
@@ -327,3 +331,15 @@ def _within(expr: ix.IExpr, size: int) -> bool:
 def _is_two(constant: np.ndarray | None) -> bool:
     """A constant exponent of 2 (every element), so Pow is one multiply, exactly."""
     return constant is not None and np.size(constant) > 0 and bool(np.all(constant == 2))
+
+
+def _from_semantics(node: Node, args: list[str], in_dtype: str, any_dtype: bool = False) -> str:
+    """C text of an operator's declared scalar semantics (`ops.scalar.to_c`); only over
+    floats unless ``any_dtype`` (a comparison reads any operand type)."""
+    info = ops.current().get(node.op)
+    if info is None or info.semantics is None or not (any_dtype or in_dtype.startswith("float")):
+        raise ModelError(f"the OpenCL backend cannot generate {node.op} for {in_dtype}")
+    attrs = {name: info.attr(node.attr_dict, name) for name in info.defaults}
+    numbers = {k: float(v) for k, v in attrs.items() if isinstance(v, (int, float))}
+    operands = dict(zip((p.name for p in info.decl.params), args, strict=False))
+    return to_c(info.semantics, operands, numbers, sp.SPELLING)
