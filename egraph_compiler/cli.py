@@ -110,7 +110,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         before = _files_under(out)
         pipeline.write_artefact(result, args.target, out, bindings=bindings,
                                 profile_db=args.profile_db, progress=progress,
-                                kernel_device=args.opencl_kernels)
+                                kernel_device=args.opencl_kernels, tuned_device=args.tuned_device)
         written = [p for p, mtime in _files_under(out).items() if before.get(p) != mtime]
     elif bindings:
         from egraph_compiler import shapes
@@ -282,7 +282,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     result = pipeline.compile_model(args.model, rule_paths=args.rules or None, target="opencl")
     graph = pipeline.static_graph(result.graph, _parse_bindings(args.bind), "opencl")
-    db = tune(graph, args.db, repeats=args.repeats, tables=result.rules, device=args.device)
+    db = tune(graph, args.db, repeats=args.repeats, tables=result.rules, device=args.device,
+              kernel_budget=args.budget, kernel_device=args.opencl_kernels)
     print(f"{args.db}: {len(db.entries)} entries (device {db.device or 'unknown'})")
     for key, entry in sorted(db.entries.items()):
         print(f"  {key}: fused {entry['fused_us']:.1f} us, separate {entry['separate_us']:.1f} us")
@@ -343,6 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fp", choices=["reals", "strict"], default="reals",
                    help="reals (default): all rules, exact over the reals; strict: only [exact] "
                         "rules, onnxruntime's inf/NaN/-0 kept bit for bit")
+    p.add_argument("--tuned-device", metavar="NAME",
+                   help="whose kernel choices to read from --profile-db when it holds several "
+                        "devices (a name substring)")
     p.add_argument("--max-nodes", type=int, metavar="N", help="e-node budget (overrides the rule files)")
     p.add_argument("--max-iterations", type=int, metavar="N", help="iteration budget (overrides the rule files)")
     p.add_argument("--max-seconds", type=float, metavar="S",
@@ -364,6 +368,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rules", action="append", metavar="FILE_OR_DIR", help=RULES_HELP)
     p.add_argument("--repeats", type=int, default=5, metavar="N", help="timed runs per case (default 5)")
     p.add_argument("--device", help=DEVICE_HELP)
+    p.add_argument("--budget", type=int, default=24, metavar="N",
+                   help="kernel-parameter measurements per anchor shape class and search "
+                        "(Chameleon, and random search beside it; 0: skip; default 24)")
+    p.add_argument("--opencl-kernels", choices=["cpu", "gpu"], default="cpu",
+                   help="device class whose defaults the kernel search starts from")
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("check", help="parse and check rule files; report every error")

@@ -283,13 +283,15 @@ TARGETS = ("onnx", "opencl", "hexagon")
 
 def write_artefact(result: CompileResult, target: str, out: Path, *,
                    bindings: dict[str, int] | None = None, profile_db: str | Path | None = None,
-                   progress: Progress | None = None, kernel_device: str = "cpu") -> None:
+                   progress: Progress | None = None, kernel_device: str = "cpu",
+                   tuned_device: str | None = None) -> None:
     """Build ``target`` from ``result`` into ``out`` (OpenCL: kernels.cl, plan.json, …;
     Hexagon: C, ELF) with ``model.onnx``, ``report.json`` and ``manifest.json`` beside it,
     atomically: ``out`` holds the old artefact or the new one whole (`backends.artefact`).
     ``bindings`` fix symbolic input dims for the static-shape targets; ``profile_db``
     is a `dnnr tune` database deciding the OpenCL fusion planner's yellow cases;
-    ``kernel_device`` the device class ("cpu", "gpu") OpenCL anchor kernels are for."""
+    ``kernel_device`` the device class ("cpu", "gpu") OpenCL anchor kernels are for;
+    ``tuned_device`` whose kernel choices in ``profile_db`` to use (when it has several)."""
     from egraph_compiler.backends import artefact
 
     if target not in TARGETS:
@@ -302,7 +304,7 @@ def write_artefact(result: CompileResult, target: str, out: Path, *,
         if target != "onnx":
             with ops.using(result.rules):
                 graph = _build_target(target, result, tmp, progress, bindings or {}, profile_db, out,
-                                      kernel_device)
+                                      kernel_device, tuned_device)
         elif bindings:  # the written model's dims, as --bind says
             graph = written = shapes.bind_symbols(result.graph, bindings)
         (tmp / "model.onnx").write_bytes(ir.to_onnx(written).SerializeToString())
@@ -328,7 +330,7 @@ def static_graph(graph: Graph, bindings: dict[str, int], target: str) -> Graph:
 
 def _build_target(target: str, result: CompileResult, out: Path, progress: Progress | None,
                   bindings: dict[str, int], profile_db: str | Path | None, final: Path,
-                  kernel_device: str = "cpu") -> Graph:
+                  kernel_device: str = "cpu", tuned_device: str | None = None) -> Graph:
     """Run the backend into ``out`` (a temporary directory that becomes ``final``);
     the static graph it compiled."""
     if progress:
@@ -340,11 +342,15 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
     artefact: Any
     if target == "opencl":
         from egraph_compiler.backends import opencl
+        from egraph_compiler.backends.opencl.kernel_search import tuned_options
         from egraph_compiler.fusion import ProfileDb
 
         db = ProfileDb.load(profile_db) if profile_db is not None else None
+        params = opencl.KernelParams.for_device(kernel_device)
+        if db is not None:  # `dnnr tune`'s kernel choices for this device
+            params = dataclasses.replace(params, tuned=tuned_options(db, tuned_device))
         artefact = opencl.compile_graph(graph, out, tables=result.rules, profile_db=db,
-                                        params=opencl.KernelParams.for_device(kernel_device))
+                                        params=params)
         _dump_backend_stages(result.dumps, graph, result.rules, db)
     else:
         if profile_db is not None:

@@ -9,6 +9,15 @@ The database is versioned JSON written by ``dnnr tune`` (see
 A key names the candidate operator, the block's anchor operator (or the block's
 last operator) and the *shape class* of the intermediate result: ``s`` + floor
 log2 of its element count. Missing keys fall back to `CostModel`.
+
+``kernels`` (optional) holds `dnnr tune`'s kernel-parameter search, keyed by the
+OpenCL device's name, then by anchor shape class (`opencl.cost.shape_key`)::
+
+    "kernels": {"cpu-haswell-...": {"Conv m16 n64 k72 b1": {"option": {"variant":
+        "direct", "a": 8, "b": 4}, "us": 10.2, "default_us": 12.9, "measurements": 16}}}
+
+`dnnr compile --target opencl --profile-db FILE` generates each matching anchor
+with the stored option (`opencl.kernel_search.tuned_options` reads it).
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ def profile_key(candidate_op: str, block_op: str, numel: int) -> str:
 class ProfileDb:
     entries: dict[str, dict[str, float]] = field(default_factory=dict)
     device: str = ""
+    kernels: dict[str, dict[str, dict[str, object]]] = field(default_factory=dict)
 
     @staticmethod
     def load(path: str | Path) -> ProfileDb:
@@ -49,11 +59,17 @@ class ProfileDb:
         if data.get("version") != PROFILE_DB_VERSION:
             raise ProfileDbError(f"profile database {path} has version {data.get('version')}, "
                                  f"this dnnr reads version {PROFILE_DB_VERSION}; re-run dnnr tune")
-        return ProfileDb(dict(data.get("entries", {})), str(data.get("device", "")))
+        kernels = data.get("kernels", {})
+        if not isinstance(kernels, dict) or not all(isinstance(v, dict) for v in kernels.values()):
+            raise ProfileDbError(f"profile database {path}: 'kernels' must map device names "
+                                 f"to shape classes")
+        return ProfileDb(dict(data.get("entries", {})), str(data.get("device", "")), kernels)
 
     def save(self, path: str | Path) -> None:
         data = {"version": PROFILE_DB_VERSION, "device": self.device,
                 "entries": dict(sorted(self.entries.items()))}
+        if self.kernels:
+            data["kernels"] = {d: dict(sorted(c.items())) for d, c in sorted(self.kernels.items())}
         Path(path).write_text(json.dumps(data, indent=1) + "\n")
 
     def lookup(self, key: str) -> bool | None:

@@ -74,7 +74,8 @@ def build_artefact(plan: ExecutionPlan, out_dir: str | Path,
             images[tensor] = {"width": width, "height": height, "reason": reason,
                               "block": block_id}
         launches.append({"block": block_id, "kernel": name, "ops": list(block.ops),
-                         "kind": block.kind, "variant": kernel.variant, "global": kernel.global_size,
+                         "kind": block.kind, "variant": kernel.variant, "shape_key": kernel.shape_key,
+                         "global": kernel.global_size,
                          "local": kernel.local_size, "args": list(kernel.args),
                          "sizes": list(sizes)})
     used_constants = sorted({a for launch in launches for a in launch["args"]

@@ -35,6 +35,7 @@ checks the CPU model keeps ``direct``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
@@ -84,11 +85,21 @@ GEMVS = (Gemv(32, 8), Gemv(8, 32), Gemv(64, 4))
 
 
 @dataclass(frozen=True)
+class Direct:
+    """``direct`` parameters `dnnr tune` may set: a work-item's register block, ``a × b``
+    = output channels × columns of a conv (depthwise: ``b`` columns only), or ``tm × tn``
+    of a matmul (`KernelParams.conv_tile_*`, `matmul_tile_*` otherwise)."""
+
+    a: int
+    b: int
+
+
+@dataclass(frozen=True)
 class Option:
     """One way to generate an anchor: ``variant`` with ``params``, and its estimate."""
 
     variant: str
-    params: Tile | Gemv | None
+    params: Tile | Gemv | Direct | None
     estimate_us: float
 
     def describe(self) -> str:
@@ -98,7 +109,17 @@ class Option:
                 (" vec" if p.contiguous else "") + (f" split-k {p.slices}" if p.slices > 1 else "")
         if isinstance(self.params, Gemv):
             return f"gemv {self.params.columns} outputs x {self.params.slices} k-slices"
+        if isinstance(self.params, Direct):
+            return f"direct {self.params.a}x{self.params.b}"
         return self.variant
+
+
+def shape_key(op: str, sizes: dict[str, int], tiled_ok: bool, gemv_side: str | None) -> str:
+    """The shape class of an anchor, as `dnnr tune`'s database keys it: the operator and
+    its product ``batch × m × n × k`` (every option applies to every member of a class;
+    two convs of one class may differ in window, which the class ignores)."""
+    return (f"{op} m{sizes['m']} n{sizes['n']} k{sizes['k']} b{sizes['batch']}" +
+            ("" if tiled_ok else " depthwise") + (f" gemv-{gemv_side}" if gemv_side else ""))
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -113,11 +134,13 @@ def _fill(units: int, slots: int) -> float:
 
 
 def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
-            direct_items: int, tiled_ok: bool, gemv_side: str | None) -> list[Option]:
+            direct_items: int, tiled_ok: bool, gemv_side: str | None,
+            tiles: Sequence[Tile] = TILES) -> list[Option]:
     """Every option for ``C[batch][m][n] = A·B`` over ``k``, priced for ``device``.
 
     ``direct_items``: work-items of the direct kernel; ``tiled_ok``: the tiled GEMM
-    applies (not depthwise); ``gemv_side``: "m" or "n" when that side is one row."""
+    applies (not depthwise); ``gemv_side``: "m" or "n" when that side is one row;
+    ``tiles``: the tiled GEMM's parameters to price (`dnnr tune` passes a larger space)."""
     eff, peak = device.efficiency, device.peak_gflops * 1e3  # FLOP per µs
     flops = 2.0 * batch * m * n * k
     result = [Option("direct", None, flops / (peak * eff["direct"] *
@@ -125,7 +148,7 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                                                      device.items_per_unit)))]
     if tiled_ok:
         slots = device.compute_units * device.groups_per_unit
-        for tile in TILES:
+        for tile in tiles:
             if not tile.valid() or (tile.bm > 16 and m <= tile.bm // 2) or \
                     (tile.bn > 16 and n <= tile.bn // 2):
                 continue

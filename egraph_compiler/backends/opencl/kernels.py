@@ -48,7 +48,7 @@ CL_DEVICE_MEM_BASE_ADDR_ALIGN, which a plain offset does not need.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -99,6 +99,9 @@ class KernelParams:
     anchor_variant: str | None = None
     anchor_tile: Tile | None = None
     anchor_gemv: Gemv | None = None
+    # `dnnr tune`'s choices: (shape class `cost.shape_key`, option), used where a
+    # class matches and no variant is forced
+    tuned: tuple[tuple[str, cost.Option], ...] = ()
 
     @staticmethod
     def for_device(device: str) -> KernelParams:
@@ -126,6 +129,7 @@ class Kernel:
     images: tuple[tuple[str, int, int, str], ...] = ()
     # the anchor option generated (`cost.Option.describe`), "" for other kinds
     variant: str = ""
+    shape_key: str = ""  # the anchor's shape class (`cost.shape_key`), "" for other kinds
 
 
 def _zero_accumulators(s: Scope, outer: str, inner: str,
@@ -171,6 +175,7 @@ class _Gen:
         self.defines: list[str] = []
         self.helpers: list[str] = []  # functions the body calls, defined before the kernel
         self.variant = ""  # the anchor option chosen (conv, matmul)
+        self.shape_key = ""
 
     # -- shared pieces ------------------------------------------------------------------
     def signature(self, local: int, image_params: frozenset[str] = frozenset()
@@ -213,7 +218,7 @@ class _Gen:
         return Kernel(source, tuple(self.args), global_size, local,
                       tuple(sorted(self.em.derived.items())),
                       tuple((inputs[p][1], w, h, why) for p, (w, h, why) in sorted(chosen.items())),
-                      self.variant)
+                      self.variant, self.shape_key)
 
     def single_use(self, name: str) -> bool:
         return sum(name in self.view.nodes[n].inputs for n in self.block.nodes) == 1
@@ -301,6 +306,14 @@ class _Gen:
             option = cost.Option("gemv", p.anchor_gemv, 0.0)
         else:
             option = cost.choose(candidates, p.anchor_variant)
+        self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
+        tuned = dict(p.tuned).get(self.shape_key)
+        if tuned is not None and p.anchor_variant is None:
+            option = tuned
+            if isinstance(option.params, cost.Direct):  # this block's generator only
+                a, b = option.params.a, option.params.b
+                self.params = replace(p, conv_tile_channels=a, conv_tile_width=b,
+                                      depthwise_tile_width=b, matmul_tile_m=a, matmul_tile_n=b)
         self.variant = option.describe()
         return option
 

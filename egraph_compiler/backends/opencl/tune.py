@@ -6,6 +6,11 @@ operators of that edge on the device fused into one kernel and as two kernels.
 Results go to a versioned JSON database keyed by operator combination and shape
 class (`egraph_compiler.fusion.profile_db`); ``dnnr compile --profile-db FILE``
 reads it back.
+
+With ``kernel_budget`` > 0 it then searches every conv/matmul anchor's kernel
+parameters (`kernel_search`: Chameleon beside random search, same budget) and adds
+the best measured option per shape class to the database's ``kernels`` section,
+keyed by the OpenCL device's name; it prints both searches' curves.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from egraph_compiler.backends.opencl.build import build_artefact
+from egraph_compiler.backends.opencl.kernel_search import record, search_model
+from egraph_compiler.backends.opencl.kernels import KernelParams
 from egraph_compiler.backends.opencl.planning import execution_plan
 from egraph_compiler.backends.opencl.runtime import CompiledModel
 from egraph_compiler.fusion import ProfileDb, plan_fusion
@@ -57,9 +64,12 @@ def _latency_us(graph: Graph, fuse: bool, work: Path, repeats: int, tables: Any,
 
 
 def tune(graph: Graph, db_path: str | Path, repeats: int = 5, tables: Any = None,
-         device: str | None = None) -> ProfileDb:
+         device: str | None = None, kernel_budget: int = 0, kernel_device: str = "cpu",
+         report: Any = print) -> ProfileDb:
     """Time every yellow edge of ``graph`` both ways; merge into the database at
-    ``db_path`` (created when missing; entries already there are kept)."""
+    ``db_path`` (created when missing; entries already there are kept). Then, with
+    ``kernel_budget`` > 0, search each anchor shape class's kernel parameters with that
+    many measurements per search (``kernel_device``: the class whose defaults start it)."""
     path = Path(db_path)
     db = ProfileDb.load(path) if path.exists() else ProfileDb()
     plan = plan_fusion(graph, tables, profile_db=None)
@@ -77,6 +87,18 @@ def tune(graph: Graph, db_path: str | Path, repeats: int = 5, tables: Any = None
             separate_us, _ = _latency_us(pair, False, work / "separate", repeats, tables, device)
             entries[decision.key] = {"fused_us": round(fused_us, 3),
                                      "separate_us": round(separate_us, 3)}
-    result = ProfileDb(entries, device_name)
+    result = ProfileDb(entries, device_name, db.kernels)
+    if kernel_budget > 0:
+        name, searches = search_model(graph, kernel_budget, KernelParams.for_device(kernel_device),
+                                      tables, device, repeats=max(repeats, 3))
+        if searches:
+            report(f"kernel search on {name} ({kernel_budget} measurements per search):")
+            for found in searches:
+                report(found.summary())
+                report("    best so far, chameleon: " +
+                       " ".join(f"{t:.1f}" for t in found.chameleon.best_so_far()))
+                report("    best so far, random:    " +
+                       " ".join(f"{t:.1f}" for t in found.random.best_so_far()))
+            result = record(replace(result, device=result.device or name), name, searches)
     result.save(path)
     return result

@@ -1,0 +1,108 @@
+"""Kernel-parameter search on the OpenCL device: Chameleon beside random search.
+
+For every conv/matmul shape class of a small CNN (or of ``--model``), runs
+`kernel_search.chameleon_search` once and `random_search` with ``--seeds`` seeds, each
+with ``--budget`` measurements (OpenCL profiling events; one shared measurement cache,
+so an option is timed once). Prints both best-so-far curves (random: the median over
+seeds) and, per class, how many measurements Chameleon needed to reach random
+search's best and how many random search needed.
+
+    PYTHONPATH=. python3 benchmarks/tune.py [--budget 24] [--seeds 5] [--model M.onnx --bind N=1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from egraph_compiler.backends.opencl.kernel_search import (  # noqa: E402
+    Measurer,
+    anchors,
+    chameleon_search,
+    random_search,
+)
+from egraph_compiler.backends.opencl.kernels import KernelParams  # noqa: E402
+from tests.backends.opencl.helpers import static_graph  # noqa: E402
+
+
+def small_cnn() -> onnx.ModelProto:
+    """Four conv shape classes (3×3, strided 3×3, 1×1, depthwise) and a classifier."""
+    rng = np.random.default_rng(0)
+    inits, nodes = [], []
+
+    def weight(name: str, shape: tuple[int, ...]) -> str:
+        inits.append(numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.1,
+                                             name))
+        return name
+
+    nodes.append(helper.make_node("Conv", ["x", weight("w1", (32, 16, 3, 3))], ["c1"],
+                                  pads=[1, 1, 1, 1]))
+    nodes.append(helper.make_node("Conv", ["c1", weight("w2", (64, 32, 3, 3))], ["c2"],
+                                  pads=[1, 1, 1, 1], strides=[2, 2]))
+    nodes.append(helper.make_node("Conv", ["c2", weight("w3", (64, 1, 3, 3))], ["c3"],
+                                  pads=[1, 1, 1, 1], group=64))
+    nodes.append(helper.make_node("Conv", ["c3", weight("w4", (128, 64, 1, 1))], ["c4"]))
+    nodes.append(helper.make_node("GlobalAveragePool", ["c4"], ["p"]))
+    nodes.append(helper.make_node("Flatten", ["p"], ["f"]))
+    nodes.append(helper.make_node("MatMul", ["f", weight("w5", (128, 100))], ["y"]))
+    graph = helper.make_graph(
+        nodes, "small_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 32, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 100])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=int, default=24)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", default=None)
+    args = parser.parse_args()
+    model = small_cnn()
+    x = np.random.default_rng(1).standard_normal((1, 16, 32, 32)).astype(np.float32)
+    graph = static_graph(model, {"x": x})
+    params = KernelParams()
+    ratios = []
+    with tempfile.TemporaryDirectory(prefix="dnnr-bench-tune-") as tmp:
+        for k, anchor in enumerate(anchors(graph, params, Path(tmp) / "probe")):
+            measure = Measurer(anchor, params, Path(tmp) / f"a{k}", None, args.device,
+                               args.repeats)
+            default_us = measure(anchor.default)
+            cham = chameleon_search(anchor.space, anchor.default, measure, args.budget, 0)
+            rands = [random_search(anchor.space, measure, args.budget, s)
+                     for s in range(args.seeds)]
+            print(f"{anchor.key}  (space {len(anchor.space)}, default "
+                  f"{anchor.default.describe()} {default_us:.1f} us, {measure.device_name})")
+            print("  step        " + " ".join(f"{i + 1:7d}" for i in range(args.budget)))
+            print("  chameleon   " + " ".join(f"{t:7.1f}" for t in cham.best_so_far()))
+            curves = np.array([r.best_so_far() for r in rands])
+            print("  random(med) " + " ".join(f"{t:7.1f}" for t in np.median(curves, 0)))
+            for s, r in enumerate(rands):
+                r_best = min(r.times)
+                r_at = r.reaches(r_best)
+                c_at = cham.reaches(r_best)
+                ratio = (r_at / c_at) if c_at else 0.0
+                ratios.append(ratio)
+                print(f"  seed {s}: random best {r_best:7.1f} us after {r_at:2d}; chameleon "
+                      f"reached it after {c_at if c_at else 'never'}"
+                      + (f" ({ratio:.1f}x fewer)" if c_at else ""))
+            c_best, c_opt = cham.best
+            print(f"  chameleon best {c_best:.1f} us ({c_opt.describe()}) after "
+                  f"{cham.reaches(c_best)}; measured options {len(measure.cache)}")
+    print(f"measurements ratio random/chameleon to random's best: median "
+          f"{statistics.median(ratios):.2f}x, min {min(ratios):.2f}x over {len(ratios)} runs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

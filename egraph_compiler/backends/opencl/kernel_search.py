@@ -1,0 +1,424 @@
+"""``dnnr tune``'s kernel-parameter search: Chameleon (seed 002 ch. 2) beside random search.
+
+Per anchor *shape class* (`cost.shape_key`) of a model, the design space is every
+option of that anchor: ``direct`` with its register block (`cost.Direct`), ``tiled``
+over a grid of `gemm.Tile` parameters (tile, K step, per-item block, vector reads,
+split-K) and ``gemv`` where one side is a single row. A measurement compiles the
+anchor alone with that option (`KernelParams.tuned`) and times its launch with
+OpenCL profiling events (`CompiledModel.time_launches`).
+
+Chameleon, as implemented here (each round):
+
+1. *Adaptive exploration* — a surrogate predicts each unmeasured option's log time:
+   a ridge regression of the measured log times on the knobs (log2 of each size,
+   the variant) and the analytic cost model's log estimate (`cost.options`), which
+   alone ranks the space before three measurements exist. The chapter trains a PPO agent to walk the space; our
+   spaces have tens to hundreds of points, so the explorer ranks all of them by
+   surrogate minus an exploration bonus (distance to the nearest measured point)
+   and keeps the best eighth (at least ``explore``) as the candidate set.
+2. *Adaptive sampling* — k-means over the candidates' knobs for k = 2, 3, … while
+   the L2 loss still falls by more than the threshold (2.5, the chapter's value;
+   Algorithm 1's knee), capped by the round's share of the budget; the member
+   nearest each centroid is measured.
+3. *Sample synthesis* — a representative already measured is replaced by the
+   option nearest the mode of each knob over the candidates.
+
+The first measurement is the cost model's own choice, so the search never
+returns worse than the default. Random search measures a uniform sample (without
+replacement) of the same space with the same budget. Both share one measurement
+cache, so each option is compiled and timed once per session and the two curves
+compare like with like.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from egraph_compiler.backends.opencl import cost
+from egraph_compiler.backends.opencl.build import build_artefact
+from egraph_compiler.backends.opencl.gemm import Gemv, Tile
+from egraph_compiler.backends.opencl.kernels import KernelParams
+from egraph_compiler.backends.opencl.planning import execution_plan
+from egraph_compiler.backends.opencl.runtime import CompiledModel
+from egraph_compiler.fusion import ProfileDb
+from egraph_compiler.ir.errors import DnnrError
+from egraph_compiler.ir.graph import Graph, Node, Value
+
+KNEE_THRESHOLD = 2.5  # Chameleon's threshold_meta (seed 002, Table 2.1)
+ANCHORS = ("Conv", "MatMul", "Gemm")
+
+
+def tile_space() -> tuple[Tile, ...]:
+    """Every valid `Tile` over a grid of its knobs."""
+    found = []
+    for bm in (16, 32, 64, 128):
+        for bn in (16, 32, 64, 128):
+            for bk in (8, 16):
+                for tm in (1, 2, 4, 8):
+                    for tn in (1, 2, 4, 8):
+                        for contiguous in (False, True):
+                            for slices in (1, 2, 4):
+                                tile = Tile(bm, bn, bk, tm, tn, contiguous, slices)
+                                if tile.valid():
+                                    found.append(tile)
+    return tuple(found)
+
+
+def direct_space(op: str, depthwise: bool) -> tuple[cost.Direct, ...]:
+    if op == "Conv" and depthwise:
+        return tuple(cost.Direct(1, b) for b in (1, 2, 4, 8, 16))
+    if op == "Conv":
+        return tuple(cost.Direct(a, b) for a in (2, 4, 8, 16, 32) for b in (1, 2, 4, 8))
+    return tuple(cost.Direct(a, b) for a in (1, 2, 4, 8) for b in (1, 2, 4, 8))
+
+
+def features(option: cost.Option) -> np.ndarray:
+    """An option's knobs as a point (log2 of sizes; one column per variant)."""
+    p = option.params
+    v = [float(option.variant == name) * 4.0 for name in ("direct", "tiled", "gemv")]
+    if isinstance(p, Tile):
+        knobs = [p.bm, p.bn, p.bk, p.tm, p.tn, 2 if p.contiguous else 1, p.slices]
+    elif isinstance(p, Gemv):
+        knobs = [1, 1, 1, 1, 1, 1, 1, p.columns, p.slices]
+    elif isinstance(p, cost.Direct):
+        knobs = [1, 1, 1, 1, 1, 1, 1, 1, 1, p.a, p.b]
+    else:
+        knobs = []
+    knobs = (knobs + [1] * 11)[:11]
+    return np.array(v + [math.log2(k) for k in knobs])
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """One shape class of a model: its key, a one-node graph of it, and its space."""
+
+    key: str
+    graph: Graph
+    default: cost.Option
+    space: tuple[cost.Option, ...]
+
+
+@dataclass
+class Curve:
+    """Measured times (µs) in the order a search asked for them."""
+
+    times: list[float]
+    options: list[cost.Option]
+
+    def best_so_far(self) -> list[float]:
+        return list(np.minimum.accumulate(self.times)) if self.times else []
+
+    @property
+    def best(self) -> tuple[float, cost.Option]:
+        k = int(np.argmin(self.times))
+        return self.times[k], self.options[k]
+
+    def reaches(self, target_us: float) -> int | None:
+        """Measurements needed for the best so far to reach ``target_us`` (1-based)."""
+        return next((k + 1 for k, t in enumerate(self.best_so_far()) if t <= target_us), None)
+
+
+Measure = Callable[[cost.Option], float]
+
+
+def random_search(space: tuple[cost.Option, ...], measure: Measure, budget: int,
+                  seed: int) -> Curve:
+    order = np.random.default_rng(seed).permutation(len(space))[:budget]
+    chosen = [space[int(k)] for k in order]
+    return Curve([measure(o) for o in chosen], chosen)
+
+
+def _kmeans(points: np.ndarray, k: int, rng: np.random.Generator) -> tuple[np.ndarray, float]:
+    """Labels and L2 loss of k-means (k-means++ start, 20 Lloyd steps)."""
+    centres = [points[int(rng.integers(len(points)))]]
+    for _ in range(1, k):
+        d = np.min([((points - c) ** 2).sum(1) for c in centres], axis=0)
+        centres.append(points[int(rng.choice(len(points), p=d / d.sum()))] if d.sum() > 0
+                       else points[int(rng.integers(len(points)))])
+    c = np.array(centres)
+    for _ in range(20):
+        labels = np.argmin(((points[:, None, :] - c[None]) ** 2).sum(2), axis=1)
+        c = np.array([points[labels == j].mean(0) if (labels == j).any() else c[j]
+                      for j in range(k)])
+    labels = np.argmin(((points[:, None, :] - c[None]) ** 2).sum(2), axis=1)
+    return labels, float(((points - c[labels]) ** 2).sum())
+
+
+def chameleon_search(space: tuple[cost.Option, ...], default: cost.Option, measure: Measure,
+                     budget: int, seed: int, explore: int = 8) -> Curve:
+    rng = np.random.default_rng(seed)
+    points = np.array([features(o) for o in space])
+    prior = np.log(np.array([max(o.estimate_us, 1e-6) for o in space]))
+    measured: dict[int, float] = {}
+    curve = Curve([], [])
+
+    def take(k: int) -> None:
+        us = measure(space[k])
+        measured[k] = math.log(us)
+        curve.times.append(us)
+        curve.options.append(space[k])
+
+    first = next((k for k, o in enumerate(space) if o.params == default.params
+                  and o.variant == default.variant), 0)
+    take(first)
+    while len(measured) < min(budget, len(space)):
+        done = np.array(sorted(measured))
+        dist = np.sqrt(((points[:, None, :] - points[done][None]) ** 2).sum(2))
+        predicted = _surrogate(points, prior, done, np.array([measured[k] for k in done]))
+        # exploration bonus: far from every measured point, the surrogate knows less
+        score = predicted - 0.15 * dist.min(1)
+        open_ = [k for k in np.argsort(score) if k not in measured]
+        candidates = np.array(open_[:max(explore, len(open_) // 8)])
+        left = min(budget, len(space)) - len(measured)
+        cap = max(1, min(left, max(2, budget // 4), len(candidates)))
+        reps = _sample(points[candidates], cap, rng)
+        chosen = []
+        for r in reps:
+            k = int(candidates[r])
+            if k in chosen:  # sample synthesis: the mode of each knob over the candidates
+                mode = np.array([_mode(points[candidates][:, j]) for j in range(points.shape[1])])
+                k = int(min((c for c in candidates if c not in chosen),
+                            key=lambda c: ((points[c] - mode) ** 2).sum(), default=k))
+            if k not in chosen:
+                chosen.append(k)
+        for k in chosen[:left]:
+            take(k)
+    return curve
+
+
+def _surrogate(points: np.ndarray, prior: np.ndarray, done: np.ndarray,
+               log_us: np.ndarray) -> np.ndarray:
+    """Predicted log time of every option: a ridge regression of the measured log
+    times on the knobs and the cost model's log estimate (the prior alone, shifted
+    to the measurements' level, until there are three of them)."""
+    if len(done) < 3:
+        return prior + float(np.mean(log_us - prior[done]))
+    x = np.column_stack([points, prior, np.ones(len(points))])
+    a = x[done]
+    w = np.linalg.solve(a.T @ a + 0.3 * np.eye(x.shape[1]), a.T @ log_us)
+    return x @ w
+
+
+def _mode(column: np.ndarray) -> float:
+    values, counts = np.unique(column, return_counts=True)
+    return float(values[int(np.argmax(counts))])
+
+
+def _sample(points: np.ndarray, cap: int, rng: np.random.Generator) -> list[int]:
+    """Adaptive sampling: the member nearest each centroid, for the k at the knee."""
+    if cap <= 1 or len(points) <= 1:
+        return [0]
+    best_labels, previous = np.zeros(len(points), dtype=int), math.inf
+    for k in range(2, min(cap, len(points)) + 1):
+        labels, loss = _kmeans(points, k, rng)
+        if KNEE_THRESHOLD * loss >= previous:
+            break
+        best_labels, previous = labels, loss
+    reps = []
+    for j in sorted(set(best_labels.tolist())):
+        members = np.flatnonzero(best_labels == j)
+        centre = points[members].mean(0)
+        reps.append(int(members[np.argmin(((points[members] - centre) ** 2).sum(1))]))
+    return reps
+
+
+# -- the model side: shape classes, one-anchor graphs, measurements ---------------------
+
+def _anchor_graph(graph: Graph, node: Node) -> Graph:
+    inputs = tuple(Value(n, graph.types[n]) for n in node.inputs
+                   if n and n not in graph.constants)
+    out = node.outputs[0]
+    return replace(graph, name=f"tune_{node.op}", inputs=inputs,
+                   outputs=(Value(out, graph.types[out]),), nodes=(node,))
+
+
+def _launches(graph: Graph, params: KernelParams, out: Path, tables: Any) -> list[dict[str, Any]]:
+    import json
+
+    plan, selection = execution_plan(graph, tables)
+    build_artefact(plan, out, params=params, selection=selection)
+    return list(json.loads((out / "plan.json").read_text())["launches"])
+
+
+def anchors(graph: Graph, params: KernelParams, work: Path, tables: Any = None) -> list[Anchor]:
+    """One `Anchor` per shape class of the model's Conv/MatMul/Gemm nodes, model order."""
+    found: dict[str, Anchor] = {}
+    tiles = tile_space()
+    for node in graph.nodes:
+        if node.op not in ANCHORS:
+            continue
+        single = _anchor_graph(graph, node)
+        launches = [la for la in _launches(single, params, work / f"probe{len(found)}", tables)
+                    if la.get("shape_key")]
+        if not launches or launches[0]["shape_key"] in found:
+            continue
+        key = launches[0]["shape_key"]
+        found[key] = Anchor(key, single, *_space(key, node.op, params, tiles))
+    return list(found.values())
+
+
+def _space(key: str, op: str, params: KernelParams, tiles: tuple[Tile, ...]
+           ) -> tuple[cost.Option, tuple[cost.Option, ...]]:
+    """The default option and the whole space of one shape class, priced by the model."""
+    words = key.split()
+    sizes = {name: int(w[1:]) for w in words[1:5] for name in ("m", "n", "k", "b")
+             if w.startswith(name) and w[1:].isdigit()}
+    tiled_ok = "depthwise" not in words
+    side = next((w.split("-")[1] for w in words if w.startswith("gemv-")), None)
+    device = cost.DEVICES[params.device]
+    direct_items = max(1, sizes["b"] * sizes["m"] * sizes["n"] // 64)
+    priced = cost.options(device, sizes["m"], sizes["n"], sizes["k"], sizes["b"],
+                          direct_items, tiled_ok, side, tiles)
+    default = cost.choose(cost.options(device, sizes["m"], sizes["n"], sizes["k"], sizes["b"],
+                                       direct_items, tiled_ok, side))
+    direct = priced[0]
+    space = [cost.Option("direct", d, direct.estimate_us) for d in direct_space(op, not tiled_ok)]
+    if default.variant == "direct":  # the default: the register block KernelParams gives
+        a = params.matmul_tile_m if op != "Conv" else \
+            (1 if not tiled_ok else params.conv_tile_channels)
+        b = params.matmul_tile_n if op != "Conv" else \
+            (params.depthwise_tile_width if not tiled_ok else params.conv_tile_width)
+        default = cost.Option("direct", cost.Direct(a, b), direct.estimate_us)
+        if default not in space:
+            space.insert(0, default)
+    space += [o for o in priced[1:]]
+    return default, tuple(space)
+
+
+class Measurer:
+    """Compiles the anchor alone with one option and times its launch on the device
+    (profiling events, median of ``repeats``); each option is measured once."""
+
+    def __init__(self, anchor: Anchor, params: KernelParams, work: Path, tables: Any,
+                 device: str | None, repeats: int) -> None:
+        self.anchor, self.params, self.work = anchor, params, work
+        self.tables, self.device, self.repeats = tables, device, repeats
+        self.cache: dict[cost.Option, float] = {}
+        self.device_name = ""
+
+    def __call__(self, option: cost.Option) -> float:
+        if option not in self.cache:
+            self.cache[option] = self._time(option)
+        return self.cache[option]
+
+    def _time(self, option: cost.Option) -> float:
+        params = replace(self.params, tuned=((self.anchor.key, option),))
+        out = self.work / f"m{len(self.cache)}"
+        launches = _launches(self.anchor.graph, params, out, self.tables)
+        model = CompiledModel(out, self.device)
+        self.device_name = str(model.device.name).strip()
+        feeds = {v.name: np.ones([int(d) for d in v.type.shape or ()], v.type.dtype)
+                 for v in self.anchor.graph.inputs}
+        model.run(feeds)
+        times = model.time_launches(self.repeats)
+        return 1e6 * sum(t for t, la in zip(times, launches, strict=True)
+                         if la.get("shape_key") == self.anchor.key)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    key: str
+    default_us: float
+    chameleon: Curve
+    random: Curve
+    space_size: int
+
+    def summary(self) -> str:
+        c_us, c_opt = self.chameleon.best
+        r_us, r_opt = self.random.best
+        reach = self.chameleon.reaches(r_us)
+        r_at = self.random.reaches(r_us)
+        return (f"  {self.key}: space {self.space_size}, default {self.default_us:.1f} us\n"
+                f"    chameleon best {c_us:.1f} us ({c_opt.describe()}) after "
+                f"{self.chameleon.reaches(c_us)} of {len(self.chameleon.times)}\n"
+                f"    random    best {r_us:.1f} us ({r_opt.describe()}) after {r_at} of "
+                f"{len(self.random.times)}; chameleon reached it after "
+                f"{reach if reach is not None else 'never'}")
+
+
+def search_model(graph: Graph, budget: int, params: KernelParams, tables: Any = None,
+                 device: str | None = None, repeats: int = 3, seed: int = 0
+                 ) -> tuple[str, list[SearchResult]]:
+    """Chameleon and random search (same budget) for every shape class of ``graph``;
+    the device's name and one result per class."""
+    results = []
+    device_name = ""
+    with tempfile.TemporaryDirectory(prefix="dnnr-tune-kernels-") as tmp:
+        for k, anchor in enumerate(anchors(graph, params, Path(tmp), tables)):
+            measure = Measurer(anchor, params, Path(tmp) / f"a{k}", tables, device, repeats)
+            default_us = measure(anchor.default)
+            cham = chameleon_search(anchor.space, anchor.default, measure, budget, seed)
+            rand = random_search(anchor.space, measure, budget, seed)
+            device_name = measure.device_name
+            results.append(SearchResult(anchor.key, default_us, cham, rand, len(anchor.space)))
+    return device_name, results
+
+
+# -- the database side ----------------------------------------------------------------
+
+def option_to_json(option: cost.Option) -> dict[str, object]:
+    p = option.params
+    if isinstance(p, Tile):
+        return {"variant": "tiled", "bm": p.bm, "bn": p.bn, "bk": p.bk, "tm": p.tm, "tn": p.tn,
+                "contiguous": p.contiguous, "slices": p.slices}
+    if isinstance(p, Gemv):
+        return {"variant": "gemv", "columns": p.columns, "slices": p.slices}
+    if isinstance(p, cost.Direct):
+        return {"variant": "direct", "a": p.a, "b": p.b}
+    return {"variant": option.variant}
+
+
+def option_from_json(data: dict[str, Any], where: str) -> cost.Option:
+    try:
+        variant = data["variant"]
+        if variant == "tiled":
+            tile = Tile(int(data["bm"]), int(data["bn"]), int(data["bk"]), int(data["tm"]),
+                        int(data["tn"]), bool(data["contiguous"]), int(data["slices"]))
+            if not tile.valid():
+                raise DnnrError(f"{where}: tile {tile} does not map its loads (gemm.Tile.valid)")
+            return cost.Option("tiled", tile, 0.0)
+        if variant == "gemv":
+            return cost.Option("gemv", Gemv(int(data["columns"]), int(data["slices"])), 0.0)
+        if variant == "direct":
+            return cost.Option("direct", cost.Direct(int(data["a"]), int(data["b"])), 0.0)
+    except (KeyError, TypeError, ValueError) as error:
+        raise DnnrError(f"{where}: bad kernel option {data}: {error}") from None
+    raise DnnrError(f"{where}: unknown kernel variant {data.get('variant')!r} "
+                    f"(direct, tiled or gemv)")
+
+
+def record(db: ProfileDb, device_name: str, results: list[SearchResult]) -> ProfileDb:
+    """``db`` with each class's best measured option (default included) for ``device_name``."""
+    kernels = {d: dict(c) for d, c in db.kernels.items()}
+    entries = kernels.setdefault(device_name, {})
+    for r in results:
+        measured = list(zip(r.chameleon.times + r.random.times,
+                            r.chameleon.options + r.random.options, strict=True))
+        best_us, best = min(measured, key=lambda tm: tm[0])
+        entries[r.key] = {"option": option_to_json(best), "us": round(best_us, 3),
+                          "default_us": round(r.default_us, 3),
+                          "measurements": len(set(o for _, o in measured))}
+    return replace(db, kernels=kernels)
+
+
+def tuned_options(db: ProfileDb, device: str | None = None
+                  ) -> tuple[tuple[str, cost.Option], ...]:
+    """The database's kernel choices for one device, as `KernelParams.tuned`: the device
+    whose name contains ``device``, or the only device it holds."""
+    names = sorted(db.kernels)
+    if device is not None:
+        names = [n for n in names if device.lower() in n.lower()]
+    if not names:
+        return ()
+    if len(names) > 1:
+        raise DnnrError(f"error: the profile database has kernel choices for several devices "
+                        f"({'; '.join(names)}); name one with --tuned-device")
+    return tuple((key, option_from_json(entry["option"], f"profile database {names[0]}: {key}"))
+                 for key, entry in sorted(db.kernels[names[0]].items()))
