@@ -415,14 +415,7 @@ class _Lowering:
         """ONNX Gather of a device tensor (integer or the fallback's float) at constant
         indices moves elements, like a layout operator: one table gather, exact."""
         x, y = node.inputs[0], node.outputs[0]
-        if x in self.alias:
-            source = self.alias[x]
-        elif x in self.quantised:
-            source = self.quantised_device(x, node.name)
-        elif x in self.device_float:
-            source = self.device_float[x]
-        else:
-            raise ModelError(f"hexagon backend: Gather {node.name} reads {x}, which is not computed on the device")
+        source = self.device_source(node, x)
         indices = np.asarray(self.known[node.inputs[1]]).astype(np.int64)
         index = self.physical_index(source)
         axis = int(node.attr("axis", 0)) % index.ndim  # type: ignore[arg-type]
@@ -479,16 +472,20 @@ class _Lowering:
             raise ModelError(f"hexagon backend: DequantizeLinear {node.name} reads {x}, which is not quantised here")
         self.quantised[node.outputs[0]] = self.alias.get(x, x)
 
+    def device_source(self, node: Node, x: str) -> str:
+        """The device tensor holding ``x`` for a data-moving ``node``: an integer tensor (the
+        rules move DequantizeLinear / QuantizeLinear past layout ops), or the fallback's float."""
+        if x in self.alias:
+            return self.alias[x]
+        if x in self.quantised:
+            return self.quantised_device(x, node.name)
+        if x in self.device_float:
+            return self.device_float[x]
+        raise ModelError(f"hexagon backend: {node.op} {node.name} reads {x}, which is not computed on the device")
+
     def layout_op(self, node: Node) -> None:
         x, y = node.inputs[0], node.outputs[0]
-        if x in self.alias:  # an integer tensor (the rules move DequantizeLinear / QuantizeLinear past layout ops)
-            source = self.alias[x]
-        elif x in self.quantised:
-            source = self.quantised_device(x, node.name)
-        elif x in self.device_float:
-            source = self.device_float[x]
-        else:
-            raise ModelError(f"hexagon backend: {node.op} {node.name} reads {x}, which is not computed on the device")
+        source = self.device_source(node, x)
         shape = _layout_shape(self.known, node, self.out.shapes[source])
         index = self.physical_index(source)
         if node.op == "Transpose":
