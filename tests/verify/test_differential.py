@@ -38,6 +38,7 @@ NOT_GENERATED: dict[str, str] = {
     **{r.name: "quant" for r in LIBRARY.rules if r.ruleset == "quant"},
     "reduce-sum-bitshift": "integer-only operators",
     "transpose-sink-gelu": "an internal operator",
+    "gelu-erf-fold": "an internal operator",  # Gelu is ONNX only from opset 20
     "reshape-sink-gelu": "an internal operator",
     "constant-of-shape-fold": "a symbolic int list attribute",
     "slice-concat-first": "a symbolic int list attribute",
