@@ -31,8 +31,11 @@ def test_generated_kernels_match_golden(name: str, tmp_path: Path) -> None:
     compile_graph(static_graph(model, random_inputs(model, 0, dims=CASES[name])), tmp_path)
     actual = (tmp_path / "kernels.cl").read_text()
     golden = GOLDEN / f"{name}.cl"
-    if os.environ.get("DNNR_BLESS") == "1" or not golden.exists():
+    if os.environ.get("DNNR_BLESS") == "1":
         golden.write_text(actual)
+    if not golden.exists():  # a missing golden file is a failure, never written silently
+        pytest.fail(f"no golden file {golden}\n"
+                    "bless with: DNNR_BLESS=1 python -m pytest tests/backends/opencl/test_golden.py")
     expected = golden.read_text()
     if actual != expected:
         diff = "".join(difflib.unified_diff(expected.splitlines(True), actual.splitlines(True),
