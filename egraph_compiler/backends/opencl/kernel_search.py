@@ -43,6 +43,7 @@ import numpy as np
 
 from egraph_compiler.backends.opencl import cost
 from egraph_compiler.backends.opencl.build import build_artefact
+from egraph_compiler.backends.opencl.depthwise import Depthwise
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.kernels import KernelParams
 from egraph_compiler.backends.opencl.planning import execution_plan
@@ -82,16 +83,18 @@ def direct_space(op: str, depthwise: bool) -> tuple[cost.Direct, ...]:
 def features(option: cost.Option) -> np.ndarray:
     """An option's knobs as a point (log2 of sizes; one column per variant)."""
     p = option.params
-    v = [float(option.variant == name) * 4.0 for name in ("direct", "tiled", "gemv")]
+    v = [float(option.variant == name) * 4.0 for name in ("direct", "tiled", "gemv", "depthwise")]
     if isinstance(p, Tile):
         knobs = [p.bm, p.bn, p.bk, p.tm, p.tn, 2 if p.contiguous else 1, p.slices]
     elif isinstance(p, Gemv):
         knobs = [1, 1, 1, 1, 1, 1, 1, p.columns, p.slices]
     elif isinstance(p, cost.Direct):
         knobs = [1, 1, 1, 1, 1, 1, 1, 1, 1, p.a, p.b]
+    elif isinstance(p, Depthwise):
+        knobs = [1] * 11 + [p.rows, p.width]
     else:
         knobs = []
-    knobs = (knobs + [1] * 11)[:11]
+    knobs = (knobs + [1] * 13)[:13]
     return np.array(v + [math.log2(k) for k in knobs])
 
 
@@ -274,10 +277,13 @@ def _space(key: str, op: str, params: KernelParams, tiles: tuple[Tile, ...]
     side = next((w.split("-")[1] for w in words if w.startswith("gemv-")), None)
     device = cost.DEVICES[params.device]
     direct_items = max(1, sizes["b"] * sizes["m"] * sizes["n"] // 64)
+    # a depthwise class may be 1-D or 3-D, which the specialised kernel leaves to the
+    # direct one: measuring such an option measures the direct kernel, and the
+    # generator never applies a stored depthwise option to it
     priced = cost.options(device, sizes["m"], sizes["n"], sizes["k"], sizes["b"],
-                          direct_items, tiled_ok, side, tiles)
+                          direct_items, tiled_ok, side, tiles, depthwise=not tiled_ok)
     default = cost.choose(cost.options(device, sizes["m"], sizes["n"], sizes["k"], sizes["b"],
-                                       direct_items, tiled_ok, side))
+                                       direct_items, tiled_ok, side, depthwise=not tiled_ok))
     direct = priced[0]
     space = [cost.Option("direct", d, direct.estimate_us) for d in direct_space(op, not tiled_ok)]
     if default.variant == "direct":  # the default: the register block KernelParams gives
@@ -372,6 +378,8 @@ def option_to_json(option: cost.Option) -> dict[str, object]:
         return {"variant": "gemv", "columns": p.columns, "slices": p.slices}
     if isinstance(p, cost.Direct):
         return {"variant": "direct", "a": p.a, "b": p.b}
+    if isinstance(p, Depthwise):
+        return {"variant": "depthwise", "rows": p.rows, "width": p.width}
     return {"variant": option.variant}
 
 
@@ -388,10 +396,12 @@ def option_from_json(data: dict[str, Any], where: str) -> cost.Option:
             return cost.Option("gemv", Gemv(int(data["columns"]), int(data["slices"])), 0.0)
         if variant == "direct":
             return cost.Option("direct", cost.Direct(int(data["a"]), int(data["b"])), 0.0)
+        if variant == "depthwise":
+            return cost.Option("depthwise", Depthwise(int(data["rows"]), int(data["width"])), 0.0)
     except (KeyError, TypeError, ValueError) as error:
         raise DnnrError(f"{where}: bad kernel option {data}: {error}") from None
     raise DnnrError(f"{where}: unknown kernel variant {data.get('variant')!r} "
-                    f"(direct, tiled or gemv)")
+                    f"(direct, tiled, gemv or depthwise)")
 
 
 def record(db: ProfileDb, device_name: str, results: list[SearchResult]) -> ProfileDb:

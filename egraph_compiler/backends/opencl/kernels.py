@@ -5,8 +5,8 @@
 Conv and MatMul/Gemm anchors have several kernel *options* (`cost.options` lists them
 as data, `cost.choose` picks one per shape for the device class in
 `KernelParams.device`): ``direct`` (the two kernels below), ``tiled`` (a work-group-
-tiled GEMM in local memory, implicit GEMM for convs) and ``gemv`` (`gemm.py`).
-Depthwise convs stay direct.
+tiled GEMM in local memory, implicit GEMM for convs), ``gemv`` (`gemm.py`) and, for 2-D
+depthwise convs, ``depthwise`` (a register window per work-item, `depthwise.py`).
 
 - ``conv``: Conv (grouped, depthwise, 1-3 spatial dims) tiled TC output channels ×
   TW output columns per work-item, prologue fused into the operand loads. Constant
@@ -53,6 +53,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from egraph_compiler.backends.opencl import cost, gemm, images
+from egraph_compiler.backends.opencl import depthwise as dw
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl.emit import Scope, ValueEmitter, ctype
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
@@ -99,6 +100,7 @@ class KernelParams:
     anchor_variant: str | None = None
     anchor_tile: Tile | None = None
     anchor_gemv: Gemv | None = None
+    anchor_depthwise: dw.Depthwise | None = None
     # `dnnr tune`'s choices: (shape class `cost.shape_key`, option), used where a
     # class matches and no variant is forced
     tuned: tuple[tuple[str, cost.Option], ...] = ()
@@ -292,12 +294,15 @@ class _Gen:
 
     # -- anchor options -----------------------------------------------------------------
     def pick(self, sizes: dict[str, int], direct_items: int, tiled_ok: bool,
-             gemv_side: str | None) -> cost.Option:
+             gemv_side: str | None, depthwise_ok: bool = False) -> cost.Option:
         """The anchor's option: forced by `KernelParams`, else the cost model's choice."""
         p = self.params
         candidates = cost.options(cost.DEVICES[p.device], sizes["m"], sizes["n"], sizes["k"],
-                                  sizes["batch"], direct_items, tiled_ok, gemv_side)
-        if p.anchor_variant == "tiled" and p.anchor_tile is not None and tiled_ok:
+                                  sizes["batch"], direct_items, tiled_ok, gemv_side,
+                                  depthwise=depthwise_ok)
+        if p.anchor_variant == "depthwise" and p.anchor_depthwise is not None and depthwise_ok:
+            option = cost.Option("depthwise", p.anchor_depthwise, 0.0)
+        elif p.anchor_variant == "tiled" and p.anchor_tile is not None and tiled_ok:
             if not p.anchor_tile.valid():
                 raise ModelError(f"block {self.block.id}: tile {p.anchor_tile} does not map its "
                                  f"loads onto its work-group (see gemm.Tile.valid)")
@@ -308,7 +313,8 @@ class _Gen:
             option = cost.choose(candidates, p.anchor_variant)
         self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
         tuned = dict(p.tuned).get(self.shape_key)
-        if tuned is not None and p.anchor_variant is None:
+        if tuned is not None and p.anchor_variant is None and \
+                (tuned.variant != "depthwise" or depthwise_ok):
             option = tuned
             if isinstance(option.params, cost.Direct):  # this block's generator only
                 a, b = option.params.a, option.params.b
@@ -339,7 +345,9 @@ class _Gen:
         direct_items = geo.columns // max(1, min(tw, geo.out_shape[-1])) * \
             _cdiv(geo.out_shape[1], 1 if depthwise else self.params.conv_tile_channels)
         option = self.pick(sizes, direct_items, not depthwise,
-                           "n" if geo.columns == 1 else None)
+                           "n" if geo.columns == 1 else None, depthwise_ok=dw.applies(geo))
+        if option.variant == "depthwise":
+            return dw.depthwise(self, geo, option.params)  # type: ignore[arg-type]
         if option.variant == "tiled":
             problem, _ = gemm.conv_problem(self, geo)
             return gemm.tiled(self, problem, option.params)  # type: ignore[arg-type]

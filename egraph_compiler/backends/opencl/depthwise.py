@@ -1,0 +1,152 @@
+"""Depthwise convolution, specialised (MobileNet, EfficientNet): the ``depthwise`` option.
+
+A depthwise conv (``group`` = input channels, one input channel per group) has no
+reduction over channels: each output is ``K0 × K1`` multiply-adds over one channel's
+window, so the general kernels waste their structure — the direct kernel reloads every
+input element once per tap, the tiled GEMM does not apply. Here a work-item owns one
+channel's ``rows × width`` block of output pixels (`Depthwise`) and walks the input
+window that block needs, ``((rows-1)·s0 + (K0-1)·d0 + 1) × ((width-1)·s1 + (K1-1)·d1 + 1)``
+elements, loading each once into a register (the block's prologue — BatchNorm, Relu,
+Clip… — evaluated once per loaded element) and using it for every output and tap
+that reads it: a 3×3 stride-1 conv with a 2 × 8 block loads 40 elements for 144
+multiply-adds instead of 144. The channel's ``K0·K1`` weights are loaded once.
+
+Everything about the window is known when the kernel is generated, so the loads and
+the multiply-adds are emitted unrolled, straight-line, with each register a scalar
+variable: no local memory and no barrier (PoCL runs a work-group's items as loops cut
+at every barrier), and on a GPU neighbouring work-items read neighbouring window
+segments. Two spatial dimensions only; others keep the direct kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from egraph_compiler.backends.opencl.emit import Scope
+from egraph_compiler.fusion import index as ix
+
+if TYPE_CHECKING:
+    from egraph_compiler.backends.opencl.gemm import ConvGeometry
+    from egraph_compiler.backends.opencl.kernels import Kernel, _Gen
+
+
+@dataclass(frozen=True)
+class Depthwise:
+    """``depthwise`` parameters: output rows × columns per work-item."""
+
+    rows: int
+    width: int
+
+    def window(self, kernel: tuple[int, ...], strides: tuple[int, ...],
+               dilations: tuple[int, ...]) -> tuple[int, int]:
+        """Input rows × columns one work-item loads."""
+        return ((self.rows - 1) * strides[0] + (kernel[0] - 1) * dilations[0] + 1,
+                (self.width - 1) * strides[1] + (kernel[1] - 1) * dilations[1] + 1)
+
+
+def applies(geo: ConvGeometry) -> bool:
+    """A 2-D depthwise conv (one input channel per group)."""
+    return geo.spatial == 2 and geo.group > 1 and geo.cin_g == 1
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def depthwise(gen: _Gen, geo: ConvGeometry, params: Depthwise) -> Kernel:
+    node = gen.anchor()
+    x_name, w_name = node.inputs[0], node.inputs[1]
+    bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
+    batch, channels, out_h, out_w = geo.out_shape
+    in_h, in_w = geo.x_shape[2:]
+    (k0, k1), (s0, s1), (d0, d1) = geo.kernel, geo.strides, geo.dilations
+    rows, width = min(params.rows, out_h), min(params.width, out_w)
+    block = Depthwise(rows, width)
+    win_h, win_w = block.window(geo.kernel, geo.strides, geo.dilations)
+    n_rt, n_wt = _cdiv(out_h, rows), _cdiv(out_w, width)
+    total = batch * channels * n_rt * n_wt
+    s = Scope()
+    s.emit("const int gid = get_global_id(0);")
+    s.emit(f"if (gid >= {total}) return;")
+    s.emit("int r = gid;")
+    s.emit(f"const int wt = r % {n_wt}; r /= {n_wt};")
+    s.emit(f"const int rt = r % {n_rt}; r /= {n_rt};")
+    s.emit(f"const int co = r % {channels}; const int n = r / {channels};")
+    # the one input channel of output channel co's group (a channel multiplier > 1
+    # gives several output channels per input channel)
+    s.emit(f"const int ci = co / {geo.cout_g};" if geo.cout_g > 1 else "const int ci = co;")
+    s.emit(f"const int oh0 = rt * {rows}; const int ow0 = wt * {width};")
+    s.emit(f"const int ih0 = oh0 * {s0} - {geo.begin[0]}; const int iw0 = ow0 * {s1} - {geo.begin[1]};")
+    n_var, c_var = gen.ivar("n", batch), gen.ivar("ci", geo.x_shape[1])
+    co_var = gen.ivar("co", channels)
+    weights = {}
+    for q0 in range(k0):
+        for q1 in range(k1):
+            value = gen.em.value(s, w_name, (co_var, 0, q0, q1))
+            weights[q0, q1] = value
+    # window rows and columns: clamped positions, and whether they fall inside the
+    # input (padding reads a clamped element and selects zero, with no branch)
+    row_ok, col_ok = [], []
+    for a in range(win_h):
+        s.emit(f"const int h{a} = ih0 + {a};")
+        checks = _checks(f"h{a}", geo, 0, a, rows)
+        if checks:
+            s.emit(f"const int ch{a} = h{a} < 0 ? 0 : (h{a} < {in_h} ? h{a} : {in_h - 1});")
+        row_ok.append(checks)
+    for b in range(win_w):
+        s.emit(f"const int w{b} = iw0 + {b};")
+        checks = _checks(f"w{b}", geo, 1, b, width)
+        if checks:
+            s.emit(f"const int cw{b} = w{b} < 0 ? 0 : (w{b} < {in_w} ? w{b} : {in_w - 1});")
+        col_ok.append(checks)
+    s.emit(f"float acc[{rows * width}];")
+    for e in range(rows * width):
+        s.emit(f"acc[{e}] = 0.0f;")
+    for a in range(win_h):
+        h_pos = ix.IVar(f"ch{a}" if row_ok[a] else f"h{a}", 0, in_h - 1)
+        # which (output row, kernel row) pairs read window row a
+        users = [(r, q0) for r in range(rows) for q0 in range(k0) if r * s0 + q0 * d0 == a]
+        if not users:
+            continue
+        row = Scope(s)  # one window row's registers live only while it is used
+        needed = sorted({w * s1 + q1 * d1 for w in range(width) for q1 in range(k1)})
+        for b in needed:
+            w_pos = ix.IVar(f"cw{b}" if col_ok[b] else f"w{b}", 0, in_w - 1)
+            value = gen.em.value(row, x_name, (n_var, c_var, h_pos, w_pos))
+            conds = row_ok[a] + col_ok[b]
+            row.emit(f"const float x{b} = ({' && '.join(conds)}) ? {value} : 0.0f;" if conds
+                     else f"const float x{b} = {value};")
+        for r, q0 in users:
+            for q1 in range(k1):
+                for w in range(width):
+                    e = r * width + w
+                    # plain operators, not mad(): a builtin is an out-of-line call on PoCL
+                    # (kernels._clamp_high); ``a * b + c`` contracts to an FMA
+                    row.emit(f"acc[{e}] += {weights[q0, q1]} * x{w * s1 + q1 * d1};")
+        s.nest("", row)
+    # the epilogue stays rolled (one copy of the fused epilogue, not rows × width)
+    fin = Scope(s)
+    fin.emit(f"const int oh = oh0 + e / {width}; const int ow = ow0 + e % {width};")
+    done = Scope(fin)
+    value = "acc[e]"
+    if bias is not None:
+        value = f"({value} + {gen.em.value(done, bias, (co_var,))})"
+    gen.declare_iteration(done, (n_var, co_var, gen.ivar("oh", out_h), gen.ivar("ow", out_w)))
+    gen.epilogue(done, value)
+    fin.nest(f"if (oh < {out_h} && ow < {out_w})", done)
+    s.nest(f"for (int e = 0; e < {rows * width}; ++e)", fin)
+    return gen.finish(s, total, gen.params.work_group)
+
+
+def _checks(position: str, geo: ConvGeometry, d: int, offset: int, block: int) -> list[str]:
+    """Bounds checks of window position ``offset`` along spatial dim ``d`` for blocks of
+    ``block`` outputs (none on a side no work-item's window crosses)."""
+    out_size, stride, begin = geo.out_shape[2 + d], geo.strides[d], geo.begin[d]
+    size = geo.x_shape[2 + d]
+    checks = [f"{position} >= 0"] if begin > offset else []
+    # the last window starts at the last block's first output
+    last_start = ((out_size - 1) // block) * block * stride - begin
+    if last_start + offset >= size:
+        checks.append(f"{position} < {size}")
+    return checks
