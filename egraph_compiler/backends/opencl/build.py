@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from egraph_compiler.backends.opencl.kernels import KernelParams, generate
+from egraph_compiler.backends.opencl.kernels import SCRATCH, KernelParams, generate
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.plan.memory import ExecutionPlan
 from egraph_compiler.select import Selection
@@ -63,21 +63,29 @@ def build_artefact(plan: ExecutionPlan, out_dir: str | Path,
     derived: dict[str, np.ndarray] = {}
     launches = []
     images: dict[str, dict[str, object]] = {}
+    scratch_tensors: dict[str, dict[str, object]] = {}
     for block_id in plan.order:
         block = blocks[block_id]
-        kernel = generate(view, block, params)
-        source, sizes = hoist_sizes(kernel.source, len(kernel.args))
-        name = "k_" + hashlib.sha1(source.encode()).hexdigest()[:12]
-        sources.setdefault(name, source.replace("KNAME", name))
-        derived.update(kernel.constants)
-        for tensor, width, height, reason in kernel.images:
-            images[tensor] = {"width": width, "height": height, "reason": reason,
-                              "block": block_id}
-        launches.append({"block": block_id, "kernel": name, "ops": list(block.ops),
-                         "kind": block.kind, "variant": kernel.variant, "shape_key": kernel.shape_key,
-                         "global": kernel.global_size,
-                         "local": kernel.local_size, "args": list(kernel.args),
-                         "sizes": list(sizes)})
+        first = generate(view, block, params)
+        # a block's scratch (split-K partials…) is a tensor of its own, kind "scratch"
+        scratch = f"{SCRATCH}{block_id}"
+        if first.scratch:
+            scratch_tensors[scratch] = {"kind": "scratch", "dtype": "float32",
+                                        "shape": [first.scratch], "nbytes": 4 * first.scratch}
+        for kernel in first.chain():
+            source, sizes = hoist_sizes(kernel.source, len(kernel.args))
+            name = "k_" + hashlib.sha1(source.encode()).hexdigest()[:12]
+            sources.setdefault(name, source.replace("KNAME", name))
+            derived.update(kernel.constants)
+            for tensor, width, height, reason in kernel.images:
+                images[tensor] = {"width": width, "height": height, "reason": reason,
+                                  "block": block_id}
+            launches.append({"block": block_id, "kernel": name, "ops": list(block.ops),
+                             "kind": block.kind, "variant": kernel.variant,
+                             "shape_key": kernel.shape_key, "global": kernel.global_size,
+                             "local": kernel.local_size,
+                             "args": [scratch if a == SCRATCH else a for a in kernel.args],
+                             "sizes": list(sizes)})
     used_constants = sorted({a for launch in launches for a in launch["args"]
                              if a in graph.constants or a in derived} |
                             {v.name for v in graph.outputs if v.name in graph.constants})
@@ -95,6 +103,7 @@ def build_artefact(plan: ExecutionPlan, out_dir: str | Path,
     for value in graph.outputs:
         if value.name not in tensors:
             tensors[value.name] = _tensor(view, value.name, "output")
+    tensors.update(scratch_tensors)
     for name, offset in plan.offsets.items():
         tensors[name] = {**_tensor(view, name, "arena"), "offset": offset,
                          "nbytes": plan.sizes[name]}

@@ -64,18 +64,20 @@ class DeviceModel:
     slice_cost: float = 0.0
     # depthwise: multiply-adds per loaded element at which loads stop limiting
     depthwise_reuse_full: float = 4.0
+    # what one more launch costs (split-K across groups, multi-group rows), µs
+    launch_us: float = 5.0
 
 
 DEVICES = {
     "cpu": DeviceModel("cpu", compute_units=2, peak_gflops=150.0, bandwidth_gbs=20.0,
                        items_per_unit=64, groups_per_unit=1,
                        efficiency={"direct": 0.25, "tiled": 0.04, "gemv": 0.02,
-                                   "depthwise": 0.5}, depthwise_reuse_full=6.0),
+                                   "depthwise": 0.5}, depthwise_reuse_full=6.0, launch_us=30.0),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
                        items_per_unit=1024, groups_per_unit=4,
                        efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6,
                                    "depthwise": 0.05},
-                       reuse_full=8.0, slice_cost=0.0),
+                       reuse_full=8.0, slice_cost=0.0, launch_us=4.0),
 }
 
 TILES = (
@@ -90,6 +92,10 @@ TILES = (
     Tile(32, 32, 16, 4, 4, True, 4), Tile(16, 16, 16, 2, 2, True, 4),
     Tile(32, 64, 16, 4, 4, True, 2), Tile(64, 32, 16, 4, 4, True, 2),
     Tile(16, 32, 16, 2, 2, True, 2), Tile(32, 32, 16, 2, 4, True, 2),
+    # split-K across work-groups (two launches through scratch), when M·N is small
+    Tile(32, 32, 16, 2, 2, True, 1, 4), Tile(32, 32, 16, 2, 2, True, 1, 8),
+    Tile(64, 64, 16, 4, 4, True, 1, 4), Tile(16, 16, 16, 1, 1, False, 1, 16),
+    Tile(32, 32, 16, 4, 4, True, 2, 4),
 )
 GEMVS = (Gemv(32, 8), Gemv(8, 32), Gemv(64, 4))
 DEPTHWISES = (Depthwise(1, 4), Depthwise(1, 8), Depthwise(2, 4), Depthwise(2, 8),
@@ -118,7 +124,8 @@ class Option:
         if isinstance(self.params, Tile):
             p = self.params
             return f"tiled {p.bm}x{p.bn}x{p.bk} per-item {p.tm}x{p.tn}" + \
-                (" vec" if p.contiguous else "") + (f" split-k {p.slices}" if p.slices > 1 else "")
+                (" vec" if p.contiguous else "") + (f" split-k {p.slices}" if p.slices > 1 else "") + \
+                (f" k-groups {p.groups}" if p.groups > 1 else "")
         if isinstance(self.params, Gemv):
             return f"gemv {self.params.columns} outputs x {self.params.slices} k-slices"
         if isinstance(self.params, Direct):
@@ -169,18 +176,26 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                     (tile.bn > 16 and n <= tile.bn // 2):
                 continue
             groups = batch * _cdiv(m, tile.bm) * _cdiv(n, tile.bn)
-            if tile.slices > 1 and groups >= slots // 2:
+            if (tile.slices > 1 or tile.groups > 1) and groups >= slots // 2:
                 continue  # split-K is for grids that would fill under half the device
             step = tile.bk * tile.slices
-            padded = 2.0 * groups * tile.bm * tile.bn * _cdiv(k, step) * step
+            steps = _cdiv(k, step)
+            if tile.groups > 1 and steps < 2 * tile.groups:
+                continue  # a K group needs a couple of steps at least
+            padded = 2.0 * groups * tile.bm * tile.bn * _cdiv(steps, tile.groups) * \
+                step * tile.groups
+            groups *= tile.groups
             intensity = min(1.0, tile.tm * tile.tn / (tile.tm + tile.tn) / 2.0)
             # vector reads from local memory measured 10-30 % faster on the H100
             vector = 1.15 if tile.contiguous else 1.0
             reuse = min(1.0, tile.bm * tile.bn / (tile.bm + tile.bn) / device.reuse_full)
             split = 1.0 / (1.0 + device.slice_cost * (tile.slices - 1))
             fill = _fill(groups * tile.work_group, slots * 256)
+            # across groups: the partials written and read back, and a second launch
+            second = 0.0 if tile.groups == 1 else device.launch_us + \
+                8.0 * tile.groups * batch * m * n / (device.bandwidth_gbs * 1e3)
             result.append(Option("tiled", tile, padded / (peak * eff["tiled"] * intensity *
-                                                          vector * reuse * split * fill)))
+                                                          vector * reuse * split * fill) + second))
     if gemv_side is not None:
         rows = n if gemv_side == "m" else m
         bytes_moved = 4.0 * batch * rows * k

@@ -35,7 +35,7 @@ loop only splits ``k`` into channel and tap with compile-time divisors (defines:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -65,6 +65,10 @@ class Tile:
     # split-K inside the work-group: ``slices`` copies of the thread grid each take
     # every slices-th K step of the tile; partial sums meet in local memory
     slices: int = 1
+    # split-K across work-groups: ``groups`` work-groups per C tile each take one
+    # contiguous K range and store their partial tile to scratch; a second launch
+    # sums the partials and runs the epilogue (for few C tiles over a long K)
+    groups: int = 1
 
     @property
     def tile_threads(self) -> int:
@@ -77,7 +81,7 @@ class Tile:
     def valid(self) -> bool:
         wg = self.tile_threads
         # 256: NVIDIA's driver allows no more for these kernels (registers per SM)
-        return self.work_group <= 256 and (self.bm % self.tm == 0 and self.bn % self.tn == 0 and
+        return self.work_group <= 256 and self.groups >= 1 and (self.bm % self.tm == 0 and self.bn % self.tn == 0 and
                 (self.bm * self.bk) % wg == 0 and (self.bk * self.bn) % wg == 0 and
                 wg % self.bk == 0 and wg % self.bm == 0 and wg % self.bn == 0 and
                 (not self.contiguous or (self.tm in (2, 4, 8) and self.tn in (2, 4, 8))))
@@ -140,7 +144,12 @@ def tiled(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
     m_size, n_size, k_size = problem.a.rows, problem.b.rows, problem.k
     wg, ks = tile.tile_threads, tile.slices  # the slot mapping below is per slice
     n_mt, n_nt = -(-m_size // tile.bm), -(-n_size // tile.bn)
-    groups = int(np.prod(problem.batch, dtype=np.int64)) * n_mt * n_nt
+    batch_total = int(np.prod(problem.batch, dtype=np.int64))
+    split = tile.groups
+    step_k = tile.bk * ks
+    # each K group's range: whole steps, so only the last group is ragged
+    chunk = -(-(-(-k_size // step_k)) // split) * step_k
+    groups = batch_total * n_mt * n_nt * split
     gen.defines += [f"BM {tile.bm}", f"BN {tile.bn}", f"BK {tile.bk}", f"TM {tile.tm}",
                     f"TN {tile.tn}", f"WM {tile.bm // tile.tm}", f"WN {tile.bn // tile.tn}",
                     f"WG {wg}", f"KS {ks}"]
@@ -151,8 +160,12 @@ def tiled(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
     else:
         s.emit("const int lid = get_local_id(0);")
     s.emit("int g = get_group_id(0);")
+    if split > 1:
+        s.emit(f"const int kg = g % {split}; g /= {split};")
     s.emit(f"const int nt = g % {n_nt}; g /= {n_nt};")
     s.emit(f"const int mt = g % {n_mt}; g /= {n_mt};")
+    if split > 1:
+        s.emit("const int gb = g;")  # the flat batch index, for the scratch store
     _bind_batch(s, "g", problem.batch)
     s.emit("const int tx = lid % WN; const int ty = lid / WN;")
     # a row pad against bank conflicts where stores go down a column (k-fast loads);
@@ -216,8 +229,14 @@ def tiled(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
                "for (int j = 0; j < TN; ++j) acc[i][j] = mad(av[i], bv[j], acc[i][j]);")
     step.nest(UNROLL + "for (int kk = 0; kk < BK; ++kk)", inner)
     step.emit("barrier(CLK_LOCAL_MEM_FENCE);")
+    if split > 1:
+        s.emit(f"const int k_first = kg * {chunk};")
+        s.emit(f"const int k_stop = {k_size} < k_first + {chunk} ? {k_size} : k_first + {chunk};")
+        first, stop = "k_first + ", "k_stop"
+    else:
+        first, stop = "", str(k_size)
     if ks > 1:  # every slice runs the same number of steps: the barriers stay uniform
-        s.nest(f"for (int k0 = slice * BK; k0 < {k_size} + slice * BK; k0 += BK * KS)", step)
+        s.nest(f"for (int k0 = {first}slice * BK; k0 < {stop} + slice * BK; k0 += BK * KS)", step)
         s.emit("__local float red[KS - 1][TM * TN][WG];")
         s.emit("if (slice > 0) {")
         s.emit("  " + UNROLL + "for (int i = 0; i < TM; ++i) " + UNROLL +
@@ -228,7 +247,7 @@ def tiled(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
         s.emit("for (int r = 0; r < KS - 1; ++r) " + UNROLL + "for (int i = 0; i < TM; ++i) " +
                UNROLL + "for (int j = 0; j < TN; ++j) acc[i][j] += red[r][i * TN + j][lid];")
     else:
-        s.nest(f"for (int k0 = 0; k0 < {k_size}; k0 += BK)", step)
+        s.nest(f"for (int k0 = {first.removesuffix(' + ') or '0'}; k0 < {stop}; k0 += BK)", step)
     rows = Scope(s)
     rows.emit("const int m = mt * BM + ty * TM + i;" if tile.contiguous else
               "const int m = mt * BM + ty + i * WM;")
@@ -237,12 +256,44 @@ def tiled(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
     cols.emit("const int n = nt * BN + tx * TN + j;" if tile.contiguous else
               "const int n = nt * BN + tx + j * WN;")
     done = Scope(cols)
-    problem.store(done, "m", "n", "acc[i][j]")
+    if split > 1:  # partial tile to scratch [kg][batch][m][n]; the second launch sums them
+        done.emit(f"{gen.scratch_param}[((kg * {batch_total} + gb) * {m_size} + m) * {n_size} + n] "
+                  "= acc[i][j];")
+    else:
+        problem.store(done, "m", "n", "acc[i][j]")
     cols.nest(f"if (n < {n_size})", done)
     row_in.nest(UNROLL + "for (int j = 0; j < TN; ++j)", cols)
     rows.nest(f"if (m < {m_size})", row_in)
     s.nest(UNROLL + "for (int i = 0; i < TM; ++i)", rows)
     return gen.finish(s, groups * tile.work_group, tile.work_group)
+
+
+def tiled_or_split(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
+    """The ``tiled`` option: one launch, or two when the tile splits K across groups."""
+    return split_k(gen, problem, tile) if tile.groups > 1 else tiled(gen, problem, tile)
+
+
+def split_k(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
+    """Split-K across work-groups: the tiled kernel over ``tile.groups`` K ranges into
+    a scratch buffer, then a launch that sums them and runs the epilogue (two launches of one block)."""
+    m_size, n_size = problem.a.rows, problem.b.rows
+    batch_total = int(np.prod(problem.batch, dtype=np.int64))
+    gen.use_scratch(tile.groups * batch_total * m_size * n_size)
+    partial = tiled(gen, problem, tile)
+    gen.next_kernel()
+    total = batch_total * m_size * n_size
+    s = Scope()
+    s.emit("const int gid = get_global_id(0);")
+    s.emit(f"if (gid >= {total}) return;")
+    s.emit(f"const int n = gid % {n_size}; const int m = (gid / {n_size}) % {m_size};")
+    s.emit(f"int g = gid / {m_size * n_size};")
+    _bind_batch(s, "g", problem.batch)
+    s.emit("float sum = 0.0f;")
+    # fixed order over the K groups: the result does not depend on scheduling
+    s.emit(f"for (int kg = 0; kg < {tile.groups}; ++kg) sum += "
+           f"{gen.scratch_param}[kg * {total} + gid];")
+    problem.store(s, "m", "n", "sum")
+    return replace(partial, then=gen.finish(s, total, gen.params.work_group))
 
 
 def gemv(gen: _Gen, batch: tuple[int, ...], k_size: int, vector: Operand, matrix: Operand,

@@ -71,6 +71,9 @@ from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Node
 
 UNROLL = "__attribute__((opencl_unroll_hint)) "
+# the argument name of a block's scratch buffer (`Kernel.scratch`); build.py gives each
+# block its own tensor of this kind
+SCRATCH = "@scratch"
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,15 @@ class Kernel:
     # the anchor option generated (`cost.Option.describe`), "" for other kinds
     variant: str = ""
     shape_key: str = ""  # the anchor's shape class (`cost.shape_key`), "" for other kinds
+    # float32 elements of scratch memory the block's launches share (split-K partials,
+    # per-row partial results): passed as the last tensor argument, ``scr``
+    scratch: int = 0
+    # the block's next launch, when it takes several (a second pass over scratch)
+    then: Kernel | None = None
+
+    def chain(self) -> list[Kernel]:
+        """This block's launches in order."""
+        return [self] + (self.then.chain() if self.then is not None else [])
 
 
 def _zero_accumulators(s: Scope, outer: str, inner: str,
@@ -178,6 +190,22 @@ class _Gen:
         self.helpers: list[str] = []  # functions the body calls, defined before the kernel
         self.variant = ""  # the anchor option chosen (conv, matmul)
         self.shape_key = ""
+        self.scratch = 0  # float32 elements (`use_scratch`)
+        self.scratch_param = "scr"
+
+    # -- several launches per block -------------------------------------------------------
+    def use_scratch(self, elements: int) -> None:
+        """Give this block's launches a scratch buffer of ``elements`` floats (``scr``,
+        after the outputs)."""
+        self.scratch = max(self.scratch, elements)
+        if SCRATCH not in self.args:
+            self.args.append(SCRATCH)
+
+    def next_kernel(self) -> None:
+        """Start the block's next launch: the arguments (and re-laid-out constants)
+        stay, the defines, helpers and pinned values of the last one go."""
+        self.defines, self.helpers = [], []
+        self.em.pinned = {}
 
     # -- shared pieces ------------------------------------------------------------------
     def signature(self, local: int, image_params: frozenset[str] = frozenset()
@@ -187,6 +215,12 @@ class _Gen:
         are declared through the `images` prelude (an image or a buffer at build)."""
         params, pointers = [], []
         for k, value in enumerate(self.args):
+            if value == SCRATCH:
+                params.append(f"__global float* {self.scratch_param}_buf, const ulong "
+                              f"{self.scratch_param}_off")
+                pointers.append(f"__global float* restrict {self.scratch_param} = "
+                                f"{self.scratch_param}_buf + {self.scratch_param}_off;")
+                continue
             qual = "const " if k < self.n_inputs else ""
             name = f"in{k}" if k < self.n_inputs else self.stores[value]
             if name in image_params:
@@ -220,7 +254,7 @@ class _Gen:
         return Kernel(source, tuple(self.args), global_size, local,
                       tuple(sorted(self.em.derived.items())),
                       tuple((inputs[p][1], w, h, why) for p, (w, h, why) in sorted(chosen.items())),
-                      self.variant, self.shape_key)
+                      self.variant, self.shape_key, self.scratch)
 
     def single_use(self, name: str) -> bool:
         return sum(name in self.view.nodes[n].inputs for n in self.block.nodes) == 1
@@ -350,7 +384,7 @@ class _Gen:
             return dw.depthwise(self, geo, option.params)  # type: ignore[arg-type]
         if option.variant == "tiled":
             problem, _ = gemm.conv_problem(self, geo)
-            return gemm.tiled(self, problem, option.params)  # type: ignore[arg-type]
+            return gemm.tiled_or_split(self, problem, option.params)  # type: ignore[arg-type]
         if option.variant == "gemv":
             problem, _ = gemm.conv_problem(self, geo)
             return gemm.gemv(self, problem.batch, problem.k, problem.b, problem.a,
@@ -482,7 +516,7 @@ class _Gen:
         direct_items = sizes["batch"] * _cdiv(sizes["m"], tm) * _cdiv(sizes["n"], tn)
         option = self.pick(sizes, direct_items, True, "m" if sizes["m"] == 1 else None)
         if option.variant == "tiled":
-            return gemm.tiled(self, problem, option.params)  # type: ignore[arg-type]
+            return gemm.tiled_or_split(self, problem, option.params)  # type: ignore[arg-type]
         if option.variant == "gemv":
             return gemm.gemv(self, problem.batch, problem.k, problem.a, problem.b,
                              lambda scope, row, value: problem.store(scope, "0", row, value),

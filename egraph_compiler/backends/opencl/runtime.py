@@ -106,7 +106,7 @@ class CompiledModel:
                     raise OpenClError(f"arena tensor '{name}' at byte {offset} (+{nbytes}) does "
                                       f"not fit an arena of {arena_size} bytes of {info['dtype']}")
                 self.buffers[name] = (self.arena, offset // itemsize)
-            elif info["kind"] in ("input", "output"):
+            elif info["kind"] in ("input", "output", "scratch"):  # scratch: a block's own
                 self.buffers[name] = (cl.Buffer(self.context, mf.READ_WRITE,
                                                 max(int(info["nbytes"]), 1)), 0)
         self.launches = []

@@ -34,6 +34,14 @@ VARIANTS = {
                                             anchor_tile=Tile(32, 32, 16, 4, 4, True, 4)),
     "tiled-16x32-splitk2": KernelParams(anchor_variant="tiled",
                                         anchor_tile=Tile(16, 32, 16, 2, 2, False, 2)),
+    # split-K across work-groups: two launches through scratch; 3 groups leave the
+    # last one ragged (or empty, on a short K)
+    "tiled-32x32-vec-kgroups4": KernelParams(anchor_variant="tiled",
+                                             anchor_tile=Tile(32, 32, 16, 2, 2, True, 1, 4)),
+    "tiled-16x16-kgroups3": KernelParams(anchor_variant="tiled",
+                                         anchor_tile=Tile(16, 16, 16, 1, 1, False, 1, 3)),
+    "tiled-32x32-splitk2-kgroups2": KernelParams(
+        anchor_variant="tiled", anchor_tile=Tile(32, 32, 16, 4, 4, True, 2, 2)),
     "gemv-8x32": KernelParams(anchor_variant="gemv", anchor_gemv=Gemv(8, 32)),
     "gemv-32x8": KernelParams(anchor_variant="gemv", anchor_gemv=Gemv(32, 8)),
 }
@@ -107,9 +115,14 @@ def _check(model: onnx.ModelProto, params: KernelParams, tmp_path: Path) -> list
              .astype(np.float32) for i in model.graph.input}
     build(plan_memory(plan_fusion(static_graph(model, feeds))), tmp_path, params)
     compiled = load(tmp_path)
-    assert len(compiled.plan["launches"]) == 1, "prologue and epilogue fuse into the anchor"
+    launches = compiled.plan["launches"]
+    assert len({launch["block"] for launch in launches}) == 1, \
+        "prologue and epilogue fuse into the anchor"
+    groups = params.anchor_tile.groups if params.anchor_variant == "tiled" and \
+        params.anchor_tile else 1
+    assert len(launches) == (2 if groups > 1 else 1), "split-K across groups: a second launch"
     assert_close(compiled.run(feeds), run_ort(model, feeds), rtol=1e-4, atol=1e-5)
-    return [launch["variant"] for launch in compiled.plan["launches"]]
+    return [launch["variant"] for launch in launches]
 
 
 def _pairs(shapes: dict[str, onnx.ModelProto], one_row: tuple[str, ...]) -> list[tuple[str, str]]:
