@@ -148,7 +148,8 @@ def tiled(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
     split = tile.groups
     step_k = tile.bk * ks
     # each K group's range: whole steps, so only the last group is ragged
-    chunk = -(-(-(-k_size // step_k)) // split) * step_k
+    steps = -(-k_size // step_k)
+    chunk = -(-steps // split) * step_k
     groups = batch_total * n_mt * n_nt * split
     gen.defines += [f"BM {tile.bm}", f"BN {tile.bn}", f"BK {tile.bk}", f"TM {tile.tm}",
                     f"TN {tile.tn}", f"WM {tile.bm // tile.tm}", f"WN {tile.bn // tile.tn}",
