@@ -41,17 +41,25 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-# (torchvision constructor, batch sizes): the issue's table
+# (torchvision constructor or a TRANSFORMERS name, batch sizes): the issue's table
 MODELS = {
     "resnet18": (1, 8),
-    "efficientnet_b0": (1,),
-    "mobilenet_v2": (8,),
-    "mobilenet_v3_small": (1,),
+    "efficientnet_b0": (1, 8),
+    "mobilenet_v2": (1, 8),
+    "mobilenet_v3_small": (1, 8),
+    "bert": (1, 8),
+    "gpt2": (1, 8),
 }
 SIZE = 224
+# transformers encoders/decoders built from a config class (no hub): BERT and GPT-2 at
+# 256 wide, 4 layers, a 1024-token vocabulary (so both models' weights travel to the
+# GPU machine within its 64 MiB limit), sequence SEQ
+TRANSFORMERS = {"bert": ("BertConfig", "BertModel"), "gpt2": ("GPT2Config", "GPT2Model")}
+SEQ = 128
 # models whose fused artefact is also built with every anchor option forced in turn
 # (`run` then prints, per conv/matmul, the fastest option beside the cost model's)
-SWEEP: tuple[str, ...] = ()  # e.g. ("resnet18_b8",)
+SWEEP: tuple[str, ...] = tuple(os.environ.get("DNNR_GPU_SWEEP", "").split(",")) if \
+    os.environ.get("DNNR_GPU_SWEEP") else ()
 
 
 def seeded_weights(model: Any, seed: int = 0) -> None:
@@ -107,9 +115,37 @@ def _torchvision() -> Any:
 
 
 def build_model(name: str) -> Any:
-    model = getattr(_torchvision().models, name)(weights=None)
+    if name in TRANSFORMERS:
+        import transformers
+
+        config_class, model_class = TRANSFORMERS[name]
+        common = {"vocab_size": 1024}
+        sizes = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+                 "intermediate_size": 1024, "max_position_embeddings": SEQ,
+                 "attn_implementation": "sdpa"} if name == "bert" else \
+            {"n_embd": 256, "n_layer": 4, "n_head": 4, "n_positions": SEQ, "use_cache": False}
+        config = getattr(transformers, config_class)(**common, **sizes)
+        model = getattr(transformers, model_class)(config)
+    else:
+        model = getattr(_torchvision().models, name)(weights=None)
     seeded_weights(model)
     return model.eval()
+
+
+def model_inputs(name: str, batch: int) -> dict[str, np.ndarray]:
+    """The inputs by ONNX name: an image ``x``, or token ids and an all-ones mask."""
+    rng = np.random.default_rng(1)
+    if name in TRANSFORMERS:
+        return {"input_ids": rng.integers(0, 1024, (batch, SEQ)).astype(np.int64),
+                "attention_mask": np.ones((batch, SEQ), np.int64)}
+    return {"x": rng.standard_normal((batch, 3, SIZE, SIZE)).astype(np.float32)}
+
+
+def _torch_call(model: Any, name: str, inputs: dict[str, Any]) -> Any:
+    """The model's output as one tensor (transformers: the last hidden state)."""
+    if name in TRANSFORMERS:
+        return model(**inputs).last_hidden_state
+    return model(inputs["x"])
 
 
 def _flops_and_bytes(plan: Any) -> dict[int, dict[str, Any]]:
@@ -165,7 +201,19 @@ def _forced_options() -> list[Any]:
     from egraph_compiler.backends.opencl import cost
 
     return [cost.Option("direct", None, 0.0),
-            *(cost.Option("tiled", tile, 0.0) for tile in cost.TILES)]
+            *(cost.Option("tiled", tile, 0.0) for tile in cost.TILES),
+            *(cost.Option("depthwise", shape, 0.0) for shape in cost.DEPTHWISES)]
+
+
+def _forced_params(params: Any, option: Any) -> Any:
+    """``params`` forcing ``option`` on every anchor it applies to."""
+    from egraph_compiler.backends.opencl.depthwise import Depthwise
+    from egraph_compiler.backends.opencl.gemm import Tile
+
+    return replace(params, anchor_variant=option.variant,
+                   anchor_tile=option.params if isinstance(option.params, Tile) else None,
+                   anchor_depthwise=option.params if isinstance(option.params, Depthwise)
+                   else None)
 
 
 def prepare(out: Path, only: str | None) -> None:
@@ -187,12 +235,13 @@ def prepare(out: Path, only: str | None) -> None:
         for batch in batches:
             target = out / f"{name}_b{batch}"
             target.mkdir(parents=True, exist_ok=True)
-            x = np.random.default_rng(1).standard_normal((batch, 3, SIZE, SIZE)).astype(np.float32)
-            np.save(target / "input.npy", x)
+            inputs = model_inputs(name, batch)
+            np.savez(target / "inputs.npz", **inputs)
             onnx_path = Path(tempfile.mkdtemp()) / "model.onnx"
             start = time.perf_counter()
-            torch.onnx.export(model, (torch.from_numpy(x),), str(onnx_path), dynamo=False,
-                              opset_version=17, input_names=["x"], output_names=["y"])
+            torch.onnx.export(model, tuple(torch.from_numpy(v) for v in inputs.values()),
+                              str(onnx_path), dynamo=False, opset_version=17,
+                              input_names=list(inputs), output_names=["y"])
             graph = _static_graph(onnx_path)
             optimised = pipeline.optimize(graph, rules)[0]
             meta: dict[str, Any] = {"model": name, "batch": batch, "operators": len(graph.nodes)}
@@ -206,8 +255,7 @@ def prepare(out: Path, only: str | None) -> None:
                 plan, selection = execution_plan(optimised, rules)
                 for option in _forced_options():
                     label = f"sweep/{option.describe().replace(' ', '_')}"
-                    build(plan, target / label, replace(params, anchor_variant=option.variant,
-                                                        anchor_tile=option.params),
+                    build(plan, target / label, _forced_params(params, option),
                           selection=selection)
                     _pool_weights(target / label, pool)
             (target / "meta.json").write_text(json.dumps(meta))
@@ -251,7 +299,7 @@ def _median_ms(fn: Any, repeats: int, sync: Any) -> float:
     return statistics.median(times)
 
 
-def _torch_times(name: str, x: np.ndarray, repeats: int, compile_too: bool
+def _torch_times(name: str, feeds: dict[str, np.ndarray], repeats: int, compile_too: bool
                  ) -> tuple[dict[str, float], np.ndarray]:
     import torch
 
@@ -262,29 +310,30 @@ def _torch_times(name: str, x: np.ndarray, repeats: int, compile_too: bool
 
     cuda = torch.cuda.is_available()
     model = build_model(name).to("cuda" if cuda else "cpu")
-    xt = torch.from_numpy(x).to("cuda" if cuda else "cpu")
+    xt = {k: torch.from_numpy(v).to("cuda" if cuda else "cpu") for k, v in feeds.items()}
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     times = {}
     with torch.no_grad():
-        reference = model(xt).float().cpu().numpy()
-        times["eager"] = _median_ms(lambda: model(xt), repeats, sync)
+        reference = _torch_call(model, name, xt).float().cpu().numpy()
+        times["eager"] = _median_ms(lambda: _torch_call(model, name, xt), repeats, sync)
         if not cuda:
             return times, reference
-        static_in = xt.clone()
+        static_in = {k: v.clone() for k, v in xt.items()}
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for _ in range(3):
-                model(static_in)
+                _torch_call(model, name, static_in)
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            model(static_in)
+            _torch_call(model, name, static_in)
         times["cuda_graph"] = _median_ms(graph.replay, repeats, sync)
         if compile_too:
             compiled = torch.compile(model)
-            compiled(xt)
-            times["compile"] = _median_ms(lambda: compiled(xt), repeats, sync)
+            _torch_call(compiled, name, xt)
+            times["compile"] = _median_ms(lambda: _torch_call(compiled, name, xt), repeats,
+                                          sync)
     return times, reference
 
 
@@ -294,29 +343,38 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
     card, peak_gflops, peak_gbs = _peaks()
     print(f"card: {card}; FP32 peak {peak_gflops / 1e3:.1f} TFLOP/s, memory peak "
           f"{peak_gbs:.0f} GB/s (from nvidia-smi max clocks)", flush=True)
-    rows, kernel_lines = [], []
+    rows, kernel_lines, memory_lines = [], [], []
     pool = out / "pool"
     for target in sorted(p for p in out.iterdir() if (p / "meta.json").exists()):
         meta = json.loads((target / "meta.json").read_text())
         if only not in (None, meta["model"]):
             continue
-        x = np.load(target / "input.npy")
+        with np.load(target / "inputs.npz") as stored:
+            feeds = {k: stored[k] for k in stored.files}
         result: dict[str, Any] = {"model": meta["model"], "batch": meta["batch"]}
         with tempfile.TemporaryDirectory() as tmp:
             for label in ("fused", "unfused"):
                 artefact = _unpool_weights(target / label, pool, Path(tmp) / label)
                 compiled = CompiledModel(artefact, device)
-                outputs = compiled.run({"x": x})  # warm-up: the driver compiles here
+                outputs = compiled.run(feeds)  # warm-up: the driver compiles here
                 seconds = compiled.time_launches(repeats)
                 result[f"{label}_kernels_ms"] = sum(seconds) * 1e3
-                result[f"{label}_e2e_ms"] = _median_ms(lambda c=compiled, xx=x: c.run({"x": xx}),
+                result[f"{label}_e2e_ms"] = _median_ms(lambda c=compiled, f=feeds: c.run(f),
                                                        repeats, lambda: None)
                 if label == "fused":
                     result["dnnr_out"] = outputs["y"]
                     blocks = meta[label]["blocks"]
                     anchor_ms = 0.0
                     for s, launch in zip(seconds, compiled.plan["launches"], strict=True):
-                        info = blocks[str(launch["block"])]
+                        info = dict(blocks[str(launch["block"])])
+                        if launch.get("pass", 0):  # a block's second launch: a sum pass
+                            info["flops"] = 0
+                        if not info["flops"] and info["bytes"] >= (1 << 20):
+                            memory_lines.append(
+                                f"{target.name:<24}{'+'.join(launch['ops'])[:34]:<36}"
+                                f"{launch['kind']:<10}{s * 1e3:8.3f}"
+                                f"{info['bytes'] / s / 1e9:9.0f}"
+                                f"{100 * info['bytes'] / s / 1e9 / peak_gbs:6.1f}%")
                         if info["flops"]:
                             anchor_ms += s * 1e3
                             kernel_lines.append(
@@ -329,8 +387,8 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
                     result["anchor_share"] = anchor_ms / max(result["fused_kernels_ms"], 1e-9)
                 del compiled
         if (target / "sweep").exists():
-            _sweep(target, pool, device, x, repeats, peak_gflops)
-        times, reference = _torch_times(meta["model"], x, repeats, compile_too)
+            _sweep(target, pool, device, feeds, repeats, peak_gflops)
+        times, reference = _torch_times(meta["model"], feeds, repeats, compile_too)
         result.update(times)
         dnnr_out = result.pop("dnnr_out")
         result["rel_err"] = float(np.max(np.abs(dnnr_out - reference)) /
@@ -351,9 +409,13 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
     print("\nconv/matmul kernels (fused): ms, GFLOP/s, % of FP32 peak, GB/s, % of memory peak")
     for line in kernel_lines:
         print(line)
+    print("\nmemory-bound kernels (no conv/matmul) moving 1 MiB or more: ms, GB/s, "
+          "% of memory peak")
+    for line in memory_lines:
+        print(line)
 
 
-def _sweep(target: Path, pool: Path, device: str, x: np.ndarray, repeats: int,
+def _sweep(target: Path, pool: Path, device: str, feeds: dict[str, np.ndarray], repeats: int,
            peak_gflops: float) -> None:
     """Per conv/matmul launch: the fastest forced option vs the cost model's choice."""
     from egraph_compiler.backends.opencl.runtime import CompiledModel
@@ -367,7 +429,7 @@ def _sweep(target: Path, pool: Path, device: str, x: np.ndarray, repeats: int,
         for label in ["fused", *sorted(p.name for p in (target / "sweep").iterdir())]:
             source = target / label if label == "fused" else target / "sweep" / label
             compiled = CompiledModel(_unpool_weights(source, pool, Path(tmp) / label), device)
-            compiled.run({"x": x})
+            compiled.run(feeds)
             seconds = compiled.time_launches(max(3, repeats // 3))
             for k, (s, launch) in enumerate(zip(seconds, compiled.plan["launches"], strict=True)):
                 if blocks[str(launch["block"])]["flops"]:

@@ -72,7 +72,7 @@ def build_artefact(plan: ExecutionPlan, out_dir: str | Path,
         if first.scratch:
             scratch_tensors[scratch] = {"kind": "scratch", "dtype": "float32",
                                         "shape": [first.scratch], "nbytes": 4 * first.scratch}
-        for kernel in first.chain():
+        for step, kernel in enumerate(first.chain()):
             source, sizes = hoist_sizes(kernel.source, len(kernel.args))
             name = "k_" + hashlib.sha1(source.encode()).hexdigest()[:12]
             sources.setdefault(name, source.replace("KNAME", name))
@@ -85,7 +85,7 @@ def build_artefact(plan: ExecutionPlan, out_dir: str | Path,
                              "shape_key": kernel.shape_key, "global": kernel.global_size,
                              "local": kernel.local_size,
                              "args": [scratch if a == SCRATCH else a for a in kernel.args],
-                             "sizes": list(sizes)})
+                             "sizes": list(sizes), **({"pass": step} if step else {})})
     used_constants = sorted({a for launch in launches for a in launch["args"]
                              if a in graph.constants or a in derived} |
                             {v.name for v in graph.outputs if v.name in graph.constants})
