@@ -8,6 +8,8 @@ them; `choose` takes the cheapest by this model today):
   channels × TW columns, or TM × TN of a matmul; no local memory, no barrier);
 - ``tiled``: the work-group-tiled GEMM of `gemm.py` (`gemm.Tile` parameters);
 - ``gemv``: split-K inside a work-group for a single output row (`gemm.Gemv`);
+- row kernels (`row_options`): ``row`` or ``row-split`` (several work-groups per row,
+  `rows.RowSplit`), for rows few and long;
 - ``depthwise``: a 2-D depthwise conv's ``rows × width`` output block per work-item
   over a register window (`depthwise.Depthwise`); its efficiency grows with the
   multiply-adds per loaded element, ``rows·width·taps / window``, saturating at
@@ -45,6 +47,7 @@ from dataclasses import dataclass, field
 
 from egraph_compiler.backends.opencl.depthwise import Depthwise
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
+from egraph_compiler.backends.opencl.rows import RowSplit, chunking
 
 
 @dataclass(frozen=True)
@@ -72,11 +75,12 @@ DEVICES = {
     "cpu": DeviceModel("cpu", compute_units=2, peak_gflops=150.0, bandwidth_gbs=20.0,
                        items_per_unit=64, groups_per_unit=1,
                        efficiency={"direct": 0.25, "tiled": 0.04, "gemv": 0.02,
-                                   "depthwise": 0.5}, depthwise_reuse_full=6.0, launch_us=30.0),
+                                   "depthwise": 0.5, "row": 0.5},
+                       depthwise_reuse_full=6.0, launch_us=30.0),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
                        items_per_unit=1024, groups_per_unit=4,
                        efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6,
-                                   "depthwise": 0.05},
+                                   "depthwise": 0.05, "row": 0.6},
                        reuse_full=8.0, slice_cost=0.0, launch_us=4.0),
 }
 
@@ -98,6 +102,7 @@ TILES = (
     Tile(32, 32, 16, 4, 4, True, 2, 4),
 )
 GEMVS = (Gemv(32, 8), Gemv(8, 32), Gemv(64, 4))
+ROW_SPLITS = (RowSplit(2), RowSplit(4), RowSplit(8), RowSplit(16), RowSplit(32), RowSplit(64))
 DEPTHWISES = (Depthwise(1, 4), Depthwise(1, 8), Depthwise(2, 4), Depthwise(2, 8),
               Depthwise(4, 4), Depthwise(4, 8), Depthwise(1, 16))
 
@@ -117,7 +122,7 @@ class Option:
     """One way to generate an anchor: ``variant`` with ``params``, and its estimate."""
 
     variant: str
-    params: Tile | Gemv | Direct | Depthwise | None
+    params: Tile | Gemv | Direct | Depthwise | RowSplit | None
     estimate_us: float
 
     def describe(self) -> str:
@@ -132,6 +137,8 @@ class Option:
             return f"direct {self.params.a}x{self.params.b}"
         if isinstance(self.params, Depthwise):
             return f"depthwise {self.params.rows}x{self.params.width}"
+        if isinstance(self.params, RowSplit):
+            return f"row-split {self.params.groups}"
         return self.variant
 
 
@@ -216,6 +223,24 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
             fill = _fill(items, device.compute_units * device.items_per_unit)
             result.append(Option("depthwise", shape, flops / (peak * eff["depthwise"] * reuse *
                                                                fill)))
+    return result
+
+
+def row_options(device: DeviceModel, rows: int, length: int, local: int) -> list[Option]:
+    """The options of a row kernel (a reduction, Softmax, LayerNorm over ``rows`` rows of
+    ``length``, a work-group of ``local`` per row): ``row`` (one work-group per row) and
+    ``row-split`` (several per row, `rows.RowSplit`). Memory-bound: a variant moves
+    the rows at ``efficiency["row"]`` of the bandwidth, times the fill of its grid; a
+    split pays one more launch. A chunk shorter than the work-group is not offered."""
+    moved = 4.0 * rows * length / (device.bandwidth_gbs * 1e3 * device.efficiency["row"])
+    slots = device.compute_units * device.items_per_unit
+    result = [Option("row", None, moved / _fill(rows * local, slots))]
+    for split in ROW_SPLITS:
+        chunk, groups = chunking(length, split.groups)
+        if groups < 2 or chunk < local:
+            continue
+        result.append(Option("row-split", RowSplit(groups), moved /
+                             _fill(rows * groups * local, slots) + device.launch_us))
     return result
 
 

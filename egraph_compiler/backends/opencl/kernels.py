@@ -54,6 +54,7 @@ import numpy as np
 
 from egraph_compiler.backends.opencl import cost, gemm, images
 from egraph_compiler.backends.opencl import depthwise as dw
+from egraph_compiler.backends.opencl import rows as row_split
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl.emit import Scope, ValueEmitter, ctype
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
@@ -104,6 +105,8 @@ class KernelParams:
     anchor_tile: Tile | None = None
     anchor_gemv: Gemv | None = None
     anchor_depthwise: dw.Depthwise | None = None
+    # row kernels: force ``row-split`` with these groups (tests), else `cost.row_options`
+    row_split: row_split.RowSplit | None = None
     # `dnnr tune`'s choices: (shape class `cost.shape_key`, option), used where a
     # class matches and no variant is forced
     tuned: tuple[tuple[str, cost.Option], ...] = ()
@@ -756,14 +759,23 @@ class _Gen:
             s.nest(f"for (int r = 0; r < {length}; ++r)", body)
             self.epilogue(s, final.format("accv", float(length)))
             return self.finish(s, total, local)
-        local = min(self.params.reduce_work_group, 1 << max(length - 1, 1).bit_length())
+        out_vars = ix.delinearize(self.ivar("o", total), out_shape)
+        r_idx = ix.delinearize(self.ivar("r", length), reduced)
+        groups, local = self.row_groups(total, length)
+        if groups > 1:
+            def finish(scope: Scope, value: str) -> None:
+                self.declare_iteration(scope, out_vars)
+                self.epilogue(scope, value)
+
+            return row_split.split_reduce(
+                self, total, length, groups, local,
+                lambda body: self.em.value(body, x_name, input_index(out_vars, r_idx)),
+                (init, step, final), _combine_only(step), finish)
         self.defines.append(f"WG {local}")
         s.emit("const int o = get_group_id(0); const int lid = get_local_id(0);")
         s.emit("__local float red[WG];")
         s.emit(f"float accv = {init};")
         body = Scope(s)
-        out_vars = ix.delinearize(self.ivar("o", total), out_shape)
-        r_idx = ix.delinearize(self.ivar("r", length), reduced)
         x = self.em.value(body, x_name, input_index(out_vars, r_idx))
         body.emit(f"accv = {step.format('accv', x)};")
         s.nest(f"for (int r = lid; r < {length}; r += WG)", body)
@@ -773,6 +785,24 @@ class _Gen:
         self.epilogue(done, final.format("red[0]", float(length)))
         s.nest("if (lid == 0)", done)
         return self.finish(s, total * local, local)
+
+    def row_groups(self, rows: int, length: int) -> tuple[int, int]:
+        """(work-groups per row, work-group size) of a row kernel that runs a work-group
+        per row: the forced `KernelParams.row_split`, else `cost.row_options`' choice
+        (1 = one work-group per row)."""
+        local = min(self.params.reduce_work_group, 1 << max(length - 1, 1).bit_length())
+        if self.params.row_split is not None:
+            split: cost.Option | None = cost.Option("row-split", self.params.row_split, 0.0)
+        else:
+            split = cost.choose(cost.row_options(cost.DEVICES[self.params.device], rows,
+                                                 length, local))
+        if split is None or not isinstance(split.params, row_split.RowSplit):
+            return 1, local
+        chunk, groups = row_split.chunking(length, split.params.groups)
+        if groups < 2:
+            return 1, local
+        self.variant = split.describe()
+        return groups, min(local, 1 << max(chunk - 1, 1).bit_length())
 
     def serial_rows(self, length: int, rows: int) -> bool:
         """One work-item per row rather than one work-group (`KernelParams.row_serial_below`)."""
@@ -857,9 +887,12 @@ class _Gen:
                 out[a] = o_idx[k]
             return tuple(out)
 
+        r_idx = ix.delinearize(self.ivar("r", length), reduced)
+        groups = 1 if serial else self.row_groups(rows, length)[0]
+        if groups > 1:
+            return self._split_rownorm(node, rows, length, groups, x_name, x_shape, full(r_idx))
         s = Scope()
         loop, local = self.row_start(s, serial, rows, length)
-        r_idx = ix.delinearize(self.ivar("r", length), reduced)
         init, first = ("0.0f", "({0} + {1})") if layer_norm else _REDUCERS["Max"][:2]
         first_total = self.row_reduce(s, serial, loop, length, "accv", init, first,
                                       lambda body: self.em.value(body, x_name, full(r_idx)))
@@ -902,6 +935,34 @@ class _Gen:
         self.epilogue(body, value)
         s.nest(loop, body)
         return self.finish(s, rows if serial else rows * local, local)
+
+    def _split_rownorm(self, node: Node, rows: int, length: int, groups: int, x_name: str,
+                       x_shape: tuple[int, ...], index: tuple[ix.IExpr, ...]) -> Kernel:
+        """`rownorm` with several work-groups per row (`rows.split_rownorm`)."""
+        _, local = self.row_groups(rows, length)
+        layer_norm = node.op == "LayerNormalization"
+
+        def normalise(body: Scope) -> None:
+            x = self.em.value(body, x_name, index)
+            if layer_norm:
+                gamma = self.em.value(body, node.inputs[1], ix.broadcast_index(
+                    index, x_shape, self.view.shape(node.inputs[1])))
+                value = f"(({x} - center) * scale * {gamma})"
+                if len(node.inputs) > 2 and node.inputs[2]:
+                    beta = self.em.value(body, node.inputs[2], ix.broadcast_index(
+                        index, x_shape, self.view.shape(node.inputs[2])))
+                    value = f"({value} + {beta})"
+            elif node.op == "LogSoftmax":
+                value = f"({x} - center - scale)"
+            else:
+                value = f"(dnnr_exp({x} - center) * scale)"
+            self.declare_iteration(body, index)
+            self.epilogue(body, value)
+
+        return row_split.split_rownorm(
+            self, node.op, rows, length, groups, local,
+            lambda body: self.em.value(body, x_name, index), normalise,
+            float(node.attr("epsilon", 1e-5)))
 
     def rowgroup(self) -> Kernel:
         """Each reduction of the group in turn over the row (serially, or a strided
