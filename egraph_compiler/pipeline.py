@@ -351,7 +351,7 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
             params = dataclasses.replace(params, tuned=tuned_options(db, tuned_device))
         artefact = opencl.compile_graph(graph, out, tables=result.rules, profile_db=db,
                                         params=params)
-        _dump_backend_stages(result.dumps, graph, result.rules, db)
+        _dump_backend_stages(result.dumps, graph, result.rules, db, params.device)
     else:
         if profile_db is not None:
             raise ir.DnnrError("error: --profile-db only applies to --target opencl")
@@ -371,15 +371,17 @@ def _moved(path: Path, tmp: Path, final: Path) -> str:
     return str(final / path.relative_to(tmp)) if path.is_relative_to(tmp) else str(path)
 
 
-def _dump_backend_stages(dumps: Dumps, graph: Graph, rules: RuleSet, db: Any) -> None:
+def _dump_backend_stages(dumps: Dumps, graph: Graph, rules: RuleSet, db: Any,
+                         device: str = "cpu") -> None:
     """The fusion and memory plans `opencl.compile_graph` built (both stages are
     deterministic, so planning again gives the same plans)."""
     if not (dumps.wants("fusion") or dumps.wants("plan")):
         return
+    from egraph_compiler.backends.opencl.cost import DEVICES, fusion_cost
     from egraph_compiler.fusion import plan_fusion
     from egraph_compiler.plan import plan_memory
 
-    fusion_plan = plan_fusion(graph, rules, db)
+    fusion_plan = plan_fusion(graph, rules, db, cost=fusion_cost(DEVICES[device]))
     dumps.write("fusion", lambda: dump.fusion_text(fusion_plan))
     dumps.write("plan", lambda: dump.plan_text(plan_memory(fusion_plan)))
 

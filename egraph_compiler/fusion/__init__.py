@@ -26,14 +26,16 @@ from egraph_compiler.ir.graph import Graph
 
 
 def plan_fusion(graph: Graph, tables: Any = None, profile_db: ProfileDb | None = None,
-                fuse: bool = True, layouts: bool = True) -> FusionPlan:
+                fuse: bool = True, layouts: bool = True,
+                cost: CostModel | None = None) -> FusionPlan:
     """Group ``graph``'s operators into fusion blocks (see the module docstring);
-    ``layouts=False`` stores every intermediate row-major (no `fusion.layout` choice)."""
+    ``layouts=False`` stores every intermediate row-major (no `fusion.layout` choice);
+    ``cost``: the yellow cells' cost model (a backend's, for its device)."""
     if tables is None:
         tables = FusionTables.shipped()
     elif not isinstance(tables, FusionTables):
         tables = FusionTables.from_ruleset(tables)
-    return plan_blocks(graph, tables, profile_db, CostModel(), fuse, layouts)
+    return plan_blocks(graph, tables, profile_db, cost or CostModel(), fuse, layouts)
 
 
 __all__ = ["Block", "CostModel", "Decision", "FusionPlan", "FusionTables", "LayoutChoice",

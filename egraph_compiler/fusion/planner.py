@@ -125,9 +125,12 @@ class _Planner:
         if isinstance(shape, str):
             self.decisions.append(Decision(block_id, label, "constraint", shape))
             return False
+        if verdict == FUSE and self.cost.prologue_reuse is not None and \
+                self.prologue_of(block, candidate, shape):
+            verdict = PROFILE  # the anchor's kernel re-evaluates it: fuse where it pays
         if verdict == PROFILE:
             key = self.profile_key(block, candidate, via, shape)
-            fuse, source = self.profitable(key, candidate, via, shape)
+            fuse, source = self.profitable(key, candidate, via, shape, block)
             reason = f"{first} then {second}: {source} says {'fuse' if fuse else 'not profitable'}"
             self.decisions.append(Decision(block_id, label, PROFILE, reason, key, edge))
             if not fuse:
@@ -138,14 +141,28 @@ class _Planner:
         block_type[0] = result
         return True
 
+    def prologue_of(self, block: set[int], candidate: int, shape: BlockStructure) -> list[int]:
+        """The prologue operators this step fuses into an anchor: the candidate when it
+        joins a prologue, or the block's prologue when the candidate is the anchor."""
+        if shape.anchor is None:
+            return []
+        if candidate in shape.prologue:
+            return [candidate]
+        if candidate == shape.anchor:
+            return [n for n in shape.prologue if n in block]
+        return []
+
     def profile_key(self, block: set[int], candidate: int, via: str,
                     shape: BlockStructure) -> str:
         anchor = shape.anchor
         reference = self.view.nodes[anchor if anchor is not None else max(block)].op
-        return profile_key(self.view.nodes[candidate].op, reference, self.view.numel(via))
+        fused = candidate
+        if candidate == anchor and self.prologue_of(block, candidate, shape):
+            fused = self.view.producer_index.get(via, candidate)  # the prologue's last op
+        return profile_key(self.view.nodes[fused].op, reference, self.view.numel(via))
 
     def profitable(self, key: str, candidate: int, via: str,
-                   shape: BlockStructure) -> tuple[bool, str]:
+                   shape: BlockStructure, block: set[int] | None = None) -> tuple[bool, str]:
         """The yellow verdict and what decided it (``profile db`` or ``cost model``)."""
         if self.db is not None:
             known = self.db.lookup(key)
@@ -153,11 +170,17 @@ class _Planner:
                 return known, "profile db"
         anchor = shape.anchor
         numel = self.view.numel(via)
-        op = self.view.nodes[candidate].op
-        flops = 0.0 if role_of(op) == "layout" else float(self.view.output_size(candidate))
+        prologue = self.prologue_of(block or set(), candidate, shape) \
+            if self.cost.prologue_reuse is not None else \
+            ([candidate] if anchor is not None and candidate in shape.prologue else [])
+        work = prologue or [candidate]
+        flops = sum(0.0 if role_of(self.view.nodes[n].op) == "layout" else
+                    float(self.view.output_size(n)) for n in work)
         reuse = 1.0
-        if anchor is not None and candidate in shape.prologue:
-            reuse = _reuse_factor(self.view, anchor)
+        if anchor is not None and prologue:
+            known = self.cost.prologue_reuse(self.view, anchor) \
+                if self.cost.prologue_reuse is not None else None
+            reuse = known if known is not None else _reuse_factor(self.view, anchor)
         nbytes = numel * 4
         return self.cost.fuse_is_profitable(nbytes, flops, reuse), "cost model"
 

@@ -24,10 +24,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from egraph_compiler.ir.errors import DnnrError
+
+if TYPE_CHECKING:
+    from egraph_compiler.fusion.view import GraphView
 
 PROFILE_DB_VERSION = 1
 
@@ -85,11 +90,19 @@ class CostModel:
 
     Separate: one more launch, and the intermediate written and read back once.
     Fused: the operator's work repeated ``reuse`` times (a prologue operand of a
-    Conv/MatMul is re-read by every output tile that needs it)."""
+    Conv/MatMul is re-read by every output tile that needs it).
+
+    ``prologue_reuse(view, anchor)``, when a backend gives it, is how many times the
+    kernel it will generate for ``anchor`` evaluates each element of a prologue (the
+    option it picks decides: a tiled GEMM loads an element once per tap and row tile,
+    a direct conv once per tap and channel tile); ``None`` from it falls back to the
+    planner's estimate. A backend that gives it also has every prologue priced: fused
+    only where this model (or the profile database) says fused beats the pair."""
 
     launch_us: float = 8.0
     bytes_per_us: float = 4000.0
     flops_per_us: float = 4000.0
+    prologue_reuse: Callable[[GraphView, int], float | None] | None = None
 
     def fuse_is_profitable(self, intermediate_bytes: int, op_flops: float,
                            reuse: float) -> bool:

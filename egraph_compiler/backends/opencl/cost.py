@@ -45,9 +45,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from egraph_compiler.backends.opencl.depthwise import Depthwise
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.rows import RowSplit, chunking
+from egraph_compiler.fusion.profile_db import CostModel
+from egraph_compiler.fusion.view import GraphView
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,8 @@ class DeviceModel:
     depthwise_reuse_full: float = 4.0
     # what one more launch costs (split-K across groups, multi-group rows), µs
     launch_us: float = 5.0
+    # GFLOP/s of a fused prologue's re-evaluations (`fusion_cost`)
+    prologue_gflops: float = 1000.0
 
 
 DEVICES = {
@@ -76,12 +82,12 @@ DEVICES = {
                        items_per_unit=64, groups_per_unit=1,
                        efficiency={"direct": 0.25, "tiled": 0.04, "gemv": 0.02,
                                    "depthwise": 0.5, "row": 0.5},
-                       depthwise_reuse_full=6.0, launch_us=30.0),
+                       depthwise_reuse_full=6.0, launch_us=30.0, prologue_gflops=300.0),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
                        items_per_unit=1024, groups_per_unit=4,
                        efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6,
                                    "depthwise": 0.05, "row": 0.6},
-                       reuse_full=8.0, slice_cost=0.0, launch_us=4.0),
+                       reuse_full=8.0, slice_cost=0.0, launch_us=4.0, prologue_gflops=12_750.0),
 }
 
 TILES = (
@@ -248,3 +254,79 @@ def choose(candidates: list[Option], forced: str | None = None) -> Option:
     """The cheapest option (of variant ``forced`` when given and available)."""
     pool = [o for o in candidates if forced is None or o.variant == forced] or candidates
     return min(pool, key=lambda o: o.estimate_us)
+
+
+# -- what fusing a prologue costs (fusion's yellow cells, for this backend) --------------
+
+# the direct kernels' register blocks the reuse estimate assumes (`KernelParams` defaults)
+_DIRECT_CONV_CHANNELS, _DIRECT_CONV_WIDTH, _DIRECT_MATMUL_N = 16, 4, 4
+
+
+def fusion_cost(device: DeviceModel) -> CostModel:
+    """The fusion planner's cost model for ``device``: a launch and the intermediate's
+    round trip through memory against the prologue's work repeated as often as the
+    anchor's option re-evaluates it (`prologue_reuse`), at ``prologue_gflops``.
+
+    PoCL's rate is calibrated on this machine: a Relu re-evaluated 144 times per
+    element by the direct kernel of a 3×3 conv from 64 to 256 channels over 56×56 cost
+    less than its own launch (fused 218 ms, the pair 243 ms, minimum of 9), so re-
+    evaluations run at 150 GFLOP/s at least; the model takes twice that. The GPU's
+    is a quarter of its FP32 peak (the tiled kernel evaluates prologues in its load
+    phase, beside the global loads)."""
+    return CostModel(launch_us=device.launch_us,
+                     bytes_per_us=device.bandwidth_gbs * 1e3 * device.efficiency["row"],
+                     flops_per_us=device.prologue_gflops * 1e3,
+                     prologue_reuse=lambda view, anchor: prologue_reuse(device, view, anchor))
+
+
+def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float | None:
+    """How many times the option this model picks for ``anchor`` evaluates each element
+    of a prologue on its first input (None: not a conv or matmul anchor).
+
+    direct conv: once per tap and output-channel tile of a work-item; tiled: once per
+    tap and row tile of C (it stages the element in local memory); gemv: once;
+    depthwise: once per work-item whose window covers it; direct matmul: once per
+    column tile."""
+    node = view.nodes[anchor]
+    if node.op == "Conv":
+        x_shape, w_shape = view.shape(node.inputs[0]), view.shape(node.inputs[1])
+        out_shape = view.shape(node.outputs[0])
+        group = int(node.attr("group", 1))  # type: ignore[arg-type]
+        cout, cin_g, taps = out_shape[1], w_shape[1], int(np.prod(w_shape[2:]))
+        strides = tuple(node.attr("strides") or (1,) * (len(x_shape) - 2))  # type: ignore[arg-type]
+        depthwise = group > 1 and cin_g == 1
+        columns = out_shape[0] * int(np.prod(out_shape[2:]))
+        width = _DIRECT_CONV_WIDTH if not depthwise else 8
+        items = columns // max(1, min(width, out_shape[-1])) * \
+            _cdiv(cout, 1 if depthwise else _DIRECT_CONV_CHANNELS)
+        best = choose(options(device, cout // group, columns, cin_g * taps, group, items,
+                              not depthwise, "n" if columns == 1 else None,
+                              depthwise=depthwise and len(x_shape) == 4))
+        p = best.params
+        if isinstance(p, Tile):
+            return float(taps * _cdiv(cout // group, p.bm))
+        if isinstance(p, Gemv):
+            return 1.0
+        if isinstance(p, Depthwise):
+            side = max(1, round(taps ** 0.5))
+            stride = int(np.prod(strides))
+            window = ((p.rows - 1) * strides[0] + side) * ((p.width - 1) * strides[-1] + side)
+            return max(1.0, window / (p.rows * p.width * stride))
+        return float(taps * (1 if depthwise else _cdiv(cout // group, _DIRECT_CONV_CHANNELS)))
+    if node.op in ("MatMul", "Gemm"):
+        a_shape, out_shape = view.shape(node.inputs[0]), view.shape(node.outputs[0])
+        trans_a = node.op == "Gemm" and bool(node.attr("transA", 0))
+        m = 1 if len(a_shape) == 1 else (a_shape[-1] if trans_a else a_shape[-2])
+        k = a_shape[-1] if len(a_shape) == 1 or not trans_a else a_shape[-2]
+        n = out_shape[-1] if len(view.shape(node.inputs[1])) > 1 else 1
+        batch = int(np.prod(out_shape)) // max(m * n, 1)
+        items = batch * _cdiv(m, 4) * _cdiv(n, _DIRECT_MATMUL_N)
+        p = choose(options(device, m, n, k, batch, items, True,
+                           "m" if m == 1 else None)).params
+        if isinstance(p, Tile):
+            return float(_cdiv(n, p.bn))
+        if isinstance(p, Gemv):
+            return 1.0
+        return float(_cdiv(n, _DIRECT_MATMUL_N))
+    return None
+

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from egraph_compiler.backends.opencl.cost import DEVICES, fusion_cost
 from egraph_compiler.fusion import ProfileDb, plan_fusion
 from egraph_compiler.ir.graph import Graph
 from egraph_compiler.plan import ExecutionPlan, plan_memory
@@ -12,13 +13,16 @@ LAYOUT_POLICIES = ("pbqp", "local", "chain-dp", "per-tensor", "row-major")
 
 
 def execution_plan(graph: Graph, tables: object = None, profile_db: ProfileDb | None = None,
-                   fuse: bool = True, layouts: str = "pbqp") -> tuple[ExecutionPlan, Selection | None]:
+                   fuse: bool = True, layouts: str = "pbqp",
+                   device: str = "cpu") -> tuple[ExecutionPlan, Selection | None]:
     """``layouts``: "pbqp" (the `select` stage decides every intermediate's dimension
     order together), its baselines "local" / "chain-dp", "per-tensor" (fusion's SmartMem
-    rule alone) or "row-major"."""
+    rule alone) or "row-major"; ``device``: the device class (`cost.DEVICES`) whose
+    cost model decides which prologues pay to fuse (`cost.fusion_cost`)."""
     if layouts not in LAYOUT_POLICIES:
         raise ValueError(f"layouts must be one of {', '.join(LAYOUT_POLICIES)}, not {layouts!r}")
-    fusion_plan = plan_fusion(graph, tables, profile_db, fuse=fuse, layouts=layouts == "per-tensor")
+    fusion_plan = plan_fusion(graph, tables, profile_db, fuse=fuse, layouts=layouts == "per-tensor",
+                              cost=fusion_cost(DEVICES[device]))
     selection = None
     if layouts in ("pbqp", "local", "chain-dp"):
         fusion_plan, selection = select_layouts(fusion_plan, policy=layouts)
