@@ -141,6 +141,23 @@ def model_inputs(name: str, batch: int) -> dict[str, np.ndarray]:
     return {"x": rng.standard_normal((batch, 3, SIZE, SIZE)).astype(np.float32)}
 
 
+def _Exported(model: Any, name: str) -> Any:  # noqa: N802 - builds a torch module
+    """``model`` taking its inputs positionally, in `model_inputs` order, returning one
+    tensor (what the exporter traces)."""
+    import torch
+
+    class Exported(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = model
+
+        def forward(self, *args: Any) -> Any:
+            return _torch_call(self.inner, name, dict(zip(model_inputs(name, 1), args,
+                                                          strict=True)))
+
+    return Exported().eval()
+
+
 def _torch_call(model: Any, name: str, inputs: dict[str, Any]) -> Any:
     """The model's output as one tensor (transformers: the last hidden state)."""
     if name in TRANSFORMERS:
@@ -239,7 +256,8 @@ def prepare(out: Path, only: str | None) -> None:
             np.savez(target / "inputs.npz", **inputs)
             onnx_path = Path(tempfile.mkdtemp()) / "model.onnx"
             start = time.perf_counter()
-            torch.onnx.export(model, tuple(torch.from_numpy(v) for v in inputs.values()),
+            torch.onnx.export(_Exported(model, name),
+                              tuple(torch.from_numpy(v) for v in inputs.values()),
                               str(onnx_path), dynamo=False, opset_version=17,
                               input_names=list(inputs), output_names=["y"])
             graph = _static_graph(onnx_path)

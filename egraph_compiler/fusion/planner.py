@@ -157,7 +157,8 @@ class _Planner:
         anchor = shape.anchor
         reference = self.view.nodes[anchor if anchor is not None else max(block)].op
         fused = candidate
-        if candidate == anchor and self.prologue_of(block, candidate, shape):
+        if self.cost.prologue_reuse is not None and candidate == anchor and \
+                self.prologue_of(block, candidate, shape):
             fused = self.view.producer_index.get(via, candidate)  # the prologue's last op
         return profile_key(self.view.nodes[fused].op, reference, self.view.numel(via))
 

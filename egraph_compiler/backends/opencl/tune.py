@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from egraph_compiler.backends.opencl.build import build_artefact
+from egraph_compiler.backends.opencl.cost import DEVICES, fusion_cost
 from egraph_compiler.backends.opencl.kernel_search import record, search_model
 from egraph_compiler.backends.opencl.kernels import KernelParams
 from egraph_compiler.backends.opencl.planning import execution_plan
@@ -72,7 +73,9 @@ def tune(graph: Graph, db_path: str | Path, repeats: int = 5, tables: Any = None
     many measurements per search (``kernel_device``: the class whose defaults start it)."""
     path = Path(db_path)
     db = ProfileDb.load(path) if path.exists() else ProfileDb()
-    plan = plan_fusion(graph, tables, profile_db=None)
+    # the backend's own cost model: prologues into conv/matmul anchors are yellow too
+    plan = plan_fusion(graph, tables, profile_db=None,
+                       cost=fusion_cost(DEVICES[kernel_device]))
     graph = plan.graph
     entries = dict(db.entries)
     device_name = db.device

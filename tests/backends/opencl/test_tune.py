@@ -8,8 +8,9 @@ from pathlib import Path
 import onnx
 import pytest
 
+from egraph_compiler.backends.opencl.planning import execution_plan
 from egraph_compiler.cli import main
-from egraph_compiler.fusion import ProfileDb, plan_fusion
+from egraph_compiler.fusion import ProfileDb
 from egraph_compiler.fusion.profile_db import PROFILE_DB_VERSION
 from tests.backends.opencl.helpers import static_graph
 from tests.modelzoo import BLOCKS, random_inputs
@@ -35,20 +36,22 @@ def test_tune_times_every_yellow_case_and_compile_reads_the_db(
     data = json.loads(db_path.read_text())
     assert data["version"] == PROFILE_DB_VERSION and data["device"]
     model = BLOCKS["mha"]()
-    plan = plan_fusion(static_graph(model, random_inputs(model, 0, dims={"batch": 1, "seq": 5})))
+    # the backend's planning (its cost model prices prologues too), as compile plans
+    graph = static_graph(model, random_inputs(model, 0, dims={"batch": 1, "seq": 5}))
+    plan = execution_plan(graph)[0].fusion
     yellow = {d.key for d in plan.decisions if d.verdict == "profile"}
     assert yellow and yellow <= set(data["entries"]), (yellow, data["entries"])
     for entry in data["entries"].values():
         assert entry["fused_us"] > 0 and entry["separate_us"] > 0
     assert "entries" in capsys.readouterr().out
 
-    # a DB entry flips a yellow decision the cost model took (fuse -> keep apart)
-    fused_by_cost = next(d for d in plan.decisions if d.verdict == "profile"
-                         and d.reason.endswith("cost model says fuse"))
-    data["entries"] = {fused_by_cost.key: {"fused_us": 9.0, "separate_us": 1.0}}
+    # DB entries flip the yellow decisions the cost model took (fuse -> keep apart)
+    fused_by_cost = {d.key for d in plan.decisions if d.verdict == "profile"
+                     and d.reason.endswith("cost model says fuse")}
+    data["entries"] = {key: {"fused_us": 9.0, "separate_us": 1.0} for key in fused_by_cost}
     db_path.write_text(json.dumps(data))
-    flipped = plan_fusion(plan.graph, profile_db=ProfileDb.load(db_path))
-    verdicts = [d.reason for d in flipped.decisions if d.key == fused_by_cost.key]
+    flipped = execution_plan(graph, profile_db=ProfileDb.load(db_path))[0].fusion
+    verdicts = [d.reason for d in flipped.decisions if d.key in fused_by_cost]
     assert verdicts and all(r.endswith("profile db says not profitable") for r in verdicts)
     assert main(["compile", str(mha), "--target", "opencl", "-o", str(tmp_path / "tuned"),
                  "--profile-db", str(db_path), *BIND, "-q"]) == 0
