@@ -50,6 +50,7 @@ import numpy as np
 from egraph_compiler.backends.opencl.depthwise import Depthwise
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.rows import RowSplit, chunking
+from egraph_compiler.backends.opencl.window import Window
 from egraph_compiler.fusion.profile_db import CostModel
 from egraph_compiler.fusion.view import GraphView
 
@@ -75,18 +76,23 @@ class DeviceModel:
     launch_us: float = 5.0
     # GFLOP/s of a fused prologue's re-evaluations (`fusion_cost`)
     prologue_gflops: float = 1000.0
+    # window: multiply-adds per loaded element at which loads stop limiting; how much
+    # slower the direct kernel runs a conv of several taps than its FLOPs say
+    window_reuse_full: float = 3.0
+    direct_tap_penalty: float = 1.0
 
 
 DEVICES = {
     "cpu": DeviceModel("cpu", compute_units=2, peak_gflops=150.0, bandwidth_gbs=20.0,
                        items_per_unit=64, groups_per_unit=1,
                        efficiency={"direct": 0.25, "tiled": 0.04, "gemv": 0.02,
-                                   "depthwise": 0.5, "row": 0.5},
-                       depthwise_reuse_full=6.0, launch_us=30.0, prologue_gflops=300.0),
+                                   "depthwise": 0.5, "row": 0.5, "window": 0.5},
+                       depthwise_reuse_full=6.0, launch_us=30.0, prologue_gflops=300.0,
+                       direct_tap_penalty=25.0),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
                        items_per_unit=1024, groups_per_unit=4,
                        efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6,
-                                   "depthwise": 0.05, "row": 0.6},
+                                   "depthwise": 0.05, "row": 0.6, "window": 0.01},
                        reuse_full=8.0, slice_cost=0.0, launch_us=4.0, prologue_gflops=12_750.0),
 }
 
@@ -109,6 +115,8 @@ TILES = (
 )
 GEMVS = (Gemv(32, 8), Gemv(8, 32), Gemv(64, 4))
 ROW_SPLITS = (RowSplit(2), RowSplit(4), RowSplit(8), RowSplit(16), RowSplit(32), RowSplit(64))
+WINDOWS = (Window(16, 2, 4), Window(16, 4, 4), Window(16, 2, 8), Window(16, 1, 8),
+           Window(8, 4, 8), Window(8, 2, 4), Window(16, 1, 4))
 DEPTHWISES = (Depthwise(1, 4), Depthwise(1, 8), Depthwise(2, 4), Depthwise(2, 8),
               Depthwise(4, 4), Depthwise(4, 8), Depthwise(1, 16))
 
@@ -128,7 +136,7 @@ class Option:
     """One way to generate an anchor: ``variant`` with ``params``, and its estimate."""
 
     variant: str
-    params: Tile | Gemv | Direct | Depthwise | RowSplit | None
+    params: Tile | Gemv | Direct | Depthwise | RowSplit | Window | None
     estimate_us: float
 
     def describe(self) -> str:
@@ -143,6 +151,9 @@ class Option:
             return f"direct {self.params.a}x{self.params.b}"
         if isinstance(self.params, Depthwise):
             return f"depthwise {self.params.rows}x{self.params.width}"
+        if isinstance(self.params, Window):
+            p = self.params
+            return f"window {p.channels}x{p.rows}x{p.width}"
         if isinstance(self.params, RowSplit):
             return f"row-split {self.params.groups}"
         return self.variant
@@ -169,19 +180,25 @@ def _fill(units: int, slots: int) -> float:
 
 def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
             direct_items: int, tiled_ok: bool, gemv_side: str | None,
-            tiles: Sequence[Tile] = TILES, depthwise: bool = False) -> list[Option]:
+            tiles: Sequence[Tile] = TILES, depthwise: bool = False,
+            window_taps: int = 0) -> list[Option]:
     """Every option for ``C[batch][m][n] = A·B`` over ``k``, priced for ``device``.
 
     ``direct_items``: work-items of the direct kernel; ``tiled_ok``: the tiled GEMM
     applies (not depthwise); ``gemv_side``: "m" or "n" when that side is one row;
     ``tiles``: the tiled GEMM's parameters to price (`dnnr tune` passes a larger space);
     ``depthwise``: a 2-D depthwise conv (``batch`` = channels, ``k`` = taps), which
-    the specialised kernel of `depthwise.py` applies to."""
+    the specialised kernel of `depthwise.py` applies to; ``window_taps``: the taps of a
+    dense 2-D conv with constant weights (``m`` = output channels, ``k`` = Cin·taps),
+    which `window.py` applies to (0: not one)."""
     eff, peak = device.efficiency, device.peak_gflops * 1e3  # FLOP per µs
     flops = 2.0 * batch * m * n * k
-    result = [Option("direct", None, flops / (peak * eff["direct"] *
-                                               _fill(direct_items, device.compute_units *
-                                                     device.items_per_unit)))]
+    # the direct kernel redoes a window position's arithmetic and padding checks per
+    # input channel, tap and column: on PoCL 3×3 and 7×7 convs ran 25-35× slower than
+    # the window kernel (1×1 convs, with no padding, do not pay it)
+    taps_penalty = device.direct_tap_penalty if window_taps > 1 else 1.0
+    result = [Option("direct", None, flops * taps_penalty / (
+        peak * eff["direct"] * _fill(direct_items, device.compute_units * device.items_per_unit)))]
     if tiled_ok:
         slots = device.compute_units * device.groups_per_unit
         for tile in tiles:
@@ -218,6 +235,20 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                          device.compute_units * device.items_per_unit)
             result.append(Option("gemv", shape, bytes_moved /
                                  (device.bandwidth_gbs * 1e3 * eff["gemv"] * fill)))
+    if window_taps and batch == 1:
+        # like depthwise: multiply-adds per loaded element (per input channel, the
+        # window against rows·width·taps vector multiply-adds), a square kernel assumed
+        side = max(1, round(window_taps ** 0.5))
+        for shape in WINDOWS:
+            items = _cdiv(m, shape.channels) * _cdiv(n, shape.rows * shape.width)
+            window_size = (shape.rows + side - 1) * (shape.width + side - 1)
+            reuse = min(1.0, shape.rows * shape.width * side * side / window_size /
+                        device.window_reuse_full)
+            lanes = min(1.0, shape.channels / 16)  # vector multiply-adds per weight load
+            padded = flops * _cdiv(m, shape.channels) * shape.channels / m
+            fill = _fill(items, device.compute_units * device.items_per_unit)
+            result.append(Option("window", shape, padded / (peak * eff["window"] * reuse *
+                                                            (0.5 + 0.5 * lanes) * fill)))
     if depthwise:
         # a work-item's block reuses each loaded window element for
         # rows·width·taps / window multiply-adds (a square kernel, stride 1 assumed)
@@ -299,10 +330,18 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
         width = _DIRECT_CONV_WIDTH if not depthwise else 8
         items = columns // max(1, min(width, out_shape[-1])) * \
             _cdiv(cout, 1 if depthwise else _DIRECT_CONV_CHANNELS)
+        window_taps = taps if group == 1 and len(x_shape) == 4 and \
+            node.inputs[1] in view.constants else 0
         best = choose(options(device, cout // group, columns, cin_g * taps, group, items,
                               not depthwise, "n" if columns == 1 else None,
-                              depthwise=depthwise and len(x_shape) == 4))
+                              depthwise=depthwise and len(x_shape) == 4,
+                              window_taps=window_taps))
         p = best.params
+        if isinstance(p, Window):  # once per channel tile and window covering it
+            side = max(1, round(taps ** 0.5))
+            window = ((p.rows - 1) * strides[0] + side) * ((p.width - 1) * strides[-1] + side)
+            return _cdiv(cout, p.channels) * max(1.0, window / (p.rows * p.width *
+                                                               int(np.prod(strides))))
         if isinstance(p, Tile):
             return float(taps * _cdiv(cout // group, p.bm))
         if isinstance(p, Gemv):

@@ -56,6 +56,7 @@ from egraph_compiler.backends.opencl import cost, gemm, images
 from egraph_compiler.backends.opencl import depthwise as dw
 from egraph_compiler.backends.opencl import rows as row_split
 from egraph_compiler.backends.opencl import spelling as sp
+from egraph_compiler.backends.opencl import window as win
 from egraph_compiler.backends.opencl.emit import Scope, ValueEmitter, ctype
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.fusion import index as ix
@@ -105,6 +106,7 @@ class KernelParams:
     anchor_tile: Tile | None = None
     anchor_gemv: Gemv | None = None
     anchor_depthwise: dw.Depthwise | None = None
+    anchor_window: win.Window | None = None
     # row kernels: force ``row-split`` with these groups (tests), else `cost.row_options`
     row_split: row_split.RowSplit | None = None
     # `dnnr tune`'s choices: (shape class `cost.shape_key`, option), used where a
@@ -331,14 +333,17 @@ class _Gen:
 
     # -- anchor options -----------------------------------------------------------------
     def pick(self, sizes: dict[str, int], direct_items: int, tiled_ok: bool,
-             gemv_side: str | None, depthwise_ok: bool = False) -> cost.Option:
+             gemv_side: str | None, depthwise_ok: bool = False,
+             window_taps: int = 0) -> cost.Option:
         """The anchor's option: forced by `KernelParams`, else the cost model's choice."""
         p = self.params
         candidates = cost.options(cost.DEVICES[p.device], sizes["m"], sizes["n"], sizes["k"],
                                   sizes["batch"], direct_items, tiled_ok, gemv_side,
-                                  depthwise=depthwise_ok)
+                                  depthwise=depthwise_ok, window_taps=window_taps)
         if p.anchor_variant == "depthwise" and p.anchor_depthwise is not None and depthwise_ok:
             option = cost.Option("depthwise", p.anchor_depthwise, 0.0)
+        elif p.anchor_variant == "window" and p.anchor_window is not None and window_taps:
+            option = cost.Option("window", p.anchor_window, 0.0)
         elif p.anchor_variant == "tiled" and p.anchor_tile is not None and tiled_ok:
             if not p.anchor_tile.valid():
                 raise ModelError(f"block {self.block.id}: tile {p.anchor_tile} does not map its "
@@ -351,7 +356,8 @@ class _Gen:
         self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
         tuned = dict(p.tuned).get(self.shape_key)
         if tuned is not None and p.anchor_variant is None and \
-                (tuned.variant != "depthwise" or depthwise_ok):
+                (tuned.variant != "depthwise" or depthwise_ok) and \
+                (tuned.variant != "window" or window_taps > 0):
             option = tuned
             if isinstance(option.params, cost.Direct):  # this block's generator only
                 a, b = option.params.a, option.params.b
@@ -382,9 +388,16 @@ class _Gen:
         direct_items = geo.columns // max(1, min(tw, geo.out_shape[-1])) * \
             _cdiv(geo.out_shape[1], 1 if depthwise else self.params.conv_tile_channels)
         option = self.pick(sizes, direct_items, not depthwise,
-                           "n" if geo.columns == 1 else None, depthwise_ok=dw.applies(geo))
+                           "n" if geo.columns == 1 else None, depthwise_ok=dw.applies(geo),
+                           window_taps=geo.taps if win.applies(geo) and self.single_use(
+                               self.anchor().inputs[1]) and self.anchor().inputs[1] in
+                           self.view.constants else 0)
         if option.variant == "depthwise":
             return dw.depthwise(self, geo, option.params)  # type: ignore[arg-type]
+        if option.variant == "window":
+            kernel = win.window(self, geo, option.params)  # type: ignore[arg-type]
+            if kernel is not None:
+                return kernel
         if option.variant == "tiled":
             problem, _ = gemm.conv_problem(self, geo)
             return gemm.tiled_or_split(self, problem, option.params)  # type: ignore[arg-type]
