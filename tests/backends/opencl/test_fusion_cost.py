@@ -37,19 +37,20 @@ def _blocks(model: onnx.ModelProto, device: str, db: ProfileDb | None = None
 
 
 def test_a_prologue_the_direct_conv_re_evaluates_often_stays_apart_on_the_cpu() -> None:
-    """Relu → 3×3 conv to 1024 channels over 64×28×28: PoCL's direct kernel evaluates
-    each Relu output once per tap and 16-channel tile (576 times), which costs more than
-    a launch and a round trip; the GPU's tiled GEMM stages it once per tap and row tile,
-    cheaper than the launch — fused there."""
-    model = _relu_conv(64, 28, 1024)
+    """Relu → 3×3 conv to 4096 channels over 64×28×28: PoCL's window kernel evaluates
+    each Relu output once per 16-channel tile and window covering it (768 times), which
+    costs more than a launch and a round trip; the GPU's tiled GEMM stages it once per
+    tap and row tile, cheaper than the launch — fused there."""
+    model = _relu_conv(64, 28, 4096)
     blocks, reasons = _blocks(model, "cpu")
     assert blocks == [("Relu",), ("Conv",)], blocks
     assert any("cost model says not profitable" in r for r in reasons), reasons
     blocks, reasons = _blocks(model, "gpu")
     assert blocks == [("Relu", "Conv")], blocks
     assert any("cost model says fuse" in r for r in reasons), reasons
-    assert cost.prologue_reuse(cost.DEVICES["cpu"], *_anchor(model)) == 9.0 * 1024 / 16
-    assert cost.prologue_reuse(cost.DEVICES["gpu"], *_anchor(model)) == 9.0 * -(-1024 // _bm())
+    # a 2 × 4 block of 16 channels: a 4 × 6 window per 8 outputs
+    assert cost.prologue_reuse(cost.DEVICES["cpu"], *_anchor(model)) == 4096 / 16 * 24 / 8
+    assert cost.prologue_reuse(cost.DEVICES["gpu"], *_anchor(model)) == 9.0 * -(-4096 // _bm())
 
 
 def _anchor(model: onnx.ModelProto):  # noqa: ANN202 - (GraphView, node index)
@@ -62,8 +63,8 @@ def _anchor(model: onnx.ModelProto):  # noqa: ANN202 - (GraphView, node index)
 
 
 def _bm() -> int:
-    option = cost.choose(cost.options(cost.DEVICES["gpu"], 1024, 28 * 28, 64 * 9, 1,
-                                      28 * 28 // 4 * 64, True, None))
+    option = cost.choose(cost.options(cost.DEVICES["gpu"], 4096, 28 * 28, 64 * 9, 1,
+                                      28 * 28 // 4 * 256, True, None))
     return option.params.bm  # type: ignore[union-attr]
 
 
