@@ -48,6 +48,8 @@ from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.kernels import KernelParams
 from egraph_compiler.backends.opencl.planning import execution_plan
 from egraph_compiler.backends.opencl.runtime import CompiledModel
+from egraph_compiler.backends.opencl.window import Window
+from egraph_compiler.backends.opencl.window import valid as window_valid
 from egraph_compiler.fusion import ProfileDb
 from egraph_compiler.ir.errors import DnnrError
 from egraph_compiler.ir.graph import Graph, Node, Value
@@ -83,7 +85,8 @@ def direct_space(op: str, depthwise: bool) -> tuple[cost.Direct, ...]:
 def features(option: cost.Option) -> np.ndarray:
     """An option's knobs as a point (log2 of sizes; one column per variant)."""
     p = option.params
-    v = [float(option.variant == name) * 4.0 for name in ("direct", "tiled", "gemv", "depthwise")]
+    v = [float(option.variant == name) * 4.0
+         for name in ("direct", "tiled", "gemv", "depthwise", "window")]
     if isinstance(p, Tile):
         knobs = [p.bm, p.bn, p.bk, p.tm, p.tn, 2 if p.contiguous else 1, p.slices]
     elif isinstance(p, Gemv):
@@ -92,9 +95,11 @@ def features(option: cost.Option) -> np.ndarray:
         knobs = [1, 1, 1, 1, 1, 1, 1, 1, 1, p.a, p.b]
     elif isinstance(p, Depthwise):
         knobs = [1] * 11 + [p.rows, p.width]
+    elif isinstance(p, Window):
+        knobs = [1] * 13 + [p.channels, p.rows, p.width]
     else:
         knobs = []
-    knobs = (knobs + [1] * 13)[:13]
+    knobs = (knobs + [1] * 16)[:16]
     return np.array(v + [math.log2(k) for k in knobs])
 
 
@@ -380,6 +385,8 @@ def option_to_json(option: cost.Option) -> dict[str, object]:
         return {"variant": "direct", "a": p.a, "b": p.b}
     if isinstance(p, Depthwise):
         return {"variant": "depthwise", "rows": p.rows, "width": p.width}
+    if isinstance(p, Window):
+        return {"variant": "window", "channels": p.channels, "rows": p.rows, "width": p.width}
     return {"variant": option.variant}
 
 
@@ -398,10 +405,15 @@ def option_from_json(data: dict[str, Any], where: str) -> cost.Option:
             return cost.Option("direct", cost.Direct(int(data["a"]), int(data["b"])), 0.0)
         if variant == "depthwise":
             return cost.Option("depthwise", Depthwise(int(data["rows"]), int(data["width"])), 0.0)
+        if variant == "window":
+            shape = Window(int(data["channels"]), int(data["rows"]), int(data["width"]))
+            if not window_valid(shape):
+                raise DnnrError(f"{where}: window {shape} is not a vector of channels")
+            return cost.Option("window", shape, 0.0)
     except (KeyError, TypeError, ValueError) as error:
         raise DnnrError(f"{where}: bad kernel option {data}: {error}") from None
     raise DnnrError(f"{where}: unknown kernel variant {data.get('variant')!r} "
-                    f"(direct, tiled, gemv or depthwise)")
+                    f"(direct, tiled, gemv, depthwise or window)")
 
 
 def record(db: ProfileDb, device_name: str, results: list[SearchResult]) -> ProfileDb:

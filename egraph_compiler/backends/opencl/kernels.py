@@ -5,8 +5,12 @@
 Conv and MatMul/Gemm anchors have several kernel *options* (`cost.options` lists them
 as data, `cost.choose` picks one per shape for the device class in
 `KernelParams.device`): ``direct`` (the two kernels below), ``tiled`` (a work-group-
-tiled GEMM in local memory, implicit GEMM for convs), ``gemv`` (`gemm.py`) and, for 2-D
-depthwise convs, ``depthwise`` (a register window per work-item, `depthwise.py`).
+tiled GEMM in local memory, implicit GEMM for convs; split-K in or across work-groups),
+``gemv`` (`gemm.py`), for 2-D depthwise convs ``depthwise`` (`depthwise.py`) and for
+dense 2-D convs ``window`` (`window.py`), both a register window per work-item. Row
+kernels (reduce, rownorm) run one work-group per row or, for few long rows, several
+(``row-split``, `rows.py`). A block's kernel may take two launches through a scratch
+buffer (`Kernel.then`, `Kernel.scratch`).
 
 - ``conv``: Conv (grouped, depthwise, 1-3 spatial dims) tiled TC output channels ×
   TW output columns per work-item, prologue fused into the operand loads. Constant
