@@ -268,12 +268,15 @@ def anchors(graph: Graph, params: KernelParams, work: Path, tables: Any = None) 
         if not launches or launches[0]["shape_key"] in found:
             continue
         key = launches[0]["shape_key"]
-        found[key] = Anchor(key, single, *_space(key, node.op, params, tiles))
+        w_shape = graph.types[node.inputs[1]].shape if node.op == "Conv" else None
+        window_taps = int(np.prod(w_shape[2:])) if w_shape is not None and len(w_shape) == 4 \
+            and int(node.attr("group", 1)) == 1 and node.inputs[1] in graph.constants else 0
+        found[key] = Anchor(key, single, *_space(key, node.op, params, tiles, window_taps))
     return list(found.values())
 
 
-def _space(key: str, op: str, params: KernelParams, tiles: tuple[Tile, ...]
-           ) -> tuple[cost.Option, tuple[cost.Option, ...]]:
+def _space(key: str, op: str, params: KernelParams, tiles: tuple[Tile, ...],
+           window_taps: int = 0) -> tuple[cost.Option, tuple[cost.Option, ...]]:
     """The default option and the whole space of one shape class, priced by the model."""
     words = key.split()
     sizes = {name: int(w[1:]) for w in words[1:5] for name in ("m", "n", "k", "b")
@@ -286,9 +289,11 @@ def _space(key: str, op: str, params: KernelParams, tiles: tuple[Tile, ...]
     # direct one: measuring such an option measures the direct kernel, and the
     # generator never applies a stored depthwise option to it
     priced = cost.options(device, sizes["m"], sizes["n"], sizes["k"], sizes["b"],
-                          direct_items, tiled_ok, side, tiles, depthwise=not tiled_ok)
+                          direct_items, tiled_ok, side, tiles, depthwise=not tiled_ok,
+                          window_taps=window_taps)
     default = cost.choose(cost.options(device, sizes["m"], sizes["n"], sizes["k"], sizes["b"],
-                                       direct_items, tiled_ok, side, depthwise=not tiled_ok))
+                                       direct_items, tiled_ok, side, depthwise=not tiled_ok,
+                                       window_taps=window_taps))
     direct = priced[0]
     space = [cost.Option("direct", d, direct.estimate_us) for d in direct_space(op, not tiled_ok)]
     if default.variant == "direct":  # the default: the register block KernelParams gives
