@@ -449,12 +449,16 @@ def _sweep(target: Path, pool: Path, device: str, feeds: dict[str, np.ndarray], 
             compiled = CompiledModel(_unpool_weights(source, pool, Path(tmp) / label), device)
             compiled.run(feeds)
             seconds = compiled.time_launches(max(3, repeats // 3))
-            for k, (s, launch) in enumerate(zip(seconds, compiled.plan["launches"], strict=True)):
-                if blocks[str(launch["block"])]["flops"]:
+            # by block: a block may take two launches (split-K across groups), whose
+            # times add up
+            for s, launch in zip(seconds, compiled.plan["launches"], strict=True):
+                k = int(launch["block"])
+                if blocks[str(k)]["flops"]:
                     key = "model: " + launch["variant"] if label == "fused" else label
-                    table.setdefault(k, {})[key] = s * 1e3
+                    row = table.setdefault(k, {})
+                    row[key] = row.get(key, 0.0) + s * 1e3
                     names[k] = "+".join(launch["ops"])
-                    flops[k] = blocks[str(launch["block"])]["flops"]
+                    flops[k] = blocks[str(k)]["flops"]
             del compiled
     print(f"\nsweep {target.name}: per conv/matmul, the cost model's option vs the fastest "
           "(ms, % of FP32 peak)")
