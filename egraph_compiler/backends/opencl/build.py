@@ -73,7 +73,8 @@ def build_artefact(plan: ExecutionPlan, out_dir: str | Path,
             scratch_tensors[scratch] = {"kind": "scratch", "dtype": "float32",
                                         "shape": [first.scratch], "nbytes": 4 * first.scratch}
         for step, kernel in enumerate(first.chain()):
-            source, sizes = hoist_sizes(kernel.source, len(kernel.args))
+            source, sizes = hoist_sizes(kernel.source, len(kernel.args)) if params.hoist_sizes \
+                else (kernel.source, ())
             name = "k_" + hashlib.sha1(source.encode()).hexdigest()[:12]
             sources.setdefault(name, source.replace("KNAME", name))
             derived.update(kernel.constants)
