@@ -43,7 +43,7 @@ def compile_graph(graph: Graph, out_dir: str | Path, fuse: bool = True, tables: 
                   params: KernelParams | None = None) -> Artefact:
     """``layouts``: see `planning.execution_plan` (default: the `select` stage's PBQP);
     ``params``: kernel sizes and the device class anchors are chosen for."""
-    plan, selection = execution_plan(graph, tables, profile_db, fuse, layouts)
+    plan, selection = execution_plan(graph, tables, profile_db, fuse, layouts, params)
     return build(plan, out_dir, params, selection=selection)
 
 

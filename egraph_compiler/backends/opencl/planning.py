@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from egraph_compiler.backends.opencl.kernels import KernelParams
+from egraph_compiler.backends.opencl.pricing import pricing
 from egraph_compiler.fusion import ProfileDb, plan_fusion
 from egraph_compiler.ir.graph import Graph
 from egraph_compiler.plan import ExecutionPlan, plan_memory
@@ -12,14 +14,19 @@ LAYOUT_POLICIES = ("pbqp", "local", "chain-dp", "per-tensor", "row-major")
 
 
 def execution_plan(graph: Graph, tables: object = None, profile_db: ProfileDb | None = None,
-                   fuse: bool = True, layouts: str = "pbqp") -> tuple[ExecutionPlan, Selection | None]:
-    """``layouts``: "pbqp" (the `select` stage decides every intermediate's dimension
-    order together), its baselines "local" / "chain-dp", "per-tensor" (fusion's SmartMem
-    rule alone) or "row-major"."""
+                   fuse: bool = True, layouts: str = "pbqp", params: KernelParams | None = None
+                   ) -> tuple[ExecutionPlan, Selection | None]:
+    """``layouts``: "pbqp" (the `select` stage decides every anchor's kernel variant and
+    every intermediate's dimension order together, inserting conversion kernels where a
+    consumer cannot read the chosen order), its baselines "local" / "chain-dp",
+    "per-tensor" (fusion's SmartMem rule alone) or "row-major" (the last two leave each
+    anchor's variant to the cost model at code generation). ``params``: the device class
+    and tuning database the options are priced with — pass the same to `build`."""
     if layouts not in LAYOUT_POLICIES:
         raise ValueError(f"layouts must be one of {', '.join(LAYOUT_POLICIES)}, not {layouts!r}")
     fusion_plan = plan_fusion(graph, tables, profile_db, fuse=fuse, layouts=layouts == "per-tensor")
     selection = None
     if layouts in ("pbqp", "local", "chain-dp"):
-        fusion_plan, selection = select_layouts(fusion_plan, policy=layouts)
+        fusion_plan, selection = select_layouts(fusion_plan, policy=layouts,
+                                                pricing=pricing(fusion_plan, params or KernelParams()))
     return plan_memory(fusion_plan), selection
