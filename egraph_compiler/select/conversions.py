@@ -95,20 +95,26 @@ def insert_conversions(plan: FusionPlan, conversions: Sequence[Conversion]
             new_nodes[index[k]] = replace(n, inputs=tuple(rename.get(v, v) for v in n.inputs))
     graph = replace(graph, nodes=tuple(new_nodes), types=types)
     view = GraphView(graph)
-    new_blocks = []
-    for b in plan.blocks:
-        moved = tuple(index[k] for k in b.nodes)
-        if b.id in renames:
-            rename = renames[b.id]
-            b = replace(b, inputs=tuple(rename.get(v, v) for v in b.inputs))
-        new_blocks.append(replace(b, nodes=moved))
+    converted: dict[str, list[Block]] = {}  # value -> its conversion blocks
     next_id = max(blocks) + 1
     for k in inserted:
         shape = analyse(view, frozenset({k}))
         if isinstance(shape, str):
             raise ModelError(f"internal error: conversion node {new_nodes[k].name} cannot be "
                              f"generated: {shape}")
-        new_blocks.append(Block(next_id, (k,), (CONVERSION_OP,), "one_to_one", shape.kind,
-                                shape.anchor, shape.inputs, shape.outputs, shape.iteration_shape))
+        converted.setdefault(new_nodes[k].inputs[0], []).append(
+            Block(next_id, (k,), (CONVERSION_OP,), "one_to_one", shape.kind, shape.anchor,
+                  shape.inputs, shape.outputs, shape.iteration_shape))
         next_id += 1
+    # the block list is a topological order (`plan` schedules from it): each conversion
+    # goes right after the block that produces its tensor
+    new_blocks: list[Block] = []
+    for b in plan.blocks:
+        moved = tuple(index[k] for k in b.nodes)
+        if b.id in renames:
+            rename = renames[b.id]
+            b = replace(b, inputs=tuple(rename.get(v, v) for v in b.inputs))
+        new_blocks.append(replace(b, nodes=moved))
+        for value in b.outputs:
+            new_blocks += converted.get(value, [])
     return replace(plan, graph=graph, blocks=tuple(new_blocks)), named
