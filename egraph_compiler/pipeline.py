@@ -350,7 +350,7 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
         if db is not None:  # `dnnr tune`'s kernel choices for this device
             params = dataclasses.replace(params, tuned=tuned_options(db, tuned_device))
         artefact = opencl.compile_graph(graph, out, tables=result.rules, profile_db=db,
-                                        params=params)
+                                        params=params, symbolic=_declared_symbols(result.graph))
         _dump_backend_stages(result.dumps, graph, result.rules, db)
     else:
         if profile_db is not None:

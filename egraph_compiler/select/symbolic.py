@@ -17,10 +17,13 @@ still the PBQP's.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from egraph_compiler.ir.dims import Dim, dim_str
+from egraph_compiler.ir.dims import Dim, DimExpr, dim_str
+from egraph_compiler.ir.graph import Graph
 from egraph_compiler.shapes.prover import prove_le
 
 
@@ -64,8 +67,11 @@ class SymbolicNode:
 
     node: str
     costs: tuple[Dim, ...] = ()
-    cost_at: Callable[[dict[str, int]], Sequence[float]] | None = None
+    cost_at: Callable[[dict[str, int]], Any] | None = None
     symbols: tuple[str, ...] = ()  # what ``cost_at`` depends on
+    # ``cost_at`` returns {option label: cost} of options of its own (an anchor's kernel
+    # variants, which differ per shape), not costs of the PBQP node's options
+    labelled: bool = False
 
 
 MAX_POINTS = 4096  # assignments enumerated for a `cost_at` node; more: undecided
@@ -78,9 +84,7 @@ def enumerated_dominance(node: str, options: Sequence[str],
     every assignment within ``ranges`` (exact over the integers); past ``MAX_POINTS``
     assignments nothing is proved and every option stays a candidate."""
     names = sorted(ranges)
-    points = 1
-    for s in names:
-        points *= ranges[s][1] - ranges[s][0] + 1
+    points = _points(ranges)
     span = ", ".join(f"{s} in [{lo}, {hi}]" for s, (lo, hi) in sorted(ranges.items()))
     k = len(options)
     if points > MAX_POINTS:
@@ -106,6 +110,32 @@ def enumerated_dominance(node: str, options: Sequence[str],
                      f"multi-version candidate over {names_text}")
 
 
+def _points(ranges: Mapping[str, tuple[int, int]]) -> int:
+    count = 1
+    for low, high in ranges.values():
+        count *= high - low + 1
+    return count
+
+
+def _labelled_dominance(s: SymbolicNode, ranges: Mapping[str, tuple[int, int]]) -> Dominance:
+    """`enumerated_dominance` over the union of the labels ``s.cost_at`` returns (an option
+    missing at some assignment costs ∞ there)."""
+    assert s.cost_at is not None
+    if _points(ranges) > MAX_POINTS:  # the labels at one corner, all left undecided
+        corner = s.cost_at({n: lo for n, (lo, _) in ranges.items()})
+        return enumerated_dominance(s.node, list(corner), lambda _: [], ranges)
+    names = sorted(ranges)
+    table = {values: s.cost_at(dict(zip(names, values, strict=True)))
+             for values in itertools.product(*(range(lo, hi + 1) for lo, hi in
+                                               (ranges[n] for n in names)))}
+    labels: list[str] = []
+    for costs in table.values():
+        labels += [label for label in costs if label not in labels]
+    return enumerated_dominance(
+        s.node, labels, lambda env: [table[tuple(env[n] for n in names)].get(label, math.inf)
+                                     for label in labels], ranges)
+
+
 def analyse(problem_nodes: Mapping[str, Sequence[str]], symbolic: Sequence[SymbolicNode],
             ranges: Mapping[str, tuple[int, int]]) -> tuple[Dominance, ...]:
     """The verdict of every symbolic node (``problem_nodes``: node -> option labels)."""
@@ -119,6 +149,18 @@ def analyse(problem_nodes: Mapping[str, Sequence[str]], symbolic: Sequence[Symbo
             if any(set(getattr(c, "symbols", lambda: set())()) - set(ranges) for c in s.costs):
                 continue  # a cost over a dim without a declared range: nothing to compare over
             result.append(dominance(s.node, options, s.costs, used))
+        elif s.cost_at is not None and s.labelled:
+            result.append(_labelled_dominance(s, used))
         elif s.cost_at is not None:
             result.append(enumerated_dominance(s.node, options, s.cost_at, used))
     return tuple(result)
+
+
+def binding(static: Graph, symbolic: Graph) -> dict[str, int]:
+    """The symbol values ``static`` was bound with (read off the graphs' input dims)."""
+    env: dict[str, int] = {}
+    for s_value, b_value in zip(symbolic.inputs, static.inputs, strict=False):
+        for dim, bound in zip(s_value.type.shape or (), b_value.type.shape or (), strict=False):
+            if isinstance(dim, DimExpr) and isinstance(bound, int) and str(dim) in dim.symbols():
+                env[str(dim)] = bound
+    return env

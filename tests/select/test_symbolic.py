@@ -84,3 +84,45 @@ def test_hexagon_report_lists_multi_version_candidates(tmp_path, low: int, high:
         else:
             assert all(verdict["best"] in w for w in winners)
     assert any(v["multi_version"] for v in verdicts) == (low == 1)
+
+
+def _matmul_model(path) -> None:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((256, 64)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["seq", 256])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["seq", 64])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
+@pytest.mark.parametrize("low, high", [(1, 64), (2, 64)])
+def test_opencl_report_lists_multi_version_candidates(tmp_path, low: int, high: int) -> None:
+    """`dnnr compile --target opencl --dim seq=LOW..HIGH` for the GPU cost model: a
+    [seq, 256] × [256, 64] MatMul's implementations are compared at every seq of the
+    range; at seq = 1 the GEMV wins, so only a range that includes 1 needs two versions.
+    The verdict agrees with `cost.options` evaluated directly at each seq."""
+    import json
+
+    from egraph_compiler import pipeline
+    from egraph_compiler.backends.opencl import KernelParams, cost
+
+    _matmul_model(tmp_path / "mm.onnx")
+    result = pipeline.compile_model(tmp_path / "mm.onnx", target="opencl", dims={"seq": (low, high)})
+    pipeline.write_artefact(result, "opencl", tmp_path / "out", bindings={"seq": 8}, kernel_device="gpu")
+    (verdict,) = json.loads((tmp_path / "out" / "report.json").read_text())["select"]["multi_version"]
+    params = KernelParams.for_device("gpu")
+    winners = []
+    for seq in range(low, high + 1):
+        items = -(-seq // params.matmul_tile_m) * -(-64 // params.matmul_tile_n)
+        options = cost.options(cost.DEVICES["gpu"], seq, 64, 256, 1, items, True, "m" if seq == 1 else None)
+        winners.append(min(options, key=lambda o: o.estimate_us).describe())
+    assert verdict["multi_version"] == (len(set(winners)) > 1) == (low == 1)
+    if verdict["multi_version"]:
+        assert set(winners) <= set(verdict["candidates"]) and "multi-version candidate" in verdict["reason"]
+    else:
+        assert {verdict["best"]} == set(winners)

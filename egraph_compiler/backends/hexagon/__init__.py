@@ -48,7 +48,13 @@ from egraph_compiler.backends.hexagon.kernels import (
 )
 from egraph_compiler.backends.hexagon.lower import IntOp, Lowered, lower_qdq
 from egraph_compiler.backends.hexagon.program import Program, Step, build_program
-from egraph_compiler.backends.hexagon.select import Choice, Option, choose, gemm_options, symbolic_gemms
+from egraph_compiler.backends.hexagon.select import (
+    Choice,
+    Option,
+    choose,
+    gemm_options,
+    symbolic_gemms,
+)
 from egraph_compiler.ir.errors import DnnrError
 from egraph_compiler.ir.graph import Graph
 from egraph_compiler.select import Selection

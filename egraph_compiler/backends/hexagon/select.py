@@ -35,7 +35,7 @@ from egraph_compiler.backends.hexagon.kernels import K_STEP, PANEL_ROWS, ceil_to
 from egraph_compiler.ir.dims import Dim, DimExpr
 from egraph_compiler.ir.graph import Graph
 from egraph_compiler.select import Problem, Selection, edge, node, solve
-from egraph_compiler.select.symbolic import Dominance, SymbolicNode, dominance
+from egraph_compiler.select.symbolic import Dominance, SymbolicNode, binding, dominance
 
 REQUANT_CYCLES = 4  # per output element: 64-bit multiply, round, shift, clamp, store
 
@@ -191,17 +191,6 @@ def _cost(cycles: int | float) -> float:
     return float("inf") if cycles >= INFEASIBLE else float(cycles)
 
 
-def _binding(static: Graph, symbolic: Graph) -> dict[str, int]:
-    """The symbol values the static graph was bound with (from the inputs' dims)."""
-    env: dict[str, int] = {}
-    for s_value, b_value in zip(symbolic.inputs, static.inputs, strict=False):
-        for dim, bound in zip(s_value.type.shape or (), b_value.type.shape or (), strict=False):
-            if isinstance(dim, DimExpr) and isinstance(bound, int) and len(dim.symbols()) == 1 \
-                    and str(dim) in dim.symbols():
-                env[str(dim)] = bound
-    return env
-
-
 def _symbolic_rows(shape: tuple[Dim, ...], rows: int, env: dict[str, int]) -> Dim | None:
     """The GEMM row count as a Dim of the symbolic output ``shape`` (N·H·W of an NCHW conv
     output, or every dim but the last of a matmul's), checked against the static count."""
@@ -225,7 +214,7 @@ def symbolic_gemms(ops: Sequence[tuple[str, list[Option]]], rows: Mapping[str, t
     ``symbolic`` (the graph before binding, its node of the same name): its options' own
     cycles and packing from NHWC as Dims of the same cost functions (`gemm_cycles`,
     `pack_cycles`), for Z3 to compare over the declared ranges."""
-    env = _binding(static, symbolic)
+    env = binding(static, symbolic)
     shapes = {out: symbolic.types[out].shape for n in symbolic.nodes for out in n.outputs[:1]
               if out in symbolic.types}
     outputs = {n.name: n.outputs[0] for n in symbolic.nodes if n.outputs}

@@ -17,9 +17,13 @@ from __future__ import annotations
 
 from egraph_compiler.backends.opencl import cost
 from egraph_compiler.backends.opencl.kernels import KernelParams, anchor_options
-from egraph_compiler.fusion import FusionPlan
+from egraph_compiler.fusion import Block, FusionPlan
+from egraph_compiler.fusion.structure import analyse
 from egraph_compiler.fusion.view import GraphView
+from egraph_compiler.ir.dims import DimExpr
+from egraph_compiler.ir.graph import Graph, Node, TensorType, Value
 from egraph_compiler.select.layouts import Pricing
+from egraph_compiler.select.symbolic import SymbolicNode, binding
 
 SECTOR_BYTES = 32
 LAUNCH_US = {"cpu": 8.0, "gpu": 5.0}
@@ -36,3 +40,60 @@ def pricing(plan: FusionPlan, params: KernelParams) -> Pricing:
             implementations[block.id] = [(o.describe(), o.estimate_us) for o in options]
     return Pricing("µs (cost model)", SECTOR_BYTES / (device.bandwidth_gbs * 1e3),
                    implementations, LAUNCH_US[params.device])
+
+
+def _bound_anchor(symbolic: Graph, static: Graph, node: Node, env: dict[str, int]
+                  ) -> tuple[GraphView, Block] | None:
+    """``node`` alone in a graph whose shapes are the symbolic graph's at ``env``."""
+    values = [v for v in (*node.inputs, *node.outputs) if v]
+    types = {}
+    for v in values:
+        t = symbolic.types.get(v)
+        if t is None or t.shape is None:
+            return None
+        types[v] = TensorType(t.dtype, tuple(d.evaluate(env) if isinstance(d, DimExpr) else d
+                                             for d in t.shape))
+    constants = {v: static.constants.get(v, symbolic.constants.get(v)) for v in node.inputs
+                 if v in static.constants or v in symbolic.constants}
+    graph = Graph(f"anchor_{node.name}", tuple(Value(v, types[v]) for v in node.inputs
+                                              if v and v not in constants),
+                  tuple(Value(v, types[v]) for v in node.outputs if v), (node,), constants, types)
+    view = GraphView(graph)
+    shape = analyse(view, frozenset({0}))
+    if isinstance(shape, str):
+        return None
+    return view, Block(0, (0,), (node.op,), "many_to_many", shape.kind, shape.anchor,
+                       shape.inputs, shape.outputs, shape.iteration_shape)
+
+
+def symbolic_anchors(plan: FusionPlan, params: KernelParams, symbolic: Graph,
+                     names: dict[int, str]) -> list[SymbolicNode]:
+    """Every anchor block whose shapes depend on a declared symbolic dim, with its
+    implementations' costs as a function of the symbols: the same `anchor_options`,
+    on the anchor alone at each assignment of the symbols (``names``: block id -> PBQP node)."""
+    static = plan.graph
+    env = binding(static, symbolic)
+    by_name = {n.name: n for n in symbolic.nodes if n.name}
+    result = []
+    for block in plan.blocks:
+        if block.kind not in ANCHOR_KINDS or block.id not in names or block.anchor is None:
+            continue
+        node = by_name.get(static.nodes[block.anchor].name)
+        if node is None:
+            continue
+        used = sorted({s for v in (*node.inputs, *node.outputs) if v in symbolic.types
+                       for d in symbolic.types[v].shape or () if isinstance(d, DimExpr)
+                       for s in d.symbols()})
+        if not used or any(s not in symbolic.symbols or s not in env for s in used):
+            continue
+
+        def costs_at(values: dict[str, int], node: Node = node) -> dict[str, float]:
+            bound = _bound_anchor(symbolic, static, node, {**env, **values})
+            if bound is None:
+                return {}
+            _, options = anchor_options(*bound, params)
+            return {o.describe(): o.estimate_us for o in options}
+
+        result.append(SymbolicNode(names[block.id], cost_at=costs_at, symbols=tuple(used),
+                                   labelled=True))
+    return result
