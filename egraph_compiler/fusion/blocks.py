@@ -34,6 +34,9 @@ class Block:
     # the anchor implementation the `select` stage chose (a backend's option label;
     # "": the backend picks, e.g. a block without a choice)
     implementation: str = ""
+    # whether its constant inputs may be read as image2d_t (the `select` stage's choice;
+    # None: the backend's own rule decides)
+    images: bool | None = None
 
 
 @dataclass(frozen=True)

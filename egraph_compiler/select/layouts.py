@@ -55,6 +55,9 @@ class Pricing:
     per_sector: float = 1.0
     implementations: Mapping[int, Sequence[tuple[str, float]]] = field(default_factory=dict)
     conversion_launch: float | None = None
+    # blocks whose constant inputs may be read as image2d_t: block id -> (cost of those
+    # reads from buffers, from images)
+    images: Mapping[int, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class NodeColumns:
 
     block: int  # block id
     implementation: tuple[str, ...]
+    images: tuple[bool | None, ...]  # constants as image2d_t (None: no such choice)
     stored: tuple[tuple[TensorLayoutOptions, tuple[int, ...]], ...]
 
 
@@ -79,7 +83,8 @@ def layout_problem(plan: FusionPlan, pricing: Pricing | None = None
     for t in tensors:
         stored[t.producer].append(t)
     position = {b.id: k for k, b in enumerate(plan.blocks)}
-    with_choice = {position[i] for i, impls in pricing.implementations.items() if impls}
+    with_choice = {position[i] for i, impls in pricing.implementations.items() if impls} | \
+        {position[i] for i in pricing.images}
     blocks = sorted(set(stored) | {c for t in tensors for c, _ in t.reads} | with_choice)
     names = {b: f"block{plan.blocks[b].id}:{structures[b][1].kind}" for b in blocks}
     nodes, columns = [], {}
@@ -91,20 +96,27 @@ def layout_problem(plan: FusionPlan, pricing: Pricing | None = None
             count *= len(ranges[-1])
         combos = list(itertools.product(*ranges))
         outs = stored.get(b, [])
-        impls = sorted(pricing.implementations.get(plan.blocks[b].id, ()), key=lambda o: o[1])
-        impls = impls[:max(1, MAX_OPTIONS // len(combos))] or [("", 0.0)]
-        labels, costs, picked, layout_of = [], [], [], []
-        for label, impl_cost in impls:
+        block_id = plan.blocks[b].id
+        storage: list[tuple[bool | None, float]] = [(None, 0.0)]
+        if block_id in pricing.images:
+            storage = [(False, pricing.images[block_id][0]), (True, pricing.images[block_id][1])]
+        impls = sorted(pricing.implementations.get(block_id, ()), key=lambda o: o[1])
+        impls = impls[:max(1, MAX_OPTIONS // (len(combos) * len(storage)))] or [("", 0.0)]
+        labels, costs, picked, layout_of, images = [], [], [], [], []
+        for (label, impl_cost), (image, read_cost) in itertools.product(impls, storage):
             for combo in combos:
                 layout = "; ".join(f"{t.value} {list(t.candidates[k])}"
                                    for t, k in zip(outs, combo, strict=True)) or "reads only"
-                labels.append(f"{label} | {layout}" if label else layout)
-                costs.append(impl_cost + pricing.per_sector *
+                parts = [label] if label else []
+                parts += [] if image is None else ["constants as image2d_t" if image else "constants as buffers"]
+                labels.append(" | ".join([*parts, layout]))
+                costs.append(impl_cost + read_cost + pricing.per_sector *
                              sum(t.write[k] for t, k in zip(outs, combo, strict=True)))
                 picked.append(label)
+                images.append(image)
                 layout_of.append(combo)
         nodes.append(node(names[b], labels, costs))
-        columns[names[b]] = NodeColumns(plan.blocks[b].id, tuple(picked), tuple(
+        columns[names[b]] = NodeColumns(block_id, tuple(picked), tuple(images), tuple(
             (t, tuple(combo[i] for combo in layout_of)) for i, t in enumerate(outs)))
     option_count = {n.name: len(n.options) for n in nodes}
     edges = []
@@ -144,8 +156,10 @@ def select_layouts(plan: FusionPlan, time_limit: float = 1.0, policy: str = "pbq
     structures = block_structures(plan)
     choices, conversions = [], []
     implementation: dict[int, str] = {}
+    images: dict[int, bool | None] = {}
     for name, cols in columns.items():
         implementation[cols.block] = cols.implementation[picks[name]]
+        images[cols.block] = cols.images[picks[name]]
         for t, ks in cols.stored:
             k = ks[picks[name]]
 
@@ -155,7 +169,7 @@ def select_layouts(plan: FusionPlan, time_limit: float = 1.0, policy: str = "pbq
                                         describe(t, k, structures, cost) + f" ({policy}: {selection.solver})"))
             conversions += [Conversion(t.value, t.candidates[k], plan.blocks[c].id)
                             for c, reads in t.reads if math.isinf(reads[k])]
-    plan = replace(plan, blocks=tuple(replace(b, implementation=implementation.get(b.id, ""))
-                                      for b in plan.blocks))
+    plan = replace(plan, blocks=tuple(replace(b, implementation=implementation.get(b.id, ""),
+                                              images=images.get(b.id)) for b in plan.blocks))
     plan, _ = insert_conversions(plan, conversions)
     return relayout(plan, choices), selection

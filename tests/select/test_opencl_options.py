@@ -158,3 +158,38 @@ def test_conversion_kernel_is_priced_inserted_and_runs(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "plan.json").read_text())
     assert [la["ops"] for la in doc["launches"]].count([CONVERSION_OP]) == 1
     assert_close(load(tmp_path).run(feeds), run_ort(model, feeds), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_image2d_is_an_option_priced_per_device(device: str, tmp_path: Path) -> None:
+    """Depthwise weights re-read by every output pixel are image2d_t candidates: the
+    block's options are buffers × image2d_t. On the CPU class image reads cost 1.36× a
+    buffer read (measured on PoCL), so the selection rejects them and the kernel has no
+    image argument; on the GPU class the texture cache pays for the re-reads and the
+    artefact reads them as images (run here on PoCL with images forced on)."""
+    from egraph_compiler.backends.opencl.pricing import IMAGE_READ_FACTOR
+    from tests.modelzoo import depthwise_separable_block
+
+    model = depthwise_separable_block(channels=13, out_channels=16)
+    feeds = random_inputs(model, 0, dims={"batch": 2, "height": 14, "width": 13})
+    model = with_static_inputs(model, feeds)
+    graph = static_graph(model, feeds)
+    params = KernelParams.for_device(device)
+    fusion_plan = plan_fusion(graph, layouts=False)
+    prices = pricing(fusion_plan, params)
+    ((block_id, (buffer_us, image_us)),) = prices.images.items()
+    assert buffer_us > 0
+    if device == "cpu":
+        assert image_us == pytest.approx(buffer_us * IMAGE_READ_FACTOR)
+    else:
+        assert image_us < buffer_us
+    planned, selection = select_layouts(fusion_plan, pricing=prices)
+    node = next(n for n in selection.problem.nodes if n.name.startswith(f"block{block_id}:"))
+    assert any("image2d_t" in o for o in node.options) and any("buffers" in o for o in node.options)
+    chosen = selection.label(node.name)
+    assert ("image2d_t" in chosen) == (device == "gpu"), chosen
+    artefact = compile_graph(graph, tmp_path, params=params)
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert bool(plan["images"]) == (device == "gpu") == ("DNNR_IMAGE_ARG" in (tmp_path / "kernels.cl").read_text())
+    assert artefact.select["decisions"][node.name]["option"] == chosen
+    assert_close(load(tmp_path, images=True).run(feeds), run_ort(model, feeds), rtol=1e-3, atol=1e-4)

@@ -209,7 +209,7 @@ class _Gen:
             inputs[f"in{k}"] = (shape, value)
         work_items = int(np.prod(self.shape.iteration_shape, dtype=np.int64))
         text, chosen = images.resolve("\n".join("  " + line for line in body.lines), inputs,
-                                      work_items)
+                                      work_items, self.block.images)
         header, pointers = self.signature(local, frozenset(chosen))
         lines = "\n".join("  " + line for line in pointers) + "\n" + text
         undefs = "".join(f"#undef {d.split()[0]}\n" for d in self.defines)

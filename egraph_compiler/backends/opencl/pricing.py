@@ -6,7 +6,15 @@ estimated microseconds on the device class of `KernelParams.device`.
   model's estimate;
 - a sector transaction: 32 bytes at the device class's bandwidth (`cost.DEVICES`);
 - a layout-conversion kernel (`select.conversions`): ``LAUNCH_US`` for its launch plus
-  its sectors.
+  its sectors;
+- constants a block may read as ``image2d_t`` (`images.py`: scalar 2-D reads re-read
+  by many work-items): one 4-byte read per work-item at the device's bandwidth from a
+  buffer; from an image, that times ``IMAGE_READ_FACTOR`` on a CPU, where image reads are
+  emulated in software (PoCL: the depthwise block of tests/backends/opencl/test_images.py
+  ran 0.38 ms with images, 0.28 ms with buffers: 1.36), and on a GPU that times
+  ``REUSE_FOR_IMAGE / reuse`` (the texture cache serves the re-reads; `images.choose`'s
+  rule as a price, not measured here). So on the CPU class the selection always
+  rejects images, with both prices in the report.
 
 ``LAUNCH_US``: "cpu" measured on PoCL here (an empty 64-item kernel enqueued 2,000
 times: 5.8–10.7 µs per launch on the shared 2-core machine); "gpu" is an assumption
@@ -15,8 +23,10 @@ times: 5.8–10.7 µs per launch on the shared 2-core machine); "gpu" is an assu
 
 from __future__ import annotations
 
-from egraph_compiler.backends.opencl import cost
-from egraph_compiler.backends.opencl.kernels import KernelParams, anchor_options
+import numpy as np
+
+from egraph_compiler.backends.opencl import cost, images
+from egraph_compiler.backends.opencl.kernels import KernelParams, anchor_options, generate
 from egraph_compiler.fusion import Block, FusionPlan
 from egraph_compiler.fusion.structure import analyse
 from egraph_compiler.fusion.view import GraphView
@@ -27,6 +37,7 @@ from egraph_compiler.select.symbolic import SymbolicNode, binding
 
 SECTOR_BYTES = 32
 LAUNCH_US = {"cpu": 8.0, "gpu": 5.0}
+IMAGE_READ_FACTOR = 0.38 / 0.28  # CPU: image reads over buffer reads (measured, PoCL)
 ANCHOR_KINDS = ("conv", "matmul")
 
 
@@ -39,7 +50,31 @@ def pricing(plan: FusionPlan, params: KernelParams) -> Pricing:
             _, options = anchor_options(view, block, params)
             implementations[block.id] = [(o.describe(), o.estimate_us) for o in options]
     return Pricing("µs (cost model)", SECTOR_BYTES / (device.bandwidth_gbs * 1e3),
-                   implementations, LAUNCH_US[params.device])
+                   implementations, LAUNCH_US[params.device], _image_reads(plan, view, params))
+
+
+def _image_reads(plan: FusionPlan, view: GraphView, params: KernelParams
+                 ) -> dict[int, tuple[float, float]]:
+    """Per block with image candidates: the cost of reading them from buffers and from
+    images (the candidates are those the generated kernel would read as images)."""
+    device = cost.DEVICES[params.device]
+    result = {}
+    for block in plan.blocks:
+        if not any(v in view.constants and images.candidate(view.shape(v), view.dtype(v))
+                   for v in block.inputs):
+            continue
+        kernel = generate(view, block, params)
+        work_items = int(np.prod(block.iteration_shape, dtype=np.int64))
+        buffer_us = image_us = 0.0
+        for _, width, height, _ in kernel.images:
+            reads = work_items * 4 / (device.bandwidth_gbs * 1e3)
+            reuse = work_items / max(width * height, 1)
+            buffer_us += reads
+            image_us += reads * (IMAGE_READ_FACTOR if params.device == "cpu"
+                                 else min(1.0, images.REUSE_FOR_IMAGE / reuse))
+        if kernel.images:
+            result[block.id] = (buffer_us, image_us)
+    return result
 
 
 def _bound_anchor(symbolic: Graph, static: Graph, node: Node, env: dict[str, int]
