@@ -2,9 +2,10 @@
 every intermediate it stores.
 
 One node per fusion block that has an implementation choice (a conv/matmul anchor's
-kernel variants and their parameters, priced by the backend: `Pricing`), stores an
-intermediate another block reads, or reads one. Its options are the implementation
-× the combinations of the orders its stored intermediates may take
+kernel variants and their parameters, priced by the backend: `Pricing`), constants it
+may read as ``image2d_t``, stores an intermediate another block reads, or reads one.
+Its options are the implementation × buffers or images for those constants × the
+combinations of the orders its stored intermediates may take
 (`fusion.layout.layout_options`: the identity and each reduction consumer's
 preferred order); an option's cost is the implementation's plus the producer's
 writes (32-byte sector transactions, converted to the problem's unit). One edge per

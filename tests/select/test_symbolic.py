@@ -84,6 +84,10 @@ def test_hexagon_report_lists_multi_version_candidates(tmp_path, low: int, high:
         else:
             assert all(verdict["best"] in w for w in winners)
     assert any(v["multi_version"] for v in verdicts) == (low == 1)
+    from egraph_compiler.report import render_report
+
+    text = render_report(json.loads((tmp_path / "out" / "report.json").read_text()))
+    assert ("multi-version candidates: QConvInt" in text) == (low == 1)
 
 
 def _matmul_model(path) -> None:
