@@ -42,10 +42,12 @@ sys.path.insert(0, str(ROOT))
 
 from egraph_compiler.backends import hexagon, opencl
 from egraph_compiler.backends.hexagon import toolchain
+from egraph_compiler.backends.hexagon.lower import lower_qdq
 from egraph_compiler.backends.opencl import KernelParams
 from egraph_compiler.backends.opencl.pricing import pricing
 from egraph_compiler.fusion import plan_fusion
-from egraph_compiler.select import select_layouts
+from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.select import SelectError, select_layouts
 from egraph_compiler.select.conversions import CONVERSION_OP
 from tests.backends.opencl.helpers import static_graph, with_static_inputs
 from tests.modelzoo import (
@@ -241,9 +243,14 @@ def bench_hexagon(args: argparse.Namespace, work: Path) -> None:
         for policy in POLICIES:
             try:
                 artefact = hexagon.build(graph, tmp / policy, select=policy)
-            except ValueError:
+            except SelectError:
                 packets.append("infeasible")
                 continue
+            except ModelError as error:  # the selection ran; an operator elsewhere has no kernel
+                _, _, selection = hexagon._choose_families(lower_qdq(graph), policy)
+                sel = sel or selection.to_json()
+                packets.append(f"no build ({str(error)[:60]})")
+                break
             sel = sel or artefact.select
             decisions = tuple(sorted((k, v["option"]) for k, v in artefact.select["decisions"].items()))
             if decisions not in seen:
