@@ -45,8 +45,8 @@ from egraph_compiler.backends.hexagon.kernels import (
 )
 from egraph_compiler.backends.hexagon.quant import ELEMENTWISE_SHIFT, requant_from_scales
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.fold import NEVER_FOLD, evaluate_node
 from egraph_compiler.ir.graph import Graph, Node
+from egraph_compiler.ops.evaluate import NEVER_FOLD, evaluate_node
 
 
 @dataclass(frozen=True, slots=True)
