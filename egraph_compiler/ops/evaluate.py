@@ -282,22 +282,12 @@ def evaluate_node(op: str, attrs: Attrs | tuple, inputs: Sequence[Array | None],
         raise ModelError(f"cannot evaluate {op} on constant inputs: {error}") from None
 
 
-# Operands the IR holds as attributes when constant but keeps as inputs when computed at run
-# time (convert.py); once such an input is a known constant (a bound shape), it is read
-# here — ignoring it would evaluate the operator without its bounds.
-_INPUT_ATTRS: dict[str, tuple[str, ...]] = {
-    "Slice": ("starts", "ends", "axes", "steps"), "Unsqueeze": ("axes",), "Squeeze": ("axes",),
-    "ReduceSum": ("axes",), "Clip": ("min", "max"),
-}
-
-
 def with_constant_operands_as_attrs(node, constants: dict) -> object:
     """``node`` with its run-time operands (Slice bounds, axes, Clip bounds) moved to the
     IR's attributes once they are all known constants (a bound shape made them so); the
     node unchanged otherwise. Backends read these operands from the attributes only."""
-    names = _INPUT_ATTRS.get(node.op)
     operands = node.inputs[1:]
-    if names is None or not any(operands) or not all(v in constants for v in operands if v):
+    if not _operand_attributes(node.op) or not any(operands) or not all(v in constants for v in operands if v):
         return node
     attrs = dict(node.attrs)
     xs = [None] + [np.asarray(constants[v]) if v else None for v in operands]
@@ -305,15 +295,23 @@ def with_constant_operands_as_attrs(node, constants: dict) -> object:
     return replace(node, inputs=node.inputs[:1], attrs=tuple(sorted(attrs.items())))
 
 
+def _operand_attributes(op: str) -> tuple[tuple[int, str, str], ...]:
+    info = current().get(op)
+    return info.operand_attributes if info is not None else ()
+
+
 def _inputs_to_attrs(op: str, attrs: dict, xs: list[Array | None]) -> None:
-    names = _INPUT_ATTRS.get(op)
-    if names is None:
+    """Read the operands the IR holds as attributes when constant (convert.py keeps them as
+    inputs when computed at run time); once known, ignoring one would evaluate the
+    operator without its bounds."""
+    found = _operand_attributes(op)
+    if not found:
         return
-    for position, name in enumerate(names, start=1):
+    for position, name, kind in found:
         value = xs[position] if position < len(xs) else None
         if value is None or (name == "axes" and value.size == 0):
             continue  # absent (empty axes: the attribute's "absent" meaning)
-        attrs[name] = value.item() if op == "Clip" else tuple(int(v) for v in value.reshape(-1))
+        attrs[name] = tuple(int(v) for v in value.reshape(-1)) if kind == "ints" else value.item()
     del xs[1:]
 
 
