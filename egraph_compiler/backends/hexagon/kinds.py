@@ -95,8 +95,7 @@ class GemmKernel(Kernel):
     kind, spec_type = "gemm", kernels.QGemm
     emit = staticmethod(kernels.gemm_c)
 
-    def reference(self, spec: object, *inputs: np.ndarray) -> np.ndarray:
-        return kernels.gemm_reference(spec, inputs[0])
+    reference = staticmethod(kernels.gemm_reference)
 
     def scratch(self, spec: kernels.QGemm) -> tuple[int, int]:
         pack, acc = kernels.scratch_sizes(spec)
@@ -130,11 +129,8 @@ class MatMulActKernel(Kernel):
     emit = staticmethod(kernels.matmul_act_c)
     operands = staticmethod(_ab)
 
-    def reference(self, spec: object, *inputs: np.ndarray) -> np.ndarray:
-        return kernels.matmul_act_reference(spec, *inputs)
-
-    def scratch(self, spec: object) -> tuple[int, int]:
-        return kernels.matmul_act_scratch(spec)
+    reference = staticmethod(kernels.matmul_act_reference)
+    scratch = staticmethod(kernels.matmul_act_scratch)
 
     def options(self, lowered: Lowered, index: int) -> list[Option] | None:
         spec = lowered.ops[index].spec  # per pair of matrices, plus packing B (one store per byte)
@@ -151,11 +147,8 @@ class DepthwiseKernel(Kernel):
     kind, spec_type = "depthwise", eltwise.QDepthwise
     emit = staticmethod(eltwise.depthwise_c)
 
-    def reference(self, spec: object, *inputs: np.ndarray) -> np.ndarray:
-        return eltwise.depthwise_reference(spec, inputs[0])
-
-    def scratch(self, spec: object) -> tuple[int, int]:
-        return eltwise.depthwise_scratch(spec)
+    reference = staticmethod(eltwise.depthwise_reference)
+    scratch = staticmethod(eltwise.depthwise_scratch)
 
     def options(self, lowered: Lowered, index: int) -> list[Option] | None:
         g = lowered.ops[index].spec.geometry
@@ -174,8 +167,7 @@ class BinaryKernel(Kernel):
     emit = staticmethod(eltwise.binary_c)
     operands = staticmethod(_ab)
 
-    def reference(self, spec: object, *inputs: np.ndarray) -> np.ndarray:
-        return eltwise.binary_reference(spec, *inputs)
+    reference = staticmethod(eltwise.binary_reference)
 
     def describe(self, spec: eltwise.QBinary) -> str:
         if spec.family == "hvx" and eltwise.binary_hvx_applies(spec):
@@ -190,8 +182,7 @@ class ClipKernel(Kernel):
     kind, spec_type = "clip", eltwise.QClip
     emit = staticmethod(eltwise.clip_c)
 
-    def reference(self, spec: object, *inputs: np.ndarray) -> np.ndarray:
-        return eltwise.clip_reference(spec, inputs[0])
+    reference = staticmethod(eltwise.clip_reference)
 
     def describe(self, spec: object) -> str:
         return "HVX vmax/vmin"
@@ -204,8 +195,7 @@ class PoolKernel(Kernel):
     kind, spec_type = "pool", eltwise.QPool
     emit = staticmethod(eltwise.pool_c)
 
-    def reference(self, spec: object, *inputs: np.ndarray) -> np.ndarray:
-        return eltwise.pool_reference(spec, inputs[0])
+    reference = staticmethod(eltwise.pool_reference)
 
     def describe(self, spec: eltwise.QPool) -> str:
         return f"HVX {spec.kind} (128 channels a vector)" if spec.family == "hvx" else f"scalar C {spec.kind}"
