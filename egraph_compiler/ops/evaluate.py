@@ -322,7 +322,7 @@ def _evaluate(op: str, attrs: dict, xs: list[Array | None], num_outputs: int) ->
     if whole is not None:
         return [whole(attrs, xs)]
     info = current().get(op)
-    if info is not None and info.semantics is not None:
+    if info is not None and (info.semantics is not None or info.decl.builtin in scalar.NUMPY_FUNCTIONS):
         return [_declared(info, attrs, [x for x in xs if x is not None])]
     raise ModelError(f"constant folding does not know op {op!r}")
 
@@ -332,7 +332,8 @@ def _declared(info: OpInfo, attrs: Attrs, arrays: list[Array]) -> Array:
     env: dict[str, object] = {name: info.attr(attrs, name) for name in info.defaults}
     env.update({p.name: a for p, a in zip(info.decl.params, arrays, strict=False)})
     with np.errstate(all="ignore"):
-        out = np.asarray(scalar.evaluate(info.semantics, env))
+        out = np.asarray(scalar.evaluate(info.semantics, env) if info.semantics is not None
+                         else scalar.NUMPY_FUNCTIONS[info.decl.builtin](*arrays))
     shape = np.broadcast_shapes(*(a.shape for a in arrays))
     dtype = info.output_dtype([str(a.dtype) for a in arrays], attrs, lambda code: dtype_from_onnx(code, info.name))
     return np.broadcast_to(out, shape).astype(dtype or arrays[0].dtype)
@@ -431,10 +432,7 @@ WHOLE_TENSOR: dict[str, Evaluator] = {
     "BitwiseAnd": lambda a, xs: np.bitwise_and(xs[0], xs[1]),
     "BitwiseOr": lambda a, xs: np.bitwise_or(xs[0], xs[1]),
     "BitwiseXor": lambda a, xs: np.bitwise_xor(xs[0], xs[1]),
-    **{op: _elementwise(fn) for op, fn in (
-        ("Tan", np.tan), ("Asin", np.arcsin), ("Acos", np.arccos), ("Atan", np.arctan), ("Sinh", np.sinh),
-        ("Cosh", np.cosh), ("Asinh", np.arcsinh), ("Acosh", np.arccosh), ("Atanh", np.arctanh),
-        ("Softplus", lambda x: np.log1p(np.exp(x))))},
+    "Softplus": _elementwise(lambda x: np.log1p(np.exp(x))),
     "Selu": lambda a, xs: _same_dtype(lambda x: _selu(a, x))(xs[0]),
     "Clip": lambda a, xs: _same_dtype(lambda x: _clip(a, x))(xs[0]),
     "Sum": _variadic(np.add), "Mean": _variadic(np.add, mean=True),
@@ -444,7 +442,6 @@ WHOLE_TENSOR: dict[str, Evaluator] = {
         "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")},
     "Cast": lambda a, xs: _cast(a, xs[0]),
     "CastLike": lambda a, xs: xs[0].astype(xs[1].dtype),
-    "IsNaN": lambda a, xs: np.isnan(xs[0]),
     "IsInf": lambda a, xs: np.isinf(xs[0]),
     "Mod": lambda a, xs: _mod(a, xs[0], xs[1]),
     "Shape": lambda a, xs: _shape(a, xs[0]),
@@ -493,7 +490,8 @@ def _gather_elements(attrs: Attrs, x: Array, indices: Array) -> Array:
 def can_evaluate(op: str) -> bool:
     """Whether `evaluate_node` knows ``op`` (a whole-tensor evaluator, or declared semantics)."""
     info = current().get(op)
-    return op in WHOLE_TENSOR or op in MULTI_OUTPUT or (info is not None and info.semantics is not None)
+    return op in WHOLE_TENSOR or op in MULTI_OUTPUT or (info is not None and (
+        info.semantics is not None or info.decl.builtin in scalar.NUMPY_FUNCTIONS))
 
 
 def can_fold(op: str) -> bool:

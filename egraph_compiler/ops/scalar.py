@@ -34,6 +34,9 @@ NUMPY_FUNCTIONS: Mapping[str, Callable[..., Any]] = {
     "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil, "round": np.round,
     "sign": np.sign, "min": np.minimum, "max": np.maximum,
     "select": lambda c, a, b: np.where(c, a, b),
+    # the elementwise built-ins of `= builtin NAME` operators
+    "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "isnan": np.isnan,
 }
 _NUMPY_BINARY: Mapping[str, Callable[[Any, Any], Any]] = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "**": np.power,
