@@ -124,3 +124,14 @@ def test_declared_shape_builtin_and_dtype_reach_shape_inference(tmp_path) -> Non
     with ops.using(dsl.load_rules([tmp_path / "t.dnnr"])):
         out, _ = infer_node(name, {}, types)
     assert out == [TensorType("bool", (2, 3, 5))]
+
+
+def test_every_anchor_class_has_one_opencl_generator() -> None:
+    """OpenCL anchor generators are registered by anchor class in one place: the method of
+    `kernels._Gen` named by the class (`kernels.generate` dispatches on the block's kind)."""
+    from egraph_compiler.backends.opencl import kernels
+
+    used = {info.anchor for info in REGISTRY.ops.values() if info.anchor is not None}
+    assert used <= set(ANCHOR_KINDS)
+    missing = [kind for kind in ANCHOR_KINDS if not callable(getattr(kernels._Gen, kind, None))]
+    assert not missing, f"anchor classes without an OpenCL generator: {missing}"
