@@ -207,8 +207,8 @@ def compile_model(
     report = Report(model=name)
     with _stage(report, "parse-rules", progress):
         rules, report.fp = apply_fp_policy(load_rules(rule_paths, target, rule_options), fp)
-    with _stage(report, "import", progress):
-        graph = ir.load_onnx(model)
+    with _stage(report, "import", progress), ops.using(rules):
+        graph = ir.load_onnx(model, ops.evaluate)
     report.nodes_before = onnx_op_counts(_read_onnx(model))
     dumps = dumps or Dumps()
     dumps.write("import", lambda: dump.graph_text(graph))
