@@ -31,7 +31,7 @@ def _blocks(model: onnx.ModelProto, device: str, db: ProfileDb | None = None
             ) -> tuple[list[tuple[str, ...]], list[str]]:
     shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     graph = static_graph(model, {"x": np.zeros(shape, np.float32)})
-    plan, _ = execution_plan(graph, profile_db=db, device=device)
+    plan, _ = execution_plan(graph, profile_db=db, params=KernelParams.for_device(device))
     reasons = [d.reason for d in plan.fusion.decisions if d.verdict == "profile"]
     return [tuple(b.ops) for b in plan.fusion.blocks], reasons
 
@@ -75,7 +75,7 @@ def test_a_small_prologue_fuses_and_the_profile_db_overrides_the_model(tmp_path:
     blocks, _ = _blocks(model, "cpu")
     assert blocks == [("Relu", "Conv")]
     key = next(d.key for d in execution_plan(static_graph(model, {
-        "x": np.zeros((1, 8, 12, 12), np.float32)}), device="cpu")[0].fusion.decisions
+        "x": np.zeros((1, 8, 12, 12), np.float32)}))[0].fusion.decisions
         if d.verdict == "profile")
     db = ProfileDb({key: {"fused_us": 20.0, "separate_us": 10.0}})
     blocks, reasons = _blocks(model, "cpu", db)
