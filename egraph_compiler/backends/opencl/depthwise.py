@@ -141,12 +141,10 @@ def depthwise(gen: _Gen, geo: ConvGeometry, params: Depthwise) -> Kernel:
 
 def _checks(position: str, geo: ConvGeometry, d: int, offset: int, block: int) -> list[str]:
     """Bounds checks of window position ``offset`` along spatial dim ``d`` for blocks of
-    ``block`` outputs (none on a side no work-item's window crosses)."""
-    out_size, stride, begin = geo.out_shape[2 + d], geo.strides[d], geo.begin[d]
-    size = geo.x_shape[2 + d]
-    checks = [f"{position} >= 0"] if begin > offset else []
-    # the last window starts at the last block's first output
-    last_start = ((out_size - 1) // block) * block * stride - begin
-    if last_start + offset >= size:
-        checks.append(f"{position} < {size}")
+    ``block`` outputs: below zero only where the padding reaches, above the input
+    always — whether the last block's window crosses the end depends on the size, and a
+    rule that does not keeps one source for convs that differ only in shape (sizes are
+    kernel arguments, `build.hoist_sizes`); the check is once per work-item."""
+    checks = [f"{position} >= 0"] if geo.begin[d] > offset else []
+    checks.append(f"{position} < {geo.x_shape[2 + d]}")
     return checks

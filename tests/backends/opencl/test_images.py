@@ -23,8 +23,10 @@ def test_depthwise_weights_are_images_and_buffers_give_the_same_result(tmp_path:
     # (tests/select/test_opencl_options.py)
     artefact = compile_graph(static_graph(model, feeds), tmp_path, params=KernelParams.for_device("gpu"))
     plan = json.loads((tmp_path / "plan.json").read_text())
-    (name, info), = plan["images"].items()  # the depthwise weights, [1, 3, 3, 13] as 13 x 9
-    assert (info["width"], info["height"]) == (13, 9) and "texture cache" in info["reason"]
+    # the depthwise weights [13, 1, 3, 3], read by the depthwise kernel as 39 rows of 3
+    (name, info), = plan["images"].items()
+    assert plan["launches"][0]["variant"].startswith("depthwise")
+    assert (info["width"], info["height"]) == (3, 39) and "texture cache" in info["reason"]
     assert artefact.images == {name: info["reason"]}  # what the compile report shows
     assert "DNNR_IMAGE_ARG" in (tmp_path / "kernels.cl").read_text()
     expected = run_ort(model, feeds)
