@@ -210,8 +210,8 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                 continue  # split-K is for grids that would fill under half the device
             step = tile.bk * tile.slices
             steps = _cdiv(k, step)
-            if tile.groups > 1 and steps < 2 * tile.groups:
-                continue  # a K group needs a couple of steps at least
+            if tile.groups > 1 and k < 256 * tile.groups:
+                continue  # a K group needs enough work to pay its partials' round trip
             padded = 2.0 * groups * tile.bm * tile.bn * _cdiv(steps, tile.groups) * \
                 step * tile.groups
             groups *= tile.groups
