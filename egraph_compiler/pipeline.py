@@ -24,6 +24,7 @@ from egraph_compiler.dsl import library
 from egraph_compiler.dsl.ast import Limits, RuleSet
 from egraph_compiler.dsl.fp_policy import DEFAULT_FP, apply_fp_policy
 from egraph_compiler.dsl.library import RuleOptions
+from egraph_compiler.dsl.load_budget import load_budget
 from egraph_compiler.dump import Dumps
 from egraph_compiler.ir.graph import Graph
 from egraph_compiler.report import Report
@@ -205,7 +206,7 @@ def compile_model(
     started = time.perf_counter() if started is None else started
     name = Path(model).name if isinstance(model, (str, Path)) else "model"
     report = Report(model=name)
-    with _stage(report, "parse-rules", progress):
+    with _stage(report, "parse-rules", progress), load_budget(started, limits.seconds if limits else None):
         rules, report.fp = apply_fp_policy(load_rules(rule_paths, target, rule_options), fp)
     with _stage(report, "import", progress):
         graph = ir.load_onnx(model)
