@@ -198,6 +198,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         _warn_unscheduled(rules)
         for warning in attribute_warnings(rules):  # a right-hand side drops an attribute
             print(warning, file=sys.stderr)
+        from egraph_compiler.verify.special_values import exact_tag_errors
+
+        tag_errors = exact_tag_errors(rules)  # [exact] against each rule's special-value record
+        if tag_errors:
+            print("\n".join(tag_errors), file=sys.stderr)
+            status = 1
+            continue
         print(f"ok: {len(rules.ops)} operators, {len(rules.rules)} rules, "
               f"{len(rules.fusion)} fusion entries in {len(rules.files)} file(s)")
     return status

@@ -22,7 +22,7 @@ import onnx
 from egraph_compiler import dsl, dump, egraph, extract, ir, ops, shapes
 from egraph_compiler.dsl import library
 from egraph_compiler.dsl.ast import Limits, RuleSet
-from egraph_compiler.dsl.fp_policy import DEFAULT_FP, apply_fp_policy
+from egraph_compiler.dsl.fp_policy import DEFAULT_FP, apply_fp_policy, check_fp_mode
 from egraph_compiler.dsl.library import RuleOptions
 from egraph_compiler.dsl.load_budget import load_budget
 from egraph_compiler.dump import Dumps
@@ -207,7 +207,9 @@ def compile_model(
     name = Path(model).name if isinstance(model, (str, Path)) else "model"
     report = Report(model=name)
     with _stage(report, "parse-rules", progress), load_budget(started, limits.seconds if limits else None):
-        rules, report.fp = apply_fp_policy(load_rules(rule_paths, target, rule_options), fp)
+        check_fp_mode(fp)
+        rules = load_rules(rule_paths, target, rule_options)
+        rules, report.fp = apply_fp_policy(rules, fp, special_value_changes(rules) if fp == "strict" else None)
     with _stage(report, "import", progress):
         graph = ir.load_onnx(model)
     report.nodes_before = onnx_op_counts(_read_onnx(model))
@@ -218,6 +220,15 @@ def compile_model(
     from egraph_compiler.backends.artefact import source_digest
 
     return CompileResult(optimised, report, rules, dumps, source_digest(model))
+
+
+def special_value_changes(rules: RuleSet) -> dict[str, tuple[str, ...]]:
+    """What the special-value record (`verify.special_values`, cached on disk) of each
+    ``[exact]`` rule shows it changes: ``--fp strict`` leaves out a rule with any."""
+    from egraph_compiler.verify import special_values
+
+    exact = dataclasses.replace(rules, rules=tuple(r for r in rules.rules if "exact" in r.flags))
+    return {name: record.changes for name, record in special_values.records(exact).items()}
 
 
 def _read_onnx(model: str | Path | bytes) -> onnx.ModelProto:
