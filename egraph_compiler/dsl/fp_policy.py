@@ -23,8 +23,8 @@ strict`` is for code whose inf/NaN behaviour is part of its meaning.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from egraph_compiler.dsl.ast import RuleSet

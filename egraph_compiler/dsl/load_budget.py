@@ -66,12 +66,18 @@ def gc_paused() -> Iterator[None]:
     """No cyclic garbage collection inside the block. A load allocates a few objects
     per token and keeps them (trees, spans): each full collection walks all of them
     again, which made parsing superlinear (10,000 rules: 10 s with collections,
-    3.7 s without). A load makes next to no cycles; they are collected afterwards."""
+    3.7 s without). A load makes next to no cycles; a later full collection finds them."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        # the load's objects join the oldest generation as they are (freeze and
+        # unfreeze move lists, O(1)): re-enabled with millions of objects in the youngest
+        # generation, the first allocation would walk them all (0.5 s of a 1.5 s budget
+        # once the deadline had stopped a load)
+        gc.freeze()
+        gc.unfreeze()
         if was_enabled:
             gc.enable()
 
