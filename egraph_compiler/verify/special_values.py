@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from egraph_compiler.dsl import ast
+from egraph_compiler.dsl import ast, load_budget
 from egraph_compiler.verify import cache, check
 from egraph_compiler.verify.builtin_ops import Undefined, load_semantics
 from egraph_compiler.verify.encode import Config, DoesNotFire, Illformed, Unsupported
@@ -106,7 +106,9 @@ def records(ruleset: ast.RuleSet, sems: dict[str, OpSemantics] | None = None,
     # beside the verdicts, in a folder of their own
     directory = (Path(cache_dir) if cache_dir is not None else cache.default_cache_dir()) / "special-values"
     out: dict[str, SpecialValues] = {}
+    load_budget.at("computing the rules' special-value records")
     for rule in ruleset.rules:
+        load_budget.check()  # inside a compile (--fp strict), its seconds limit binds here too
         key = _key(rule, sems)
         found = _load(directory, key) if use_cache else None
         if found is None:
@@ -286,6 +288,9 @@ def attach(verdicts: Sequence[Verdict], ruleset: ast.RuleSet, sems: dict[str, Op
         mismatch = tag_mismatch(rule, record)
         if mismatch and verdict.ok:
             verdict = replace(verdict, status="failed", stage="value", message=mismatch)
+        elif "exact" in rule.flags and not record.evaluated:
+            verdict = replace(verdict, notes=(*verdict.notes, f"special values {record.summary}: "
+                                              "[exact] rests on the IEEE-tier proof alone"))
         out.append(verdict)
     return out
 
