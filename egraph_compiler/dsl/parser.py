@@ -7,13 +7,17 @@ then parsed on its own, so every broken item is reported and the others are kept
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import sys
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import lark
 from lark import Lark, Token, Tree, UnexpectedInput
 from lark.exceptions import UnexpectedEOF
 from lark.tree import Meta
@@ -52,8 +56,25 @@ def lark_parser() -> Lark:
         postlex=KeywordBoundary({keyword.upper() for keyword in keywords}),
         # the LALR tables, from a file keyed by the grammar's hash (lark rebuilds a
         # missing or damaged one): ~0.5 s off every process that parses rules
-        cache=True,
+        cache=_tables_cache(grammar),
     )
+
+
+def _tables_cache(grammar: str) -> str | bool:
+    """Where lark keeps the LALR tables: the user's cache folder (a pickle in the shared
+    /tmp, lark's default, could be planted by another user), named by the grammar's
+    hash so checkouts with different grammars do not overwrite each other; no cache
+    when that folder cannot be made."""
+    env = os.environ.get("DNNR_CACHE_DIR")
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    key = hashlib.sha256(f"{grammar}\n{lark.__version__}\n{sys.version_info[:2]}".encode()).hexdigest()[:32]
+    try:
+        base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+        folder = (Path(env) if env else base / "dnnr") / "parser"
+        folder.mkdir(parents=True, exist_ok=True)
+    except (OSError, RuntimeError):  # no home folder, or a read-only one
+        return False
+    return str(folder / f"dnnr-{key}.lark")
 
 
 def default_ruleset(file: str) -> str:
