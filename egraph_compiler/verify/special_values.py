@@ -46,12 +46,12 @@ from egraph_compiler.verify.builtin_ops import Undefined, load_semantics
 from egraph_compiler.verify.encode import Config, DoesNotFire, Illformed, Unsupported
 from egraph_compiler.verify.fuzz import _element_facts, _float_attr_vars, _satisfy
 from egraph_compiler.verify.normalize import CanonRule, boolean_vars, canonical
-from egraph_compiler.verify.replay import Runner
+from egraph_compiler.verify.replay import NumpyFacts, Runner
 from egraph_compiler.verify.scalar import Domain
 from egraph_compiler.verify.semantics import OpSemantics
 from egraph_compiler.verify.verdict import Verdict
 
-VERSION = "2"  # of this evaluation: part of the cache key
+VERSION = "3"  # of this evaluation: part of the cache key
 KINDS = ("nan", "inf", "overflow", "negzero", "rounding", "domain", "shape")
 # ordinary values: exact small numbers, fractions that round, and a spread
 FINITE = np.array([0.5, 1.0, -1.0, 2.0, -2.5, 3.0, 0.1, -0.3, 1e-3, 7.25], np.float32)
@@ -200,6 +200,7 @@ def _compare(canon: CanonRule, sems: dict[str, OpSemantics], domain: Domain,
     """None when the left-hand side does not apply; else each kind of difference
     between the two sides (none: bit for bit the same) with its first instance."""
     runner = Runner(sems, domain, tensors, attrs)
+    runner.facts = _Facts(tensors, domain, _constant_vars(canon.guard))
     try:
         if not runner.guard(canon.guard):
             return None
@@ -228,6 +229,38 @@ def _compare(canon: CanonRule, sems: dict[str, OpSemantics], domain: Domain,
     return {kind: f"output element {index} is {_text(a[index:index + 1])[1:-1]} before and "
                   f"{_text(b[index:index + 1])[1:-1]} after, for {inputs}"
             for kind, index in _differences(a, b, infinite_inputs).items()}
+
+
+class _Facts(NumpyFacts):
+    """The replay's facts, except that the tensors the guard wants constant are: in a
+    compiled model they would be initializers, and their values here are concrete
+    anyway (the folds of `bn-fold-conv`, `const-mul-mul`, ... apply only to constants)."""
+
+    def __init__(self, tensors: dict[str, np.ndarray], domain: Domain, constants: frozenset[str]) -> None:
+        super().__init__(tensors, domain)
+        self.constants = constants
+
+    def is_const(self, var: str) -> bool:
+        return var.startswith("#") or var in self.constants
+
+
+def _constant_vars(guard: ast.Expr | None) -> frozenset[str]:
+    """The variables of ``is_const(?v)`` calls the guard requires (not under a ``not``)."""
+    found: set[str] = set()
+
+    def walk(expr: ast.Expr, negated: bool) -> None:
+        if isinstance(expr, ast.UnOp) and expr.op == "not":
+            walk(expr.operand, not negated)
+            return
+        if (isinstance(expr, ast.Call) and expr.func == "is_const" and not negated and expr.args
+                and isinstance(expr.args[0], ast.Var)):
+            found.add(expr.args[0].name)
+        for sub in ast.sub_expressions(expr):
+            walk(sub, negated)
+
+    if guard is not None:
+        walk(guard, False)
+    return frozenset(found)
 
 
 def _differences(a: np.ndarray, b: np.ndarray, infinite_inputs: bool) -> dict[str, int]:
