@@ -76,8 +76,9 @@ def gc_paused() -> Iterator[None]:
         # unfreeze move lists, O(1)): re-enabled with millions of objects in the youngest
         # generation, the first allocation would walk them all (0.5 s of a 1.5 s budget
         # once the deadline had stopped a load)
-        gc.freeze()
-        gc.unfreeze()
+        if gc.get_freeze_count() == 0:  # (never unfreeze what someone else froze)
+            gc.freeze()
+            gc.unfreeze()
         if was_enabled:
             gc.enable()
 
