@@ -338,9 +338,18 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
     start = time.perf_counter()
     from egraph_compiler.backends.static_checks import prepare_static_graph
 
-    graph = prepare_static_graph(static_graph(result.graph, bindings, target), target)
     artefact: Any
-    if target == "opencl":
+    if target == "opencl" and _symbolic_inputs(shapes.bind_symbols(result.graph, bindings)
+                                               if bindings else result.graph):
+        # no --bind for some dims: one artefact for every shape in their --dim ranges
+        from egraph_compiler.backends.opencl import KernelParams
+        from egraph_compiler.backends.opencl.symbolic import build_symbolic
+
+        graph = shapes.bind_symbols(result.graph, bindings) if bindings else result.graph
+        artefact = build_symbolic(graph, out, tables=result.rules,
+                                  params=KernelParams.for_device(kernel_device), progress=progress)
+    elif target == "opencl":
+        graph = prepare_static_graph(static_graph(result.graph, bindings, target), target)
         from egraph_compiler.backends import opencl
         from egraph_compiler.backends.opencl.kernel_search import tuned_options
         from egraph_compiler.fusion import ProfileDb
@@ -357,14 +366,23 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
             raise ir.DnnrError("error: --profile-db only applies to --target opencl")
         from egraph_compiler.backends import hexagon
 
+        graph = prepare_static_graph(static_graph(result.graph, bindings, target), target)
+
         artefact = hexagon.build(graph, out)
     result.report.seconds[f"backend-{target}"] = round(time.perf_counter() - start, 4)
     # paths name the final directory, not the temporary one they were written in
     info = {k: (_moved(v, out, final) if isinstance(v, Path) else v)
-            for k, v in dataclasses.asdict(artefact).items() if k not in ("report", "select")}
+            for k, v in dataclasses.asdict(artefact).items()
+            if k not in ("report", "select") and not (k == "dynamic" and v is None)}
     result.report.select = getattr(artefact, "select", None) or {}
     result.report.target = {"name": target, **info}
     return graph
+
+
+def _symbolic_inputs(graph: Graph) -> bool:
+    from egraph_compiler.ir.dims import DimExpr
+
+    return any(isinstance(d, DimExpr) for v in graph.inputs for d in v.type.shape or ())
 
 
 def _moved(path: Path, tmp: Path, final: Path) -> str:

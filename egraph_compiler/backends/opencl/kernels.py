@@ -130,6 +130,9 @@ class Kernel:
     # the anchor option generated (`cost.Option.describe`), "" for other kinds
     variant: str = ""
     shape_key: str = ""  # the anchor's shape class (`cost.shape_key`), "" for other kinds
+    # the work-items the launch needs before rounding up to the work-group: the
+    # symbolic build (`symbolic.py`) fits it over the dims, global = roundup(items, local)
+    work_items: int = 0
 
 
 def _zero_accumulators(s: Scope, outer: str, inner: str,
@@ -218,7 +221,7 @@ class _Gen:
         return Kernel(source, tuple(self.args), global_size, local,
                       tuple(sorted(self.em.derived.items())),
                       tuple((inputs[p][1], w, h, why) for p, (w, h, why) in sorted(chosen.items())),
-                      self.variant, self.shape_key)
+                      self.variant, self.shape_key, max(total, 1))
 
     def single_use(self, name: str) -> bool:
         return sum(name in self.view.nodes[n].inputs for n in self.block.nodes) == 1
