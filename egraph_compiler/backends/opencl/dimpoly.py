@@ -23,27 +23,81 @@ MAX_DEGREE = 2  # per dim: sizes are products of dims; attention's seq*seq is de
 Point = tuple[int, ...]
 
 
+TILES = (2, 4, 8, 16, 32, 64, 128)  # tile sizes whose ceil-division a size may count
+
+
 def fit(dims: Sequence[str], points: Sequence[Point], values: Sequence[int]) -> str | None:
-    """The polynomial (degree <= `MAX_DEGREE` in each dim) through every
-    ``(point, value)``, as text; None when no such polynomial with small rational
-    coefficients reproduces every value exactly."""
+    """An expression through every ``(point, value)``, as text: a polynomial (degree
+    <= `MAX_DEGREE` in each dim), else one that may also count tiles (``cdiv(seq, 4)``,
+    ``cdiv(batch*seq, 4)``, for one tile size); None when none with small rational
+    coefficients reproduces every value exactly. The caller evaluates it only at
+    these points' box, so exact at every point is correct everywhere it is used."""
     if len(set(values)) == 1:
         return str(int(values[0]))
-    degrees = [min(MAX_DEGREE, len({p[k] for p in points}) - 1) for k in range(len(dims))]
-    monomials = list(itertools.product(*(range(d + 1) for d in degrees)))
-    if len(monomials) > len(points):
-        return None
-    matrix = np.array([[float(np.prod([float(p[k]) ** e[k] for k in range(len(dims))]))
-                        for e in monomials] for p in points])
-    solution, *_ = np.linalg.lstsq(matrix, np.array(values, dtype=float), rcond=None)
-    coefficients = [Fraction(float(c)).limit_denominator(64) for c in solution]
-    for point, value in zip(points, values, strict=True):
-        if _value(monomials, coefficients, point) != value:
+    found = _fit(dims, [(name, {name: 1}, None) for name in dims], points, values)
+    if found is not None:
+        return found
+    for tile in TILES:
+        terms = [(name, {name: 1}, None) for name in dims]
+        terms += [(f"cdiv({name}, {tile})", {name: 1}, tile) for name in dims]
+        if len(dims) > 1:
+            terms.append((f"cdiv({'*'.join(dims)}, {tile})", dict.fromkeys(dims, 1), tile))
+        found = _fit(dims, terms, points, values)
+        if found is not None:
+            return found
+    return None
+
+
+def _term_value(term: tuple[str, dict[str, int], int | None], dims: Sequence[str],
+                point: Point) -> int:
+    _, powers, tile = term
+    value = 1
+    for name, e in powers.items():
+        value *= point[list(dims).index(name)] ** e
+    return value if tile is None else -(-value // tile)
+
+
+def _fit(dims: Sequence[str], terms: list[tuple[str, dict[str, int], int | None]],
+         points: Sequence[Point], values: Sequence[int]) -> str | None:
+    varying = [len({p[k] for p in points}) > 1 for k in range(len(dims))]
+    terms = [t for t in terms if all(varying[list(dims).index(n)] for n in t[1])]
+    kept, columns = [], []
+    for t in terms:  # a term constant over the box, or equal to another, only adds noise
+        column = [_term_value(t, dims, p) for p in points]
+        if len(set(column)) > 1 and column not in columns:
+            kept.append(t)
+            columns.append(column)
+    terms = kept
+    every = []
+    for exps in itertools.product(*(range(MAX_DEGREE + 1) for _ in terms)):
+        per_dim = dict.fromkeys(dims, 0)
+        for t, e in zip(terms, exps, strict=True):
+            for name, power in t[1].items():
+                per_dim[name] += power * e
+        if sum(exps) <= MAX_DEGREE + 1 and all(v <= MAX_DEGREE for v in per_dim.values()):
+            every.append(exps)
+    for degree in range(1, MAX_DEGREE + 2):  # the fewest terms first: least ill-conditioned
+        monomials = [m for m in every if sum(m) <= degree]
+        if len(monomials) > len(points):
             return None
-    return _render(dims, monomials, coefficients)
+        matrix = [[_product(columns, m, i) for m in monomials] for i in range(len(points))]
+        solution, *_ = np.linalg.lstsq(np.array(matrix, dtype=float),
+                                       np.array(values, dtype=float), rcond=None)
+        coefficients = [Fraction(float(c)).limit_denominator(64) for c in solution]
+        if all(sum((c * x for c, x in zip(coefficients, row, strict=True) if c), Fraction(0)) == value
+               for row, value in zip(matrix, values, strict=True)):
+            return _render([t[0] for t in terms], monomials, coefficients)
+    return None
 
 
-def _value(monomials: Sequence[tuple[int, ...]], coefficients: Sequence[Fraction],
+def _product(columns: list[list[int]], exps: tuple[int, ...], row: int) -> int:
+    value = 1
+    for column, e in zip(columns, exps, strict=True):
+        value *= column[row] ** e
+    return value
+
+
+def _unused_value(monomials: Sequence[tuple[int, ...]], coefficients: Sequence[Fraction],
            point: Point) -> Fraction:
     total = Fraction(0)
     for exps, c in zip(monomials, coefficients, strict=True):
@@ -90,6 +144,11 @@ def _eval(node: ast.AST, dims: Mapping[str, int]) -> Fraction:
         return Fraction(node.value)
     if isinstance(node, ast.Name) and node.id in dims:
         return Fraction(dims[node.id])
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "cdiv"
+            and len(node.args) == 2 and not node.keywords):
+        num, den = (_eval(a, dims) for a in node.args)
+        if den > 0:
+            return Fraction(-(-num // den))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_eval(node.operand, dims)
     if isinstance(node, ast.BinOp):
