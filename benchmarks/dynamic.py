@@ -1,0 +1,122 @@
+"""Compile once, run at any shape (issue 15): one symbolic OpenCL artefact (no --bind,
+dims over their --dim ranges) against one --bind compile per shape (prints; asserts nothing).
+
+Per corpus model (TorchScript export): the whole compile time once (e-graph + the
+symbolic backend, which compiles every shape of the ranges) against N whole compiles
+with --bind (one per shape measured); per shape (the stored ones inside the ranges plus
+one not stored) the PoCL latency of both artefacts (median wall time of `run`, and the
+sum of the launches' device times from profiling events) and the error of each against
+the torch reference (onnxruntime on the export for the unstored shape).
+
+    PYTHONPATH=. python3 benchmarks/dynamic.py [--only bert_sdpa,gpt2] [--repeat 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from egraph_compiler import pipeline, runner  # noqa: E402
+from tests.corpus import build, check  # noqa: E402
+
+# per model: the --dim ranges (every stored shape inside them) and one shape not stored
+MODELS: dict[str, tuple[dict[str, tuple[int, int]], dict[str, int]]] = {
+    "bert_sdpa": ({"batch": (1, 3), "seq": (1, 16)}, {"batch": 2, "seq": 13}),
+    "gpt2": ({"batch": (1, 3), "seq": (1, 16)}, {"batch": 3, "seq": 7}),
+    "llama": ({"batch": (1, 3), "seq": (1, 16)}, {"batch": 1, "seq": 11}),
+    "vit": ({"batch": (1, 4)}, {"batch": 4}),
+}
+
+
+def feeds_at(model: check.CorpusModel, shape: dict[str, int]) -> dict[str, np.ndarray]:
+    """Inputs of ``shape`` like the stored ones (token ids < 50, a full mask; pixels)."""
+    rng = np.random.default_rng(sum(shape.values()))
+    stored = model.feeds(0)
+    feeds = {}
+    for name, array in stored.items():
+        dims = [shape["batch"]] + ([shape["seq"]] if "seq" in shape else list(array.shape[1:]))
+        if array.dtype == np.int64 and "mask" in name:
+            feeds[name] = np.ones(dims, np.int64)
+        elif array.dtype == np.int64:
+            feeds[name] = rng.integers(0, 50, dims).astype(np.int64)
+        else:
+            feeds[name] = rng.standard_normal(dims).astype(array.dtype)
+    return feeds
+
+
+def latency(model: runner.CheckedModel, feeds: dict[str, np.ndarray],
+            repeat: int) -> tuple[float, float]:
+    """Median wall ms of `run` and the summed device ms of its launches."""
+    model.run(feeds)
+    walls = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        model.run(feeds)
+        walls.append((time.perf_counter() - start) * 1e3)
+    device = sum(model.time_launches(repeat)) * 1e3
+    return statistics.median(walls), device
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=",".join(MODELS))
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    names = args.only.split(",")
+    corpus = build.build(names, log=lambda _: None)
+    print("| model | shape | symbolic wall ms | bound wall ms | ratio | symbolic device ms | "
+          "bound device ms | err symbolic | err bound |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    summary = []
+    for name in names:
+        ranges, unstored = MODELS[name]
+        model = check.load(corpus, name, "ts")
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.perf_counter()
+            result = pipeline.compile_model(model.path, dims=ranges)
+            pipeline.write_artefact(result, "opencl", Path(tmp) / "sym")
+            once = time.perf_counter() - start
+            symbolic = runner.load_artefact(Path(tmp) / "sym")
+            shapes = [(s, model.feeds(i), model.expected(i)) for i, s in enumerate(model.shapes)
+                      if all(ranges[d][0] <= v <= ranges[d][1] for d, v in s.items() if d in ranges)]
+            feeds = feeds_at(model, unstored)
+            session = ort.InferenceSession(str(model.path), providers=["CPUExecutionProvider"])
+            shapes.append((unstored, feeds, dict(zip(model.outputs, session.run(
+                list(model.outputs), feeds), strict=True))))
+            n_times = 0.0
+            for k, (shape, feed, expected) in enumerate(shapes):
+                start = time.perf_counter()
+                bound_result = pipeline.compile_model(model.path, dims=ranges)
+                out = Path(tmp) / f"bound{k}"
+                pipeline.write_artefact(bound_result, "opencl", out,
+                                        bindings={d: v for d, v in shape.items() if d in ranges})
+                n_times += time.perf_counter() - start
+                bound = runner.load_artefact(out)
+                sym_wall, sym_dev = latency(symbolic, feed, args.repeat)
+                bound_wall, bound_dev = latency(bound, feed, args.repeat)
+                err_s = check.relative_error(symbolic.run(feed), expected)
+                err_b = check.relative_error(bound.run(feed), expected)
+                tag = "" if k < len(shapes) - 1 else " (not stored)"
+                print(f"| {name} | {shape}{tag} | {sym_wall:.3f} | {bound_wall:.3f} | "
+                      f"{sym_wall / bound_wall:.2f} | {sym_dev:.3f} | {bound_dev:.3f} | "
+                      f"{err_s:.1e} | {err_b:.1e} |")
+            dynamic = result.report.target["dynamic"]
+            summary.append(f"{name}: compile once {once:.1f} s ({dynamic['shapes_compiled']} "
+                           f"shapes, {len(dynamic['versions'])} versions, {dynamic['boxes']} "
+                           f"boxes, arena peak {dynamic['arena_bytes_peak']} B) vs "
+                           f"{len(shapes)} bound compiles {n_times:.1f} s")
+    print()
+    print("\n".join(summary))
+
+
+if __name__ == "__main__":
+    main()
