@@ -318,6 +318,10 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                     array = arrays[arg]
                     tensors[arg] = {"kind": "constant", "dtype": str(array.dtype),
                                     "shape": list(array.shape), "nbytes": int(array.nbytes)}
+    for leaf in leaves:  # every version's intermediates, not only the top corner's
+        for name, info in probes[tuple(hi for _, hi in leaf.box)].built.doc["tensors"].items():
+            if info["kind"] == "arena" and name not in tensors:
+                tensors[name] = {"kind": "arena", "dtype": info["dtype"]}
     images: dict[str, Any] = {}
     for p in grid:
         images.update(probes[p].built.images)
