@@ -102,6 +102,9 @@ class KernelParams:
     # `dnnr tune`'s choices: (shape class `cost.shape_key`, option), used where a
     # class matches and no variant is forced
     tuned: tuple[tuple[str, cost.Option], ...] = ()
+    # keep every window bounds check, even where this shape's windows never cross the
+    # edge: the symbolic build (`symbolic.py`) wants code that is the same at every shape
+    all_bounds_checks: bool = False
 
     @staticmethod
     def for_device(device: str) -> KernelParams:
@@ -417,7 +420,8 @@ class _Gen:
             xbody.emit(f"const int p{d} = {out_vars[d]} * {strides[d]} - {begin[d]} + "
                        f"{ix.render(qs[d])} * {dil[d]};")
             checks = _window_checks(f"p{d}", begin[d], out_shape[2 + d], strides[d],
-                                    kernel[d], dil[d], x_shape[2 + d])
+                                    kernel[d], dil[d], x_shape[2 + d],
+                                    self.params.all_bounds_checks)
             if checks:  # read a clamped position and select zero padding after it
                 xbody.emit(f"const int c{d} = p{d} < 0 ? 0 : ({_clamp_high(f'p{d}', x_shape[2 + d] - 1)});")
             positions.append(self.ivar(f"c{d}" if checks else f"p{d}", x_shape[2 + d]))
@@ -618,7 +622,8 @@ class _Gen:
             body.emit(f"const int p{d} = {ix.render(idx[2 + d])} * {strides[d]} - {begin[d]} + "
                       f"q{d} * {dil[d]};")
             conds += _window_checks(f"p{d}", begin[d], out_shape[2 + d], strides[d],
-                                    kernel[d], dil[d], x_shape[2 + d])
+                                    kernel[d], dil[d], x_shape[2 + d],
+                                    self.params.all_bounds_checks)
             positions.append(self.ivar(f"p{d}", x_shape[2 + d]))
         guarded = Scope(body)
         x = self.em.value(guarded, x_name, (idx[0], idx[1], *positions))
@@ -986,11 +991,12 @@ def _tree_reduce(step: str, var: str) -> list[str]:
 
 
 def _window_checks(position: str, begin: int, out_size: int, stride: int, kernel: int,
-                   dilation: int, in_size: int) -> list[str]:
+                   dilation: int, in_size: int, always: bool = False) -> list[str]:
     """The bounds checks a window position needs: none on a side no window crosses
-    (no padding there), which drops a compare and branch per load (1×1 convs)."""
+    (no padding there), which drops a compare and branch per load (1×1 convs);
+    ``always`` keeps the high side's (`KernelParams.all_bounds_checks`)."""
     checks = [f"{position} >= 0"] if begin > 0 else []
-    if (out_size - 1) * stride - begin + (kernel - 1) * dilation >= in_size:
+    if always or (out_size - 1) * stride - begin + (kernel - 1) * dilation >= in_size:
         checks.append(f"{position} < {in_size}")
     return checks
 

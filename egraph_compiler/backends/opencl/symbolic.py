@@ -24,6 +24,7 @@ point is compiled, the ranges must be bounded: dims without ``--dim`` get
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -248,7 +249,8 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                    profile_db: ProfileDb | None = None, params: KernelParams | None = None,
                    progress: Callable[[str], None] | None = None) -> Artefact:
     """Write the symbolic artefact of ``graph`` (symbolic input dims) into ``out_dir``."""
-    params = params or KernelParams()
+    # code that does not depend on the shape where that costs only a compare
+    params = dataclasses.replace(params or KernelParams(), all_bounds_checks=True)
     dims = symbolic_dims(graph)
     ranges = compile_ranges(graph, dims)
     box: Box = tuple(ranges[n] for n in dims)
