@@ -107,6 +107,15 @@ def render_report(report: Report | dict[str, Any]) -> str:
     if target:
         parts.append("target: " + ", ".join(f"{k} {v}" for k, v in target.items()
                                             if not isinstance(v, (list, dict))))
+    dynamic = target.get("dynamic")
+    if dynamic:  # a symbolic OpenCL artefact: its ranges, arena and versions (issue 15)
+        parts.append("symbolic: " + ", ".join(f"{n}={lo}..{hi}" for n, (lo, hi) in dynamic["dims"].items())
+                     + f"; {dynamic['shapes_compiled']} shapes compiled; arena peak "
+                     f"{dynamic['arena_bytes_peak']} B over the ranges; {len(dynamic['versions'])} "
+                     f"versions in {dynamic['boxes']} boxes")
+        for k, version in enumerate(dynamic["versions"]):
+            parts.append(f"  version {k} ({version['id']}): " + " | ".join(version["conditions"]))
+            parts.extend(f"    {choice}" for choice in version.get("choices", ())[:6])
     chosen = data.get("select") or {}
     if chosen:
         parts.append("select: " + ", ".join(f"{k} {v}" for k, v in chosen.items()

@@ -102,9 +102,11 @@ class KernelParams:
     # `dnnr tune`'s choices: (shape class `cost.shape_key`, option), used where a
     # class matches and no variant is forced
     tuned: tuple[tuple[str, cost.Option], ...] = ()
-    # keep every window bounds check, even where this shape's windows never cross the
-    # edge: the symbolic build (`symbolic.py`) wants code that is the same at every shape
-    all_bounds_checks: bool = False
+    # code that is the same at every shape where that costs little, for the symbolic
+    # build (`symbolic.py`): every window bounds check kept (even where this shape's
+    # windows never cross the edge) and register tiles not shrunk to a smaller dim
+    # (the loads clamp and the stores check a ragged edge either way)
+    shape_stable: bool = False
 
     @staticmethod
     def for_device(device: str) -> KernelParams:
@@ -275,6 +277,11 @@ class _Gen:
     def anchor(self) -> Node:
         return self.view.nodes[self.shape.anchor]  # type: ignore[index]
 
+    def tile(self, tile: int, size: int) -> int:
+        """A register tile along a dim of ``size``: no larger than the dim, unless
+        `KernelParams.shape_stable` keeps it whatever the dim."""
+        return max(1, tile if self.params.shape_stable else min(tile, size))
+
     def ivar(self, name: str, size: int) -> ix.IExpr:
         return ix.IVar(name, 0, size - 1) if size > 1 else 0
 
@@ -342,7 +349,7 @@ class _Gen:
         sizes = {"m": geo.cout_g, "n": geo.columns, "k": geo.cin_g * geo.taps,
                  "batch": geo.group}
         tw = self.params.depthwise_tile_width if depthwise else self.params.conv_tile_width
-        direct_items = geo.columns // max(1, min(tw, geo.out_shape[-1])) * \
+        direct_items = geo.columns // self.tile(tw, geo.out_shape[-1]) * \
             _cdiv(geo.out_shape[1], 1 if depthwise else self.params.conv_tile_channels)
         option = self.pick(sizes, direct_items, not depthwise,
                            "n" if geo.columns == 1 else None)
@@ -373,7 +380,7 @@ class _Gen:
         begin = _pads_begin(node, x_shape[2:], out_shape[2:], kernel, strides, dil)
         depthwise = group > 1 and cg == 1
         tw = self.params.depthwise_tile_width if depthwise else self.params.conv_tile_width
-        tw = max(1, min(tw, out_shape[-1]))
+        tw = self.tile(tw, out_shape[-1])
         limit = self.params.conv_tile_channels
         if group == 1:  # a vector width (the weights are padded to it), at most the limit
             tc = next((t for t in (2, 4, 8, 16) if t >= min(limit, cout)), limit)
@@ -421,7 +428,7 @@ class _Gen:
                        f"{ix.render(qs[d])} * {dil[d]};")
             checks = _window_checks(f"p{d}", begin[d], out_shape[2 + d], strides[d],
                                     kernel[d], dil[d], x_shape[2 + d],
-                                    self.params.all_bounds_checks)
+                                    self.params.shape_stable)
             if checks:  # read a clamped position and select zero padding after it
                 xbody.emit(f"const int c{d} = p{d} < 0 ? 0 : ({_clamp_high(f'p{d}', x_shape[2 + d] - 1)});")
             positions.append(self.ivar(f"c{d}" if checks else f"p{d}", x_shape[2 + d]))
@@ -476,8 +483,8 @@ class _Gen:
     # -- matmul / gemm -----------------------------------------------------------------
     def matmul(self) -> Kernel:
         problem, sizes = gemm.matmul_problem(self)
-        tm = max(1, min(self.params.matmul_tile_m, sizes["m"]))
-        tn = max(1, min(self.params.matmul_tile_n, sizes["n"]))
+        tm = self.tile(self.params.matmul_tile_m, sizes["m"])
+        tn = self.tile(self.params.matmul_tile_n, sizes["n"])
         direct_items = sizes["batch"] * _cdiv(sizes["m"], tm) * _cdiv(sizes["n"], tn)
         option = self.pick(sizes, direct_items, True, "m" if sizes["m"] == 1 else None)
         if option.variant == "tiled":
@@ -501,8 +508,8 @@ class _Gen:
         k_size = a_shape[-1] if (a_vec or not trans_a) else a_shape[-2]
         n_size = 1 if b_vec else (b_shape[-2] if trans_b else b_shape[-1])
         batch = out_shape[:len(out_shape) - (0 if a_vec else 1) - (0 if b_vec else 1)]
-        tm = max(1, min(self.params.matmul_tile_m, m_size))
-        tn = max(1, min(self.params.matmul_tile_n, n_size))
+        tm = self.tile(self.params.matmul_tile_m, m_size)
+        tn = self.tile(self.params.matmul_tile_n, n_size)
         self.defines += [f"TM {tm}", f"TN {tn}"]
         n_mt, n_nt = _cdiv(m_size, tm), _cdiv(n_size, tn)
         total = int(np.prod(batch, dtype=np.int64)) * n_mt * n_nt
@@ -623,7 +630,7 @@ class _Gen:
                       f"q{d} * {dil[d]};")
             conds += _window_checks(f"p{d}", begin[d], out_shape[2 + d], strides[d],
                                     kernel[d], dil[d], x_shape[2 + d],
-                                    self.params.all_bounds_checks)
+                                    self.params.shape_stable)
             positions.append(self.ivar(f"p{d}", x_shape[2 + d]))
         guarded = Scope(body)
         x = self.em.value(guarded, x_name, (idx[0], idx[1], *positions))
@@ -994,7 +1001,7 @@ def _window_checks(position: str, begin: int, out_size: int, stride: int, kernel
                    dilation: int, in_size: int, always: bool = False) -> list[str]:
     """The bounds checks a window position needs: none on a side no window crosses
     (no padding there), which drops a compare and branch per load (1×1 convs);
-    ``always`` keeps the high side's (`KernelParams.all_bounds_checks`)."""
+    ``always`` keeps the high side's (`KernelParams.shape_stable`)."""
     checks = [f"{position} >= 0"] if begin > 0 else []
     if always or (out_size - 1) * stride - begin + (kernel - 1) * dilation >= in_size:
         checks.append(f"{position} < {in_size}")
