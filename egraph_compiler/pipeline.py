@@ -343,11 +343,17 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
                                                if bindings else result.graph):
         # no --bind for some dims: one artefact for every shape in their --dim ranges
         from egraph_compiler.backends.opencl import KernelParams
+        from egraph_compiler.backends.opencl.kernel_search import tuned_options
         from egraph_compiler.backends.opencl.symbolic import build_symbolic
+        from egraph_compiler.fusion import ProfileDb
 
         graph = shapes.bind_symbols(result.graph, bindings) if bindings else result.graph
-        artefact = build_symbolic(graph, out, tables=result.rules,
-                                  params=KernelParams.for_device(kernel_device), progress=progress)
+        db = ProfileDb.load(profile_db) if profile_db is not None else None
+        params = KernelParams.for_device(kernel_device)
+        if db is not None:
+            params = dataclasses.replace(params, tuned=tuned_options(db, tuned_device))
+        artefact = build_symbolic(graph, out, tables=result.rules, profile_db=db, params=params,
+                                  progress=progress)
     elif target == "opencl":
         graph = prepare_static_graph(static_graph(result.graph, bindings, target), target)
         from egraph_compiler.backends import opencl
@@ -367,7 +373,6 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
         from egraph_compiler.backends import hexagon
 
         graph = prepare_static_graph(static_graph(result.graph, bindings, target), target)
-
         artefact = hexagon.build(graph, out)
     result.report.seconds[f"backend-{target}"] = round(time.perf_counter() - start, 4)
     # paths name the final directory, not the temporary one they were written in
