@@ -19,7 +19,6 @@ Expressions are immutable and hash-consed by value; `render` prints C.
 from __future__ import annotations
 
 import functools
-
 from dataclasses import dataclass
 from math import gcd
 

@@ -4,7 +4,6 @@ static shapes, producers, consumers, and which inputs of a node carry data."""
 from __future__ import annotations
 
 import math
-
 from functools import cached_property
 
 import numpy as np

@@ -46,17 +46,18 @@ def test_evaluate_reads_only_size_expressions(text: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def bert(tmp_path_factory: pytest.TempPathFactory) -> tuple[check.CorpusModel, Path, dict]:
+def bert(tmp_path_factory: pytest.TempPathFactory
+         ) -> tuple[check.CorpusModel, Path, dict, pipeline.CompileResult]:
     corpus = build.build(["bert_sdpa"], log=lambda _: None)
     model = check.load(corpus, "bert_sdpa", "ts")
     result = pipeline.compile_model(model.path, dims={"batch": (1, 2), "seq": (1, 12)})
     out = tmp_path_factory.mktemp("bert_symbolic")
     pipeline.write_artefact(result, "opencl", out)  # no bindings: the symbolic path
-    return model, out, result.report.target
+    return model, out, result.report.target, result
 
 
 def test_one_artefact_runs_stored_shapes_in_range(bert) -> None:  # noqa: ANN001
-    model, out, _ = bert
+    model, out, _, _ = bert
     compiled = load_artefact(out)
     ran = 0
     for index, shape in enumerate(model.shapes):
@@ -69,7 +70,7 @@ def test_one_artefact_runs_stored_shapes_in_range(bert) -> None:  # noqa: ANN001
 
 @pytest.mark.parametrize("batch,seq", [(2, 7), (1, 12), (2, 1)])
 def test_one_artefact_runs_unstored_shapes(bert, batch: int, seq: int) -> None:  # noqa: ANN001
-    model, out, _ = bert
+    model, out, _, _ = bert
     rng = np.random.default_rng(batch * 100 + seq)
     feeds = {"input_ids": rng.integers(0, 50, (batch, seq)).astype(np.int64),
              "attention_mask": np.ones((batch, seq), np.int64)}
@@ -81,7 +82,7 @@ def test_one_artefact_runs_unstored_shapes(bert, batch: int, seq: int) -> None: 
 
 
 def test_shape_outside_the_ranges_is_refused_by_name(bert) -> None:  # noqa: ANN001
-    model, out, _ = bert
+    model, out, _, _ = bert
     feeds = model.feeds(2)  # batch 3, seq 16: both outside
     with pytest.raises(DnnrError, match=r"input 'input_ids' dim 0 \(batch\) is 3, outside the "
                                         r"compiled range batch=1\.\.2"):
@@ -93,7 +94,7 @@ def test_shape_outside_the_ranges_is_refused_by_name(bert) -> None:  # noqa: ANN
 
 
 def test_plan_holds_expressions_versions_and_peak_arena(bert) -> None:  # noqa: ANN001
-    _, out, target = bert
+    _, out, target, _ = bert
     plan = json.loads((out / "plan.json").read_text())
     assert plan["dims"] == {"batch": [1, 2], "seq": [1, 12]}
     covered = {(b, s) for box in plan["boxes"]
@@ -110,10 +111,29 @@ def test_plan_holds_expressions_versions_and_peak_arena(bert) -> None:  # noqa: 
 
 
 def test_bound_compile_matches_the_symbolic_artefact(bert, tmp_path: Path) -> None:  # noqa: ANN001
-    model, out, _ = bert
-    result = pipeline.compile_model(model.path, dims={"batch": (1, 2), "seq": (1, 12)})
+    model, out, _, result = bert  # the same e-graph result, bound to one shape
     pipeline.write_artefact(result, "opencl", tmp_path, bindings={"batch": 2, "seq": 9})
     bound = load_artefact(tmp_path).run(model.feeds(1))
     symbolic = load_artefact(out).run(model.feeds(1))
     for name in model.outputs:
         np.testing.assert_array_equal(bound[name], symbolic[name])
+
+
+def test_cnn_with_dynamic_height_and_width(tmp_path: Path) -> None:
+    """One MobileNetV2 artefact over batch, height and width (windows keep their bounds
+    checks, `KernelParams.shape_stable`): the stored 1x3x32x32 shape and unstored ones."""
+    corpus = build.build(["mobilenet_v2"], log=lambda _: None)
+    model = check.load(corpus, "mobilenet_v2", "ts")
+    ranges = {"batch": (1, 2), "height": (32, 33), "width": (32, 33)}
+    result = pipeline.compile_model(model.path, dims=ranges)
+    pipeline.write_artefact(result, "opencl", tmp_path)
+    compiled = load_artefact(tmp_path)
+    assert result.report.target["dynamic"]["shapes_compiled"] == 8
+    error = check.relative_error(compiled.run(model.feeds(0)), model.expected(0))
+    assert error <= TOLERANCE
+    session = ort.InferenceSession(str(model.path), providers=["CPUExecutionProvider"])
+    for shape in [(2, 3, 33, 33), (1, 3, 33, 32)]:
+        x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+        expected = dict(zip(model.outputs, session.run(list(model.outputs), {model.inputs[0]: x}),
+                            strict=True))
+        assert check.relative_error(compiled.run({model.inputs[0]: x}), expected) <= TOLERANCE

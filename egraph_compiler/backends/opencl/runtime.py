@@ -13,7 +13,6 @@ from egraph_compiler.backends.opencl.build import PLAN_VERSION
 from egraph_compiler.backends.opencl.images import image_mode
 from egraph_compiler.ir.errors import DnnrError
 
-
 SYMBOLIC_PLAN_VERSION = 3  # `symbolic.SYMBOLIC_PLAN_VERSION` (the run time imports no compiler)
 
 
