@@ -53,17 +53,24 @@ def feeds_at(model: check.CorpusModel, shape: dict[str, int]) -> dict[str, np.nd
     return feeds
 
 
-def latency(model: runner.CheckedModel, feeds: dict[str, np.ndarray],
-            repeat: int) -> tuple[float, float]:
-    """Median wall ms of `run` and the summed device ms of its launches."""
-    model.run(feeds)
-    walls = []
-    for _ in range(repeat):
-        start = time.perf_counter()
+def latency(models: list[runner.CheckedModel], feeds: dict[str, np.ndarray],
+            repeat: int) -> list[tuple[float, float]]:
+    """Per model: the median wall ms of `run` and the summed device ms of its launches.
+    The models run in turn within each repeat, so load from other processes on the
+    machine falls on all of them alike."""
+    walls: list[list[float]] = [[] for _ in models]
+    for model in models:
         model.run(feeds)
-        walls.append((time.perf_counter() - start) * 1e3)
-    device = sum(model.time_launches(repeat)) * 1e3
-    return statistics.median(walls), device
+    for _ in range(repeat):
+        for k, model in enumerate(models):
+            start = time.perf_counter()
+            model.run(feeds)
+            walls[k].append((time.perf_counter() - start) * 1e3)
+    devices = []
+    for model in models:
+        model.run(feeds)  # time_launches times the plan on the data `run` left
+        devices.append(sum(model.time_launches(repeat)) * 1e3)
+    return [(statistics.median(w), d) for w, d in zip(walls, devices, strict=True)]
 
 
 def main() -> None:
@@ -101,8 +108,8 @@ def main() -> None:
                                         bindings={d: v for d, v in shape.items() if d in ranges})
                 n_times += time.perf_counter() - start
                 bound = runner.load_artefact(out)
-                sym_wall, sym_dev = latency(symbolic, feed, args.repeat)
-                bound_wall, bound_dev = latency(bound, feed, args.repeat)
+                (sym_wall, sym_dev), (bound_wall, bound_dev) = latency([symbolic, bound], feed,
+                                                                       args.repeat)
                 err_s = check.relative_error(symbolic.run(feed), expected)
                 err_b = check.relative_error(bound.run(feed), expected)
                 tag = "" if k < len(shapes) - 1 else " (not stored)"

@@ -47,8 +47,8 @@ from egraph_compiler.ir.errors import DnnrError
 from egraph_compiler.ir.graph import Graph
 
 SYMBOLIC_PLAN_VERSION = 3
-DEFAULT_HIGH = 64  # a dim without --dim (or with an unbounded one) is compiled for 1..64
-MAX_POINTS = 4096
+DEFAULT_HIGH = 16  # a dim without --dim (or with an unbounded one) is compiled for 1..16
+MAX_POINTS = 2048  # shapes compiled: about 0.1-0.7 s each (BERT-tiny to ResNet-50 on PoCL hosts)
 
 Point = tuple[int, ...]
 Box = tuple[tuple[int, int], ...]
