@@ -104,6 +104,20 @@ def _probe(graph: Graph, dims: Sequence[str], point: Point, tables: object,
     return _Probe("", built, numbers)
 
 
+def _probe_or_explain(graph: Graph, dims: Sequence[str], point: Point, tables: object,
+                      profile_db: ProfileDb | None, params: KernelParams) -> _Probe:
+    """`_probe`, naming the shape when the model cannot be compiled there (a ConvNeXt
+    with a height its patchify stride empties, say)."""
+    try:
+        return _probe(graph, dims, point, tables, profile_db, params)
+    except DnnrError as error:
+        shape = ", ".join(f"{n}={v}" for n, v in zip(dims, point, strict=True))
+        first = str(error).removeprefix("error: ").splitlines()[0]
+        raise DnnrError(f"error: the symbolic OpenCL artefact covers every shape of its --dim "
+                        f"ranges, and at {shape}: {first}\n  hint: narrow the ranges with "
+                        "--dim NAME=LO..HI to shapes the model accepts") from None
+
+
 def _sign(probe: _Probe, computed: set[str]) -> None:
     """The probe's version: its code, the constants it reads (their shapes, except the
     dim-dependent ones computed at run time) and its images."""
@@ -258,7 +272,7 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
     if progress:
         progress(f"symbolic OpenCL: compiling {len(grid)} shapes of "
                  f"{', '.join(f'{n}={lo}..{hi}' for n, (lo, hi) in ranges.items())} ...")
-    probes = {p: _probe(graph, dims, p, tables, profile_db, params) for p in grid}
+    probes = {p: _probe_or_explain(graph, dims, p, tables, profile_db, params) for p in grid}
     computed = dim_dependent_constants(list(probes.values()))
     for probe in probes.values():
         _sign(probe, computed)
@@ -327,6 +341,10 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
     images: dict[str, Any] = {}
     for p in grid:
         images.update(probes[p].built.images)
+    # the run time reads a constant as an image in every kernel or in none: where the
+    # versions disagree, every kernel reads buffers (its DNNR_IMAGE_ARG compiles to one)
+    if len({frozenset(probes[p].built.images) for p in grid}) > 1:
+        images = {}
     plan = {
         "version": SYMBOLIC_PLAN_VERSION, "graph": graph.name,
         "inputs": top["inputs"], "outputs": top["outputs"],
