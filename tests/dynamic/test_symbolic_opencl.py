@@ -137,3 +137,25 @@ def test_cnn_with_dynamic_height_and_width(tmp_path: Path) -> None:
         expected = dict(zip(model.outputs, session.run(list(model.outputs), {model.inputs[0]: x}),
                             strict=True))
         assert check.relative_error(compiled.run({model.inputs[0]: x}), expected) <= TOLERANCE
+
+
+def test_gemv_and_tiled_versions_dispatched_on_the_dims(tmp_path: Path) -> None:
+    """With the GPU cost model a matmul whose rows are batch*seq is a GEMV when that is
+    1 and a tiled GEMM otherwise: two versions of one artefact, picked at run time."""
+    corpus = build.build(["gpt2"], log=lambda _: None)
+    model = check.load(corpus, "gpt2", "ts")
+    result = pipeline.compile_model(model.path, dims={"batch": (1, 1), "seq": (1, 3)})
+    pipeline.write_artefact(result, "opencl", tmp_path, kernel_device="gpu")
+    versions = result.report.target["dynamic"]["versions"]
+    gemv = [v for v in versions if any("gemv" in c for c in v["choices"])]
+    assert [v["conditions"] for v in gemv] == [["batch == 1 and seq == 1"]]
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert any("tiled" in launch["variant"] for version in plan["versions"]
+               for launch in version["launches"])
+    session = ort.InferenceSession(str(model.path), providers=["CPUExecutionProvider"])
+    compiled = load_artefact(tmp_path)
+    for seq in (1, 3, 2):
+        feeds = {"input_ids": np.arange(seq, dtype=np.int64).reshape(1, seq) + 3,
+                 "attention_mask": np.ones((1, seq), np.int64)}
+        expected = dict(zip(model.outputs, session.run(list(model.outputs), feeds), strict=True))
+        assert check.relative_error(compiled.run(feeds), expected) <= TOLERANCE, seq

@@ -358,15 +358,13 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
     write_files(out_dir, plan, sources, arrays)
     if computed:
         (out_dir / "shapes.onnx").write_bytes(_shape_model(graph, computed))
-    sizes = {v: sum(1 for p in grid if probes[p].signature == v) for v in versions}
-    common = versions.index(max(versions, key=lambda v: sizes[v]))  # the most shapes
     dynamic = {
         "dims": {n: list(r) for n, r in ranges.items()},
         "shapes_compiled": len(grid),
         "arena_bytes_peak": arena_bytes,
         "versions": [{"id": v, "conditions": [b["condition"] for b in box_docs
                                               if b["version"] == k],
-                      "choices": _choices(version_docs[k], version_docs[common], sources)}
+                      "choices": _choices(version_docs[k], version_docs, sources)}
                      for k, v in enumerate(versions)],
         "boxes": len(box_docs),
         "computed_at_run_time": sorted(computed),
@@ -377,21 +375,18 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                     dynamic)
 
 
-def _choices(version: dict, common: dict, sources: Mapping[str, str]) -> list[str]:
-    """What ``version`` generates differently from ``common`` (the version of most
-    shapes), per launch: variant, work-group and the kernel's tile defines, or only
-    its literals (a dim of 1 stays a literal 0/1 in the code)."""
+def _choices(version: dict, versions: Sequence[dict], sources: Mapping[str, str]) -> list[str]:
+    """What ``version`` generates at each launch where the versions differ: its
+    variant, work-group and the kernel's tile defines, or only its literals (a dim of
+    1 stays a literal 0/1 in the code)."""
     notes = []
-    for k, (mine, theirs) in enumerate(zip(version["launches"], common["launches"], strict=True)):
-        if mine["kernel"] == theirs["kernel"]:
+    for k, mine in enumerate(version["launches"]):
+        if len({v["launches"][k]["kernel"] for v in versions}) == 1:
             continue
         defines = [line[len("#define "):] for line in sources[mine["kernel"]].splitlines()
                    if line.startswith("#define ") and "(" not in line.split()[1]]
-        what = [f"{mine['variant']}" if mine["variant"] else "",
-                f"work-group {mine['local']}" if mine["local"] != theirs["local"] else "",
-                ", ".join(defines)]
-        notes.append(f"launch {k} ({mine['kind']}): " + ("; ".join(w for w in what if w)
-                                                         or "literal sizes"))
+        what = [mine["variant"], f"work-group {mine['local']}", ", ".join(defines)]
+        notes.append(f"launch {k} ({mine['kind']}): " + "; ".join(w for w in what if w))
     return notes
 
 
