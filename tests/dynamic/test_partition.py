@@ -30,7 +30,7 @@ def _check_cover(leaves: list[symbolic._Leaf], probes: dict) -> None:
         for p in points:
             assert probes[p].signature == leaf.signature
             for name, value in probes[p].numbers.items():
-                assert dimpoly.evaluate(leaf.expressions[name], dict(zip(DIMS, p))) == value
+                assert dimpoly.evaluate(leaf.expressions[name], dict(zip(DIMS, p, strict=True))) == value
     assert sorted(seen) == sorted(GRID)  # every shape in exactly one box
 
 
