@@ -29,11 +29,18 @@ from egraph_compiler import pipeline, runner  # noqa: E402
 from tests.corpus import build, check  # noqa: E402
 
 # per model: the --dim ranges (every stored shape inside them) and one shape not stored
-MODELS: dict[str, tuple[dict[str, tuple[int, int]], dict[str, int]]] = {
+# (a third number is the step: --dim height=32..64:8)
+MODELS: dict[str, tuple[dict[str, tuple[int, ...]], dict[str, int]]] = {
     "bert_sdpa": ({"batch": (1, 3), "seq": (1, 16)}, {"batch": 2, "seq": 13}),
     "gpt2": ({"batch": (1, 3), "seq": (1, 16)}, {"batch": 3, "seq": 7}),
     "llama": ({"batch": (1, 3), "seq": (1, 16)}, {"batch": 1, "seq": 11}),
     "vit": ({"batch": (1, 4)}, {"batch": 4}),
+    "mobilenet_v2": ({"batch": (1, 3), "height": (32, 64, 8), "width": (32, 64, 8)},
+                     {"batch": 2, "height": 56, "width": 32}),
+    "resnet50": ({"batch": (1, 3), "height": (32, 64, 8), "width": (32, 64, 8)},
+                 {"batch": 1, "height": 40, "width": 56}),
+    "convnext": ({"batch": (1, 3), "height": (32, 64, 8), "width": (32, 64, 8)},
+                 {"batch": 3, "height": 48, "width": 64}),
 }
 
 
@@ -43,7 +50,12 @@ def feeds_at(model: check.CorpusModel, shape: dict[str, int]) -> dict[str, np.nd
     stored = model.feeds(0)
     feeds = {}
     for name, array in stored.items():
-        dims = [shape["batch"]] + ([shape["seq"]] if "seq" in shape else list(array.shape[1:]))
+        if "seq" in shape:
+            dims = [shape["batch"], shape["seq"]]
+        elif "height" in shape:
+            dims = [shape["batch"], array.shape[1], shape["height"], shape["width"]]
+        else:
+            dims = [shape["batch"], *array.shape[1:]]
         if array.dtype == np.int64 and "mask" in name:
             feeds[name] = np.ones(dims, np.int64)
         elif array.dtype == np.int64:
@@ -89,8 +101,10 @@ def main() -> None:
         model = check.load(corpus, name, "ts")
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
-            result = pipeline.compile_model(model.path, dims=ranges)
-            pipeline.write_artefact(result, "opencl", Path(tmp) / "sym")
+            spans = {d: (r[0], r[1]) for d, r in ranges.items()}
+            steps = {d: r[2] for d, r in ranges.items() if len(r) > 2}
+            result = pipeline.compile_model(model.path, dims=spans)
+            pipeline.write_artefact(result, "opencl", Path(tmp) / "sym", dim_steps=steps)
             once = time.perf_counter() - start
             symbolic = runner.load_artefact(Path(tmp) / "sym")
             shapes = [(s, model.feeds(i), model.expected(i)) for i, s in enumerate(model.shapes)
@@ -102,7 +116,7 @@ def main() -> None:
             n_times = 0.0
             for k, (shape, feed, expected) in enumerate(shapes):
                 start = time.perf_counter()
-                bound_result = pipeline.compile_model(model.path, dims=ranges)
+                bound_result = pipeline.compile_model(model.path, dims=spans)
                 out = Path(tmp) / f"bound{k}"
                 pipeline.write_artefact(bound_result, "opencl", out,
                                         bindings={d: v for d, v in shape.items() if d in ranges})

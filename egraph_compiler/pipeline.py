@@ -284,14 +284,15 @@ TARGETS = ("onnx", "opencl", "hexagon")
 def write_artefact(result: CompileResult, target: str, out: Path, *,
                    bindings: dict[str, int] | None = None, profile_db: str | Path | None = None,
                    progress: Progress | None = None, kernel_device: str = "cpu",
-                   tuned_device: str | None = None) -> None:
+                   tuned_device: str | None = None, dim_steps: dict[str, int] | None = None) -> None:
     """Build ``target`` from ``result`` into ``out`` (OpenCL: kernels.cl, plan.json, …;
     Hexagon: C, ELF) with ``model.onnx``, ``report.json`` and ``manifest.json`` beside it,
     atomically: ``out`` holds the old artefact or the new one whole (`backends.artefact`).
     ``bindings`` fix symbolic input dims for the static-shape targets; ``profile_db``
     is a `dnnr tune` database deciding the OpenCL fusion planner's yellow cases;
     ``kernel_device`` the device class ("cpu", "gpu") OpenCL anchor kernels are for;
-    ``tuned_device`` whose kernel choices in ``profile_db`` to use (when it has several)."""
+    ``tuned_device`` whose kernel choices in ``profile_db`` to use (when it has several);
+    ``dim_steps`` the step of a symbolic OpenCL artefact's dims (``--dim height=32..64:8``)."""
     from egraph_compiler.backends import artefact
 
     if target not in TARGETS:
@@ -304,7 +305,7 @@ def write_artefact(result: CompileResult, target: str, out: Path, *,
         if target != "onnx":
             with ops.using(result.rules):
                 graph = _build_target(target, result, tmp, progress, bindings or {}, profile_db, out,
-                                      kernel_device, tuned_device)
+                                      kernel_device, tuned_device, dim_steps or {})
         elif bindings:  # the written model's dims, as --bind says
             graph = written = shapes.bind_symbols(result.graph, bindings)
         (tmp / "model.onnx").write_bytes(ir.to_onnx(written).SerializeToString())
@@ -330,7 +331,8 @@ def static_graph(graph: Graph, bindings: dict[str, int], target: str) -> Graph:
 
 def _build_target(target: str, result: CompileResult, out: Path, progress: Progress | None,
                   bindings: dict[str, int], profile_db: str | Path | None, final: Path,
-                  kernel_device: str = "cpu", tuned_device: str | None = None) -> Graph:
+                  kernel_device: str = "cpu", tuned_device: str | None = None,
+                  dim_steps: dict[str, int] | None = None) -> Graph:
     """Run the backend into ``out`` (a temporary directory that becomes ``final``);
     the static graph it compiled."""
     if progress:
@@ -353,7 +355,7 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
         if db is not None:
             params = dataclasses.replace(params, tuned=tuned_options(db, tuned_device))
         artefact = build_symbolic(graph, out, tables=result.rules, profile_db=db, params=params,
-                                  progress=progress)
+                                  progress=progress, steps=dim_steps)
     elif target == "opencl":
         graph = prepare_static_graph(static_graph(result.graph, bindings, target), target)
         from egraph_compiler.backends import opencl

@@ -109,7 +109,8 @@ def render_report(report: Report | dict[str, Any]) -> str:
                                             if not isinstance(v, (list, dict))))
     dynamic = target.get("dynamic")
     if dynamic:  # a symbolic OpenCL artefact: its ranges, arena and versions (issue 15)
-        parts.append("symbolic: " + ", ".join(f"{n}={lo}..{hi}" for n, (lo, hi) in dynamic["dims"].items())
+        parts.append("symbolic: " + ", ".join(f"{n}={r[0]}..{r[1]}" + (f":{r[2]}" if len(r) > 2 else "")
+                                              for n, r in dynamic["dims"].items())
                      + f"; {dynamic['shapes_compiled']} shapes compiled; arena peak "
                      f"{dynamic['arena_bytes_peak']} B over the ranges; {len(dynamic['versions'])} "
                      f"versions in {dynamic['boxes']} boxes")

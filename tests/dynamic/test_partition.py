@@ -62,3 +62,17 @@ def test_a_box_uses_offsets_only_where_no_tensor_outgrows_its_corner() -> None:
         for p in itertools.product(*(range(lo, hi + 1) for lo, hi in leaf.box)):
             assert (probes[p].built.doc["tensors"]["t"]["nbytes"]
                     <= probes[corner].built.doc["tensors"]["t"]["nbytes"])
+
+
+def test_dim_steps_parse_and_bad_steps_are_clear_errors() -> None:
+    import pytest
+
+    from egraph_compiler.cli import _parse_dim_ranges, _parse_dim_steps
+    from egraph_compiler.ir.errors import DnnrError
+
+    specs = ["batch=1..3", "height=32..64:8,width=32..64:16"]
+    assert _parse_dim_ranges(specs) == {"batch": (1, 3), "height": (32, 64), "width": (32, 64)}
+    assert _parse_dim_steps(specs) == {"height": 8, "width": 16}
+    for bad in ("height=32..64:0", "height=32..64:", "height=32..64:x"):
+        with pytest.raises(DnnrError, match="NAME=LO..HI:STEP"):
+            _parse_dim_ranges([bad])

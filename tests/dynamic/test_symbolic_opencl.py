@@ -124,15 +124,18 @@ def test_cnn_with_dynamic_height_and_width(tmp_path: Path) -> None:
     checks, `KernelParams.shape_stable`): the stored 1x3x32x32 shape and unstored ones."""
     corpus = build.build(["mobilenet_v2"], log=lambda _: None)
     model = check.load(corpus, "mobilenet_v2", "ts")
-    ranges = {"batch": (1, 2), "height": (32, 33), "width": (32, 33)}
+    ranges = {"batch": (1, 2), "height": (32, 40), "width": (32, 33)}
     result = pipeline.compile_model(model.path, dims=ranges)
-    pipeline.write_artefact(result, "opencl", tmp_path)
+    pipeline.write_artefact(result, "opencl", tmp_path, dim_steps={"height": 8})  # 32 and 40
     compiled = load_artefact(tmp_path)
     assert result.report.target["dynamic"]["shapes_compiled"] == 8
     error = check.relative_error(compiled.run(model.feeds(0)), model.expected(0))
     assert error <= TOLERANCE
     session = ort.InferenceSession(str(model.path), providers=["CPUExecutionProvider"])
-    for shape in [(2, 3, 33, 33), (1, 3, 33, 32)]:
+    with pytest.raises(DnnrError, match=r"input 'pixel_values' dim 2 \(height\) is 36, outside "
+                                        r"the compiled range height=32\.\.40:8"):
+        compiled.run({model.inputs[0]: np.zeros((1, 3, 36, 32), np.float32)})
+    for shape in [(2, 3, 40, 33), (1, 3, 40, 32)]:
         x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
         expected = dict(zip(model.outputs, session.run(list(model.outputs), {model.inputs[0]: x}),
                             strict=True))

@@ -239,10 +239,11 @@ class CompiledModel:
                 if want not in ranges:
                     raise OpenClError(f"input '{name}' dim {axis} is the expression {want!r}, "
                                       "which a symbolic artefact cannot bind")
-                low, high = ranges[want]
-                if not low <= got <= high:
+                low, high, step = (*ranges[want], 1)[:3]
+                if not low <= got <= high or (got - low) % step:
+                    text = f"{low}..{high}" + (f":{step}" if step != 1 else "")
                     raise OpenClError(f"input '{name}' dim {axis} ({want}) is {got}, outside the "
-                                      f"compiled range {want}={low}..{high}\n  hint: compile "
+                                      f"compiled range {want}={text}\n  hint: compile "
                                       f"again with --dim {want}=LO..HI covering it")
                 if dims.setdefault(want, int(got)) != got:
                     raise OpenClError(f"input '{name}' dim {axis} ({want}) is {got}, but another "

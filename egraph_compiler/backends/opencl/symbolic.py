@@ -60,22 +60,37 @@ def symbolic_dims(graph: Graph) -> list[str]:
                    for s in d.symbols()})
 
 
-def compile_ranges(graph: Graph, dims: Sequence[str]) -> dict[str, tuple[int, int]]:
-    """The range each dim is compiled for: ``--dim``'s, or 1..`DEFAULT_HIGH` (from the
-    dim's low end) where the model's range is unbounded."""
+def compile_ranges(graph: Graph, dims: Sequence[str], steps: Mapping[str, int] | None = None
+                   ) -> dict[str, tuple[int, int, int]]:
+    """The range each dim is compiled for, ``(low, high, step)``: ``--dim``'s, or
+    1..`DEFAULT_HIGH` (from the dim's low end) where the model's range is unbounded;
+    ``steps`` (``--dim height=32..64:8``) keeps every step-th value from the low end."""
+    steps = steps or {}
+    unknown = sorted(set(steps) - set(dims))
+    if unknown:
+        raise DnnrError(f"error: --dim {unknown[0]}=..:STEP names no symbolic input dim of the "
+                        f"model (it has {', '.join(dims) or 'none'})")
     ranges = {}
     for name in dims:
         low, high = graph.symbols.get(name, (1, shapes.infer.DEFAULT_RANGE[1]))
         if high >= shapes.infer.DEFAULT_RANGE[1]:
             high = max(low, DEFAULT_HIGH)
-        ranges[name] = (max(low, 1), high)
-    points = int(np.prod([h - lo + 1 for lo, h in ranges.values()], dtype=np.int64))
+        low = max(low, 1)
+        step = steps.get(name, 1)
+        ranges[name] = (low, low + (high - low) // step * step, step)
+    points = int(np.prod([len(range(lo, h + 1, st)) for lo, h, st in ranges.values()],
+                         dtype=np.int64))
     if points > MAX_POINTS:
-        text = ", ".join(f"{n}={lo}..{h}" for n, (lo, h) in ranges.items())
+        text = ", ".join(f"{n}={_range_text(r)}" for n, r in ranges.items())
         raise DnnrError(f"error: a symbolic OpenCL artefact compiles every shape of its dim "
                         f"ranges; {text} has {points} (at most {MAX_POINTS})\n"
-                        f"  hint: narrow them with --dim NAME=LO..HI, or --bind some dims")
+                        f"  hint: narrow them with --dim NAME=LO..HI (or LO..HI:STEP), or "
+                        f"--bind some dims")
     return ranges
+
+
+def _range_text(r: tuple[int, int, int]) -> str:
+    return f"{r[0]}..{r[1]}" + (f":{r[2]}" if r[2] != 1 else "")
 
 
 @dataclass
@@ -198,17 +213,23 @@ class _Partition:
 
     def __init__(self, dims: Sequence[str], probes: Mapping[Point, _Probe]) -> None:
         self.dims, self.probes = list(dims), probes
+        # the values each dim takes (every one of its range, or every step-th)
+        self.values = [sorted({p[k] for p in probes}) for k in range(len(dims))]
+
+    def axis_values(self, box: Box, axis: int) -> list[int]:
+        lo, hi = box[axis]
+        return [v for v in self.values[axis] if lo <= v <= hi]
 
     def points(self, box: Box) -> list[Point]:
-        return list(itertools.product(*(range(lo, hi + 1) for lo, hi in box)))
+        return list(itertools.product(*(self.axis_values(box, k) for k in range(len(box)))))
 
     def leaves(self, box: Box) -> list[_Leaf]:
         points = self.points(box)
         signatures = {self.probes[p].signature for p in points}
         if len(signatures) == 1:
             expressions = self.fit(points)
-            if expressions is not None:
-                return [_Leaf(box, signatures.pop(), expressions)]
+            if expressions is not None:  # bounds on the values the box holds
+                return [_Leaf(self.corner_box(points), signatures.pop(), expressions)]
         axis, cut = self.cut(box, len(signatures) > 1)
         low = tuple((r[0], cut - 1) if k == axis else r for k, r in enumerate(box))
         high = tuple((cut, r[1]) if k == axis else r for k, r in enumerate(box))
@@ -219,19 +240,20 @@ class _Partition:
         else the middle of the longest dim (a quantity that is not one polynomial)."""
         if by_signature:
             best: tuple[int, int, int] | None = None
-            for axis, (lo, hi) in enumerate(box):
+            for axis in range(len(box)):
+                values = self.axis_values(box, axis)
                 slices = []
-                for value in range(lo, hi + 1):
+                for value in values:
                     sub = tuple((value, value) if k == axis else r for k, r in enumerate(box))
                     slices.append(frozenset(self.probes[p].signature for p in self.points(sub)))
-                changes = [lo + k for k in range(1, len(slices)) if slices[k] != slices[k - 1]]
+                changes = [values[k] for k in range(1, len(slices)) if slices[k] != slices[k - 1]]
                 if changes and (best is None or len(changes) < best[0]):
                     best = (len(changes), axis, changes[0])
             if best is not None:
                 return best[1], best[2]
-        axis = max(range(len(box)), key=lambda k: box[k][1] - box[k][0])
-        lo, hi = box[axis]
-        return axis, (lo + hi + 1) // 2
+        axis = max(range(len(box)), key=lambda k: len(self.axis_values(box, k)))
+        values = self.axis_values(box, axis)
+        return axis, values[len(values) // 2]
 
     def fit(self, points: list[Point]) -> dict[str, str] | None:
         first = self.probes[points[0]].numbers
@@ -254,24 +276,28 @@ class _Partition:
                      for k in range(len(self.dims)))
 
 
-def describe_box(dims: Sequence[str], box: Box) -> str:
-    return " and ".join(f"{n} == {lo}" if lo == hi else f"{lo} <= {n} <= {hi}"
-                        for n, (lo, hi) in zip(dims, box, strict=True))
+def describe_box(dims: Sequence[str], box: Box, steps: Sequence[int] | None = None) -> str:
+    steps = steps or [1] * len(dims)
+    return " and ".join(f"{n} == {lo}" if lo == hi else f"{lo} <= {n} <= {hi}" +
+                        (f" (step {st})" if st != 1 else "")
+                        for n, (lo, hi), st in zip(dims, box, steps, strict=True))
 
 
 def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                    profile_db: ProfileDb | None = None, params: KernelParams | None = None,
-                   progress: Callable[[str], None] | None = None) -> Artefact:
+                   progress: Callable[[str], None] | None = None,
+                   steps: Mapping[str, int] | None = None) -> Artefact:
     """Write the symbolic artefact of ``graph`` (symbolic input dims) into ``out_dir``."""
     # code that does not depend on the shape where that costs only a compare
     params = dataclasses.replace(params or KernelParams(), shape_stable=True)
     dims = symbolic_dims(graph)
-    ranges = compile_ranges(graph, dims)
-    box: Box = tuple(ranges[n] for n in dims)
-    grid = list(itertools.product(*(range(lo, hi + 1) for lo, hi in box)))
+    ranges = compile_ranges(graph, dims, steps)
+    box: Box = tuple(ranges[n][:2] for n in dims)
+    dim_steps = [ranges[n][2] for n in dims]
+    grid = list(itertools.product(*(range(lo, hi + 1, st) for lo, hi, st in ranges.values())))
     if progress:
         progress(f"symbolic OpenCL: compiling {len(grid)} shapes of "
-                 f"{', '.join(f'{n}={lo}..{hi}' for n, (lo, hi) in ranges.items())} ...")
+                 f"{', '.join(f'{n}={_range_text(r)}' for n, r in ranges.items())} ...")
     probes = {p: _probe_or_explain(graph, dims, p, tables, profile_db, params) for p in grid}
     computed = dim_dependent_constants(list(probes.values()))
     for probe in probes.values():
@@ -296,7 +322,7 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
         arena_bytes = max(arena_bytes, int(corner["arena_bytes"]))
         launches = corner["launches"]
         box_docs.append({
-            "condition": describe_box(dims, leaf.box),
+            "condition": describe_box(dims, leaf.box, dim_steps),
             "box": {n: list(r) for n, r in zip(dims, leaf.box, strict=True)},
             "version": versions.index(leaf.signature),
             "arena_bytes": corner["arena_bytes"],
@@ -348,7 +374,7 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
     plan = {
         "version": SYMBOLIC_PLAN_VERSION, "graph": graph.name,
         "inputs": top["inputs"], "outputs": top["outputs"],
-        "dims": {n: list(r) for n, r in ranges.items()},
+        "dims": {n: list(r[:2]) if r[2] == 1 else list(r) for n, r in ranges.items()},
         "arena_bytes": arena_bytes, "tensors": tensors, "images": images,
         "versions": version_docs, "boxes": box_docs, "operators": top["operators"],
         "select": top["select"],
@@ -359,7 +385,7 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
     if computed:
         (out_dir / "shapes.onnx").write_bytes(_shape_model(graph, computed))
     dynamic = {
-        "dims": {n: list(r) for n, r in ranges.items()},
+        "dims": {n: list(r[:2]) if r[2] == 1 else list(r) for n, r in ranges.items()},
         "shapes_compiled": len(grid),
         "arena_bytes_peak": arena_bytes,
         "versions": [{"id": v, "conditions": [b["condition"] for b in box_docs
