@@ -367,7 +367,7 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
         if db is not None:  # `dnnr tune`'s kernel choices for this device
             params = dataclasses.replace(params, tuned=tuned_options(db, tuned_device))
         artefact = opencl.compile_graph(graph, out, tables=result.rules, profile_db=db,
-                                        params=params)
+                                        params=params, symbolic=_declared_symbols(result.graph))
         _dump_backend_stages(result.dumps, graph, result.rules, db)
     else:
         if profile_db is not None:
@@ -375,7 +375,7 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
         from egraph_compiler.backends import hexagon
 
         graph = prepare_static_graph(static_graph(result.graph, bindings, target), target)
-        artefact = hexagon.build(graph, out)
+        artefact = hexagon.build(graph, out, symbolic=_declared_symbols(result.graph))
     result.report.seconds[f"backend-{target}"] = round(time.perf_counter() - start, 4)
     # paths name the final directory, not the temporary one they were written in
     info = {k: (_moved(v, out, final) if isinstance(v, Path) else v)
@@ -390,6 +390,15 @@ def _symbolic_inputs(graph: Graph) -> bool:
     from egraph_compiler.ir.dims import DimExpr
 
     return any(isinstance(d, DimExpr) for v in graph.inputs for d in v.type.shape or ())
+
+
+def _declared_symbols(graph: Graph) -> Graph | None:
+    """``graph`` keeping only the dim ranges ``--dim`` declared (the selection's
+    multi-version analysis compares option costs over them), or None without any."""
+    from egraph_compiler.shapes.infer import DEFAULT_RANGE
+
+    declared = {s: r for s, r in graph.symbols.items() if r != DEFAULT_RANGE}
+    return dataclasses.replace(graph, symbols=declared) if declared else None
 
 
 def _moved(path: Path, tmp: Path, final: Path) -> str:

@@ -48,7 +48,13 @@ from egraph_compiler.backends.hexagon.kernels import (
 )
 from egraph_compiler.backends.hexagon.lower import IntOp, Lowered, lower_qdq
 from egraph_compiler.backends.hexagon.program import Program, Step, build_program
-from egraph_compiler.backends.hexagon.select import Choice, Option, choose, gemm_options
+from egraph_compiler.backends.hexagon.select import (
+    Choice,
+    Option,
+    choose,
+    gemm_options,
+    symbolic_gemms,
+)
 from egraph_compiler.ir.errors import DnnrError
 from egraph_compiler.ir.graph import Graph
 from egraph_compiler.select import Selection
@@ -71,7 +77,10 @@ class Artefact:
 _CHOSEN_KINDS = ("gemm", "depthwise", "matmul_act")
 
 
-def _choose_families(lowered: Lowered, policy: str = "pbqp") -> tuple[list[IntOp], dict[str, Choice], Selection]:
+def _choose_families(lowered: Lowered, policy: str = "pbqp", graphs: tuple[Graph, Graph] | None = None
+                     ) -> tuple[list[IntOp], dict[str, Choice], Selection]:
+    """``graphs``: (the static graph, the graph before its symbols were bound), for the
+    multi-version analysis of GEMMs whose row count is symbolic (`select.symbolic_gemms`)."""
     options: list[tuple[str, list[Option]]] = []
     for index, op in enumerate(lowered.ops):
         if op.kind == "gemm":
@@ -96,6 +105,9 @@ def _choose_families(lowered: Lowered, policy: str = "pbqp") -> tuple[list[IntOp
         for op in lowered.ops for pos, t in enumerate(op.inputs) if t in producer]
     uses += [(producer[t], None, 0) for t in lowered.outputs.values() if t in producer]
     choices, selection = choose(options, uses, policy=policy)
+    if graphs is not None and graphs[1].symbols:
+        rows = {op.name: op.spec.shape for op in lowered.ops if op.kind == "gemm" and op.name in chosen}
+        selection = selection.with_symbolic(symbolic_gemms(options, rows, *graphs), graphs[1].symbols)
     # by name and kind: a layout gather the lowering added for an operator shares its name
     ops = [replace(op, spec=replace(op.spec, family=choices[op.name].option.family))
            if op.name in choices and op.kind in _CHOSEN_KINDS else op for op in lowered.ops]
@@ -196,13 +208,17 @@ def _report(ops: list[IntOp], choices: dict[str, Choice], selection: Selection) 
     return "\n".join(lines) + "\n"
 
 
-def build(graph: Graph, out_dir: str | Path, mode: str = "sda", select: str = "pbqp") -> Artefact:
+def build(graph: Graph, out_dir: str | Path, mode: str = "sda", select: str = "pbqp",
+          symbolic: Graph | None = None) -> Artefact:
     """Compile a QDQ-quantised graph to ``out_dir`` (C, clang and packed assembly, ELF, report);
-    ``select`` "local" / "chain-dp" applies that baseline's instruction choice instead of the PBQP's."""
+    ``select`` "local" / "chain-dp" applies that baseline's instruction choice instead of the PBQP's;
+    ``symbolic``: ``graph`` before its symbolic dims were bound (with their declared ranges):
+    the report lists the GEMMs no instruction family is cheapest for over those ranges."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     lowered = lower_qdq(graph)
-    ops, choices, selection = _choose_families(lowered, select)
+    ops, choices, selection = _choose_families(lowered, select,
+                                               (graph, symbolic) if symbolic is not None else None)
     program, names = _program(lowered, ops)
     report = _report(ops, choices, selection)
     meta = {

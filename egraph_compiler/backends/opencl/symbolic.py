@@ -108,7 +108,7 @@ def _probe(graph: Graph, dims: Sequence[str], point: Point, tables: object,
            profile_db: ProfileDb | None, params: KernelParams) -> _Probe:
     bound = shapes.bind_symbols(graph, dict(zip(dims, point, strict=True)))
     static = prepare_static_graph(bound, "opencl")
-    plan, selection = execution_plan(static, tables, profile_db)
+    plan, selection = execution_plan(static, tables, profile_db, params=params)
     built = assemble(plan, params, selection)
     doc = built.doc
     tensors = doc["tensors"]
