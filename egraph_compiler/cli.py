@@ -111,7 +111,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         before = _files_under(out)
         pipeline.write_artefact(result, args.target, out, bindings=bindings,
                                 profile_db=args.profile_db, progress=progress,
-                                kernel_device=args.opencl_kernels, tuned_device=args.tuned_device)
+                                kernel_device=args.opencl_kernels, tuned_device=args.tuned_device,
+                                dim_steps=_parse_dim_steps(args.dim))
         written = [p for p, mtime in _files_under(out).items() if before.get(p) != mtime]
     elif bindings:
         from egraph_compiler import shapes
@@ -127,16 +128,28 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def _parse_dim_ranges(specs: Sequence[str]) -> dict[str, tuple[int, int]]:
+    return {name: (low, high) for name, (low, high, _) in _parse_dims(specs).items()}
+
+
+def _parse_dim_steps(specs: Sequence[str]) -> dict[str, int]:
+    """``--dim height=32..64:8``: the symbolic OpenCL artefact covers every 8th height."""
+    return {name: step for name, (_, _, step) in _parse_dims(specs).items() if step != 1}
+
+
+def _parse_dims(specs: Sequence[str]) -> dict[str, tuple[int, int, int]]:
     from egraph_compiler.ir.errors import DnnrError
 
-    ranges: dict[str, tuple[int, int]] = {}
+    ranges: dict[str, tuple[int, int, int]] = {}
     for spec in specs:
         for part in spec.split(","):
             name, _, bounds = part.partition("=")
-            low, dots, high = bounds.partition("..")
-            if not dots or not name.strip() or not low.strip().isdigit() or not high.strip().isdigit():
-                raise DnnrError(f"error: --dim expects NAME=LO..HI (e.g. seq=1..512), got {part!r}")
-            ranges[name.strip()] = (int(low), int(high))
+            low, dots, rest = bounds.partition("..")
+            high, colon, step = rest.partition(":")
+            if not dots or not name.strip() or not low.strip().isdigit() or not high.strip().isdigit() \
+                    or (colon and not (step.strip().isdigit() and int(step) >= 1)):
+                raise DnnrError(f"error: --dim expects NAME=LO..HI or NAME=LO..HI:STEP (e.g. "
+                                f"seq=1..512, height=32..224:32), got {part!r}")
+            ranges[name.strip()] = (int(low), int(high), int(step) if colon else 1)
     return ranges
 
 
