@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from egraph_compiler import ops
-from egraph_compiler.backends.opencl import images
+from egraph_compiler.backends.opencl import images, ops_models
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.view import GraphView
@@ -126,6 +126,8 @@ class ValueEmitter:
         handler = getattr(self, f"_op_{op}", None)
         if handler is not None:
             return handler(scope, node, out, index)
+        if op in ops_models.INDEX_MAPS:
+            return ops_models.INDEX_MAPS[op](self, scope, node, out, index)
         return self._elementwise(scope, node, out, index)
 
     # -- elementwise ----------------------------------------------------------------
