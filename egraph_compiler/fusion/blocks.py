@@ -31,6 +31,8 @@ class Block:
     # physical dimension order of the tensors it reads or writes that are not
     # stored row-major (`fusion.layout`): (value, perm)
     layouts: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # the units (`fusion.units`: rope, rmsnorm, layernorm) this block holds whole
+    units: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,15 @@ class FusionPlan:
     @property
     def operator_count(self) -> int:
         return sum(len(b.nodes) for b in self.blocks)
+
+    @property
+    def unit_counts(self) -> dict[str, int]:
+        """Units kept whole in one kernel, by kind."""
+        counts: dict[str, int] = {}
+        for block in self.blocks:
+            for kind in block.units:
+                counts[kind] = counts.get(kind, 0) + 1
+        return counts
 
     @property
     def fusion_rate(self) -> float:

@@ -36,6 +36,7 @@ from egraph_compiler.fusion.tables import (
     FusionTables,
     role_of,
 )
+from egraph_compiler.fusion.units import Unit, find_units
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.fold import NEVER_FOLD, with_constant_operands_as_attrs
@@ -84,6 +85,7 @@ class _Planner:
         self.view, self.tables, self.db, self.cost = view, tables, profile_db, cost
         self.block_of: dict[int, int] = {}
         self.decisions: list[Decision] = []
+        self.units: list[Unit] = []
 
     # -- mapping types per edge ------------------------------------------------
     def node_mapping(self, n: int) -> str:
@@ -212,9 +214,49 @@ class _Planner:
                 break
         return blocks
 
+    def fused_type(self, members: set[int]) -> str:
+        """The fused mapping type of ``members`` (Table 3.3 folded in node order)."""
+        ordered = sorted(members)
+        fused = self.node_mapping(ordered[0])
+        for n in ordered[1:]:
+            result, _ = self.tables.verdict(fused, self.node_mapping(n))
+            fused = result or MANY_TO_MANY
+        return fused
+
+    def grow(self, block: set[int], block_type: list[str], unfused: set[int],
+             block_id: int) -> None:
+        """Listing 3.1 steps II and III from every member of ``block``."""
+        for member in sorted(block):
+            for succ in self.view.successors(member):
+                self.fuse_successor(member, succ, block, block_type, unfused, block_id)
+        for member in sorted(block):
+            for pred in self.view.predecessors(member):
+                self.fuse_predecessor(member, pred, block, block_type, unfused, block_id)
+
+    def seed_units(self, unfused: set[int], blocks: list[set[int]]) -> None:
+        """Form each unit's block first (`fusion.units`), then grow it like any block."""
+        self.units = find_units(self.view)
+        for unit in self.units:
+            block_id = len(blocks)
+            shape = analyse(self.view, unit.nodes, self.block_of)
+            if not unit.nodes <= unfused or isinstance(shape, str):
+                reason = shape if isinstance(shape, str) else "overlaps a block"
+                self.decisions.append(Decision(block_id, f"unit {unit.kind}", "constraint",
+                                               f"not kept as one kernel: {reason}"))
+                continue
+            block = set(unit.nodes)
+            self.decisions.append(Decision(block_id, f"unit {unit.kind}", FUSE,
+                                           f"{len(block)} operators kept as one kernel"))
+            self.grow(block, [self.fused_type(block)], unfused - block, block_id)
+            blocks.append(block)
+            unfused -= block
+            for n in block:
+                self.block_of[n] = block_id
+
     def run(self) -> list[set[int]]:
         unfused = set(range(len(self.view.nodes)))
         blocks: list[set[int]] = []
+        self.seed_units(unfused, blocks)
         while unfused:
             seed = self.seed_order(unfused)
             block, block_type, block_id = {seed}, [self.node_mapping(seed)], len(blocks)
@@ -311,8 +353,10 @@ def _make_block(view: GraphView, planner: _Planner, block_id: int, members: set[
     if shape.anchor is not None:
         fused = MANY_TO_MANY if view.nodes[shape.anchor].op in ANCHOR_OPS else fused
     maps, used = _store_maps(view, shape, perms)
+    units = tuple(u.kind for u in planner.units if u.nodes <= members)
     return Block(block_id, ordered, tuple(view.nodes[n].op for n in ordered), fused, shape.kind,
-                 shape.anchor, shape.inputs, shape.outputs, shape.iteration_shape, maps, used)
+                 shape.anchor, shape.inputs, shape.outputs, shape.iteration_shape, maps, used,
+                 units)
 
 
 def _store_maps(view: GraphView, shape: BlockStructure, perms: dict[str, tuple[int, ...]]
