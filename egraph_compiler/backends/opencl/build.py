@@ -49,6 +49,8 @@ class Artefact:
     layouts: dict[str, str] | None = None
     # the layout PBQP (`egraph_compiler.select`): the report's `select`
     select: dict | None = None
+    # units kept whole in one kernel (`fusion.units`), by kind
+    units: dict[str, int] | None = None
 
 
 def build_artefact(plan: ExecutionPlan, out_dir: str | Path,
@@ -105,7 +107,7 @@ def build_artefact(plan: ExecutionPlan, out_dir: str | Path,
         "lower_bound_bytes": plan.lower_bound_bytes, "tensors": tensors,
         "launches": launches, "operators": plan.fusion.operator_count,
         "blocks": [{"id": b.id, "ops": list(b.ops), "mapping": b.mapping, "kind": b.kind,
-                    "store_maps": dict(b.store_maps),
+                    "store_maps": dict(b.store_maps), "units": list(b.units),
                     "layouts": {v: list(perm) for v, perm in b.layouts}}
                    for b in plan.fusion.blocks],
         "images": images,
@@ -125,7 +127,8 @@ def build_artefact(plan: ExecutionPlan, out_dir: str | Path,
                     plan.arena_bytes, plan.naive_bytes, plan.lower_bound_bytes,
                     {name: str(info["reason"]) for name, info in images.items()},
                     {c.value: c.reason for c in plan.fusion.layouts},
-                    selection.to_json() if selection is not None else None)
+                    selection.to_json() if selection is not None else None,
+                    plan.fusion.unit_counts)
 
 
 def hoist_sizes(source: str, tensor_args: int) -> tuple[str, tuple[int, ...]]:
