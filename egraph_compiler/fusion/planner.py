@@ -36,6 +36,7 @@ from egraph_compiler.fusion.tables import (
     FusionTables,
     role_of,
 )
+from egraph_compiler.fusion.projections import merge_projections
 from egraph_compiler.fusion.units import Unit, find_units
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
@@ -322,6 +323,27 @@ def plan_blocks(graph: Graph, tables: FusionTables, profile_db: ProfileDb | None
                 cost: CostModel | None = None, fuse: bool = True,
                 layouts: bool = True) -> FusionPlan:
     graph = fold_compile_time(graph)
+    plan = _plan(graph, [], tables, profile_db, cost, fuse, layouts)
+    if not fuse:
+        return plan
+    # horizontal fusion of projections sharing an input (`fusion.projections`), kept
+    # where it pays: fewer kernel launches than the plan without it
+    merged_graph, merged = merge_projections(graph)
+    if not merged:
+        return plan
+    candidate = _plan(merged_graph, merged, tables, profile_db, cost, fuse, layouts)
+    if candidate.kernel_count < plan.kernel_count:
+        return candidate
+    verdict = Decision(-1, f"unit qkv: {len(merged)} groups of projections", "constraint",
+                       f"not merged: {candidate.kernel_count} kernels merged, "
+                       f"{plan.kernel_count} apart")
+    return replace(plan, decisions=(*plan.decisions, verdict))
+
+
+def _plan(graph: Graph, merged: list[tuple[str, ...]], tables: FusionTables,
+          profile_db: ProfileDb | None, cost: CostModel | None, fuse: bool,
+          layouts: bool) -> FusionPlan:
+    """One plan of ``graph`` (folded); ``merged``: its merged projection groups."""
     view = GraphView(graph)
     for node in graph.nodes:
         if role_of(node.op) == "unsupported":
@@ -329,6 +351,12 @@ def plan_blocks(graph: Graph, tables: FusionTables, profile_db: ProfileDb | None
                              "the fusion planner and code generators")
     planner = _Planner(view, tables, profile_db, cost or CostModel())
     groups = planner.run() if fuse else [{n} for n in range(len(graph.nodes))]
+    for group in merged:  # each merged MatMul is a "qkv" unit of the report
+        merged_node = view.producer_index[f"{group[0]}/merged_projections"]
+        planner.units.append(Unit("qkv", frozenset({merged_node})))
+        planner.decisions.append(Decision(planner.block_of.get(merged_node, -1),
+                                          f"unit qkv: MatMul×{len(group)}", FUSE,
+                                          "projections sharing an input merged into one MatMul"))
     structures: list[tuple[frozenset[int], BlockStructure]] = []
     for members in _order_blocks(view, groups):
         shape = analyse(view, frozenset(members))

@@ -31,7 +31,7 @@ from egraph_compiler.fusion.tables import role_of
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.graph import Node
 
-UNIT_KINDS = ("rope", "rmsnorm", "layernorm")
+UNIT_KINDS = ("rope", "rmsnorm", "layernorm", "qkv")  # qkv: `fusion.projections`
 
 
 @dataclass(frozen=True)
