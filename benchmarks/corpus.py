@@ -4,7 +4,8 @@ Per corpus model and exporter: nodes in; ours (the compiled graph, and the writt
 onnx-target model, which spells Gelu out again below opset 20); onnxruntime's
 ORT_ENABLE_BASIC and ORT_ENABLE_ALL node counts; OpenCL kernels launched; the fusion rate
 (nodes in / kernels: DNNFusion's original layer count over fused layer count); the units
-the planner kept whole (`fusion.units`); compile seconds; PoCL latency against
+the planner kept whole (`fusion.units`); the export folds applied (rules/exports.dnnr, and
+layout.dnnr's shape-computation folds); compile seconds; PoCL latency against
 onnxruntime CPU (ORT_ENABLE_ALL, same machine, same run) at the first stored shape; max
 error of the OpenCL run relative to max |torch reference| over every stored shape (the
 suite test checks the dynamo exports at one shape; this covers all three).
@@ -71,6 +72,7 @@ def measure(model: check.CorpusModel, opencl: bool, repeat: int,
         row["compile_s"] = round(time.perf_counter() - start, 2)
         row["ours_graph"] = sum(result.report.nodes_after.values())
         row["ours_written"] = len(onnx.load(str(written)).graph.node)
+        row["folds"] = _export_folds(result.report)
         row["onnx_err"] = max(check.ort_errors(written, model))
     row["ort_basic"] = ort_nodes(model.path, ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
     row["ort_all"] = ort_nodes(model.path, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
@@ -105,7 +107,7 @@ def measure(model: check.CorpusModel, opencl: bool, repeat: int,
 
 
 COLUMNS = ("model", "nodes_in", "ours_graph", "ours_written", "ort_basic", "ort_all", "kernels",
-           "rate", "units", "compile_s", "pocl_ms", "ort_ms", "onnx_err", "opencl_err")
+           "rate", "units", "compile_s", "pocl_ms", "ort_ms", "onnx_err", "opencl_err", "folds")
 
 
 def _cell(value: object) -> str:
@@ -146,6 +148,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
+
+
+def _export_folds(report: object) -> str:
+    """Applications of the rules of rules/exports.dnnr and of layout.dnnr's shape-
+    computation folds (e-classes rewritten), as ``rule:count``."""
+    fired: dict[str, int] = getattr(report, "rules_fired", {})
+    sources: dict[str, str] = getattr(report, "rule_sources", {})
+    shape_folds = ("reshape-const-target", "expand-const-shape", "constant-of-shape-fold")
+    picked = [(name, count) for name, count in sorted(fired.items())
+              if "exports.dnnr" in sources.get(name, "") or name in shape_folds]
+    return ",".join(f"{name}:{count}" for name, count in picked)
 
 
 def _compare_bert_base(rows: list[dict[str, object]]) -> None:

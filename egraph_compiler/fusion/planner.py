@@ -21,6 +21,7 @@ from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.blocks import Block, Decision, FusionPlan
 from egraph_compiler.fusion.layout import LayoutChoice, select_layouts
 from egraph_compiler.fusion.profile_db import CostModel, ProfileDb, profile_key
+from egraph_compiler.fusion.projections import merge_projections
 from egraph_compiler.fusion.structure import ROW_REDUCE_OPS, BlockStructure, analyse
 from egraph_compiler.fusion.tables import (
     ANCHOR_OPS,
@@ -36,7 +37,6 @@ from egraph_compiler.fusion.tables import (
     FusionTables,
     role_of,
 )
-from egraph_compiler.fusion.projections import merge_projections
 from egraph_compiler.fusion.units import Unit, find_units
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
