@@ -254,6 +254,39 @@ class _Planner:
             for n in block:
                 self.block_of[n] = block_id
 
+    def merge_layout_blocks(self, blocks: list[set[int]]) -> list[set[int]]:
+        """Merge each block of layout operators only (index arithmetic, no compute)
+        into the one block that reads all it writes: SmartMem Table 5 eliminates a
+        layout operator into its neighbour, but Listing 3.1 forms the consumer first
+        when it is seeded earlier (a MatMul takes one operand's Reshape/Transpose
+        chain as it forms; the other operand's chain, seeded later, finds it taken)."""
+        merged = True
+        while merged:
+            merged = False
+            owner = {n: k for k, b in enumerate(blocks) for n in b}
+            for i, block in enumerate(blocks):
+                if not all(role_of(self.view.nodes[n].op) == "layout" for n in block):
+                    continue
+                readers = {owner[c] for n in block for o in self.view.nodes[n].outputs if o
+                           for c in self.view.consumer_indices.get(o, [])} - {i}
+                outputs = {o for n in block for o in self.view.nodes[n].outputs if o}
+                if len(readers) != 1 or outputs & set(self.view.graph_outputs):
+                    continue
+                j = readers.pop()
+                union = frozenset(blocks[i] | blocks[j])
+                others = {n: (k if k not in (i, j) else -1) for n, k in owner.items()}
+                shape = analyse(self.view, union, others)
+                if isinstance(shape, str):
+                    continue
+                ops = "+".join(self.view.nodes[n].op for n in sorted(block))
+                self.decisions.append(Decision(j, ops, FUSE, "layout operators only: "
+                                               "eliminated into the block that reads them"))
+                blocks[j] = set(union)
+                del blocks[i]
+                merged = True
+                break
+        return blocks
+
     def run(self) -> list[set[int]]:
         unfused = set(range(len(self.view.nodes)))
         blocks: list[set[int]] = []
@@ -269,7 +302,7 @@ class _Planner:
             unfused -= block
             for n in block:
                 self.block_of[n] = block_id
-        return self.merge_row_groups(blocks)
+        return self.merge_layout_blocks(self.merge_row_groups(blocks))
 
 
 def _neighbour_pairs(view: GraphView, blocks: list[set[int]], owner: dict[int, int]
