@@ -126,8 +126,6 @@ class ValueEmitter:
         handler = getattr(self, f"_op_{op}", None)
         if handler is not None:
             return handler(scope, node, out, index)
-        if op in ops_models.INDEX_MAPS:
-            return ops_models.INDEX_MAPS[op](self, scope, node, out, index)
         return self._elementwise(scope, node, out, index)
 
     # -- elementwise ----------------------------------------------------------------
@@ -204,6 +202,10 @@ class ValueEmitter:
         return text.format(*args)
 
     # -- layout: index comprehension -------------------------------------------------
+    # the real-model operators' index maps live in `ops_models` (issue 17)
+    _op_GatherND = ops_models.gather_nd
+    _op_Resize = ops_models.resize
+
     def _reshape(self, scope: Scope, node: Node, out: str, index: Index) -> str:
         source = node.inputs[0]
         in_index = ix.reshape_index(index, self.view.shape(out), self.view.shape(source))

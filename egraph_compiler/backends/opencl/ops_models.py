@@ -18,7 +18,8 @@ mode reads its input at the 2^d corners around each output's source coordinate a
 blends them, so a bilinear upsample fused after a pointwise producer reads that producer
 four times per output instead of storing it.
 
-`INDEX_MAPS` registers both with the value walk, in this one place.
+`emit.ValueEmitter` takes `gather_nd` and `resize` as its ``_op_GatherND`` /
+``_op_Resize`` handlers (the one place they are registered).
 """
 
 from __future__ import annotations
@@ -159,10 +160,6 @@ def resize(em: ValueEmitter, scope: Scope, node: Node, out: str, index: Index) -
                          "supported by the OpenCL backend")
     return em.assign(scope, dtype, " + ".join(terms))
 
-
-IndexMap = Callable[["ValueEmitter", "Scope", Node, str, Index], str]
-# The operators whose element at an index is index arithmetic over their inputs.
-INDEX_MAPS: dict[str, IndexMap] = {"GatherND": gather_nd, "Resize": resize}
 
 
 # ----------------------------------------------------------------- InstanceNormalization
