@@ -18,7 +18,6 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from egraph_compiler import pipeline
 from tests.corpus import build, check
 
 TOLERANCE = 1e-3  # of max |reference|, issue 17 item 3
@@ -45,7 +44,7 @@ def corpus() -> Path:
 def test_opencl_matches_torch_at_every_shape(corpus: Path, tmp_path: Path, name: str,
                                              exporter: str) -> None:
     model = check.load(corpus, name, exporter)
-    result = pipeline.compile_model(model.path)
+    result = check.compiled(model.path)  # shared with test_corpus.py's onnx-target check
     ort_all = _ort_all_nodes(model.path)
     errors = []
     for index in SHAPES[exporter] or range(len(model.shapes)):
