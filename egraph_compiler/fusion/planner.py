@@ -255,17 +255,19 @@ class _Planner:
                 self.block_of[n] = block_id
 
     def merge_layout_blocks(self, blocks: list[set[int]]) -> list[set[int]]:
-        """Merge each block of layout operators only (index arithmetic, no compute)
-        into the one block that reads all it writes: SmartMem Table 5 eliminates a
-        layout operator into its neighbour, but Listing 3.1 forms the consumer first
-        when it is seeded earlier (a MatMul takes one operand's Reshape/Transpose
-        chain as it forms; the other operand's chain, seeded later, finds it taken)."""
+        """Merge each pointwise block (layout and elementwise operators) into the one
+        block that reads all it writes, where the structure allows and recomputing it
+        there pays (`recompute_pays`): SmartMem Table 5 eliminates a layout operator
+        into its neighbour, but Listing 3.1 forms the consumer first when it is seeded
+        earlier (a MatMul takes one operand's Reshape/Transpose chain as it forms; the
+        other operand's chain, seeded later, finds it taken)."""
         merged = True
         while merged:
             merged = False
             owner = {n: k for k, b in enumerate(blocks) for n in b}
             for i, block in enumerate(blocks):
-                if not all(role_of(self.view.nodes[n].op) == "layout" for n in block):
+                roles = {role_of(self.view.nodes[n].op) for n in block}
+                if not roles <= {"layout", "elementwise"}:
                     continue
                 readers = {owner[c] for n in block for o in self.view.nodes[n].outputs if o
                            for c in self.view.consumer_indices.get(o, [])} - {i}
@@ -276,16 +278,31 @@ class _Planner:
                 union = frozenset(blocks[i] | blocks[j])
                 others = {n: (k if k not in (i, j) else -1) for n, k in owner.items()}
                 shape = analyse(self.view, union, others)
-                if isinstance(shape, str):
+                if isinstance(shape, str) or not self.recompute_pays(block, shape, outputs):
                     continue
                 ops = "+".join(self.view.nodes[n].op for n in sorted(block))
                 self.decisions.append(Decision(j, ops, FUSE, "layout operators only: "
-                                               "eliminated into the block that reads them"))
+                                               "eliminated into the block that reads them"
+                                               if roles == {"layout"} else
+                                               "pointwise block read by one block: fused "
+                                               "into it (cost model)"))
                 blocks[j] = set(union)
                 del blocks[i]
                 merged = True
                 break
         return blocks
+
+    def recompute_pays(self, block: set[int], shape: BlockStructure, outputs: set[str]) -> bool:
+        """Whether evaluating ``block`` inside its reader (recomputed wherever the reader
+        reads it again, e.g. every output tile of a MatMul) beats storing its outputs:
+        the cost model of the yellow verdicts. Index arithmetic alone always pays."""
+        flops = float(sum(self.view.output_size(n) for n in block
+                          if role_of(self.view.nodes[n].op) == "elementwise"))
+        if not flops:
+            return True
+        reuse = _reuse_factor(self.view, shape.anchor) if shape.anchor is not None else 1.0
+        nbytes = sum(self.view.numel(v) * 4 for v in outputs)
+        return self.cost.fuse_is_profitable(nbytes, flops, reuse)
 
     def run(self) -> list[set[int]]:
         unfused = set(range(len(self.view.nodes)))
