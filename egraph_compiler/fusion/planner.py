@@ -438,7 +438,7 @@ def _make_block(view: GraphView, planner: _Planner, block_id: int, members: set[
     units = tuple(u.kind for u in planner.units if u.nodes <= members)
     return Block(block_id, ordered, tuple(view.nodes[n].op for n in ordered), fused, shape.kind,
                  shape.anchor, shape.inputs, shape.outputs, shape.iteration_shape, maps, used,
-                 units)
+                 units=units)
 
 
 def _store_maps(view: GraphView, shape: BlockStructure, perms: dict[str, tuple[int, ...]]
