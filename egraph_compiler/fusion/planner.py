@@ -326,9 +326,24 @@ class _Planner:
         the cost model of the yellow verdicts. Index arithmetic alone always pays."""
         flops = float(sum(self.view.output_size(n) for n in block
                           if role_of(self.view.nodes[n].op) == "elementwise"))
+        anchor = shape.anchor
+        if self.db is not None and anchor is not None:  # a measured pair decides first
+            for value in outputs:
+                producer = self.view.producer_index.get(value)
+                if producer is None:
+                    continue
+                known = self.db.lookup(profile_key(self.view.nodes[producer].op,
+                                                   self.view.nodes[anchor].op,
+                                                   self.view.numel(value)))
+                if known is not None:
+                    return known
         if not flops:
             return True
-        reuse = _reuse_factor(self.view, shape.anchor) if shape.anchor is not None else 1.0
+        reuse = 1.0
+        if anchor is not None:  # the backend's count for the option it will pick, if any
+            known_reuse = self.cost.prologue_reuse(self.view, anchor) \
+                if self.cost.prologue_reuse is not None else None
+            reuse = known_reuse if known_reuse is not None else _reuse_factor(self.view, anchor)
         nbytes = sum(self.view.numel(v) * 4 for v in outputs)
         return self.cost.fuse_is_profitable(nbytes, flops, reuse)
 
