@@ -17,8 +17,9 @@ import onnx
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import AttrValue, Node, TensorAttr
 
+# Sequence and optional operators (If / Loop / Scan are inlined first: ir/control_flow.py).
 CONTROL_FLOW = frozenset({
-    "If", "Loop", "Scan", "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
+    "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
     "SequenceInsert", "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence",
     "Optional", "OptionalGetElement", "OptionalHasElement",
 })
@@ -81,7 +82,8 @@ class NodeConverter:
     def convert(self, node: Node, label: str) -> list[Node]:
         op = node.op
         if op in CONTROL_FLOW:
-            raise ModelError(f"{label}: control flow is not supported")
+            raise ModelError(f"{label}: sequence and optional values are not supported (dnnr's IR "
+                             "holds tensors only)")
         rule = getattr(self, f"_convert_{op}", None)
         if rule is None and op in _REDUCE:
             rule = self._convert_reduce
