@@ -68,20 +68,21 @@ def in_scope_cases() -> tuple[list[runner.Case], dict[str, str]]:
     universe = scope.operators()
     kept, dropped = [], {}
     for case in node_cases.all_cases():
-        if universe.get(case.op, "") is None and not case.tensors_only:
+        op = scope.operator_of(case)
+        if universe.get(op, "") is None and not case.tensors_only:
             dropped[case.name] = "non-tensor inputs or outputs"
             continue
-        if case.op not in universe:
-            dropped[case.name] = f"{case.op} is not an operator of opsets 7–21"
+        if op not in universe:
+            dropped[case.name] = f"{op} is not an operator of opsets 7–21"
             continue
-        if universe[case.op] is not None:
-            dropped[case.name] = f"{case.op}: excluded ({universe[case.op]})"
+        if universe[op] is not None:
+            dropped[case.name] = f"{op}: excluded ({universe[op]})"
             continue
         model = scope.at_supported_opset(case)
         if model is None:
             dropped[case.name] = f"not a valid model at opsets {scope.MIN_OPSET}–{scope.MAX_OPSET}"
             continue
-        kept.append(runner.Case(case.name, case.op, model, list(case.inputs), list(case.expected),
+        kept.append(runner.Case(case.name, op, model, list(case.inputs), list(case.expected),
                                 case.rtol, case.atol))
     return kept, dropped
 

@@ -15,8 +15,9 @@ saturations of the subsets both need). Every case ends in one outcome per target
 
 Cases onnxruntime itself cannot load or reproduce are ``oracle`` (not counted). OpenCL
 needs static shapes: a case's symbolic input dims are bound to its inputs' sizes (what
-``--bind`` does). Before merging, a case's imported graph is compiled for OpenCL
-alone (no saturation, no device build); one the backend refuses there is refused without a saturation (that
+``--bind`` does). Before merging, a case's imported graph goes through shape inference
+(onnx target) or is compiled for OpenCL (no saturation, no device build) alone; one
+refused there is refused without a saturation (that
 keeps a refusal from splitting every merged model it sits in).
 """
 
@@ -161,6 +162,18 @@ def _run_opencl(graph: ir.Graph, feeds: dict[str, np.ndarray], rules: RuleSet) -
             return model.run({v.name: feeds[v.name] for v in static.inputs})
 
 
+def onnx_screen(case: Case, rules: RuleSet) -> str | None:
+    """Why shape inference refuses the case's imported graph alone, or None."""
+    try:
+        with ops.using(rules):
+            shapes.infer_shapes(ir.load_onnx(case.model))
+    except ir.DnnrError as error:
+        return _first_line(error)
+    except Exception:  # a traceback: the merged run meets it again and reports it
+        return None
+    return None
+
+
 def opencl_screen(case: Case, rules: RuleSet) -> str | None:
     """Why OpenCL's planner refuses the case's imported graph alone, or None."""
     from egraph_compiler.backends import opencl
@@ -273,7 +286,7 @@ def run(cases: list[Case], rules: RuleSet, targets: tuple[str, ...] = TARGETS, b
                                                f"{_first_line(error)}"
             continue
         for target in targets:
-            why = opencl_screen(case, rules) if target == "opencl" else None
+            why = opencl_screen(case, rules) if target == "opencl" else onnx_screen(case, rules)
             if why is not None:
                 results.by_target[target].refused[case.name] = why
             else:

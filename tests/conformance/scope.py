@@ -12,6 +12,7 @@ expected outputs at opset 21 too, or the case is the oracle's, not ours.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 import onnx
@@ -72,6 +73,21 @@ def operators() -> dict[str, str | None]:
             continue
         found[schema.name] = _family(schema.name, latest)
     return dict(sorted(found.items()))
+
+
+def _snake(op: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", op).lower()
+
+
+def operator_of(case: NodeCase) -> str:
+    """The operator a case tests: its one node's, else the operator its name starts with
+    (``test_reduce_l1_..._expanded`` tests ReduceL1 through other operators)."""
+    model = case.proto()
+    if len(model.graph.node) == 1:
+        return case.op
+    name = case.name.removeprefix("test_")
+    named = [op for op in operators() if name == _snake(op) or name.startswith(_snake(op) + "_")]
+    return max(named, key=len) if named else case.op
 
 
 def in_scope_ops() -> list[str]:
