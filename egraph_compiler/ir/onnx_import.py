@@ -37,6 +37,7 @@ DEFAULT_SYMBOL_RANGE = (1, 2**31 - 1)
 # exempt: it folds to a zero-stride broadcast view that costs no memory).
 FOLD_LIMIT = 1 << 26
 _DEFAULT_DOMAINS = ("", "ai.onnx")
+_ELEM_TYPE = "\0elem_type:"  # shape hints also hold element types under this prefix
 _CHECKER_LIMIT = 2**31 - 1  # protobuf's serialisation limit: bigger models skip the checker
 
 
@@ -213,6 +214,14 @@ class _Importer:
         except ModelError:
             return None
         return dict(zip(producer.outputs, results, strict=False)).get(name)
+
+    def elem_type(self, name: str) -> int | None:
+        """ONNX element type of a value (a constant's, else onnx.shape_inference's)."""
+        name = self.alias.get(name, name)
+        if name in self.constants:
+            return onnx.helper.np_dtype_to_tensor_dtype(self.constants[name].dtype)
+        hint = self._hints().get(f"{_ELEM_TYPE}{name}")
+        return int(hint[0]) if hint and hint[0] is not None else None
 
     def _hints(self) -> dict[str, tuple[int | None, ...]]:
         if self._shape_hints is None:
@@ -429,4 +438,6 @@ def _infer_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
         if tensor_type.HasField("shape"):
             found[info.name] = tuple(d.dim_value if d.HasField("dim_value") else None
                                      for d in tensor_type.shape.dim)
+        if tensor_type.elem_type:
+            found[f"{_ELEM_TYPE}{info.name}"] = (tensor_type.elem_type,)
     return found

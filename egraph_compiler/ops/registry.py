@@ -29,7 +29,7 @@ from egraph_compiler.dsl import ast
 
 SHAPE_KINDS = ("same", "broadcast")
 COST_KINDS = ("per_element", "reduce", "mac", "movement", "free")
-ANCHOR_KINDS = ("conv", "matmul", "pool", "reduce", "rownorm")
+ANCHOR_KINDS = ("conv", "matmul", "pool", "reduce", "rownorm", "indexed")
 VALUE_FACTS = ("positive", "nonneg")
 DTYPE_FORMS = ("fixed", "dtype", "like")
 # Built-in semantics (`= builtin NAME`) that name a scalar function the code generators

@@ -62,10 +62,18 @@ def test_run_time_control_flow_is_named() -> None:
 
 
 def test_op_without_import_support_is_named() -> None:
-    """Mish exists only from opset 18 and has no import rule to the opset-17 IR yet."""
+    """CenterCropPad exists only from opset 18 and has no import rule to the opset-17 IR."""
+    node = helper.make_node("CenterCropPad", ["x", "s"], ["y"], name="crop_0")
+    shape = helper.make_node("Constant", [], ["s"], value=helper.make_tensor("s", TensorProto.INT64, [2], [1, 2]))
+    with pytest.raises(ModelError, match=r"node 'crop_0' \(CenterCropPad, opset 18\).*no import support"):
+        load_onnx(_model([shape, node], opset=18))
+
+
+def test_opset18_mish_is_imported() -> None:
+    """Mish (opset 18) keeps its ONNX meaning in the IR and is written back at opset 18."""
     node = helper.make_node("Mish", ["x"], ["y"], name="mish_0")
-    with pytest.raises(ModelError, match=r"node 'mish_0' \(Mish, opset 18\).*no import support"):
-        load_onnx(_model([node], opset=18))
+    graph = load_onnx(_model([node], opset=18))
+    assert [n.op for n in graph.nodes] == ["Mish"]
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])

@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from egraph_compiler.backends.opencl import cost, gemm, images
+from egraph_compiler.backends.opencl import cost, gemm, images, ops_extra
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl.emit import Scope, ValueEmitter, ctype
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
@@ -731,6 +731,20 @@ class _Gen:
         self.epilogue(done, final.format("red[0]", float(length)))
         s.nest("if (lid == 0)", done)
         return self.finish(s, total * local, local)
+
+    def indexed(self) -> Kernel:
+        """An ``anchor indexed`` operator: one work item per output element, its value
+        from the operator's generator in `ops_extra`, then the block's epilogue."""
+        node = self.anchor()
+        out_shape = self.view.shape(node.outputs[0])
+        total = int(np.prod(out_shape, dtype=np.int64))
+        s = Scope()
+        s.emit("const int gid = get_global_id(0);")
+        s.emit(f"if (gid >= {total}) return;")
+        self.declare_iteration(s, ix.delinearize(self.ivar("gid", total), out_shape))
+        out_idx = tuple(self.ivar(f"i{k}", size) for k, size in enumerate(out_shape))
+        self.epilogue(s, ops_extra.generate(self, s, node, out_idx))
+        return self.finish(s, total, self.params.work_group)
 
     def serial_rows(self, length: int, rows: int) -> bool:
         """One work-item per row rather than one work-group (`KernelParams.row_serial_below`)."""
