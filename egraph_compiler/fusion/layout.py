@@ -129,7 +129,7 @@ def _options(view: GraphView, value: str, index: int, members: frozenset[int],
     reads = []
     for c, lane_axis in zip(consumers, lanes, strict=True):
         readable = structures[c][1].kind in PERMUTABLE_READERS
-        reads.append((c, tuple(float(numel * min(st[lane_axis], SECTOR))
+        reads.append((c, tuple(float(numel * min(st.get(lane_axis, 1), SECTOR))  # rank 0: no axis
                                if readable or p == identity else CANNOT_READ
                                for p, st in zip(candidates, strides, strict=True))))
     return TensorLayoutOptions(value, index, tuple(candidates), write, tuple(reads), tuple(lanes))

@@ -257,7 +257,7 @@ class _Runner:
                 outcomes.wrong[case.name] = mismatch
 
 
-def run(cases: list[Case], rules: RuleSet, targets: tuple[str, ...] = TARGETS, batch: int = 64,
+def run(cases: list[Case], rules: RuleSet, targets: tuple[str, ...] = TARGETS, batch: int = 128,
         log: Callable[[str], None] = lambda _: None) -> Results:
     """Every case through every target in ``targets``."""
     results = Results()
