@@ -284,7 +284,9 @@ def plan_blocks(graph: Graph, tables: FusionTables, profile_db: ProfileDb | None
     for node in graph.nodes:
         if role_of(node.op) == "unsupported":
             raise ModelError(f"operator {node.op} (node '{node.name}') is not supported by "
-                             "the fusion planner and code generators")
+                             "the fusion planner and code generators: no OpenCL kernel exists "
+                             "for it\n  hint: compile with --target onnx, or declare an OpenCL "
+                             "kernel for it (rules/README.md, \"How to add an operator\")")
     planner = _Planner(view, tables, profile_db, cost or CostModel())
     groups = planner.run() if fuse else [{n} for n in range(len(graph.nodes))]
     structures: list[tuple[frozenset[int], BlockStructure]] = []

@@ -1033,5 +1033,11 @@ def _pads_begin(node: Node, in_sizes: tuple[int, ...], out_sizes: tuple[int, ...
 
 def generate(view: GraphView, block: Block, params: KernelParams) -> Kernel:
     """The kernel of one block."""
-    gen = _Gen(view, block, params)
-    return getattr(gen, block.kind)()
+    try:
+        gen = _Gen(view, block, params)
+        return getattr(gen, block.kind)()
+    except ModelError as error:  # say where, when the message does not already
+        if "node '" in str(error):
+            raise
+        where = ", ".join(f"node '{view.nodes[n].name}' ({view.nodes[n].op})" for n in block.nodes[:3])
+        raise ModelError(f"{where}: {error}") from None
