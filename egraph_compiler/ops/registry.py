@@ -36,7 +36,7 @@ DTYPE_FORMS = ("fixed", "dtype", "like")
 # implement per element (dsl/builtins.py documents each); other built-ins are whole-tensor.
 ELEMENTWISE_BUILTINS = frozenset({
     "pow", "mod", "min", "max", "sum", "mean", "isnan", "isinf", "cast", "batch_norm",
-    "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+    "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "bitshift",
 })
 
 

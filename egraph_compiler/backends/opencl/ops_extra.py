@@ -176,7 +176,67 @@ def _scatter_elements(gen: Any, scope: Scope, node: Node, out: Index) -> str:
     return acc
 
 
+def _scatter_nd(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """ScatterND: data, with each update row whose index tuple addresses this element's
+    leading axes applied in order (its value at the element's trailing axes)."""
+    data, indices, updates = node.inputs[:3]
+    shape, dtype = gen.view.shape(data), gen.view.dtype(data)
+    idx_shape = gen.view.shape(indices)
+    depth = idx_shape[-1]
+    rows = int(np.prod(idx_shape[:-1], dtype=np.int64))
+    reduction = str(node.attr("reduction", "none"))
+    if reduction not in _SCATTER_REDUCTIONS:
+        raise ModelError(f"node '{node.name}' (ScatterND): reduction '{reduction}' is not ONNX's")
+    acc = gen.em.fresh("acc")
+    scope.emit(f"{ctype(dtype)} {acc} = {gen.em.value(scope, data, out)};")
+    body = scope.child()
+    row = ix.delinearize(_loop_var("r", rows), tuple(idx_shape[:-1]))
+    hits = []
+    for d in range(depth):
+        target = _element_index(gen, body, node, indices, (*row, d), shape[d])
+        hits.append(f"{target} == {ix.render(out[d])}")
+    update = gen.em.value(body, updates, (*row, *out[depth:]))
+    body.emit(f"if ({' && '.join(hits) or '1'}) "
+              f"{acc} = {_SCATTER_REDUCTIONS[reduction].format(a=acc, u=update)};")
+    scope.nest(f"for (int r = 0; r < {rows}; ++r)", body)
+    return acc
+
+
+def _einsum(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """Einsum: the sum over the contracted letters of the product of the operands."""
+    equation = str(node.attr("equation")).replace(" ", "")
+    lhs, arrow, rhs = equation.partition("->")
+    terms = lhs.split(",")
+    if "..." in equation or len(terms) != len(node.inputs):
+        raise ModelError(f"node '{node.name}' (Einsum): equation '{equation}' (an ellipsis) is "
+                         "not supported by the OpenCL backend")
+    if not arrow:  # implicit output: the letters used once, in alphabetical order
+        rhs = "".join(sorted(c for c in set(lhs) - {","} if lhs.count(c) == 1))
+    sizes: dict[str, int] = {}
+    for term, name in zip(terms, node.inputs, strict=True):
+        for letter, size in zip(term, gen.view.shape(name), strict=True):
+            sizes[letter] = max(sizes.get(letter, 1), size)
+    contracted = sorted(set(lhs) - set(rhs) - {","})
+    dtype = gen.view.dtype(node.outputs[0])
+    acc = gen.em.fresh("acc")
+    scope.emit(f"{ctype(dtype)} {acc} = {_zero(dtype)};")
+    total = int(np.prod([sizes[c] for c in contracted], dtype=np.int64)) if contracted else 1
+    body = scope.child()
+    inner = ix.delinearize(_loop_var("r", total), tuple(sizes[c] for c in contracted))
+    letters = {c: out[k] for k, c in enumerate(rhs)} | dict(zip(contracted, inner, strict=True))
+    factors = []
+    for term, name in zip(terms, node.inputs, strict=True):
+        shape = gen.view.shape(name)
+        at = tuple(letters[c] if size > 1 else 0 for c, size in zip(term, shape, strict=True))
+        factors.append(gen.em.value(body, name, at))
+    body.emit(f"{acc} += {' * '.join(factors)};")
+    scope.nest(f"for (int r = 0; r < {total}; ++r)", body)
+    return acc
+
+
 GENERATORS: dict[str, Generator] = {
+    "ScatterND": _scatter_nd,
+    "Einsum": _einsum,
     "CumSum": _cumsum,
     "Trilu": _trilu,
     "Hardmax": _hardmax,
