@@ -33,7 +33,7 @@ INTERNAL_OPS = frozenset({"Gelu", "GeluTanh"})
 # Operators of opsets 18+ that rules/operators.dnnr declares with their ONNX meaning: the
 # importer keeps them (there is no opset-17 schema to check them against) and the
 # exporter writes them at the input model's opset, which has them.
-LATER_OPSET_OPS = frozenset({"Mish"})
+LATER_OPSET_OPS = frozenset({"Mish", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"})
 # Attributes the IR holds that opset 17 takes as inputs (see Graph's docstring).
 IR_ONLY_ATTRS: dict[str, frozenset[str]] = {
     "Unsqueeze": frozenset({"axes"}),

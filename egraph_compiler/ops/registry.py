@@ -37,6 +37,7 @@ DTYPE_FORMS = ("fixed", "dtype", "like")
 ELEMENTWISE_BUILTINS = frozenset({
     "pow", "mod", "min", "max", "sum", "mean", "isnan", "isinf", "cast", "batch_norm",
     "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "bitshift",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
 })
 
 

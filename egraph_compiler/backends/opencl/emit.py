@@ -178,6 +178,9 @@ class ValueEmitter:
             rem = self.assign(scope, dtype, f"({args[0]} % {args[1]})")
             expr = rem if node.attr("fmod", 0) else \
                 f"(({rem} != 0 && (({rem} < 0) != ({args[1]} < 0))) ? {rem} + {args[1]} : {rem})"
+        elif op.startswith("Bitwise"):  # integer operands (ONNX opset 18)
+            expr = f"(~{args[0]})" if op == "BitwiseNot" else \
+                f"({args[0]} {sp.BITWISE[op]} {args[1]})"
         elif op == "BitShift":
             expr = f"({args[0]} {'<<' if node.attr('direction') == 'LEFT' else '>>'} {args[1]})"
         elif op in sp.VARIADIC:

@@ -12,6 +12,9 @@ import math
 
 from egraph_compiler.ops.scalar import Spelling
 
+# ONNX opset 18's bitwise operators (integer operands) as C operators.
+BITWISE = {"BitwiseAnd": "&", "BitwiseOr": "|", "BitwiseXor": "^"}
+
 C_TYPES = {
     "float32": "float", "float64": "double", "int64": "long", "int32": "int",
     "int16": "short", "int8": "char", "uint8": "uchar", "uint16": "ushort", "uint32": "uint",
