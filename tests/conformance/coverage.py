@@ -43,7 +43,8 @@ class Coverage:
                 f"cases covered {len(outcomes.match)}/{len(counted)} "
                 f"({len(outcomes.refused)} refused, {len(outcomes.wrong)} wrong; "
                 f"{len(self.results.oracle)} not reproduced by onnxruntime, "
-                f"{len(self.out_of_scope)} out of scope)")
+                f"{len(self.out_of_scope)} out of scope; "
+                f"{self.results.seconds.get(target, 0):.0f} s)")
 
     def table(self) -> list[str]:
         per_op: dict[str, list[str]] = defaultdict(list)

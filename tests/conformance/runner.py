@@ -24,6 +24,7 @@ keeps a refusal from splitting every merged model it sits in).
 from __future__ import annotations
 
 import tempfile
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -77,6 +78,7 @@ class Outcomes:
 class Results:
     oracle: dict[str, str] = field(default_factory=dict)
     by_target: dict[str, Outcomes] = field(default_factory=lambda: {t: Outcomes() for t in TARGETS})
+    seconds: dict[str, float] = field(default_factory=dict)  # wall time per target
 
 
 def close(got: list[np.ndarray], want: list[np.ndarray], rtol: float, atol: float) -> str | None:
@@ -292,8 +294,10 @@ def run(cases: list[Case], rules: RuleSet, targets: tuple[str, ...] = TARGETS, b
             else:
                 by_opset[target][case.opset].append(case)
     for target in targets:
+        started = time.perf_counter()
         for opset, group in sorted(by_opset[target].items()):
             for start in range(0, len(group), batch):
                 runner.settle(target, group[start:start + batch])
                 log(f"{target} opset {opset}: {min(start + batch, len(group))}/{len(group)}")
+        results.seconds[target] = round(time.perf_counter() - started, 1)
     return results
