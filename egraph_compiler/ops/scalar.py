@@ -1,9 +1,11 @@
 """One compiler of the scalar expressions of ``op … = expr`` declarations.
 
 `evaluate` turns an expression into NumPy values (folding of declared operators, the
-verifier's replay) and `to_c` into C text (OpenCL, the Hexagon scalar fallback); a C
-target contributes only a `Spelling` (how to write a literal and each scalar built-in). Z3 terms are the verifier's (`verify/scalar.py`), over the same
-declarations.
+verifier's replay), `to_c` into C text (OpenCL, the Hexagon scalar fallback; a C target
+contributes only a `Spelling`: how to write a literal and each scalar built-in), and
+`evaluate_in` into the values of any other `Domain` — shape inference evaluates shape
+arithmetic (Shape → Gather → Mul …) on symbolic dims this way (`shapes.values`). Z3
+terms are the verifier's (`verify/scalar.py`), over the same declarations.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ NUMPY_FUNCTIONS: Mapping[str, Callable[..., Any]] = {
     "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil, "round": np.round,
     "sign": np.sign, "min": np.minimum, "max": np.maximum,
     "select": lambda c, a, b: np.where(c, a, b),
+    # the elementwise built-ins of `= builtin NAME` operators
+    "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "isnan": np.isnan,
 }
 _NUMPY_BINARY: Mapping[str, Callable[[Any, Any], Any]] = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "**": np.power,
@@ -84,6 +89,46 @@ def evaluate(expr: ast.Expr, env: Mapping[str, Any], *, cast: Callable[[Any], An
             out = np.asarray(NUMPY_FUNCTIONS[e.func](*(walk(arg) for arg in e.args)))
             return out if out.dtype == bool else cast(out)
         raise NoReference(f"{type(e).__name__} is not a scalar expression")
+
+    return walk(expr)
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The scalar operations of a value domain: ``binary`` per operator (``+``, ``==`` …),
+    ``functions`` per scalar built-in (``abs``, ``select``, and ``min``/``max``/``mod`` …
+    for ``= builtin NAME`` operators); ``number`` turns a literal or a numeric attribute
+    into a value. Any of them returns None for what the domain cannot represent."""
+
+    binary: Mapping[str, Callable[[Any, Any], Any]]
+    functions: Mapping[str, Callable[..., Any]]
+    number: Callable[[float], Any]
+    negate: Callable[[Any], Any]
+    logical_not: Callable[[Any], Any]
+
+
+def evaluate_in(expr: ast.Expr, env: Mapping[str, Any], domain: Domain) -> Any | None:
+    """``expr`` over ``domain``'s values (``env`` binds operands and attributes); None where
+    an operation, function or value is outside the domain."""
+
+    def walk(e: ast.Expr) -> Any | None:
+        if isinstance(e, ast.Num):
+            return domain.number(e.value)
+        if isinstance(e, (ast.Name, ast.Var)):
+            value = env.get(e.name)
+            return domain.number(value) if isinstance(value, (int, float)) else value
+        if isinstance(e, ast.UnOp):
+            children: tuple[ast.Expr, ...] = (e.operand,)
+        else:
+            children = (e.lhs, e.rhs) if isinstance(e, ast.BinOp) else tuple(getattr(e, "args", ()))
+        args = [walk(sub) for sub in children]
+        if any(a is None for a in args):
+            return None
+        if isinstance(e, ast.UnOp):
+            return domain.logical_not(args[0]) if e.op == "not" else domain.negate(args[0])
+        fn = domain.binary.get(e.op) if isinstance(e, ast.BinOp) else \
+            domain.functions.get(e.func) if isinstance(e, ast.Call) else None
+        return None if fn is None else fn(*args)
 
     return walk(expr)
 

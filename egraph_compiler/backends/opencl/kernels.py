@@ -102,6 +102,10 @@ class KernelParams:
     # `dnnr tune`'s choices: (shape class `cost.shape_key`, option), used where a
     # class matches and no variant is forced
     tuned: tuple[tuple[str, cost.Option], ...] = ()
+    # code that is the same at every shape where that costs little, for the symbolic
+    # build (`symbolic.py`): every window bounds check kept, even where this shape's
+    # windows never cross the edge
+    shape_stable: bool = False
 
     @staticmethod
     def for_device(device: str) -> KernelParams:
@@ -130,6 +134,9 @@ class Kernel:
     # the anchor option generated (`cost.Option.describe`), "" for other kinds
     variant: str = ""
     shape_key: str = ""  # the anchor's shape class (`cost.shape_key`), "" for other kinds
+    # the work-items the launch needs before rounding up to the work-group: the
+    # symbolic build (`symbolic.py`) fits it over the dims, global = roundup(items, local)
+    work_items: int = 0
 
 
 def _zero_accumulators(s: Scope, outer: str, inner: str,
@@ -209,7 +216,7 @@ class _Gen:
             inputs[f"in{k}"] = (shape, value)
         work_items = int(np.prod(self.shape.iteration_shape, dtype=np.int64))
         text, chosen = images.resolve("\n".join("  " + line for line in body.lines), inputs,
-                                      work_items)
+                                      work_items, self.block.images)
         header, pointers = self.signature(local, frozenset(chosen))
         lines = "\n".join("  " + line for line in pointers) + "\n" + text
         undefs = "".join(f"#undef {d.split()[0]}\n" for d in self.defines)
@@ -218,7 +225,7 @@ class _Gen:
         return Kernel(source, tuple(self.args), global_size, local,
                       tuple(sorted(self.em.derived.items())),
                       tuple((inputs[p][1], w, h, why) for p, (w, h, why) in sorted(chosen.items())),
-                      self.variant, self.shape_key)
+                      self.variant, self.shape_key, max(total, 1))
 
     def single_use(self, name: str) -> bool:
         return sum(name in self.view.nodes[n].inputs for n in self.block.nodes) == 1
@@ -269,6 +276,12 @@ class _Gen:
     def anchor(self) -> Node:
         return self.view.nodes[self.shape.anchor]  # type: ignore[index]
 
+    def tile(self, tile: int, size: int) -> int:
+        """A register tile along a dim of ``size``: no larger than the dim. (Keeping it
+        whatever the dim made symbolic artefacts' code the same at more shapes, and
+        MobileNetV2's late convs up to 40 % slower: the versions keep the clamp.)"""
+        return max(1, min(tile, size))
+
     def ivar(self, name: str, size: int) -> ix.IExpr:
         return ix.IVar(name, 0, size - 1) if size > 1 else 0
 
@@ -297,6 +310,16 @@ class _Gen:
         p = self.params
         candidates = cost.options(cost.DEVICES[p.device], sizes["m"], sizes["n"], sizes["k"],
                                   sizes["batch"], direct_items, tiled_ok, gemv_side)
+        self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
+        tuned = dict(p.tuned).get(self.shape_key)
+        if self.block.implementation and p.anchor_variant is None:
+            # the `select` stage's choice among `anchor_options` (by its label)
+            pool = candidates + ([tuned] if tuned is not None else [])
+            option = next((o for o in pool if o.describe() == self.block.implementation), None)
+            if option is None:
+                raise ModelError(f"block {self.block.id}: selected implementation "
+                                 f"{self.block.implementation!r} is not an option of {self.shape_key}")
+            return self._use(option)
         if p.anchor_variant == "tiled" and p.anchor_tile is not None and tiled_ok:
             if not p.anchor_tile.valid():
                 raise ModelError(f"block {self.block.id}: tile {p.anchor_tile} does not map its "
@@ -306,16 +329,35 @@ class _Gen:
             option = cost.Option("gemv", p.anchor_gemv, 0.0)
         else:
             option = cost.choose(candidates, p.anchor_variant)
-        self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
-        tuned = dict(p.tuned).get(self.shape_key)
         if tuned is not None and p.anchor_variant is None:
             option = tuned
-            if isinstance(option.params, cost.Direct):  # this block's generator only
-                a, b = option.params.a, option.params.b
-                self.params = replace(p, conv_tile_channels=a, conv_tile_width=b,
-                                      depthwise_tile_width=b, matmul_tile_m=a, matmul_tile_n=b)
+        return self._use(option)
+
+    def _use(self, option: cost.Option) -> cost.Option:
+        if isinstance(option.params, cost.Direct):  # this block's generator only
+            a, b = option.params.a, option.params.b
+            self.params = replace(self.params, conv_tile_channels=a, conv_tile_width=b,
+                                  depthwise_tile_width=b, matmul_tile_m=a, matmul_tile_n=b)
         self.variant = option.describe()
         return option
+
+    def anchor_shape(self) -> tuple[dict[str, int], int, bool, str | None]:
+        """What `pick` prices for this conv/matmul anchor: (sizes m/n/k/batch, the
+        direct kernel's work-items, whether the tiled GEMM applies, the gemv side)."""
+        if self.block.kind == "matmul":
+            _, sizes = gemm.matmul_problem(self)
+            tm = max(1, min(self.params.matmul_tile_m, sizes["m"]))
+            tn = max(1, min(self.params.matmul_tile_n, sizes["n"]))
+            direct_items = sizes["batch"] * _cdiv(sizes["m"], tm) * _cdiv(sizes["n"], tn)
+            return sizes, direct_items, True, "m" if sizes["m"] == 1 else None
+        geo = self.conv_geometry()
+        depthwise = geo.group > 1 and geo.cin_g == 1
+        sizes = {"m": geo.cout_g, "n": geo.columns, "k": geo.cin_g * geo.taps,
+                 "batch": geo.group}
+        tw = self.params.depthwise_tile_width if depthwise else self.params.conv_tile_width
+        direct_items = geo.columns // max(1, min(tw, geo.out_shape[-1])) * \
+            _cdiv(geo.out_shape[1], 1 if depthwise else self.params.conv_tile_channels)
+        return sizes, direct_items, not depthwise, "n" if geo.columns == 1 else None
 
     def conv_geometry(self) -> gemm.ConvGeometry:
         node = self.anchor()
@@ -332,14 +374,7 @@ class _Gen:
 
     def conv(self) -> Kernel:
         geo = self.conv_geometry()
-        depthwise = geo.group > 1 and geo.cin_g == 1
-        sizes = {"m": geo.cout_g, "n": geo.columns, "k": geo.cin_g * geo.taps,
-                 "batch": geo.group}
-        tw = self.params.depthwise_tile_width if depthwise else self.params.conv_tile_width
-        direct_items = geo.columns // max(1, min(tw, geo.out_shape[-1])) * \
-            _cdiv(geo.out_shape[1], 1 if depthwise else self.params.conv_tile_channels)
-        option = self.pick(sizes, direct_items, not depthwise,
-                           "n" if geo.columns == 1 else None)
+        option = self.pick(*self.anchor_shape())
         if option.variant == "tiled":
             problem, _ = gemm.conv_problem(self, geo)
             return gemm.tiled(self, problem, option.params)  # type: ignore[arg-type]
@@ -367,7 +402,7 @@ class _Gen:
         begin = _pads_begin(node, x_shape[2:], out_shape[2:], kernel, strides, dil)
         depthwise = group > 1 and cg == 1
         tw = self.params.depthwise_tile_width if depthwise else self.params.conv_tile_width
-        tw = max(1, min(tw, out_shape[-1]))
+        tw = self.tile(tw, out_shape[-1])
         limit = self.params.conv_tile_channels
         if group == 1:  # a vector width (the weights are padded to it), at most the limit
             tc = next((t for t in (2, 4, 8, 16) if t >= min(limit, cout)), limit)
@@ -414,7 +449,8 @@ class _Gen:
             xbody.emit(f"const int p{d} = {out_vars[d]} * {strides[d]} - {begin[d]} + "
                        f"{ix.render(qs[d])} * {dil[d]};")
             checks = _window_checks(f"p{d}", begin[d], out_shape[2 + d], strides[d],
-                                    kernel[d], dil[d], x_shape[2 + d])
+                                    kernel[d], dil[d], x_shape[2 + d],
+                                    self.params.shape_stable)
             if checks:  # read a clamped position and select zero padding after it
                 xbody.emit(f"const int c{d} = p{d} < 0 ? 0 : ({_clamp_high(f'p{d}', x_shape[2 + d] - 1)});")
             positions.append(self.ivar(f"c{d}" if checks else f"p{d}", x_shape[2 + d]))
@@ -468,11 +504,8 @@ class _Gen:
 
     # -- matmul / gemm -----------------------------------------------------------------
     def matmul(self) -> Kernel:
-        problem, sizes = gemm.matmul_problem(self)
-        tm = max(1, min(self.params.matmul_tile_m, sizes["m"]))
-        tn = max(1, min(self.params.matmul_tile_n, sizes["n"]))
-        direct_items = sizes["batch"] * _cdiv(sizes["m"], tm) * _cdiv(sizes["n"], tn)
-        option = self.pick(sizes, direct_items, True, "m" if sizes["m"] == 1 else None)
+        option = self.pick(*self.anchor_shape())
+        problem, _ = gemm.matmul_problem(self)
         if option.variant == "tiled":
             return gemm.tiled(self, problem, option.params)  # type: ignore[arg-type]
         if option.variant == "gemv":
@@ -494,8 +527,8 @@ class _Gen:
         k_size = a_shape[-1] if (a_vec or not trans_a) else a_shape[-2]
         n_size = 1 if b_vec else (b_shape[-2] if trans_b else b_shape[-1])
         batch = out_shape[:len(out_shape) - (0 if a_vec else 1) - (0 if b_vec else 1)]
-        tm = max(1, min(self.params.matmul_tile_m, m_size))
-        tn = max(1, min(self.params.matmul_tile_n, n_size))
+        tm = self.tile(self.params.matmul_tile_m, m_size)
+        tn = self.tile(self.params.matmul_tile_n, n_size)
         self.defines += [f"TM {tm}", f"TN {tn}"]
         n_mt, n_nt = _cdiv(m_size, tm), _cdiv(n_size, tn)
         total = int(np.prod(batch, dtype=np.int64)) * n_mt * n_nt
@@ -615,7 +648,8 @@ class _Gen:
             body.emit(f"const int p{d} = {ix.render(idx[2 + d])} * {strides[d]} - {begin[d]} + "
                       f"q{d} * {dil[d]};")
             conds += _window_checks(f"p{d}", begin[d], out_shape[2 + d], strides[d],
-                                    kernel[d], dil[d], x_shape[2 + d])
+                                    kernel[d], dil[d], x_shape[2 + d],
+                                    self.params.shape_stable)
             positions.append(self.ivar(f"p{d}", x_shape[2 + d]))
         guarded = Scope(body)
         x = self.em.value(guarded, x_name, (idx[0], idx[1], *positions))
@@ -997,11 +1031,12 @@ def _tree_reduce(step: str, var: str) -> list[str]:
 
 
 def _window_checks(position: str, begin: int, out_size: int, stride: int, kernel: int,
-                   dilation: int, in_size: int) -> list[str]:
+                   dilation: int, in_size: int, always: bool = False) -> list[str]:
     """The bounds checks a window position needs: none on a side no window crosses
-    (no padding there), which drops a compare and branch per load (1×1 convs)."""
+    (no padding there), which drops a compare and branch per load (1×1 convs);
+    ``always`` keeps the high side's (`KernelParams.shape_stable`)."""
     checks = [f"{position} >= 0"] if begin > 0 else []
-    if (out_size - 1) * stride - begin + (kernel - 1) * dilation >= in_size:
+    if always or (out_size - 1) * stride - begin + (kernel - 1) * dilation >= in_size:
         checks.append(f"{position} < {in_size}")
     return checks
 
@@ -1029,6 +1064,23 @@ def _pads_begin(node: Node, in_sizes: tuple[int, ...], out_sizes: tuple[int, ...
         return (0,) * spatial
     pads = node.attr("pads") or (0,) * 2 * spatial
     return tuple(pads[:spatial])  # type: ignore[index]
+
+
+def anchor_options(view: GraphView, block: Block, params: KernelParams
+                   ) -> tuple[str, list[cost.Option]]:
+    """The implementations the `select` stage chooses among for a conv/matmul block
+    (its shape class `cost.shape_key`, and `dnnr tune`'s option for that class when the
+    database has one, else every option `cost.options` prices); a forced variant
+    (`KernelParams.anchor_variant`) leaves one option: the one `pick` generates."""
+    gen = _Gen(view, block, params)
+    sizes, direct_items, tiled_ok, gemv_side = gen.anchor_shape()
+    key = cost.shape_key(gen.anchor().op, sizes, tiled_ok, gemv_side)
+    candidates = cost.options(cost.DEVICES[params.device], sizes["m"], sizes["n"], sizes["k"],
+                              sizes["batch"], direct_items, tiled_ok, gemv_side)
+    tuned = dict(params.tuned).get(key)
+    if params.anchor_variant is not None:
+        return key, [gen.pick(sizes, direct_items, tiled_ok, gemv_side)]
+    return key, [tuned] if tuned is not None else candidates
 
 
 def generate(view: GraphView, block: Block, params: KernelParams) -> Kernel:
