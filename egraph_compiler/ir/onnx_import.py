@@ -226,14 +226,17 @@ class _Importer:
             if shape is None or any(d is None for d in shape):
                 return None
             args = [np.zeros(shape, dtype=np.uint8)]  # only its shape is read
-        elif producer.op not in KNOWN_OPS or producer.op in NEVER_FOLD:
+        elif self.folder is None or not self.folder.can_fold(producer.op):
             return None
         else:
             args = [self.value_of(i, depth + 1) if i else None for i in producer.inputs]
             if any(a is None for a, i in zip(args, producer.inputs, strict=True) if i):
                 return None
         try:
-            results = evaluate_node(producer.op, producer.attrs, args, num_outputs=len(producer.outputs))
+            if self.folder is None:
+                return None
+            results = self.folder.evaluate_node(producer.op, producer.attrs, args,
+                                                num_outputs=len(producer.outputs))
         except ModelError:
             return None
         return dict(zip(producer.outputs, results, strict=False)).get(name)
