@@ -429,8 +429,9 @@ class Encoder:
         return record.cell
 
     # ------------------------------------------------------------ background facts
-    def background(self) -> list[z3.BoolRef]:
-        """Dims >= 1, unsigned integer elements, instantiated guard facts and axioms."""
+    def background(self, axioms: bool = True) -> list[z3.BoolRef]:
+        """Dims >= 1, unsigned integer elements, instantiated guard facts and (unless
+        ``axioms`` is false) the axioms of the scalar functions met."""
         facts: list[z3.BoolRef] = []
         for var, _rank in self.config.ranks:
             facts.extend(d >= 1 for d in self.shape(var))
@@ -443,7 +444,8 @@ class Encoder:
         for (kind, var), flag in self.flags.items():
             for _idx, term in self.touched.get(var, []):
                 facts.append(z3.Implies(flag, element_predicate(kind, term, self.domain)))
-        facts.extend(self.domain.axioms())
+        if axioms:
+            facts.extend(self.domain.axioms())
         facts.extend(self.index_facts)
         if self.row_major:
             facts.extend(self._row_major_injective())
