@@ -190,6 +190,8 @@ def attribute_warnings(ruleset: ast.RuleSet) -> list[str]:
 
 RANK_LIMIT = 4  # a rule with an enumerated int-list attribute (a perm, axes) at every rank
 WIDE_RANK_LIMIT = 6  # every other rule: its configurations grow linearly with the rank
+# the verifier enumerates every tensor variable's rank: at most this many combinations
+MAX_RANK_COMBINATIONS = 390_625  # 5 ** 8: eight tensor variables of any rank 0..RANK_LIMIT
 RANK_SENSITIVE_CALLS = frozenset({"rank", "shape", "dim", "numel", "same_shape", "broadcastable"})
 
 
@@ -266,6 +268,10 @@ def rank_limit(normal: NormalRule, ops: dict[str, ast.OpDecl]) -> int:
     or an axes list (issue 12 asks >= 6; Transpose at rank 6 is 720 perms per node)."""
     if _enumerates_lists(normal.lhs, ops) or _enumerates_lists(normal.rhs, ops):
         return RANK_LIMIT
+    pinned = pinned_ranks(normal.guard)
+    free = [v for v in dict.fromkeys(_tensor_vars(normal.lhs)) if v not in pinned]
+    if (WIDE_RANK_LIMIT + 1) ** len(free) > MAX_RANK_COMBINATIONS:
+        return RANK_LIMIT  # too many tensor variables to enumerate their ranks to 6
     return WIDE_RANK_LIMIT
 
 

@@ -17,7 +17,12 @@ from typing import Any
 import z3
 
 from egraph_compiler.dsl import ast
-from egraph_compiler.dsl.normalize import RANK_LIMIT, pinned_ranks, rank_sensitive_vars
+from egraph_compiler.dsl.normalize import (
+    MAX_RANK_COMBINATIONS,
+    RANK_LIMIT,
+    pinned_ranks,
+    rank_sensitive_vars,
+)
 from egraph_compiler.verify import evalexpr
 from egraph_compiler.verify.encode import (
     SYMBOLIC_LIST,
@@ -30,7 +35,6 @@ from egraph_compiler.verify.normalize import CanonRule, subpatterns
 from egraph_compiler.verify.semantics import OpSemantics
 
 RANKS = tuple(range(RANK_LIMIT + 1))
-MAX_RANK_COMBINATIONS = 390_625  # 5 ** 8: eight tensor variables of any rank 0..RANK_LIMIT
 
 
 class _RankFacts:
