@@ -115,6 +115,9 @@ def guard_refuted(guard: ast.Expr | None, config: Config) -> bool:
         return False
     attrs = {k: v for k, v in config.attrs if v != SYMBOLIC_LIST}
     facts = _RankFacts(config.rank_of, attrs)
+    # a shape built-in over placeholder dims is left undecided here: its symbolic
+    # encoding costs more than the solver's check of a configuration it might drop
+    facts.symbolic_shape_builtins = False  # type: ignore[attr-defined]
     for conjunct in _conjuncts(guard):
         try:
             value = evalexpr.evaluate(conjunct, attrs, facts)

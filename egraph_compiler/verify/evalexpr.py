@@ -180,6 +180,8 @@ class Z3Domain(guard_eval.GuardDomain):
         return z3.And(*terms) if op == "and" else z3.Or(*terms)
 
     def shape_builtin(self, name: str, args: Sequence[Any]) -> Any:
+        if not getattr(self.facts, "symbolic_shape_builtins", True):
+            raise NotApplicable(f"{name} over symbolic dims")
         return SHAPE_BUILTINS[name](*args, require=self._require)
 
     def unsupported(self, name: str) -> Exception:
