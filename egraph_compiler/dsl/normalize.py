@@ -268,6 +268,8 @@ def rank_limit(normal: NormalRule, ops: dict[str, ast.OpDecl]) -> int:
     or an axes list (issue 12 asks >= 6; Transpose at rank 6 is 720 perms per node)."""
     if _enumerates_lists(normal.lhs, ops) or _enumerates_lists(normal.rhs, ops):
         return RANK_LIMIT
+    if not rank_sensitive_vars(normal.lhs, normal.rhs, normal.guard, ops):
+        return RANK_LIMIT  # elementwise only: its verdict holds at every rank anyway
     pinned = pinned_ranks(normal.guard)
     free = [v for v in dict.fromkeys(_tensor_vars(normal.lhs)) if v not in pinned]
     if (WIDE_RANK_LIMIT + 1) ** len(free) > MAX_RANK_COMBINATIONS:
