@@ -197,13 +197,13 @@ def prepare(out: Path, only: str | None) -> None:
             optimised = pipeline.optimize(graph, rules)[0]
             meta: dict[str, Any] = {"model": name, "batch": batch, "operators": len(graph.nodes)}
             for label, fuse in (("fused", True), ("unfused", False)):
-                plan, selection = execution_plan(optimised, rules, fuse=fuse)
+                plan, selection = execution_plan(optimised, rules, fuse=fuse, params=params)
                 artefact = build(plan, target / label, params, selection=selection)
                 meta[label] = {"kernels": artefact.kernels, "blocks": {
                     str(k): v for k, v in _flops_and_bytes(plan).items()}}
                 _pool_weights(target / label, pool)
             if target.name in SWEEP:
-                plan, selection = execution_plan(optimised, rules)
+                plan, selection = execution_plan(optimised, rules, params=params)
                 for option in _forced_options():
                     label = f"sweep/{option.describe().replace(' ', '_')}"
                     build(plan, target / label, replace(params, anchor_variant=option.variant,

@@ -1,16 +1,19 @@
 """Layout/implementation selection benchmark: the PBQP against the local and chain-DP choices.
 
     python benchmarks/layout_selection.py [--repeats N] [--models a,b,...|none] [--all] [--corpus DIR]
-                                [--no-opencl] [--no-hexagon]
+                                [--dnnr-corpus] [--no-opencl] [--no-hexagon]
 
-OpenCL (PoCL): per model, the layout PBQP's size, solver, objective (sector
-transactions) with its lower bound, the local and chain-DP objectives, solve
-seconds, and the measured median latency of the artefact built with each choice
+OpenCL (PoCL): per model, the PBQP's size (one node per block: anchor kernel variant ×
+stored layouts), solver, objective (µs of the cost model) with its lower bound, the
+local and chain-DP objectives, solve seconds, the variants and conversion kernels the
+PBQP chose, and the measured median latency of the artefact built with each choice
 ("same": that choice picked what an earlier one did, not measured again). Hexagon (qemu):
-QDQ-quantised blocks, the instruction-family PBQP (estimated cycles) and the
-executed packets of the whole program under qemu-hexagon for each choice.
-``--corpus DIR`` adds every ``*.onnx`` under DIR (symbolic dims bound to batch=1,
-seq=64, height=width=64, others 1). Prints; asserts nothing.
+QDQ-quantised blocks, the instruction-family PBQP (estimated cycles) and the executed
+packets of the whole program under qemu-hexagon for each choice. ``--corpus DIR`` adds
+every ``*.onnx`` under DIR (symbolic dims bound to batch=1, seq=64, height=width=64,
+others 1); ``--dnnr-corpus`` adds the real-model corpus (tests/corpus, both exporters, at
+its first stored shape) to OpenCL and its QDQ-quantised CNNs to Hexagon (objectives only:
+single-stepping a whole ResNet-50 in qemu takes too long). Prints; asserts nothing.
 """
 
 # ruff: noqa: E402  (the import path is fixed before the imports: see below)
@@ -39,8 +42,13 @@ sys.path.insert(0, str(ROOT))
 
 from egraph_compiler.backends import hexagon, opencl
 from egraph_compiler.backends.hexagon import toolchain
+from egraph_compiler.backends.hexagon.lower import lower_qdq
+from egraph_compiler.backends.opencl import KernelParams
+from egraph_compiler.backends.opencl.pricing import pricing
 from egraph_compiler.fusion import plan_fusion
-from egraph_compiler.select import select_layouts
+from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.select import SelectError, select_layouts
+from egraph_compiler.select.conversions import CONVERSION_OP
 from tests.backends.opencl.helpers import static_graph, with_static_inputs
 from tests.modelzoo import (
     BLOCKS,
@@ -87,6 +95,21 @@ def _corpus(args: argparse.Namespace) -> list[tuple[str, onnx.ModelProto]]:
         if args.corpus else []
 
 
+def _dnnr_corpus(args: argparse.Namespace) -> list[tuple[str, onnx.ModelProto, dict]]:
+    """The real-model corpus (tests/corpus), both exporters, with its first stored inputs."""
+    if not args.dnnr_corpus:
+        return []
+    from tests.corpus import build, check
+
+    folder = build.build(build.names_in("suite"), log=lambda _: None)
+    models = []
+    for name in build.names_in("suite"):
+        for exporter in ("ts", "dynamo"):
+            model = check.load(folder, name, exporter)
+            models.append((model.id, onnx.load(model.path), model.feeds(0)))
+    return models
+
+
 def _dims_for(model: onnx.ModelProto, base: dict[str, int]) -> dict[str, int]:
     dims = dict(base)
     for value in model.graph.input:
@@ -108,22 +131,34 @@ def _time(out_dir: Path, feeds: dict, repeats: int) -> float:
 
 
 def bench_opencl(args: argparse.Namespace, work: Path) -> None:
-    print("OpenCL (PoCL): layout PBQP, objective in sector transactions; latency = median ms of "
-          f"{args.repeats} runs")
+    print("OpenCL (PoCL): PBQP of kernel variant x layout, objective in µs of the cost model; "
+          f"latency = median ms of {args.repeats} runs")
     header = (f"{'model':22s} {'ops':>5s} {'nodes':>5s} {'edges':>5s} {'solver':18s} {'global':>10s} "
-              f"{'bound':>10s} {'local':>10s} {'chainDP':>10s} {'solve s':>8s}  ms pbqp/local/chain-dp")
+              f"{'bound':>10s} {'local':>10s} {'chainDP':>10s} {'solve s':>8s}  ms pbqp/local/chain-dp"
+              "  [pbqp: variants, conversions]")
     print(header)
-    models = [(n, m, DIMS) for n, m in _opencl_models(args)] + [(n, m, CORPUS_DIMS) for n, m in _corpus(args)]
-    for name, model, base in models:
+    from tests.select.test_opencl_options import shared_reduction_model
+
+    models = [(n, m, DIMS, None) for n, m in _opencl_models(args)] + \
+        ([("shared_reduction", shared_reduction_model(16, 16), DIMS, None)] if args.models != "none" else []) + \
+        [(n, m, CORPUS_DIMS, None) for n, m in _corpus(args)] + \
+        [(n, m, CORPUS_DIMS, feeds) for n, m, feeds in _dnnr_corpus(args)]
+    for name, model, base, given in models:
         try:
-            feeds = random_inputs(model, 0, dims=_dims_for(model, base))
+            feeds = given or random_inputs(model, 0, dims=_dims_for(model, base))
             model = with_static_inputs(model, feeds)
             graph = static_graph(model, feeds)
             fusion_plan = plan_fusion(graph, layouts=False)
-            _, sel = select_layouts(fusion_plan)
+            planned, sel = select_layouts(fusion_plan, pricing=pricing(fusion_plan, KernelParams()))
         except Exception as error:  # a corpus model the backend cannot take yet
             print(f"{name:22s} skipped: {str(error).splitlines()[0][:100]}")
             continue
+        variants: dict[str, int] = {}
+        for b in planned.blocks:
+            if b.implementation:
+                kind = b.implementation.split()[0]
+                variants[kind] = variants.get(kind, 0) + 1
+        conversions = sum(b.ops == (CONVERSION_OP,) for b in planned.blocks)
         latencies, seen = [], {}
         for policy in POLICIES:
             try:
@@ -141,10 +176,17 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
             else:  # the same artefact as an earlier choice: not measured again
                 latencies.append("same")
         ops = sum(len(b.nodes) for b in fusion_plan.blocks)
+        chosen = ", ".join(f"{k} {v}" for k, v in sorted(variants.items()))
         print(f"{name:22s} {ops:5d} {len(sel.problem.nodes):5d} {len(sel.problem.edges):5d} "
-              f"{sel.solver:18s} {_fmt(sel.objective):>10s} {_fmt(sel.lower_bound):>10s} "
-              f"{_fmt(sel.local_objective):>10s} {_fmt(sel.chain_objective):>10s} "
-              f"{sel.seconds:8.4f}  {'/'.join(latencies)}", flush=True)
+              f"{sel.solver:18s} {_fmt2(sel.objective):>10s} {_fmt2(sel.lower_bound):>10s} "
+              f"{_fmt2(sel.local_objective):>10s} {_fmt2(sel.chain_objective):>10s} "
+              f"{sel.seconds:8.4f}  {'/'.join(latencies)}  [{chosen}; {conversions} conv]", flush=True)
+
+
+def _fmt2(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return "inf" if math.isinf(x) else f"{x:.2f}"
 
 
 def _executed_packets(elf: Path, stdin: bytes) -> int:
@@ -179,10 +221,20 @@ def bench_hexagon(args: argparse.Namespace, work: Path) -> None:
     if not toolchain.have_toolchain():
         print("  skipped: clang/qemu-hexagon missing")
         return
-    for name, model in _hexagon_models():
+    models = [(name, _static(model, {"batch": 1, "height": 9, "width": 7}))
+              for name, model in _hexagon_models()]
+    if args.dnnr_corpus:  # the corpus CNNs the Hexagon backend lowers, at their first stored shape
+        from tests.corpus import build, check
+        from tests.select.test_corpus import HEXAGON_MODELS
+
+        folder = build.build(build.names_in("suite"), log=lambda _: None)
+        for corpus_name in HEXAGON_MODELS:
+            entry = check.load(folder, corpus_name, "ts")
+            models.append((entry.id, with_static_inputs(onnx.load(entry.path), entry.feeds(0))))
+    for name, model in models:
         tmp = work / f"hex_{name}"
         tmp.mkdir(parents=True, exist_ok=True)
-        path = _quantise(_static(model, {"batch": 1, "height": 9, "width": 7}), tmp, seed=2)
+        path = _quantise(model, tmp, seed=2)
         graph = _through_quant_rules(path)
         info = _real_input(onnx.load(path))
         x = np.random.default_rng(3).standard_normal(
@@ -191,9 +243,14 @@ def bench_hexagon(args: argparse.Namespace, work: Path) -> None:
         for policy in POLICIES:
             try:
                 artefact = hexagon.build(graph, tmp / policy, select=policy)
-            except ValueError:
+            except SelectError:
                 packets.append("infeasible")
                 continue
+            except ModelError as error:  # the selection ran; an operator elsewhere has no kernel
+                _, _, selection = hexagon._choose_families(lower_qdq(graph), policy)
+                sel = sel or selection.to_json()
+                packets.append(f"no build ({str(error)[:60]})")
+                break
             sel = sel or artefact.select
             decisions = tuple(sorted((k, v["option"]) for k, v in artefact.select["decisions"].items()))
             if decisions not in seen:
@@ -215,6 +272,7 @@ def main() -> None:
     parser.add_argument("--models", default="")
     parser.add_argument("--all", action="store_true")
     parser.add_argument("--corpus", default="")
+    parser.add_argument("--dnnr-corpus", action="store_true")
     parser.add_argument("--no-opencl", action="store_true")
     parser.add_argument("--no-hexagon", action="store_true")
     args = parser.parse_args()

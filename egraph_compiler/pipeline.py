@@ -207,8 +207,8 @@ def compile_model(
     report = Report(model=name)
     with _stage(report, "parse-rules", progress):
         rules, report.fp = apply_fp_policy(load_rules(rule_paths, target, rule_options), fp)
-    with _stage(report, "import", progress):
-        graph = ir.load_onnx(model)
+    with _stage(report, "import", progress), ops.using(rules):
+        graph = ir.load_onnx(model, ops.evaluate)
     report.nodes_before = onnx_op_counts(_read_onnx(model))
     dumps = dumps or Dumps()
     dumps.write("import", lambda: dump.graph_text(graph))
@@ -350,14 +350,14 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
         if db is not None:  # `dnnr tune`'s kernel choices for this device
             params = dataclasses.replace(params, tuned=tuned_options(db, tuned_device))
         artefact = opencl.compile_graph(graph, out, tables=result.rules, profile_db=db,
-                                        params=params)
+                                        params=params, symbolic=_declared_symbols(result.graph))
         _dump_backend_stages(result.dumps, graph, result.rules, db)
     else:
         if profile_db is not None:
             raise ir.DnnrError("error: --profile-db only applies to --target opencl")
         from egraph_compiler.backends import hexagon
 
-        artefact = hexagon.build(graph, out)
+        artefact = hexagon.build(graph, out, symbolic=_declared_symbols(result.graph))
     result.report.seconds[f"backend-{target}"] = round(time.perf_counter() - start, 4)
     # paths name the final directory, not the temporary one they were written in
     info = {k: (_moved(v, out, final) if isinstance(v, Path) else v)
@@ -365,6 +365,15 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
     result.report.select = getattr(artefact, "select", None) or {}
     result.report.target = {"name": target, **info}
     return graph
+
+
+def _declared_symbols(graph: Graph) -> Graph | None:
+    """``graph`` keeping only the dim ranges ``--dim`` declared (the selection's
+    multi-version analysis compares option costs over them), or None without any."""
+    from egraph_compiler.shapes.infer import DEFAULT_RANGE
+
+    declared = {s: r for s, r in graph.symbols.items() if r != DEFAULT_RANGE}
+    return dataclasses.replace(graph, symbols=declared) if declared else None
 
 
 def _moved(path: Path, tmp: Path, final: Path) -> str:

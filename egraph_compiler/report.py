@@ -111,6 +111,10 @@ def render_report(report: Report | dict[str, Any]) -> str:
     if chosen:
         parts.append("select: " + ", ".join(f"{k} {v}" for k, v in chosen.items()
                                             if not isinstance(v, (list, dict))))
+        versions = [v for v in chosen.get("multi_version", []) if v["multi_version"]]
+        if versions:  # no single option is cheapest over the declared dim ranges
+            parts.append("multi-version candidates: " + "; ".join(
+                f"{v['node']} ({', '.join(v['candidates'])})" for v in versions))
     return "\n".join(parts)
 
 

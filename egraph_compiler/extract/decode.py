@@ -4,7 +4,7 @@ Nodes come out in topological order (post-order from the outputs), with ONNX
 semantics as `ir/graph.py` documents. A kept original node keeps its name and
 its output names; a new node takes the name of an original node of the same
 operator in its e-class that is not emitted itself, else a fresh unique name. Subterms over constants
-are folded with `ir.fold.evaluate_node`; unused constants are dropped; graph
+are folded with `ops.evaluate.evaluate_node`; unused constants are dropped; graph
 input and output names are preserved (an Identity node is added where an
 output's class is an input, a constant or another output).
 """
@@ -19,9 +19,8 @@ from egraph_compiler.egraph import Saturation
 from egraph_compiler.extract.facts import list_items
 from egraph_compiler.extract.view import EGraphView, ENode
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.fold import NEVER_FOLD
 from egraph_compiler.ir.graph import Graph, Node, TensorAttr, TensorType, Value
-from egraph_compiler.ops.evaluate import evaluate_node
+from egraph_compiler.ops.evaluate import NEVER_FOLD, evaluate_node
 
 
 class Decoder:

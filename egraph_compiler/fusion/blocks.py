@@ -31,6 +31,12 @@ class Block:
     # physical dimension order of the tensors it reads or writes that are not
     # stored row-major (`fusion.layout`): (value, perm)
     layouts: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # the anchor implementation the `select` stage chose (a backend's option label;
+    # "": the backend picks, e.g. a block without a choice)
+    implementation: str = ""
+    # whether its constant inputs may be read as image2d_t (the `select` stage's choice;
+    # None: the backend's own rule decides)
+    images: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -38,9 +38,13 @@ from egraph_compiler.fusion.tables import (
 )
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.fold import NEVER_FOLD, with_constant_operands_as_attrs
 from egraph_compiler.ir.graph import Graph
-from egraph_compiler.ops.evaluate import can_evaluate, evaluate_node
+from egraph_compiler.ops.evaluate import (
+    NEVER_FOLD,
+    can_evaluate,
+    evaluate_node,
+    with_constant_operands_as_attrs,
+)
 
 
 def fold_compile_time(graph: Graph) -> Graph:

@@ -9,7 +9,9 @@ gets wrong is a `ModelError`; no protobuf or checker exception escapes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import onnx
@@ -18,7 +20,6 @@ from google.protobuf.message import DecodeError
 from egraph_compiler.ir.convert import NodeConverter
 from egraph_compiler.ir.dims import DimExpr
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.fold import KNOWN_OPS, NEVER_FOLD, evaluate_node
 from egraph_compiler.ir.graph import Graph, Node, TensorType, Value
 from egraph_compiler.ir.names import fresh_name
 from egraph_compiler.ir.onnx_types import (
@@ -38,8 +39,30 @@ _DEFAULT_DOMAINS = ("", "ai.onnx")
 _CHECKER_LIMIT = 2**31 - 1  # protobuf's serialisation limit: bigger models skip the checker
 
 
-def load_onnx(source: str | Path | bytes | onnx.ModelProto) -> Graph:
-    """Import an ONNX model as a `Graph` (opset-17 semantics, constants folded)."""
+class Folder(Protocol):
+    """Constant folding, supplied from above the IR (`egraph_compiler.ops.evaluate`, which
+    knows operators from the registry): whether an operator may fold, and its outputs."""
+
+    def can_fold(self, op: str) -> bool: ...
+
+    def evaluate_node(self, op: str, attrs: tuple, inputs: Sequence[np.ndarray | None],
+                      num_outputs: int = 1) -> list[np.ndarray]: ...
+
+
+_installed: list[Folder] = []
+
+
+def install_folder(folder: Folder) -> None:
+    """Make ``folder`` the default of `load_onnx`. `egraph_compiler.ops` installs its
+    evaluator when it is imported (every stage above the IR imports it): the IR, below the
+    operator registry, knows no operator's semantics itself."""
+    _installed[:] = [folder]
+
+
+def load_onnx(source: str | Path | bytes | onnx.ModelProto, folder: Folder | None = None) -> Graph:
+    """Import an ONNX model as a `Graph` (opset-17 semantics); nodes of constant inputs
+    fold into constants through ``folder``, by default the installed one (`install_folder`;
+    with none, only ``Constant`` nodes fold)."""
     model, raw = _read(source)
     where = str(source) if isinstance(source, (str, Path)) else "<model>"
     opset = _default_opset(model)
@@ -47,7 +70,7 @@ def load_onnx(source: str | Path | bytes | onnx.ModelProto) -> Graph:
     _reject_unsupported_nodes(model)
     _run_checker(model, raw, where)
     check_types(model, where)
-    return _Importer(model, opset).run()
+    return _Importer(model, opset, folder or next(iter(_installed), None)).run()
 
 
 def _read(source: str | Path | bytes | onnx.ModelProto) -> tuple[onnx.ModelProto, bytes | None]:
@@ -145,9 +168,10 @@ def _run_checker(model: onnx.ModelProto, raw: bytes | None, where: str) -> None:
 
 
 class _Importer:
-    def __init__(self, model: onnx.ModelProto, opset: int) -> None:
+    def __init__(self, model: onnx.ModelProto, opset: int, folder: Folder | None) -> None:
         self.model = model
         self.opset = opset
+        self.folder = folder
         self.graph = model.graph
         self.constants: dict[str, np.ndarray] = {}
         self.alias: dict[str, str] = {}
@@ -226,7 +250,7 @@ class _Importer:
             self.constants[node.outputs[0]] = _constant_value(node, label)
             return True
         present = [i for i in node.inputs if i]
-        if node.op not in KNOWN_OPS or node.op in NEVER_FOLD:
+        if self.folder is None or not self.folder.can_fold(node.op):
             return False
         if not all(i in self.constants for i in present):
             return False
@@ -234,7 +258,7 @@ class _Importer:
         if node.op != "ConstantOfShape" and not _small_enough(node.op, args):
             return False
         try:
-            results = evaluate_node(node.op, node.attrs, args, num_outputs=len(node.outputs))
+            results = self.folder.evaluate_node(node.op, node.attrs, args, num_outputs=len(node.outputs))
         except ModelError as error:
             raise ModelError(f"{label}: {error}") from None
         for name, result in zip(node.outputs, results, strict=False):

@@ -31,6 +31,7 @@ SHAPE_KINDS = ("same", "broadcast")
 COST_KINDS = ("per_element", "reduce", "mac", "movement", "free")
 ANCHOR_KINDS = ("conv", "matmul", "pool", "reduce", "rownorm")
 VALUE_FACTS = ("positive", "nonneg")
+OPERAND_ATTRIBUTE_SUFFIX = "_input"
 DTYPE_FORMS = ("fixed", "dtype", "like")
 # Built-in semantics (`= builtin NAME`) that name a scalar function the code generators
 # implement per element (dsl/builtins.py documents each); other built-ins are whole-tensor.
@@ -130,6 +131,19 @@ class OpInfo:
     @property
     def facts(self) -> frozenset[str]:
         return frozenset(self.decl.facts)
+
+    @cached_property
+    def operand_attributes(self) -> tuple[tuple[int, str, str], ...]:
+        """(operand position, attribute, its type) per optional operand ``NAME_input`` of an
+        attribute ``NAME``: a run-time operand the IR holds as that attribute once it is a
+        known constant (Slice bounds, Squeeze axes, Clip bounds; rules/README.md)."""
+        types = {a.name: a.type for a in self.decl.attrs}
+        found = []
+        for position, param in enumerate(self.decl.params):
+            name = param.name.removesuffix(OPERAND_ATTRIBUTE_SUFFIX)
+            if param.optional and name != param.name and name in types:
+                found.append((position, name, types[name]))
+        return tuple(found)
 
     @property
     def anchor(self) -> str | None:

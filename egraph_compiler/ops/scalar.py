@@ -4,7 +4,9 @@
 what each construct becomes: `evaluate` gives NumPy values (folding of declared
 operators, the verifier's replay), `to_c` C text (OpenCL, the Hexagon scalar fallback;
 a C target contributes only a `Spelling`: how to write a literal and each scalar
-built-in), `ops.z3` Z3 terms (the verifier; its tier's arithmetic is the spelling).
+built-in), `evaluate_in` the values of any other `Domain` (shape inference evaluates
+shape arithmetic, Shape → Gather → Mul …, on symbolic dims this way: `shapes.values`),
+`ops.z3` Z3 terms (the verifier; its tier's arithmetic is the spelling).
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ NUMPY_FUNCTIONS: Mapping[str, Callable[..., Any]] = {
     "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil, "round": np.round,
     "sign": np.sign, "min": np.minimum, "max": np.maximum,
     "select": lambda c, a, b: np.where(c, a, b),
+    # the elementwise built-ins of `= builtin NAME` operators
+    "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "isnan": np.isnan,
 }
 _NUMPY_BINARY: Mapping[str, Callable[[Any, Any], Any]] = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "**": np.power,
@@ -138,6 +143,72 @@ def evaluate(expr: ast.Expr, env: Mapping[str, Any], *, cast: Callable[[Any], An
     ``integer`` makes ``/`` a floor division.
     """
     return compile_expr(expr, env, _NumPy(cast, integer))
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The scalar operations of a value domain: ``binary`` per operator (``+``, ``==`` …),
+    ``functions`` per scalar built-in (``abs``, ``select``, and ``min``/``max``/``mod`` …
+    for ``= builtin NAME`` operators); ``number`` turns a literal or a numeric attribute
+    into a value. Any of them returns None for what the domain cannot represent."""
+
+    binary: Mapping[str, Callable[[Any, Any], Any]]
+    functions: Mapping[str, Callable[..., Any]]
+    number: Callable[[float], Any]
+    negate: Callable[[Any], Any]
+    logical_not: Callable[[Any], Any]
+
+
+class _Missing(Exception):
+    """An operation, function or value outside a `Domain` (`evaluate_in` gives None)."""
+
+
+@dataclass(frozen=True)
+class _InDomain(ScalarBackend):
+    domain: Domain
+
+    def number(self, value: float | int) -> Any:
+        return self._known(self.domain.number(value))
+
+    def text(self, value: str) -> Any:
+        raise _Missing(value)
+
+    def name(self, name: str, env: Mapping[str, Any]) -> Any:
+        value = env.get(name)
+        return self._known(self.domain.number(value) if isinstance(value, (int, float)) else value)
+
+    def unary(self, op: str, operand: Any) -> Any:
+        return self._known(self.domain.logical_not(operand) if op == "not"
+                           else self.domain.negate(operand))
+
+    def binary(self, op: str, lhs: Any, rhs: Any) -> Any:
+        return self._apply(self.domain.binary.get(op), [lhs, rhs])
+
+    def call(self, func: str, args: list[Any]) -> Any:
+        return self._apply(self.domain.functions.get(func), args)
+
+    def unsupported(self, expr: ast.Expr) -> Exception:
+        return _Missing(type(expr).__name__)
+
+    @staticmethod
+    def _known(value: Any) -> Any:
+        if value is None:
+            raise _Missing("a value outside the domain")
+        return value
+
+    def _apply(self, fn: Callable[..., Any] | None, args: list[Any]) -> Any:
+        if fn is None:
+            raise _Missing("an operation outside the domain")
+        return self._known(fn(*args))
+
+
+def evaluate_in(expr: ast.Expr, env: Mapping[str, Any], domain: Domain) -> Any | None:
+    """``expr`` over ``domain``'s values (``env`` binds operands and attributes); None where
+    an operation, function or value is outside the domain."""
+    try:
+        return compile_expr(expr, env, _InDomain(domain))
+    except _Missing:
+        return None
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,31 @@
-"""The OpenCL backend's PBQP: the dimension order of every intermediate tensor.
+"""The OpenCL backend's PBQP: each block's implementation × the dimension order of
+every intermediate it stores.
 
-One node per fusion block that stores an intermediate another block reads (or that
-reads one): its options are the combinations of the orders its stored
-intermediates may take (`fusion.layout.layout_options`: the identity and each
-reduction consumer's preferred order), costing the producer's write in 32-byte
-sector transactions. One edge per producer→consumer tensor: the consumer's read cost
-given the order the producer's option stores it in, ∞ where the consumer's kernel
-cannot read that order (the tiled Conv/MatMul/pool kernels read their operands in
-their own layout; no conversion kernel exists, so no finite conversion is offered).
-Today a consumer's lanes are fixed by its kernel kind, so the matrices do not depend
-on the consumer's option and the solver folds them; the problem still decides every
-intermediate at once, including those the per-tensor rule skipped (read by a
-reduction and by a pointwise kernel).
+One node per fusion block that has an implementation choice (a conv/matmul anchor's
+kernel variants and their parameters, priced by the backend: `Pricing`), constants it
+may read as ``image2d_t``, stores an intermediate another block reads, or reads one.
+Its options are the implementation × buffers or images for those constants × the
+combinations of the orders its stored intermediates may take
+(`fusion.layout.layout_options`: the identity and each reduction consumer's
+preferred order); an option's cost is the implementation's plus the producer's
+writes (32-byte sector transactions, converted to the problem's unit). One edge per
+producer→consumer tensor: the consumer's read cost given the order the producer's
+option stores it in; where the consumer's kernel cannot read that order (the tiled
+Conv/MatMul/pool kernels read their operands row-major), a conversion kernel's
+launch plus its sectors (`conversions`), or ∞ when the backend has none.
+Today a consumer's lanes are fixed by its kernel kind, so the matrices depend only on
+the producer's option and the solver folds them; the implementation costs do not
+depend on the layouts (both direct and tiled anchors write register tiles), so each
+block's implementation is its cheapest one — decided here, in the same problem.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from egraph_compiler.fusion import (
     FusionPlan,
@@ -29,22 +37,57 @@ from egraph_compiler.fusion import (
 )
 from egraph_compiler.fusion.layout import describe
 from egraph_compiler.fusion.view import GraphView
-from egraph_compiler.select.problem import Problem, Selection, edge, node
+from egraph_compiler.select.conversions import Conversion, conversion_sectors, insert_conversions
+from egraph_compiler.select.problem import INFEASIBLE, Problem, Selection, edge, node
 from egraph_compiler.select.solver import solve
 
 MAX_COMBINATIONS = 64  # per block; further stored outputs keep row-major
+MAX_OPTIONS = 512  # implementations × layouts per block: the cheapest implementations kept
 
 
-def layout_problem(plan: FusionPlan) -> tuple[Problem, dict[str, list[tuple[TensorLayoutOptions, list[int]]]]]:
-    """The PBQP of ``plan``'s intermediates and, per node, each stored tensor's
-    candidate index under each option."""
+@dataclass(frozen=True)
+class Pricing:
+    """What a backend adds to the sector-transaction model: the problem's ``unit``, the
+    cost of one sector transaction in it, each block's implementation options
+    (block id -> (label, cost)) and a conversion kernel's launch cost (None: the backend
+    has no conversion kernel, so an order a consumer cannot read is infeasible)."""
+
+    unit: str = "sector transactions"
+    per_sector: float = 1.0
+    implementations: Mapping[int, Sequence[tuple[str, float]]] = field(default_factory=dict)
+    conversion_launch: float | None = None
+    # blocks whose constant inputs may be read as image2d_t: block id -> (cost of those
+    # reads from buffers, from images)
+    images: Mapping[int, tuple[float, float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NodeColumns:
+    """How a PBQP node's options decompose: per option, the implementation label and,
+    per stored tensor, its candidate index."""
+
+    block: int  # block id
+    implementation: tuple[str, ...]
+    images: tuple[bool | None, ...]  # constants as image2d_t (None: no such choice)
+    stored: tuple[tuple[TensorLayoutOptions, tuple[int, ...]], ...]
+
+
+def layout_problem(plan: FusionPlan, pricing: Pricing | None = None
+                   ) -> tuple[Problem, dict[str, NodeColumns]]:
+    """The PBQP of ``plan``'s blocks (implementation × the orders of the intermediates
+    they store) and, per node, how its options decompose."""
+    pricing = pricing or Pricing()
     structures = block_structures(plan)
-    tensors = layout_options(GraphView(plan.graph), structures)
+    view = GraphView(plan.graph)
+    tensors = layout_options(view, structures)
     stored: dict[int, list[TensorLayoutOptions]] = defaultdict(list)
     for t in tensors:
         stored[t.producer].append(t)
-    blocks = sorted(set(stored) | {c for t in tensors for c, _ in t.reads})
-    names = {b: f"block{b}:{structures[b][1].kind}" for b in blocks}
+    position = {b.id: k for k, b in enumerate(plan.blocks)}
+    with_choice = {position[i] for i, impls in pricing.implementations.items() if impls} | \
+        {position[i] for i in pricing.images}
+    blocks = sorted(set(stored) | {c for t in tensors for c, _ in t.reads} | with_choice)
+    names = {b: f"block{plan.blocks[b].id}:{structures[b][1].kind}" for b in blocks}
     nodes, columns = [], {}
     for b in blocks:
         ranges, count = [], 1
@@ -54,37 +97,80 @@ def layout_problem(plan: FusionPlan) -> tuple[Problem, dict[str, list[tuple[Tens
             count *= len(ranges[-1])
         combos = list(itertools.product(*ranges))
         outs = stored.get(b, [])
-        labels = ["; ".join(f"{t.value} {list(t.candidates[k])}" for t, k in zip(outs, combo, strict=True))
-                  or "reads only" for combo in combos]
-        costs = [sum(t.write[k] for t, k in zip(outs, combo, strict=True)) for combo in combos]
+        block_id = plan.blocks[b].id
+        storage: list[tuple[bool | None, float]] = [(None, 0.0)]
+        if block_id in pricing.images:
+            storage = [(False, pricing.images[block_id][0]), (True, pricing.images[block_id][1])]
+        impls = sorted(pricing.implementations.get(block_id, ()), key=lambda o: o[1])
+        impls = impls[:max(1, MAX_OPTIONS // (len(combos) * len(storage)))] or [("", 0.0)]
+        labels, costs, picked, layout_of, images = [], [], [], [], []
+        for (label, impl_cost), (image, read_cost) in itertools.product(impls, storage):
+            for combo in combos:
+                layout = "; ".join(f"{t.value} {list(t.candidates[k])}"
+                                   for t, k in zip(outs, combo, strict=True)) or "reads only"
+                parts = [label] if label else []
+                parts += [] if image is None else ["constants as image2d_t" if image else "constants as buffers"]
+                labels.append(" | ".join([*parts, layout]))
+                costs.append(impl_cost + read_cost + pricing.per_sector *
+                             sum(t.write[k] for t, k in zip(outs, combo, strict=True)))
+                picked.append(label)
+                images.append(image)
+                layout_of.append(combo)
         nodes.append(node(names[b], labels, costs))
-        columns[names[b]] = [(t, [combo[i] for combo in combos]) for i, t in enumerate(outs)]
+        columns[names[b]] = NodeColumns(block_id, tuple(picked), tuple(images), tuple(
+            (t, tuple(combo[i] for combo in layout_of)) for i, t in enumerate(outs)))
     option_count = {n.name: len(n.options) for n in nodes}
     edges = []
     for t in tensors:
         source = names[t.producer]
-        pick_of = next(ks for s, ks in columns[source] if s is t)
+        pick_of = next(ks for s, ks in columns[source].stored if s is t)
+        shape = view.shape(t.value)
         for c, reads in t.reads:
-            edges.append(edge(source, names[c], [[reads[k]] * option_count[names[c]] for k in pick_of],
+            row = [_read_cost(t, shape, reads, k, pricing) for k in range(len(t.candidates))]
+            edges.append(edge(source, names[c], [[row[k]] * option_count[names[c]] for k in pick_of],
                               tensor=t.value))
-    return Problem(tuple(nodes), tuple(edges), unit="sector transactions"), columns
+    return Problem(tuple(nodes), tuple(edges), unit=pricing.unit), columns
 
 
-def select_layouts(plan: FusionPlan, time_limit: float = 1.0, policy: str = "pbqp"
-                   ) -> tuple[FusionPlan, Selection]:
-    """``plan`` with every intermediate stored in the order the PBQP chose, and the
-    selection; ``policy`` "local" or "chain-dp" applies that baseline's picks instead."""
-    problem, columns = layout_problem(plan)
+def _read_cost(t: TensorLayoutOptions, shape: tuple[int, ...], reads: tuple[float, ...], k: int,
+               pricing: Pricing) -> float:
+    """A consumer's cost of reading ``t`` stored as candidate ``k``: its own read, or
+    where its kernel cannot read that order, a conversion kernel (launch, its reads and
+    writes) and the consumer's row-major read."""
+    if not math.isinf(reads[k]):
+        return pricing.per_sector * reads[k]
+    if pricing.conversion_launch is None:
+        return INFEASIBLE
+    sectors = conversion_sectors(shape, t.candidates[k]) + reads[0]
+    return pricing.conversion_launch + pricing.per_sector * sectors
+
+
+def select_layouts(plan: FusionPlan, time_limit: float = 1.0, policy: str = "pbqp",
+                   pricing: Pricing | None = None) -> tuple[FusionPlan, Selection]:
+    """``plan`` with every intermediate stored in the order the PBQP chose, each block's
+    chosen implementation (`Block.implementation`), and a conversion block wherever a
+    consumer cannot read the chosen order; and the selection. ``policy`` "local" or
+    "chain-dp" applies that baseline's picks instead."""
+    problem, columns = layout_problem(plan, pricing)
     selection = solve(problem, time_limit).apply(policy)
     picks = selection.chosen
     structures = block_structures(plan)
-    choices = []
-    for name, stored in columns.items():
-        for t, ks in stored:
+    choices, conversions = [], []
+    implementation: dict[int, str] = {}
+    images: dict[int, bool | None] = {}
+    for name, cols in columns.items():
+        implementation[cols.block] = cols.implementation[picks[name]]
+        images[cols.block] = cols.images[picks[name]]
+        for t, ks in cols.stored:
             k = ks[picks[name]]
 
             def cost(j: int, t: TensorLayoutOptions = t) -> float:
                 return t.write[j] + sum(r[j] for _, r in t.reads)
             choices.append(LayoutChoice(t.value, t.candidates[k],
                                         describe(t, k, structures, cost) + f" ({policy}: {selection.solver})"))
+            conversions += [Conversion(t.value, t.candidates[k], plan.blocks[c].id)
+                            for c, reads in t.reads if math.isinf(reads[k])]
+    plan = replace(plan, blocks=tuple(replace(b, implementation=implementation.get(b.id, ""),
+                                              images=images.get(b.id)) for b in plan.blocks))
+    plan, _ = insert_conversions(plan, conversions)
     return relayout(plan, choices), selection

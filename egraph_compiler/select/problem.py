@@ -85,6 +85,20 @@ class Selection:
     reductions: dict[str, int] = field(default_factory=dict)  # R0/R1/R2/RN/core counts
     policy: str = "pbqp"  # whose picks the backend applied (`applied`)
     applied: dict[str, int] | None = None  # None: the PBQP's own picks
+    # verdicts of the nodes whose costs depend on symbolic dims (`symbolic.Dominance`)
+    symbolic: tuple[Any, ...] = ()
+
+    def with_symbolic(self, nodes: Sequence[Any], ranges: Mapping[str, tuple[int, int]]) -> Selection:
+        """This selection with the verdict of every `symbolic.SymbolicNode` in ``nodes``."""
+        from egraph_compiler.select.symbolic import analyse
+
+        options = {n.name: n.options for n in self.problem.nodes}
+        return replace(self, symbolic=analyse(options, nodes, ranges))
+
+    @property
+    def multi_version(self) -> tuple[str, ...]:
+        """The nodes no single option is cheapest for over the declared dim ranges."""
+        return tuple(d.node for d in self.symbolic if d.multi_version)
 
     def apply(self, policy: str) -> Selection:
         """This selection with ``policy``'s picks applied (see `policy_picks`)."""
@@ -132,6 +146,12 @@ class Selection:
             "chain_dp_objective": num(self.chain_objective),
             "reductions": dict(self.reductions), "seconds": round(self.seconds, 4),
         }
+        if self.symbolic:
+            doc["multi_version"] = [
+                {"node": d.node, "multi_version": d.multi_version,
+                 "best": None if d.best is None else d.options[d.best],
+                 "candidates": [d.options[i] for i in d.candidates], "reason": d.reason}
+                for d in self.symbolic]
         if self.policy != "pbqp":
             doc["policy"] = self.policy
             doc["applied_objective"] = num(self.problem.evaluate(self.chosen))

@@ -332,8 +332,8 @@ def solve(problem: Problem, time_limit: float = 1.0, exact: bool = True) -> Sele
     if math.isinf(objective):
         raise SelectError("select: no combination of options is feasible" if math.isinf(lower) else
                           f"select: no feasible combination found within {time_limit} s")
-    if solver in ("reductions", "reductions+ilp"):
-        lower = min(lower, objective)  # exact: equal up to rounding of the sums
+    if solver in ("reductions", "reductions+ilp") and lower >= objective - 1e-9 * max(1.0, abs(objective)):
+        lower = objective  # proved optimal: the two sums differ only by rounding
     local = problem.evaluate(local_picks(problem))
     chain = problem.evaluate(chain_dp_picks(problem)) if problem.edges else None
     return Selection(problem, by_name, objective, lower, solver, time.perf_counter() - start,

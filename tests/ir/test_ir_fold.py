@@ -11,7 +11,8 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from egraph_compiler.ir import ModelError, evaluate_node, load_onnx
+from egraph_compiler.ir import ModelError, load_onnx
+from egraph_compiler.ops.evaluate import evaluate_node
 from tests.modelzoo import assert_close, run_ort
 
 rng = np.random.default_rng(0)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from egraph_compiler.backends.opencl import compile_graph, load
+from egraph_compiler.backends.opencl import KernelParams, compile_graph, load
+from egraph_compiler.backends.opencl.pricing import pricing
 from egraph_compiler.fusion import plan_fusion
 from egraph_compiler.select import Problem, layout_problem, select_layouts
 from tests.backends.opencl.helpers import static_graph, with_static_inputs
@@ -22,7 +23,7 @@ def _per_tensor_picks(problem: Problem, columns: dict, perms: dict[str, tuple[in
     """The per-tensor rule's decisions as picks of the PBQP (row-major where it decided nothing)."""
     picks = {}
     for n in problem.nodes:
-        stored = columns[n.name]
+        stored = columns[n.name].stored
         matching = [k for k in range(len(n.options))
                     if all(t.candidates[ks[k]] == perms.get(t.value, t.candidates[0]) for t, ks in stored)]
         picks[n.name] = matching[0]
@@ -43,7 +44,7 @@ def test_pbqp_is_certified_and_never_worse_than_the_baselines(name: str) -> None
     assert selection.objective <= problem.evaluate(_per_tensor_picks(problem, columns, rule))
     # every intermediate some block reads got a recorded decision
     decided = {c.value for c in plan.layouts}
-    assert decided == {t.value for stored in columns.values() for t, _ in stored}
+    assert decided == {t.value for cols in columns.values() for t, _ in cols.stored}
 
 
 def test_channel_reduction_makes_global_beat_local_and_runs(tmp_path: Path) -> None:
@@ -54,8 +55,9 @@ def test_channel_reduction_makes_global_beat_local_and_runs(tmp_path: Path) -> N
     feeds = random_inputs(model, 1, dims=DIMS)
     model = with_static_inputs(model, feeds)
     graph = static_graph(model, feeds)
-    _, selection = select_layouts(plan_fusion(graph, layouts=False))
-    assert selection.objective < selection.local_objective
+    fusion_plan = plan_fusion(graph, layouts=False)
+    _, selection = select_layouts(fusion_plan, pricing=pricing(fusion_plan, KernelParams()))
+    assert selection.objective < selection.local_objective and selection.problem.unit.startswith("µs")
     expected = run_ort(model, feeds)
     for policy in ("pbqp", "local", "chain-dp"):
         artefact = compile_graph(graph, tmp_path / policy, layouts=policy)

@@ -21,34 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from egraph_compiler.backends.hexagon import toolchain
-from egraph_compiler.backends.hexagon.eltwise import (
-    binary_c,
-    clip_c,
-    concat_rq_c,
-    depthwise_c,
-    depthwise_scratch,
-    kernel_form,
-    pool_c,
-    softmax_c,
-)
-from egraph_compiler.backends.hexagon.fallback import (
-    FLOAT_C,
-    dequantize_c,
-    float_op_c,
-    gather_c,
-    quantize_c,
-)
-from egraph_compiler.backends.hexagon.kernels import (
-    ceil_to,
-    gemm_c,
-    matmul_act_c,
-    matmul_act_scratch,
-    scratch_sizes,
-    writes_packed_input_of,
-)
+from egraph_compiler.backends.hexagon.fallback import FLOAT_C
+from egraph_compiler.backends.hexagon.kinds import kernel
 from egraph_compiler.backends.hexagon.lower import IntOp, Lowered, lower_qdq
 from egraph_compiler.backends.hexagon.program import Program, Step, build_program
-from egraph_compiler.backends.hexagon.select import Choice, Option, choose, gemm_options
+from egraph_compiler.backends.hexagon.select import Choice, Option, choose, symbolic_gemms
 from egraph_compiler.ir.errors import DnnrError
 from egraph_compiler.ir.graph import Graph
 from egraph_compiler.select import Selection
@@ -67,53 +44,30 @@ class Artefact:
     select: dict | None = None
 
 
-# Operators with an instruction-family choice (`select`).
-_CHOSEN_KINDS = ("gemm", "depthwise", "matmul_act")
-
-
-def _choose_families(lowered: Lowered, policy: str = "pbqp") -> tuple[list[IntOp], dict[str, Choice], Selection]:
+def _choose_families(lowered: Lowered, policy: str = "pbqp", graphs: tuple[Graph, Graph] | None = None
+                     ) -> tuple[list[IntOp], dict[str, Choice], Selection]:
+    """``graphs``: (the static graph, the graph before its symbols were bound), for the
+    multi-version analysis of GEMMs whose row count is symbolic (`select.symbolic_gemms`)."""
     options: list[tuple[str, list[Option]]] = []
+    # by position, not name: a layout gather the lowering added for an operator shares its name
+    choosing: set[int] = set()
     for index, op in enumerate(lowered.ops):
-        if op.kind == "gemm":
-            consumer = _packed_consumer(lowered, index)
-            options.append((op.name, gemm_options(*op.spec.shape, packed_consumer=consumer and consumer.spec.shape)))
-        elif op.kind == "matmul_act":  # per pair of matrices, plus packing B (one store per byte)
-            m, k, n = op.spec.shape
-            options.append((op.name, [replace(o, cycles=op.spec.batch * (o.cycles + ceil_to(n, 4) * ceil_to(k, 4)),
-                                              pack=op.spec.batch * o.pack,
-                                              detail=f"{op.spec.batch} matrices, each {o.detail}, B packed on the device")
-                                      for o in gemm_options(m, k, n)]))
-        elif op.kind == "depthwise":
-            g = op.spec.geometry
-            taps = g.kernel[0] * g.kernel[1]
-            vector = g.rows * (ceil_to(g.channels, 128) // 128) * (ceil_to(taps, 2) // 2) * 4 + g.rows * taps * g.channels
-            options.append((op.name, [Option("vmpy", vector, "per-lane vmpy, channels padded to 128"),
-                                      Option("scalar", g.rows * taps * g.channels * 2, "scalar MACs")]))
-    chosen = {name for name, _ in options}
-    producer = {op.output: op.name for op in lowered.ops if op.kind in _CHOSEN_KINDS and op.name in chosen}
+        found = kernel(op).options(lowered, index)
+        if found is not None:
+            options.append((op.name, found))
+            choosing.add(index)
+    producer = {op.output: op.name for i, op in enumerate(lowered.ops) if i in choosing}
     uses: list[tuple[str, str | None, int]] = [
-        (producer[t], op.name if op.kind in _CHOSEN_KINDS and op.name in chosen else None, pos)
-        for op in lowered.ops for pos, t in enumerate(op.inputs) if t in producer]
+        (producer[t], op.name if i in choosing else None, pos)
+        for i, op in enumerate(lowered.ops) for pos, t in enumerate(op.inputs) if t in producer]
     uses += [(producer[t], None, 0) for t in lowered.outputs.values() if t in producer]
     choices, selection = choose(options, uses, policy=policy)
-    # by name and kind: a layout gather the lowering added for an operator shares its name
-    ops = [replace(op, spec=replace(op.spec, family=choices[op.name].option.family))
-           if op.name in choices and op.kind in _CHOSEN_KINDS else op for op in lowered.ops]
+    if graphs is not None and graphs[1].symbols:
+        rows = {op.name: op.spec.shape for i, op in enumerate(lowered.ops) if op.kind == "gemm" and i in choosing}
+        selection = selection.with_symbolic(symbolic_gemms(options, rows, *graphs), graphs[1].symbols)
+    ops = [replace(op, spec=replace(op.spec, family=choices[op.name].option.family)) if i in choosing else op
+           for i, op in enumerate(lowered.ops)]
     return _agree_layouts(ops, choices), choices, selection
-
-
-def _packed_consumer(lowered: Lowered, index: int) -> IntOp | None:
-    """The next GEMM when it alone reads this GEMM's output, right after it, as a pure
-    relayout (`writes_packed_input_of`): then this one may write its packed input."""
-    op = lowered.ops[index]
-    if index + 1 >= len(lowered.ops) or op.output in lowered.outputs.values():
-        return None
-    after = lowered.ops[index + 1]
-    readers = [o for o in lowered.ops if op.output in o.inputs]
-    if after.kind != "gemm" or after.inputs != (op.output,) or readers != [after]:
-        return None
-    as_hvx = [replace(o.spec, family="vrmpy") for o in (op, after)]
-    return after if writes_packed_input_of(*as_hvx) else None
 
 
 def _agree_layouts(ops: list[IntOp], choices: dict[str, Choice]) -> list[IntOp]:
@@ -142,34 +96,18 @@ def _program(lowered: Lowered, ops: list[IntOp]) -> tuple[Program, dict[str, str
                       inputs=[names[t] for t in lowered.inputs.values()],
                       outputs=[names[t] for t in lowered.outputs.values()],
                       constants={names[t]: np.ascontiguousarray(v).tobytes() for t, v in lowered.constants.items()})
-    if any(op.kind in ("dequant", "quant", "float") for op in ops):
+    if any(kernel(op).float_boundary for op in ops):
         program.preamble = FLOAT_C
     pack = acc = 128
-    emitters = {"gemm": gemm_c, "matmul_act": matmul_act_c, "depthwise": depthwise_c, "binary": binary_c, "clip": clip_c,
-                "pool": pool_c, "concat": concat_rq_c, "softmax": softmax_c, "gather": gather_c,
-                "dequant": dequantize_c, "quant": quantize_c, "float": float_op_c}
     for index, op in enumerate(ops):
         if op.output in shared:
             continue
-        defs, call = emitters[op.kind](op.spec, f"op{index}_{op.kind}")
-        buffers = {"y": names[op.output]}
-        if op.kind in ("binary", "matmul_act"):
-            buffers |= {"a": names[op.inputs[0]], "b": names[op.inputs[1]]}
-        elif op.kind in ("concat", "float"):
-            buffers |= {f"x{i}": names[t] for i, t in enumerate(op.inputs)}
-        else:
-            buffers["x"] = names[op.inputs[0]]
+        kind = kernel(op)
+        defs, call = kind.emit(op.spec, f"op{index}_{op.kind}")
+        buffers = {"y": names[op.output]} | {slot: names[t] for slot, t in zip(kind.operands(op), op.inputs, strict=False)}
         program.steps.append(Step(defs, call, buffers))
-        if op.kind == "gemm":
-            p, a = scratch_sizes(op.spec)
-            g = op.spec.geometry
-            pack, acc = max(pack, p, g.rows * g.depth), max(acc, a)
-        elif op.kind == "matmul_act":
-            p, a = matmul_act_scratch(op.spec)
-            pack, acc = max(pack, p), max(acc, a)
-        elif op.kind == "depthwise":
-            p, a = depthwise_scratch(op.spec)
-            pack, acc = max(pack, p), max(acc, a)
+        p, a = kind.scratch(op.spec)
+        pack, acc = max(pack, p), max(acc, a)
     program.scratch_pack, program.scratch_acc = pack + 256, acc + 256
     return program, names
 
@@ -181,28 +119,26 @@ def _report(ops: list[IntOp], choices: dict[str, Choice], selection: Selection) 
              f"objective {s['objective']} (lower bound {s['lower_bound']}, gap {s['gap']}), "
              f"local {s['local_objective']}, chain DP {s['chain_dp_objective']}, {s['seconds']} s"]
     for op in ops:
-        if op.name in choices and op.kind in _CHOSEN_KINDS:
+        if op.name in choices and kernel(op).has_options:
             c = choices[op.name]
             lines.append(f"{op.name:32s} {op.kind:9s} -> {c.option.label:6s} ({c.option.detail}); {c.reason}")
-        elif op.kind == "float":
-            lines.append(f"{op.name:32s} {op.spec.op:9s} -> scalar C float fallback (no integer kernel)")
-        elif op.kind == "gather":
-            what = "same bytes, no copy" if op.spec.element_bytes == 0 else "layout copy"
-            lines.append(f"{op.name:32s} {op.kind:9s} -> {'scalar C' if op.spec.element_bytes else 'alias'} ({what})")
-        elif op.kind in ("dequant", "quant"):
-            lines.append(f"{op.name:32s} {op.kind:9s} -> scalar C (float boundary of the fallback)")
         else:
-            lines.append(f"{op.name:32s} {op.kind:9s} -> {kernel_form(op.kind, op.spec)}")
+            kind = kernel(op)
+            lines.append(f"{op.name:32s} {kind.label(op.spec):9s} -> {kind.describe(op.spec)}")
     return "\n".join(lines) + "\n"
 
 
-def build(graph: Graph, out_dir: str | Path, mode: str = "sda", select: str = "pbqp") -> Artefact:
+def build(graph: Graph, out_dir: str | Path, mode: str = "sda", select: str = "pbqp",
+          symbolic: Graph | None = None) -> Artefact:
     """Compile a QDQ-quantised graph to ``out_dir`` (C, clang and packed assembly, ELF, report);
-    ``select`` "local" / "chain-dp" applies that baseline's instruction choice instead of the PBQP's."""
+    ``select`` "local" / "chain-dp" applies that baseline's instruction choice instead of the PBQP's;
+    ``symbolic``: ``graph`` before its symbolic dims were bound (with their declared ranges):
+    the report lists the GEMMs no instruction family is cheapest for over those ranges."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     lowered = lower_qdq(graph)
-    ops, choices, selection = _choose_families(lowered, select)
+    ops, choices, selection = _choose_families(lowered, select,
+                                               (graph, symbolic) if symbolic is not None else None)
     program, names = _program(lowered, ops)
     report = _report(ops, choices, selection)
     meta = {

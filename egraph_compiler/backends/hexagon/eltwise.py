@@ -189,7 +189,7 @@ def _split_multiplier(m: int) -> tuple[int, int]:
     return m >> SPLIT_BITS, m & ((1 << SPLIT_BITS) - 1)
 
 
-def _multiplier_fits(m: int) -> bool:
+def multiplier_fits(m: int) -> bool:
     return 0 <= m < 1 << (2 * SPLIT_BITS)
 
 
@@ -254,8 +254,8 @@ def binary_hvx_applies(op: QBinary) -> bool:
     size = int(np.prod(op.out_shape or (1,)))
     shapes_ok = all(int(np.prod(s or (1,))) in (1, size) for s in (op.a_shape, op.b_shape))
     if op.kind == "Mul":
-        return shapes_ok and _multiplier_fits(op.multipliers[0])
-    return shapes_ok and all(_multiplier_fits(m) for m in op.multipliers)
+        return shapes_ok and multiplier_fits(op.multipliers[0])
+    return shapes_ok and all(multiplier_fits(m) for m in op.multipliers)
 
 
 def _binary_hvx_c(op: QBinary, prefix: str) -> str:
@@ -535,7 +535,7 @@ def concat_c(op: QConcat, prefix: str) -> tuple[str, str]:
 def concat_rq_c(op, prefix: str, family: str = "hvx") -> tuple[str, str]:  # noqa: ANN001
     """Channel concat; inputs whose scale differs from the output's are requantised
     (HVX unless a multiplier is 2^30 or more, or ``family`` is "scalar")."""
-    if family == "hvx" and all(_multiplier_fits(m) for m in op.multipliers):
+    if family == "hvx" and all(multiplier_fits(m) for m in op.multipliers):
         identity = 1 << ELEMENTWISE_SHIFT
         defs, converters = "", []
         for i, (zp, m) in enumerate(zip(op.zero_points, op.multipliers, strict=True)):
@@ -592,20 +592,3 @@ static void __attribute__((noinline)) {prefix}(const u8 *restrict x, u8 *restric
 }}
 """
     return code, f"{prefix}({{x}}, {{y}});"
-
-
-def kernel_form(kind: str, spec: object) -> str:
-    """What `__init__`'s report says an element-wise operator got, and why."""
-    if kind == "binary" and isinstance(spec, QBinary):
-        if spec.family == "hvx" and binary_hvx_applies(spec):
-            return f"HVX {spec.kind} (exact 32-bit lane requantisation)"
-        return f"scalar C {spec.kind} (operands broadcast, or a multiplier ≥ 2^30)"
-    if kind == "pool" and isinstance(spec, QPool):
-        return f"HVX {spec.kind} (128 channels a vector)" if spec.family == "hvx" else f"scalar C {spec.kind}"
-    if kind == "clip":
-        return "HVX vmax/vmin"
-    if kind == "concat":
-        multipliers = getattr(spec, "multipliers", ())
-        return ("HVX channel concat" if all(_multiplier_fits(m) for m in multipliers)
-                else "scalar C channel concat (a multiplier ≥ 2^30)")
-    return "scalar C (no HVX form)"

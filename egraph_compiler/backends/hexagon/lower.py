@@ -44,9 +44,10 @@ from egraph_compiler.backends.hexagon.kernels import (
     QMatMulAct,
 )
 from egraph_compiler.backends.hexagon.quant import ELEMENTWISE_SHIFT, requant_from_scales
+from egraph_compiler.dsl import shape_builtins
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.fold import NEVER_FOLD, evaluate_node
 from egraph_compiler.ir.graph import Graph, Node
+from egraph_compiler.ops.evaluate import NEVER_FOLD, evaluate_node
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,29 +195,21 @@ def _layout_shape(known: dict[str, np.ndarray], node: Node, shape: tuple[int, ..
     if op == "Transpose":
         perm = node.attr("perm", tuple(reversed(range(len(shape)))))
         return tuple(shape[int(p)] for p in perm)  # type: ignore[union-attr]
-    if op == "Flatten":
-        axis = int(node.attr("axis", 1)) % (len(shape) + 1) if shape else 0  # type: ignore[arg-type]
-        return (int(np.prod(shape[:axis])), int(np.prod(shape[axis:])))
-    if op == "Reshape":
-        target = [int(v) for v in constant(node.inputs[1]).reshape(-1)]
-        if not node.attr("allowzero", 0):
-            target = [shape[i] if v == 0 else v for i, v in enumerate(target)]
-        if -1 in target:
-            known = int(np.prod([v for v in target if v != -1]))
-            target[target.index(-1)] = int(np.prod(shape)) // max(known, 1)
-        if int(np.prod(target)) != int(np.prod(shape)):
-            raise ModelError(f"hexagon backend: Reshape {node.name} to {target} does not keep {shape}'s size")
-        return tuple(target)
-    axes_value = node.inputs[1] if len(node.inputs) > 1 and node.inputs[1] else None
-    axes = [int(a) for a in (constant(axes_value).reshape(-1) if axes_value else node.attr("axes", ()))]  # type: ignore[union-attr]
-    if op == "Squeeze":
-        rank = len(shape)
-        drop = {a % rank for a in axes} if axes else {i for i, d in enumerate(shape) if d == 1}
-        return tuple(d for i, d in enumerate(shape) if i not in drop)
-    rank = len(shape) + len(axes)  # Unsqueeze
-    inserted = {a % rank for a in axes}
-    dims = iter(shape)
-    return tuple(1 if i in inserted else next(dims) for i in range(rank))
+    try:  # the rule language's shape functions (one definition of these shapes)
+        if op == "Flatten":
+            return shape_builtins.flatten_shape(shape, int(node.attr("axis", 1)))  # type: ignore[arg-type, return-value]
+        if op == "Reshape":
+            target = [int(v) for v in constant(node.inputs[1]).reshape(-1)]
+            if node.attr("allowzero", 0) and 0 in target:
+                raise ValueError("a zero-sized target (allowzero)")
+            return shape_builtins.reshape_shape(shape, target)  # type: ignore[return-value]
+        axes_value = node.inputs[1] if len(node.inputs) > 1 and node.inputs[1] else None
+        axes = [int(a) for a in (constant(axes_value).reshape(-1) if axes_value else node.attr("axes", ()))]  # type: ignore[union-attr]
+        if op == "Squeeze":
+            return shape_builtins.squeeze_shape(shape, axes)  # type: ignore[return-value]
+        return shape_builtins.unsqueeze_shape(shape, axes)  # type: ignore[return-value]
+    except ValueError as error:
+        raise ModelError(f"hexagon backend: {op} {node.name} of a {shape} tensor: {error}") from None
 
 
 def _float_shape(node: Node, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:

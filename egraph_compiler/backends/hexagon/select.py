@@ -28,13 +28,14 @@ choice (each operator's cheapest option alone) and of the chain DP beside the PB
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from egraph_compiler.backends.hexagon.kernels import K_STEP, PANEL_ROWS, ceil_to
-from egraph_compiler.ir.dims import Dim
+from egraph_compiler.ir.dims import Dim, DimExpr
+from egraph_compiler.ir.graph import Graph
 from egraph_compiler.select import Problem, Selection, edge, node, solve
-from egraph_compiler.select.symbolic import Dominance, dominance
+from egraph_compiler.select.symbolic import Dominance, SymbolicNode, binding, dominance
 
 REQUANT_CYCLES = 4  # per output element: 64-bit multiply, round, shift, clamp, store
 
@@ -188,3 +189,43 @@ def choose(ops: list[tuple[str, list[Option]]], uses: list[tuple[str, str | None
 
 def _cost(cycles: int | float) -> float:
     return float("inf") if cycles >= INFEASIBLE else float(cycles)
+
+
+def _symbolic_rows(shape: tuple[Dim, ...], rows: int, env: dict[str, int]) -> Dim | None:
+    """The GEMM row count as a Dim of the symbolic output ``shape`` (N·H·W of an NCHW conv
+    output, or every dim but the last of a matmul's), checked against the static count."""
+    candidates = []
+    if len(shape) == 4:
+        candidates.append(shape[0] * shape[2] * shape[3] if isinstance(shape[0], DimExpr)
+                          else shape[2] * shape[0] * shape[3])
+    product: Dim = 1
+    for d in shape[:-1]:
+        product = d * product if isinstance(d, DimExpr) else product * d
+    candidates.append(product)
+    for m in candidates:
+        if isinstance(m, DimExpr) and m.evaluate(env) == rows:
+            return m
+    return None
+
+
+def symbolic_gemms(ops: Sequence[tuple[str, list[Option]]], rows: Mapping[str, tuple[int, int, int]],
+                   static: Graph, symbolic: Graph) -> list[SymbolicNode]:
+    """Every GEMM (``rows``: op name -> static (m, k, n)) whose row count is symbolic in
+    ``symbolic`` (the graph before binding, its node of the same name): its options' own
+    cycles and packing from NHWC as Dims of the same cost functions (`gemm_cycles`,
+    `pack_cycles`), for Z3 to compare over the declared ranges."""
+    env = binding(static, symbolic)
+    shapes = {out: symbolic.types[out].shape for n in symbolic.nodes for out in n.outputs[:1]
+              if out in symbolic.types}
+    outputs = {n.name: n.outputs[0] for n in symbolic.nodes if n.outputs}
+    table = dict(ops)
+    result = []
+    for name, (m, k, n) in sorted(rows.items()):
+        shape = shapes.get(outputs.get(name, ""))
+        m_sym = _symbolic_rows(tuple(shape), m, env) if shape else None
+        if m_sym is None or name not in table:
+            continue
+        costs = tuple(sum(gemm_cycles(o.family, m_sym, k, n), start=pack_cycles(o.family, m_sym, k))
+                      for o in table[name])
+        result.append(SymbolicNode(name, costs))
+    return result

@@ -40,10 +40,11 @@ def load(out_dir: str | Path, device: str | None = None,
 
 def compile_graph(graph: Graph, out_dir: str | Path, fuse: bool = True, tables: object = None,
                   profile_db: ProfileDb | None = None, layouts: str = "pbqp",
-                  params: KernelParams | None = None) -> Artefact:
+                  params: KernelParams | None = None, symbolic: Graph | None = None) -> Artefact:
     """``layouts``: see `planning.execution_plan` (default: the `select` stage's PBQP);
-    ``params``: kernel sizes and the device class anchors are chosen for."""
-    plan, selection = execution_plan(graph, tables, profile_db, fuse, layouts)
+    ``params``: kernel sizes and the device class anchors are chosen for; ``symbolic``:
+    ``graph`` before binding, for the multi-version analysis (`execution_plan`)."""
+    plan, selection = execution_plan(graph, tables, profile_db, fuse, layouts, params, symbolic)
     return build(plan, out_dir, params, selection=selection)
 
 

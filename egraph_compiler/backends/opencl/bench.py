@@ -27,6 +27,7 @@ from egraph_compiler.backends.opencl.runtime import CompiledModel
 from egraph_compiler.ir import Graph, load_onnx
 from egraph_compiler.ir.dims import shape_is_static
 from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.ops import evaluate
 from egraph_compiler.shapes import infer_shapes
 
 
@@ -98,7 +99,7 @@ def _bind_dims(model_path: str | Path, dims: dict[str, int], work: Path) -> Path
 
 
 def _static_graph(model_path: str | Path) -> Graph:
-    graph = infer_shapes(load_onnx(str(model_path)))
+    graph = infer_shapes(load_onnx(str(model_path), evaluate))
     for value in graph.inputs:
         if not shape_is_static(value.type.shape) and not shape_is_static(
                 graph.types[value.name].shape):

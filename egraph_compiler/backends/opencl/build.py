@@ -106,7 +106,8 @@ def build_artefact(plan: ExecutionPlan, out_dir: str | Path,
         "launches": launches, "operators": plan.fusion.operator_count,
         "blocks": [{"id": b.id, "ops": list(b.ops), "mapping": b.mapping, "kind": b.kind,
                     "store_maps": dict(b.store_maps),
-                    "layouts": {v: list(perm) for v, perm in b.layouts}}
+                    "layouts": {v: list(perm) for v, perm in b.layouts},
+                    "implementation": b.implementation}
                    for b in plan.fusion.blocks],
         "images": images,
         # SmartMem §3.2.2: the dimension order chosen for each intermediate, and why

@@ -337,6 +337,9 @@ def _from_semantics(node: Node, args: list[str], in_dtype: str, any_dtype: bool 
     """C text of an operator's declared scalar semantics (`ops.scalar.to_c`); only over
     floats unless ``any_dtype`` (a comparison reads any operand type)."""
     info = ops.current().get(node.op)
+    builtin = sp.SPELLING.functions.get(info.decl.builtin or "") if info is not None else None
+    if builtin is not None and in_dtype.startswith("float"):  # `= builtin tan`: a scalar function
+        return builtin.format(*args)
     if info is None or info.semantics is None or not (any_dtype or in_dtype.startswith("float")):
         raise ModelError(f"the OpenCL backend cannot generate {node.op} for {in_dtype}")
     attrs = {name: info.attr(node.attr_dict, name) for name in info.defaults}

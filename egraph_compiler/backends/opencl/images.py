@@ -75,12 +75,12 @@ def choose(shape: tuple[int, ...], work_items: int) -> tuple[bool, str]:
                   "locality (texture cache)")
 
 
-def resolve(body: str, params: dict[str, tuple[tuple[int, ...], str]], work_items: int
-            ) -> tuple[str, dict[str, tuple[int, int, str]]]:
+def resolve(body: str, params: dict[str, tuple[tuple[int, ...], str]], work_items: int,
+            allowed: bool | None = None) -> tuple[str, dict[str, tuple[int, int, str]]]:
     """Decide every marked tensor (``params``: kernel parameter -> (shape, tensor name))
     and rewrite its loads. Returns the body and the images: parameter -> (width,
-    height, reason)."""
-    marked = {m.group(1) for m in _MARK.finditer(body)}
+    height, reason). ``allowed`` False (the `select` stage priced images out): buffers."""
+    marked = {m.group(1) for m in _MARK.finditer(body)} if allowed is not False else set()
     unmarked = _MARK.sub("", body)
     images: dict[str, tuple[int, int, str]] = {}
     for param in sorted(marked):

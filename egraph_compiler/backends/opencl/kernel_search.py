@@ -242,7 +242,7 @@ def _anchor_graph(graph: Graph, node: Node) -> Graph:
 def _launches(graph: Graph, params: KernelParams, out: Path, tables: Any) -> list[dict[str, Any]]:
     import json
 
-    plan, selection = execution_plan(graph, tables)
+    plan, selection = execution_plan(graph, tables, params=params)
     build_artefact(plan, out, params=params, selection=selection)
     return list(json.loads((out / "plan.json").read_text())["launches"])
 

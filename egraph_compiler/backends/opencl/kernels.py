@@ -209,7 +209,7 @@ class _Gen:
             inputs[f"in{k}"] = (shape, value)
         work_items = int(np.prod(self.shape.iteration_shape, dtype=np.int64))
         text, chosen = images.resolve("\n".join("  " + line for line in body.lines), inputs,
-                                      work_items)
+                                      work_items, self.block.images)
         header, pointers = self.signature(local, frozenset(chosen))
         lines = "\n".join("  " + line for line in pointers) + "\n" + text
         undefs = "".join(f"#undef {d.split()[0]}\n" for d in self.defines)
@@ -297,6 +297,16 @@ class _Gen:
         p = self.params
         candidates = cost.options(cost.DEVICES[p.device], sizes["m"], sizes["n"], sizes["k"],
                                   sizes["batch"], direct_items, tiled_ok, gemv_side)
+        self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
+        tuned = dict(p.tuned).get(self.shape_key)
+        if self.block.implementation and p.anchor_variant is None:
+            # the `select` stage's choice among `anchor_options` (by its label)
+            pool = candidates + ([tuned] if tuned is not None else [])
+            option = next((o for o in pool if o.describe() == self.block.implementation), None)
+            if option is None:
+                raise ModelError(f"block {self.block.id}: selected implementation "
+                                 f"{self.block.implementation!r} is not an option of {self.shape_key}")
+            return self._use(option)
         if p.anchor_variant == "tiled" and p.anchor_tile is not None and tiled_ok:
             if not p.anchor_tile.valid():
                 raise ModelError(f"block {self.block.id}: tile {p.anchor_tile} does not map its "
@@ -306,16 +316,35 @@ class _Gen:
             option = cost.Option("gemv", p.anchor_gemv, 0.0)
         else:
             option = cost.choose(candidates, p.anchor_variant)
-        self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
-        tuned = dict(p.tuned).get(self.shape_key)
         if tuned is not None and p.anchor_variant is None:
             option = tuned
-            if isinstance(option.params, cost.Direct):  # this block's generator only
-                a, b = option.params.a, option.params.b
-                self.params = replace(p, conv_tile_channels=a, conv_tile_width=b,
-                                      depthwise_tile_width=b, matmul_tile_m=a, matmul_tile_n=b)
+        return self._use(option)
+
+    def _use(self, option: cost.Option) -> cost.Option:
+        if isinstance(option.params, cost.Direct):  # this block's generator only
+            a, b = option.params.a, option.params.b
+            self.params = replace(self.params, conv_tile_channels=a, conv_tile_width=b,
+                                  depthwise_tile_width=b, matmul_tile_m=a, matmul_tile_n=b)
         self.variant = option.describe()
         return option
+
+    def anchor_shape(self) -> tuple[dict[str, int], int, bool, str | None]:
+        """What `pick` prices for this conv/matmul anchor: (sizes m/n/k/batch, the
+        direct kernel's work-items, whether the tiled GEMM applies, the gemv side)."""
+        if self.block.kind == "matmul":
+            _, sizes = gemm.matmul_problem(self)
+            tm = max(1, min(self.params.matmul_tile_m, sizes["m"]))
+            tn = max(1, min(self.params.matmul_tile_n, sizes["n"]))
+            direct_items = sizes["batch"] * _cdiv(sizes["m"], tm) * _cdiv(sizes["n"], tn)
+            return sizes, direct_items, True, "m" if sizes["m"] == 1 else None
+        geo = self.conv_geometry()
+        depthwise = geo.group > 1 and geo.cin_g == 1
+        sizes = {"m": geo.cout_g, "n": geo.columns, "k": geo.cin_g * geo.taps,
+                 "batch": geo.group}
+        tw = self.params.depthwise_tile_width if depthwise else self.params.conv_tile_width
+        direct_items = geo.columns // max(1, min(tw, geo.out_shape[-1])) * \
+            _cdiv(geo.out_shape[1], 1 if depthwise else self.params.conv_tile_channels)
+        return sizes, direct_items, not depthwise, "n" if geo.columns == 1 else None
 
     def conv_geometry(self) -> gemm.ConvGeometry:
         node = self.anchor()
@@ -332,14 +361,7 @@ class _Gen:
 
     def conv(self) -> Kernel:
         geo = self.conv_geometry()
-        depthwise = geo.group > 1 and geo.cin_g == 1
-        sizes = {"m": geo.cout_g, "n": geo.columns, "k": geo.cin_g * geo.taps,
-                 "batch": geo.group}
-        tw = self.params.depthwise_tile_width if depthwise else self.params.conv_tile_width
-        direct_items = geo.columns // max(1, min(tw, geo.out_shape[-1])) * \
-            _cdiv(geo.out_shape[1], 1 if depthwise else self.params.conv_tile_channels)
-        option = self.pick(sizes, direct_items, not depthwise,
-                           "n" if geo.columns == 1 else None)
+        option = self.pick(*self.anchor_shape())
         if option.variant == "tiled":
             problem, _ = gemm.conv_problem(self, geo)
             return gemm.tiled(self, problem, option.params)  # type: ignore[arg-type]
@@ -468,11 +490,8 @@ class _Gen:
 
     # -- matmul / gemm -----------------------------------------------------------------
     def matmul(self) -> Kernel:
-        problem, sizes = gemm.matmul_problem(self)
-        tm = max(1, min(self.params.matmul_tile_m, sizes["m"]))
-        tn = max(1, min(self.params.matmul_tile_n, sizes["n"]))
-        direct_items = sizes["batch"] * _cdiv(sizes["m"], tm) * _cdiv(sizes["n"], tn)
-        option = self.pick(sizes, direct_items, True, "m" if sizes["m"] == 1 else None)
+        option = self.pick(*self.anchor_shape())
+        problem, _ = gemm.matmul_problem(self)
         if option.variant == "tiled":
             return gemm.tiled(self, problem, option.params)  # type: ignore[arg-type]
         if option.variant == "gemv":
@@ -1015,6 +1034,23 @@ def _pads_begin(node: Node, in_sizes: tuple[int, ...], out_sizes: tuple[int, ...
         return (0,) * spatial
     pads = node.attr("pads") or (0,) * 2 * spatial
     return tuple(pads[:spatial])  # type: ignore[index]
+
+
+def anchor_options(view: GraphView, block: Block, params: KernelParams
+                   ) -> tuple[str, list[cost.Option]]:
+    """The implementations the `select` stage chooses among for a conv/matmul block
+    (its shape class `cost.shape_key`, and `dnnr tune`'s option for that class when the
+    database has one, else every option `cost.options` prices); a forced variant
+    (`KernelParams.anchor_variant`) leaves one option: the one `pick` generates."""
+    gen = _Gen(view, block, params)
+    sizes, direct_items, tiled_ok, gemv_side = gen.anchor_shape()
+    key = cost.shape_key(gen.anchor().op, sizes, tiled_ok, gemv_side)
+    candidates = cost.options(cost.DEVICES[params.device], sizes["m"], sizes["n"], sizes["k"],
+                              sizes["batch"], direct_items, tiled_ok, gemv_side)
+    tuned = dict(params.tuned).get(key)
+    if params.anchor_variant is not None:
+        return key, [gen.pick(sizes, direct_items, tiled_ok, gemv_side)]
+    return key, [tuned] if tuned is not None else candidates
 
 
 def generate(view: GraphView, block: Block, params: KernelParams) -> Kernel:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from egraph_compiler.backends.opencl.kernels import KernelParams
+from egraph_compiler.backends.opencl.pricing import pricing, symbolic_anchors
 from egraph_compiler.fusion import ProfileDb, plan_fusion
 from egraph_compiler.ir.graph import Graph
 from egraph_compiler.plan import ExecutionPlan, plan_memory
@@ -12,14 +14,28 @@ LAYOUT_POLICIES = ("pbqp", "local", "chain-dp", "per-tensor", "row-major")
 
 
 def execution_plan(graph: Graph, tables: object = None, profile_db: ProfileDb | None = None,
-                   fuse: bool = True, layouts: str = "pbqp") -> tuple[ExecutionPlan, Selection | None]:
-    """``layouts``: "pbqp" (the `select` stage decides every intermediate's dimension
-    order together), its baselines "local" / "chain-dp", "per-tensor" (fusion's SmartMem
-    rule alone) or "row-major"."""
+                   fuse: bool = True, layouts: str = "pbqp", params: KernelParams | None = None,
+                   symbolic: Graph | None = None) -> tuple[ExecutionPlan, Selection | None]:
+    """``layouts``: "pbqp" (the `select` stage decides every anchor's kernel variant and
+    every intermediate's dimension order together, inserting conversion kernels where a
+    consumer cannot read the chosen order), its baselines "local" / "chain-dp",
+    "per-tensor" (fusion's SmartMem rule alone) or "row-major" (the last two leave each
+    anchor's variant to the cost model at code generation). ``params``: the device class
+    and tuning database the options are priced with — pass the same to `build`.
+    ``symbolic``: ``graph`` before its symbolic dims were bound, with the declared ranges:
+    each anchor whose implementations' costs depend on them gets a verdict (one
+    implementation cheapest over the whole range, or a multi-version candidate)."""
     if layouts not in LAYOUT_POLICIES:
         raise ValueError(f"layouts must be one of {', '.join(LAYOUT_POLICIES)}, not {layouts!r}")
     fusion_plan = plan_fusion(graph, tables, profile_db, fuse=fuse, layouts=layouts == "per-tensor")
     selection = None
     if layouts in ("pbqp", "local", "chain-dp"):
-        fusion_plan, selection = select_layouts(fusion_plan, policy=layouts)
+        params = params or KernelParams()
+        fusion_plan, selection = select_layouts(fusion_plan, policy=layouts,
+                                                pricing=pricing(fusion_plan, params))
+        if symbolic is not None and symbolic.symbols:
+            names = {int(n.name.split(":")[0].removeprefix("block")): n.name
+                     for n in selection.problem.nodes}
+            selection = selection.with_symbolic(
+                symbolic_anchors(fusion_plan, params, symbolic, names), symbolic.symbols)
     return plan_memory(fusion_plan), selection

@@ -28,15 +28,15 @@ SPELLING = Spelling(
         "floor": "floor({0})", "ceil": "ceil({0})", "round": "rint({0})",
         "sign": "(({0} > 0) ? 1.0f : (({0} < 0) ? -1.0f : 0.0f))",
         "min": "fmin({0}, {1})", "max": "fmax({0}, {1})",
+        # the elementwise built-ins of `= builtin NAME` operators
+        "tan": "tan({0})", "asin": "asin({0})", "acos": "acos({0})", "atan": "atan({0})", "sinh": "sinh({0})",
+        "cosh": "cosh({0})", "asinh": "asinh({0})", "acosh": "acosh({0})", "atanh": "atanh({0})",
     },
     literal=lambda value: literal(value, "float32"),
 )
 
 FLOAT_OPS = {
     "Pow": "pow((float){0}, (float){1})",
-    "Tan": "tan({0})", "Asin": "asin({0})", "Acos": "acos({0})", "Atan": "atan({0})",
-    "Sinh": "sinh({0})", "Cosh": "cosh({0})", "Asinh": "asinh({0})", "Acosh": "acosh({0})",
-    "Atanh": "atanh({0})",
     # not fmax: builtins are calls on PoCL (see kernels._clamp_high); NaN gives 0 either way
     "Relu": "(({0} > 0.0f) ? {0} : 0.0f)",
     "IsNaN": "(isnan({0}) ? 1 : 0)",

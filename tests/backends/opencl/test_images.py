@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from egraph_compiler.backends.opencl import compile_graph, load
+from egraph_compiler.backends.opencl import KernelParams, compile_graph, load
 from egraph_compiler.backends.opencl.images import choose, image_mode
 from tests.backends.opencl.helpers import static_graph, with_static_inputs
 from tests.modelzoo import assert_close, depthwise_separable_block, random_inputs, run_ort
@@ -19,7 +19,9 @@ def test_depthwise_weights_are_images_and_buffers_give_the_same_result(tmp_path:
     model = depthwise_separable_block(channels=13, out_channels=16)
     feeds = random_inputs(model, 0, dims={"batch": 2, "height": 14, "width": 13})
     model = with_static_inputs(model, feeds)
-    artefact = compile_graph(static_graph(model, feeds), tmp_path)
+    # images for the GPU cost model: on the CPU class the selection prices them out
+    # (tests/select/test_opencl_options.py)
+    artefact = compile_graph(static_graph(model, feeds), tmp_path, params=KernelParams.for_device("gpu"))
     plan = json.loads((tmp_path / "plan.json").read_text())
     (name, info), = plan["images"].items()  # the depthwise weights, [1, 3, 3, 13] as 13 x 9
     assert (info["width"], info["height"]) == (13, 9) and "texture cache" in info["reason"]
