@@ -37,13 +37,16 @@ OnnxModel = runner.OnnxModel
 def compile(model: str | Path | bytes | Any, target: str = "opencl",  # noqa: A001 - the API's name
             out_dir: str | Path | None = None, bind: Mapping[str, int] | None = None, *,
             rules: Sequence[str | Path] | None = None, profile_db: str | Path | None = None,
-            device: str | None = None, fp: str = "reals") -> Runnable:
+            device: str | None = None, fp: str = "reals",
+            dims: Mapping[str, tuple[int, int]] | None = None) -> Runnable:
     """Compile ``model`` (a path, the bytes of an ONNX model, or an ``onnx.ModelProto``)
     for ``target`` into ``out_dir`` (a new temporary directory when None, kept so the
     artefact can be inspected) and load it; ``bind`` fixes symbolic input dims
     (``{"batch": 1}``), ``rules`` replaces the shipped rule library, ``profile_db`` is a
     `dnnr tune` database, ``device`` picks the OpenCL device by name, ``fp`` is the
-    floating-point policy (``reals`` or ``strict``, `dsl.fp_policy`)."""
+    floating-point policy (``reals`` or ``strict``, `dsl.fp_policy`); ``dims`` the range of
+    each symbolic dim (``{"seq": (1, 128)}``, as ``--dim``): an OpenCL artefact with dims
+    left unbound runs every shape in their ranges (`backends.opencl.symbolic`)."""
     if hasattr(model, "SerializeToString"):
         model = model.SerializeToString()
     if not isinstance(model, (str, Path, bytes)):
@@ -54,7 +57,8 @@ def compile(model: str | Path | bytes | Any, target: str = "opencl",  # noqa: A0
                         f"{', '.join(pipeline.TARGETS)})")
     out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="dnnr-"))
     check_destination(out)
-    result = pipeline.compile_model(model, rule_paths=rules, target=target, fp=fp)
+    result = pipeline.compile_model(model, rule_paths=rules, target=target, fp=fp,
+                                    dims=dict(dims or {}))
     pipeline.write_artefact(result, target, out, bindings=dict(bind or {}), profile_db=profile_db)
     loaded: Runnable = runner.load_artefact(out, device=device)
     return loaded

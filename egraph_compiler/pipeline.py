@@ -22,8 +22,9 @@ import onnx
 from egraph_compiler import dsl, dump, egraph, extract, ir, ops, shapes
 from egraph_compiler.dsl import library
 from egraph_compiler.dsl.ast import Limits, RuleSet
-from egraph_compiler.dsl.fp_policy import DEFAULT_FP, apply_fp_policy
+from egraph_compiler.dsl.fp_policy import DEFAULT_FP, apply_fp_policy, check_fp_mode
 from egraph_compiler.dsl.library import RuleOptions
+from egraph_compiler.dsl.load_budget import load_budget
 from egraph_compiler.dump import Dumps
 from egraph_compiler.ir.graph import Graph
 from egraph_compiler.report import Report
@@ -205,8 +206,10 @@ def compile_model(
     started = time.perf_counter() if started is None else started
     name = Path(model).name if isinstance(model, (str, Path)) else "model"
     report = Report(model=name)
-    with _stage(report, "parse-rules", progress):
-        rules, report.fp = apply_fp_policy(load_rules(rule_paths, target, rule_options), fp)
+    with _stage(report, "parse-rules", progress), load_budget(started, limits.seconds if limits else None):
+        check_fp_mode(fp)
+        rules = load_rules(rule_paths, target, rule_options)
+        rules, report.fp = apply_fp_policy(rules, fp, special_value_changes(rules) if fp == "strict" else None)
     with _stage(report, "import", progress), ops.using(rules):
         graph = ir.load_onnx(model, ops.evaluate)
     report.nodes_before = onnx_op_counts(_read_onnx(model))
@@ -217,6 +220,15 @@ def compile_model(
     from egraph_compiler.backends.artefact import source_digest
 
     return CompileResult(optimised, report, rules, dumps, source_digest(model))
+
+
+def special_value_changes(rules: RuleSet) -> dict[str, tuple[str, ...]]:
+    """What the special-value record (`verify.special_values`, cached on disk) of each
+    ``[exact]`` rule shows it changes: ``--fp strict`` leaves out a rule with any."""
+    from egraph_compiler.verify import special_values
+
+    exact = dataclasses.replace(rules, rules=tuple(r for r in rules.rules if "exact" in r.flags))
+    return {name: record.changes for name, record in special_values.records(exact).items()}
 
 
 def _read_onnx(model: str | Path | bytes) -> onnx.ModelProto:
@@ -284,14 +296,15 @@ TARGETS = ("onnx", "opencl", "hexagon")
 def write_artefact(result: CompileResult, target: str, out: Path, *,
                    bindings: dict[str, int] | None = None, profile_db: str | Path | None = None,
                    progress: Progress | None = None, kernel_device: str = "cpu",
-                   tuned_device: str | None = None) -> None:
+                   tuned_device: str | None = None, dim_steps: dict[str, int] | None = None) -> None:
     """Build ``target`` from ``result`` into ``out`` (OpenCL: kernels.cl, plan.json, …;
     Hexagon: C, ELF) with ``model.onnx``, ``report.json`` and ``manifest.json`` beside it,
     atomically: ``out`` holds the old artefact or the new one whole (`backends.artefact`).
     ``bindings`` fix symbolic input dims for the static-shape targets; ``profile_db``
     is a `dnnr tune` database deciding the OpenCL fusion planner's yellow cases;
     ``kernel_device`` the device class ("cpu", "gpu") OpenCL anchor kernels are for;
-    ``tuned_device`` whose kernel choices in ``profile_db`` to use (when it has several)."""
+    ``tuned_device`` whose kernel choices in ``profile_db`` to use (when it has several);
+    ``dim_steps`` the step of a symbolic OpenCL artefact's dims (``--dim height=32..64:8``)."""
     from egraph_compiler.backends import artefact
 
     if target not in TARGETS:
@@ -304,7 +317,7 @@ def write_artefact(result: CompileResult, target: str, out: Path, *,
         if target != "onnx":
             with ops.using(result.rules):
                 graph = _build_target(target, result, tmp, progress, bindings or {}, profile_db, out,
-                                      kernel_device, tuned_device)
+                                      kernel_device, tuned_device, dim_steps or {})
         elif bindings:  # the written model's dims, as --bind says
             graph = written = shapes.bind_symbols(result.graph, bindings)
         (tmp / "model.onnx").write_bytes(ir.to_onnx(written).SerializeToString())
@@ -330,7 +343,8 @@ def static_graph(graph: Graph, bindings: dict[str, int], target: str) -> Graph:
 
 def _build_target(target: str, result: CompileResult, out: Path, progress: Progress | None,
                   bindings: dict[str, int], profile_db: str | Path | None, final: Path,
-                  kernel_device: str = "cpu", tuned_device: str | None = None) -> Graph:
+                  kernel_device: str = "cpu", tuned_device: str | None = None,
+                  dim_steps: dict[str, int] | None = None) -> Graph:
     """Run the backend into ``out`` (a temporary directory that becomes ``final``);
     the static graph it compiled."""
     if progress:
@@ -338,9 +352,24 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
     start = time.perf_counter()
     from egraph_compiler.backends.static_checks import prepare_static_graph
 
-    graph = prepare_static_graph(static_graph(result.graph, bindings, target), target)
     artefact: Any
-    if target == "opencl":
+    if target == "opencl" and _symbolic_inputs(shapes.bind_symbols(result.graph, bindings)
+                                               if bindings else result.graph):
+        # no --bind for some dims: one artefact for every shape in their --dim ranges
+        from egraph_compiler.backends.opencl import KernelParams
+        from egraph_compiler.backends.opencl.kernel_search import tuned_options
+        from egraph_compiler.backends.opencl.symbolic import build_symbolic
+        from egraph_compiler.fusion import ProfileDb
+
+        graph = shapes.bind_symbols(result.graph, bindings) if bindings else result.graph
+        db = ProfileDb.load(profile_db) if profile_db is not None else None
+        params = KernelParams.for_device(kernel_device)
+        if db is not None:
+            params = dataclasses.replace(params, tuned=tuned_options(db, tuned_device))
+        artefact = build_symbolic(graph, out, tables=result.rules, profile_db=db, params=params,
+                                  progress=progress, steps=dim_steps)
+    elif target == "opencl":
+        graph = prepare_static_graph(static_graph(result.graph, bindings, target), target)
         from egraph_compiler.backends import opencl
         from egraph_compiler.backends.opencl.kernel_search import tuned_options
         from egraph_compiler.fusion import ProfileDb
@@ -357,14 +386,22 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
             raise ir.DnnrError("error: --profile-db only applies to --target opencl")
         from egraph_compiler.backends import hexagon
 
+        graph = prepare_static_graph(static_graph(result.graph, bindings, target), target)
         artefact = hexagon.build(graph, out, symbolic=_declared_symbols(result.graph))
     result.report.seconds[f"backend-{target}"] = round(time.perf_counter() - start, 4)
     # paths name the final directory, not the temporary one they were written in
     info = {k: (_moved(v, out, final) if isinstance(v, Path) else v)
-            for k, v in dataclasses.asdict(artefact).items() if k not in ("report", "select")}
+            for k, v in dataclasses.asdict(artefact).items()
+            if k not in ("report", "select") and not (k == "dynamic" and v is None)}
     result.report.select = getattr(artefact, "select", None) or {}
     result.report.target = {"name": target, **info}
     return graph
+
+
+def _symbolic_inputs(graph: Graph) -> bool:
+    from egraph_compiler.ir.dims import DimExpr
+
+    return any(isinstance(d, DimExpr) for v in graph.inputs for d in v.type.shape or ())
 
 
 def _declared_symbols(graph: Graph) -> Graph | None:

@@ -107,6 +107,16 @@ def render_report(report: Report | dict[str, Any]) -> str:
     if target:
         parts.append("target: " + ", ".join(f"{k} {v}" for k, v in target.items()
                                             if not isinstance(v, (list, dict))))
+    dynamic = target.get("dynamic")
+    if dynamic:  # a symbolic OpenCL artefact: its ranges, arena and versions (issue 15)
+        parts.append("symbolic: " + ", ".join(f"{n}={r[0]}..{r[1]}" + (f":{r[2]}" if len(r) > 2 else "")
+                                              for n, r in dynamic["dims"].items())
+                     + f"; {dynamic['shapes_compiled']} shapes compiled; arena peak "
+                     f"{dynamic['arena_bytes_peak']} B over the ranges; {len(dynamic['versions'])} "
+                     f"versions in {dynamic['boxes']} boxes")
+        for k, version in enumerate(dynamic["versions"]):
+            parts.append(f"  version {k} ({version['id']}): " + " | ".join(version["conditions"]))
+            parts.extend(f"    {choice}" for choice in version.get("choices", ())[:6])
     chosen = data.get("select") or {}
     if chosen:
         parts.append("select: " + ", ".join(f"{k} {v}" for k, v in chosen.items()

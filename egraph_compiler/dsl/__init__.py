@@ -33,6 +33,7 @@ from egraph_compiler.dsl.diagnostics import (
     render_report,
 )
 from egraph_compiler.dsl.format import format_items, ruleset_items
+from egraph_compiler.dsl.load_budget import gc_paused
 from egraph_compiler.dsl.loader import build_ruleset, load_files
 from egraph_compiler.dsl.parser import parse_file
 from egraph_compiler.dsl.semantics import check_files
@@ -69,6 +70,11 @@ def _paths(paths: PathLike | Sequence[PathLike]) -> list[PathLike]:
 
 
 def _diagnose(paths: list[PathLike], search: Sequence[PathLike] = ()) -> tuple[list[Diagnostic], RuleSet | None]:
+    with gc_paused():  # linear time for large rule files (load_budget.gc_paused)
+        return _diagnose_files(paths, search)
+
+
+def _diagnose_files(paths: list[PathLike], search: Sequence[PathLike]) -> tuple[list[Diagnostic], RuleSet | None]:
     load = load_files(paths, search)
     diagnostics = list(load.diagnostics)
     try:

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from egraph_compiler.dsl import ast
+from egraph_compiler.dsl import ast, load_budget
 from egraph_compiler.dsl.diagnostics import Diagnostic, SourceLines, UseError
-from egraph_compiler.dsl.parser import ParsedFile, default_ruleset, parse_file
+from egraph_compiler.dsl.parser import ParsedFile, default_ruleset, limits_blocks, parse_file
 from egraph_compiler.dsl.shipped import rules_dir
 from egraph_compiler.dsl.source_io import read_rule_file
 
@@ -136,6 +136,10 @@ def load_files(paths: Sequence[str | os.PathLike[str]],
             )
             return
         load.lines.add(file, text)
+        if load_budget.active():  # the file's own limits bound its parse
+            for decl in limits_blocks(text, file):
+                load_budget.note_limits(decl)
+        load_budget.at(f"parsing {file}")
         parsed = parse_file(text, file, load.lines)
         for item in parsed.source.items:
             if isinstance(item, ast.UseDecl):

@@ -16,6 +16,8 @@ from lark import Lark, Token, UnexpectedCharacters, UnexpectedInput
 from lark.exceptions import UnexpectedEOF, UnexpectedToken
 from lark.lexer import PatternStr
 
+from egraph_compiler.dsl import load_budget
+
 # label -> (hint, malformed examples). The first example whose parser state (and,
 # preferably, offending token kind) matches the error names it.
 EXAMPLES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -293,7 +295,9 @@ class KeywordBoundary:
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
         previous: Token | None = None
-        for token in stream:
+        for count, token in enumerate(stream):
+            if count % load_budget.CHECK_EVERY == 0:
+                load_budget.check()  # a compile's seconds limit binds inside one parse
             if previous is not None and previous.end_pos == token.start_pos:
                 keyword_first = previous.type in self.keyword_types and _wordy(token.value[:1])
                 keyword_second = token.type in self.keyword_types and _wordy(previous.value[-1:])

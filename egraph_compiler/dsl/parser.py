@@ -7,17 +7,22 @@ then parsed on its own, so every broken item is reported and the others are kept
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import sys
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from lark import Lark, Token, Transformer, UnexpectedInput, v_args
+import lark
+from lark import Lark, Token, Tree, UnexpectedInput
 from lark.exceptions import UnexpectedEOF
 from lark.tree import Meta
 
-from egraph_compiler.dsl import ast
+from egraph_compiler.dsl import ast, load_budget
 from egraph_compiler.dsl.diagnostics import Diagnostic, DslParseError, SourceLines
 from egraph_compiler.dsl.parse_errors import KeywordBoundary, describe_parse_error
 from egraph_compiler.dsl.shipped import grammar_path
@@ -49,7 +54,27 @@ def lark_parser() -> Lark:
         propagate_positions=True,
         maybe_placeholders=True,
         postlex=KeywordBoundary({keyword.upper() for keyword in keywords}),
+        # the LALR tables, from a file keyed by the grammar's hash (lark rebuilds a
+        # missing or damaged one): ~0.5 s off every process that parses rules
+        cache=_tables_cache(grammar),
     )
+
+
+def _tables_cache(grammar: str) -> str | bool:
+    """Where lark keeps the LALR tables: the user's cache folder (a pickle in the shared
+    /tmp, lark's default, could be planted by another user), named by the grammar's
+    hash so checkouts with different grammars do not overwrite each other; no cache
+    when that folder cannot be made."""
+    env = os.environ.get("DNNR_CACHE_DIR")
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    key = hashlib.sha256(f"{grammar}\n{lark.__version__}\n{sys.version_info[:2]}".encode()).hexdigest()[:32]
+    try:
+        base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+        folder = (Path(env) if env else base / "dnnr") / "parser"
+        folder.mkdir(parents=True, exist_ok=True)
+    except (OSError, RuntimeError):  # no home folder, or a read-only one
+        return False
+    return str(folder / f"dnnr-{key}.lark")
 
 
 def default_ruleset(file: str) -> str:
@@ -101,9 +126,12 @@ def _parse_file(text: str, file: str, lines: SourceLines) -> ParsedFile:
             result.errors.append(_syntax_diagnostic(whole_file_error, text, file, lines))
             return result
     items: list[ast.Item] = []
+    to_ast = _ToAst(file)
     try:
         for tree in trees:
-            items += _ToAst(file).transform(tree)
+            for child in tree.children:  # item by item, so a compile's deadline binds here too
+                load_budget.check()
+                items.append(to_ast.transform(child))
     except RecursionError:  # lark's transformer recurses once per nesting level
         span = ast.Span(file, 1, 1, 1, 2)
         result.errors.append(
@@ -114,6 +142,24 @@ def _parse_file(text: str, file: str, lines: SourceLines) -> ParsedFile:
     comments = _comment_tokens(text)
     result.source = ast.SourceFile(file, _attach_comments(items, comments, text, file))
     return result
+
+
+def limits_blocks(text: str, file: str) -> list[ast.LimitsDecl]:
+    """The ``limits`` blocks of ``text``, each parsed on its own before the whole file
+    (`load_budget`: a compile's time limit must bind on the parse of the rules that
+    set it). A block that does not parse is skipped here; the full parse reports it."""
+    blocks = []
+    for start, end in _item_chunks(text):
+        chunk = text[start:end]
+        if not re.match(r"\s*limits\b", chunk):
+            continue
+        padded = "\n" * text.count("\n", 0, start) + chunk  # positions stay the file's
+        try:
+            tree = lark_parser().parse(padded)
+        except UnexpectedInput:
+            continue
+        blocks += [item for item in _ToAst(file).transform(tree) if isinstance(item, ast.LimitsDecl)]
+    return blocks
 
 
 def _item_chunks(text: str) -> list[tuple[int, int]]:
@@ -139,10 +185,12 @@ def _assign_rulesets(items: list[ast.Item], file: str) -> list[ast.Item]:
 def _comment_tokens(text: str) -> list[Token]:
     """`#` comments outside strings, as tokens with positions."""
     found = []
+    line, counted = 1, 0  # lines counted up to `counted`: counting from 0 each time was quadratic
     for match in re.finditer(r'"[^"\n]*"|#[^\n]*', text):
         if match.group().startswith("#"):
             start = match.start()
-            line = text.count("\n", 0, start) + 1
+            line += text.count("\n", counted, start)
+            counted = start
             col = start - (text.rfind("\n", 0, start) + 1) + 1
             tok = Token("COMMENT", match.group().rstrip(), start, line, col)
             found.append(tok)
@@ -184,15 +232,26 @@ def _attach_comments(
 ) -> tuple[ast.Item, ...]:
     """Turn comments into rule docs (own-line block directly above a rule) or Comment items."""
     source_lines = text.splitlines()
+    # items are in source order and do not overlap, so their start and end lines
+    # are sorted: each comment finds its item by bisection (a scan per comment was
+    # quadratic: 10,000 documented rules took 30 s here)
+    starts = [item.span.line for item in items]
+    ends = [(item.span.end_line, item.span.end_col) for item in items]
 
     def own_line(tok: Token) -> bool:
         return source_lines[tok.line - 1][: tok.column - 1].strip() == ""
 
     def enclosing(tok: Token) -> ast.Item | None:
-        for item in items:
-            if item.span.line <= tok.line <= item.span.end_line:
-                return item
+        """The first item whose lines include the comment's line."""
+        first = bisect_left(ends, (tok.line, 0))  # the first item ending on or after it
+        if first < len(items) and starts[first] <= tok.line:
+            return items[first]
         return None
+
+    def before(tok: Token) -> ast.Item | None:
+        """The item that ends last on or above the comment's line."""
+        last = bisect_right(ends, (tok.line, float("inf"))) - 1
+        return items[last] if last >= 0 else None
 
     keyed: list[tuple[tuple[int, ...], ast.Item]] = []
     blocks: list[list[Token]] = []
@@ -200,11 +259,7 @@ def _attach_comments(
         owner = enclosing(tok)
         if owner is not None or not own_line(tok):
             if owner is None:  # a trailing comment after the last item on its line
-                owner = max(
-                    (i for i in items if i.span.end_line <= tok.line),
-                    key=lambda i: (i.span.end_line, i.span.end_col),
-                    default=None,
-                )
+                owner = before(tok)
             span = ast.Span(file, tok.line, tok.column, tok.line, tok.column + len(tok.value))
             anchor = owner.span if owner is not None else span
             key = (anchor.line, anchor.col, 1, tok.line, tok.column)
@@ -260,13 +315,28 @@ def _join(a: ast.Span, b: ast.Span) -> ast.Span:
     return ast.Span(a.file, a.line, a.col, b.end_line, b.end_col)
 
 
-@v_args(meta=True)
-class _ToAst(Transformer):
-    """lark parse tree -> `ast` nodes (rulesets are assigned afterwards, in source order)."""
+class _ToAst:
+    """lark parse tree -> `ast` nodes (rulesets are assigned afterwards, in source order).
+
+    Each method takes the node's ``meta`` (positions) and its converted children. A
+    walk of our own rather than a ``lark.Transformer`` with ``v_args(meta=True)``:
+    that one builds a wrapper (``functools.update_wrapper``) on every node visited,
+    a quarter of the time of a large parse."""
 
     def __init__(self, file: str) -> None:
-        super().__init__()
         self.file = file
+        self._methods: dict[str, Any] = {}
+
+    def transform(self, tree: Tree) -> Any:
+        children = [self.transform(c) if isinstance(c, Tree) else c for c in tree.children]
+        method = self._methods.get(tree.data)
+        if method is None:
+            method = self._methods[tree.data] = getattr(self, str(tree.data), None) or self._keep
+        return method(tree.meta, children)
+
+    @staticmethod
+    def _keep(meta: Meta, children: list[Any]) -> Any:
+        raise AssertionError(f"no AST conversion for {children!r}")  # every grammar rule has one
 
     # -- helpers
     def _span(self, meta: Meta) -> ast.Span:

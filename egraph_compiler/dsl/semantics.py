@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from egraph_compiler.dsl import ast
+from egraph_compiler.dsl import ast, load_budget
 from egraph_compiler.dsl.builtins import (
     ANCHOR_CLAUSES,
     ATTR_TYPES,
@@ -99,7 +99,9 @@ class Checker:
                 self.rulesets.add(item.name)
             elif isinstance(item, ast.Rule):
                 self.rulesets.add(item.ruleset)
+        load_budget.at("checking the rules")
         for item in items:
+            load_budget.check()  # a compile's seconds limit binds on the checks too
             if isinstance(item, ast.OpDecl):
                 self.check_op(item)
             elif isinstance(item, ast.Rule):

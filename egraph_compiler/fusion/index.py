@@ -18,6 +18,7 @@ Expressions are immutable and hash-consed by value; `render` prints C.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from math import gcd
 
@@ -100,8 +101,16 @@ def _linear(expr: IExpr) -> tuple[dict[Atom, int], int]:
     return {expr: 1}, 0
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _order_key(atom: Atom) -> str:
+    """Terms are ordered by their text (the generated code depends on that order);
+    atoms are immutable, so each one's text is computed once."""
+    return repr(atom)
+
+
 def _make(terms: dict[Atom, int], const: int) -> IExpr:
-    items = tuple(sorted(((a, c) for a, c in terms.items() if c != 0), key=lambda t: repr(t[0])))
+    items = tuple(sorted(((a, c) for a, c in terms.items() if c != 0),
+                         key=lambda t: _order_key(t[0])))
     if not items:
         return const
     if len(items) == 1 and const == 0 and items[0][1] == 1:

@@ -3,6 +3,7 @@ static shapes, producers, consumers, and which inputs of a node carry data."""
 
 from __future__ import annotations
 
+import math
 from functools import cached_property
 
 import numpy as np
@@ -22,6 +23,7 @@ class GraphView:
         self.constants = graph.constants
         self.graph_inputs = tuple(v.name for v in graph.inputs)
         self.graph_outputs = tuple(v.name for v in graph.outputs)
+        self._shapes: dict[str, tuple[int, ...]] = {}  # the graph is immutable
 
     @cached_property
     def producer_index(self) -> dict[str, int]:
@@ -41,6 +43,12 @@ class GraphView:
         return tuple(name for k, name in enumerate(node.inputs) if name and k not in skip)
 
     def shape(self, value: str) -> tuple[int, ...]:
+        known = self._shapes.get(value)
+        if known is None:
+            known = self._shapes[value] = self._shape(value)
+        return known
+
+    def _shape(self, value: str) -> tuple[int, ...]:
         if value in self.constants:
             return tuple(int(d) for d in np.shape(self.constants[value]))
         tensor_type = self.graph.types.get(value)
@@ -58,7 +66,9 @@ class GraphView:
         return tensor_type.dtype
 
     def numel(self, value: str) -> int:
-        return int(np.prod(self.shape(value), dtype=np.int64))
+        # math.prod of Python ints: exact, and far cheaper than np.prod on a tuple (the
+        # planner asks for it thousands of times per graph; the symbolic build per shape)
+        return math.prod(self.shape(value))
 
     def nbytes(self, value: str) -> int:
         return self.numel(value) * np.dtype(self.dtype(value)).itemsize

@@ -23,7 +23,7 @@ import z3
 
 from egraph_compiler.dsl import ast
 from egraph_compiler.dsl.normalize import normalize_rule, pinned_ranks, rank_limits
-from egraph_compiler.verify import cache, check
+from egraph_compiler.verify import cache, check, special_values
 from egraph_compiler.verify.builtin_ops import load_semantics
 from egraph_compiler.verify.normalize import canonical
 from egraph_compiler.verify.render import render_json, render_text, summary
@@ -124,8 +124,9 @@ def verify_rules(ruleset: ast.RuleSet, *, jobs: int | None = None, cache_dir: st
         verdicts[i] = verdict
         if use_cache:
             cache.store(directory, keys[i], verdict)
-    return [replace(v, rank_guard=rank_guard(rule, ruleset.ops))
+    done = [replace(v, rank_guard=rank_guard(rule, ruleset.ops))
             for v, rule in zip(verdicts, ruleset.rules, strict=True) if v is not None]
+    return special_values.attach(done, ruleset, sems, directory, use_cache)  # [exact] checked against it
 
 
 def rank_guard(rule: ast.Rule, ops: dict[str, ast.OpDecl]) -> str:

@@ -40,6 +40,13 @@ def render_text(verdicts: Sequence[Verdict]) -> str:
     s = summary(verdicts)
     lines.append(f"{s['rules']} rules: {s['proved']} proved, {s['failed']} failed, "
                  f"{s['unknown']} unknown")
+    records = [v.special_values for v in verdicts if v.special_values is not None]
+    if records:  # verify.special_values; each rule's record is in --json
+        changes = Counter(kind for r in records for kind in r["changes"])
+        lines.append(f"special values: {sum(r['keeps_bits'] for r in records)} keep bits, "
+                     f"{sum(bool(r['changes']) for r in records)} change them ("
+                     + ", ".join(f"{kind} {n}" for kind, n in changes.items())
+                     + f"), {sum(not r['evaluated'] for r in records)} not evaluated")
     return "\n".join(lines)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 # Stages of the refinement check, in the order they run. A verdict names the
 # first stage that failed ("" when the rule is proved).
@@ -122,6 +122,8 @@ class Verdict:
     # what the e-graph adds to the rule's guard so that it applies only at the ranks
     # checked (`dsl.normalize.rank_limits`), "" when every variable is rank-free
     rank_guard: str = ""
+    # the rule's effect on ±inf, NaN, -0, overflow and rounding (`special_values`), as JSON
+    special_values: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

@@ -62,8 +62,16 @@ def test_bad_arguments_are_clear_errors(tmp_path: Path) -> None:
         compile(BLOCKS["gelu"](), target="cuda", out_dir=tmp_path)
     with pytest.raises(DnnrError, match="takes a path"):
         compile(42, out_dir=tmp_path)  # type: ignore[arg-type]
-    with pytest.raises(DnnrError, match="--bind seq=1"):
-        compile(BLOCKS["gelu"](), target="opencl", out_dir=tmp_path, bind={"batch": 1})
+    # seq left unbound: one artefact for seq in 1..4 (issue 15), which names a shape outside
+    compiled = compile(BLOCKS["gelu"](), target="opencl", out_dir=tmp_path, bind={"batch": 1},
+                       dims={"seq": (1, 4)})
+    x = np.random.default_rng(2).standard_normal((1, 3, 32)).astype(np.float32)
+    (got,) = compiled.run({"x": x}).values()
+    (expected,) = run_ort(BLOCKS["gelu"](), {"x": x}).values()
+    assert_close(got, expected, rtol=1e-4, atol=1e-5)
+    with pytest.raises(DnnrError, match=r"input 'x' dim 1 \(seq\) is 5, outside the compiled "
+                                        r"range seq=1\.\.4"):
+        compiled.run({"x": np.zeros((1, 5, 32), np.float32)})
 
 
 def test_import_stays_cheap() -> None:

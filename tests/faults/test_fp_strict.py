@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from egraph_compiler import ir, pipeline
-from tests.modelzoo import BLOCKS, light_model, random_inputs, run_ort
+from tests.modelzoo import BLOCKS, LIGHT_MODELS, light_model, random_inputs, run_ort
 
 DIMS = {"batch": 2, "seq": 5, "height": 8, "width": 8}
 SPECIALS = np.array([np.inf, -np.inf, np.nan, -0.0, 1e38, -1e38, 0.0], np.float32)
@@ -46,6 +46,7 @@ def _strict_matches(model: onnx.ModelProto, seed: int) -> None:
     result = pipeline.compile_model(model.SerializeToString(), fp="strict")
     assert result.report.fp["mode"] == "strict" and result.report.fp["left_out"]
     assert all("exact" in rule.flags for rule in result.rules.rules)
+    assert not result.report.fp["exact_but_changes"]  # no shipped [exact] rule changes special values
     exported = ir.to_onnx(result.graph)
     feeds = _with_specials(random_inputs(model, seed=seed, dims=DIMS), seed)
     expected, actual = run_ort(model, feeds), run_ort(exported, feeds)
@@ -59,7 +60,7 @@ def test_strict_blocks_keep_special_values_bit_for_bit(block: str) -> None:
     _strict_matches(BLOCKS[block](), seed=3)
 
 
-@pytest.mark.parametrize("name", ["squeezenet", "shufflenet", "inception_v1"])
+@pytest.mark.parametrize("name", LIGHT_MODELS)
 def test_strict_light_models_keep_special_values_bit_for_bit(name: str) -> None:
     _strict_matches(light_model(name), seed=5)
 

@@ -453,7 +453,7 @@ def conv_problem(gen: _Gen, geo: ConvGeometry) -> tuple[Problem, dict[str, int]]
         for d in range(spatial):
             tap = f" + {taps[d]} * {geo.dilations[d]}" if taps else ""
             scope.emit(f"const int p{d} = {slot}_p{d}{tap};")
-            checks = _window_checks(f"p{d}", geo, d)
+            checks = _window_checks(f"p{d}", geo, d, gen.params.shape_stable)
             if checks:
                 scope.emit(f"const int c{d} = p{d} < 0 ? 0 : {_clamp(f'p{d}', in_sp[d] - 1)};")
             positions.append(gen.ivar(f"c{d}" if checks else f"p{d}", in_sp[d]))
@@ -480,11 +480,12 @@ def conv_problem(gen: _Gen, geo: ConvGeometry) -> tuple[Problem, dict[str, int]]
     return Problem(batch, k_size, a, b, store), sizes
 
 
-def _window_checks(position: str, geo: ConvGeometry, d: int) -> list[str]:
-    """Bounds checks for a window position (none on a side no window crosses)."""
+def _window_checks(position: str, geo: ConvGeometry, d: int, always: bool = False) -> list[str]:
+    """Bounds checks for a window position (none on a side no window crosses;
+    ``always`` keeps the high side's, `KernelParams.shape_stable`)."""
     checks = [f"{position} >= 0"] if geo.begin[d] > 0 else []
     last = (geo.out_shape[2 + d] - 1) * geo.strides[d] - geo.begin[d] + \
         (geo.kernel[d] - 1) * geo.dilations[d]
-    if last >= geo.x_shape[2 + d]:
+    if always or last >= geo.x_shape[2 + d]:
         checks.append(f"{position} < {geo.x_shape[2 + d]}")
     return checks

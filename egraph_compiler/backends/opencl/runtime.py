@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from egraph_compiler.backends.opencl import dimpoly
 from egraph_compiler.backends.opencl.build import PLAN_VERSION
 from egraph_compiler.backends.opencl.images import image_mode
 from egraph_compiler.ir.errors import DnnrError
+
+SYMBOLIC_PLAN_VERSION = 3  # `symbolic.SYMBOLIC_PLAN_VERSION` (the run time imports no compiler)
 
 
 class OpenClError(DnnrError):
@@ -48,7 +52,9 @@ class CompiledModel:
             source = (out / "kernels.cl").read_text()
         except OSError as error:
             raise OpenClError(f"{out} is not a dnnr OpenCL artefact: {error}") from None
-        if self.plan.get("version") != PLAN_VERSION:
+        # version 3: a symbolic artefact (`symbolic.py`), sizes evaluated per run
+        self.symbolic = self.plan.get("version") == SYMBOLIC_PLAN_VERSION
+        if self.plan.get("version") not in (PLAN_VERSION, SYMBOLIC_PLAN_VERSION):
             raise OpenClError(f"{out} was written by another dnnr version (plan version "
                               f"{self.plan.get('version')}, expected {PLAN_VERSION}): compile "
                               "it again")
@@ -99,6 +105,8 @@ class CompiledModel:
         arena_size = max(int(self.plan["arena_bytes"]), 1)
         self.arena = cl.Buffer(self.context, mf.READ_WRITE, arena_size)
         for name, info in tensors.items():
+            if info["kind"] == "arena" and self.symbolic:
+                continue  # each box of the ranges places it (`_bind_shape`)
             if info["kind"] == "arena":
                 itemsize = np.dtype(info["dtype"]).itemsize
                 offset, nbytes = int(info["offset"]), int(info["nbytes"])
@@ -106,11 +114,15 @@ class CompiledModel:
                     raise OpenClError(f"arena tensor '{name}' at byte {offset} (+{nbytes}) does "
                                       f"not fit an arena of {arena_size} bytes of {info['dtype']}")
                 self.buffers[name] = (self.arena, offset // itemsize)
-            elif info["kind"] in ("input", "output"):
+            elif info["kind"] in ("input", "output", "computed"):
                 self.buffers[name] = (cl.Buffer(self.context, mf.READ_WRITE,
                                                 max(int(info["nbytes"]), 1)), 0)
         self.launches = []
-        for launch in self.plan["launches"]:
+        self.dims: dict[str, int] | None = None  # a symbolic artefact's current dims
+        self.out = out
+        self._shape_session: Any = None
+        self._kernels: dict[tuple[int, int], Any] = {}  # (version, launch) -> cl.Kernel
+        for launch in self.plan.get("launches", ()):
             # one kernel object per launch: its arguments are bound once, here
             kernel = cl.Kernel(self.program, launch["kernel"])
             self._check_work_group(kernel, launch)
@@ -162,19 +174,23 @@ class CompiledModel:
 
     @property
     def kernel_names(self) -> list[str]:
+        if self.symbolic:
+            return [la["kernel"] for v in self.plan["versions"] for la in v["launches"]]
         return [la["kernel"] for la in self.plan["launches"]]
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import pyopencl as cl
 
         tensors = self.plan["tensors"]
+        if self.symbolic:
+            self._bind_shape(inputs)
         for name in self.plan["inputs"]:
             if name not in inputs:
                 raise OpenClError(f"missing input '{name}'")
             info = tensors[name]
             # np.require keeps a rank-0 input rank 0 (ascontiguousarray makes it 1-D)
             array = np.require(np.asarray(inputs[name], dtype=info["dtype"]), requirements="C")
-            if list(array.shape) != info["shape"]:
+            if not self.symbolic and list(array.shape) != info["shape"]:
                 raise OpenClError(f"input '{name}' has shape {list(array.shape)}, the artefact "
                                   f"was compiled for {info['shape']}")
             if array.size:
@@ -190,10 +206,93 @@ class CompiledModel:
             if name in inputs and info["kind"] == "input":
                 results[name] = np.array(inputs[name])
                 continue
-            array = np.empty(info["shape"], dtype=info["dtype"])
+            shape = info["shape"] if not self.symbolic else self._output_shapes[name]
+            array = np.empty(shape, dtype=info["dtype"])
             if array.size:
                 buffer, offset = self.buffers[name]
                 cl.enqueue_copy(self.queue, array, buffer, src_offset=offset * array.itemsize)
             results[name] = array
         self.queue.finish()
         return results
+
+    # -- symbolic artefacts ------------------------------------------------------------
+    def _bind_shape(self, inputs: dict[str, np.ndarray]) -> None:
+        """Bind the dims from the input shapes, check them against the compiled ranges
+        and select the box (version) they fall in; its launches are set up once per
+        distinct shape in a row."""
+        ranges = self.plan["dims"]
+        dims: dict[str, int] = {}
+        for name in self.plan["inputs"]:
+            declared = self.plan["tensors"][name]["shape"]
+            shape = np.shape(inputs[name]) if name in inputs else None
+            if shape is None:
+                continue
+            if len(shape) != len(declared):
+                raise OpenClError(f"input '{name}' has shape {list(shape)}, the artefact takes "
+                                  f"rank {len(declared)} {declared}")
+            for axis, (want, got) in enumerate(zip(declared, shape, strict=True)):
+                if isinstance(want, int):
+                    if want != got:
+                        raise OpenClError(f"input '{name}' has shape {list(shape)}: dim {axis} must "
+                                          f"be {want} (the artefact takes {declared})")
+                    continue
+                if want not in ranges:
+                    raise OpenClError(f"input '{name}' dim {axis} is the expression {want!r}, "
+                                      "which a symbolic artefact cannot bind")
+                low, high, step = (*ranges[want], 1)[:3]
+                if not low <= got <= high or (got - low) % step:
+                    text = f"{low}..{high}" + (f":{step}" if step != 1 else "")
+                    raise OpenClError(f"input '{name}' dim {axis} ({want}) is {got}, outside the "
+                                      f"compiled range {want}={text}\n  hint: compile "
+                                      f"again with --dim {want}=LO..HI covering it")
+                if dims.setdefault(want, int(got)) != got:
+                    raise OpenClError(f"input '{name}' dim {axis} ({want}) is {got}, but another "
+                                      f"input has {want}={dims[want]}")
+        if dims == self.dims:
+            return
+        computed = self.plan.get("computed")
+        if computed:  # constants folded from the dims (`symbolic.dim_dependent_constants`)
+            import pyopencl as cl
+
+            if self._shape_session is None:
+                import onnxruntime as ort
+
+                self._shape_session = ort.InferenceSession(
+                    str(self.out / computed["model"]), providers=["CPUExecutionProvider"])
+            feeds = {i.name: np.asarray(inputs[i.name], self.plan["tensors"][i.name]["dtype"])
+                     for i in self._shape_session.get_inputs()}
+            for name, array in zip(computed["values"], self._shape_session.run(
+                    computed["values"], feeds), strict=True):
+                array = np.ascontiguousarray(array, self.plan["tensors"][name]["dtype"])
+                if array.size:
+                    cl.enqueue_copy(self.queue, self.buffers[name][0], array)
+        box = next(b for b in self.plan["boxes"] if all(
+            lo <= dims[n] <= hi for n, (lo, hi) in b["box"].items()))
+        version = box["version"]
+        tensors = self.plan["tensors"]
+        buffers = dict(self.buffers)
+        for name, offset in box["offsets"].items():
+            itemsize = np.dtype(tensors[name]["dtype"]).itemsize
+            buffers[name] = (self.arena, int(offset) // itemsize)
+        launches = []
+        for k, launch in enumerate(self.plan["versions"][version]["launches"]):
+            kernel = self._kernels.get((version, k))
+            if kernel is None:
+                import pyopencl as cl
+
+                kernel = self._kernels[(version, k)] = cl.Kernel(self.program, launch["kernel"])
+            args = []
+            for arg in launch["args"]:
+                buffer, offset = buffers[arg]
+                args += [buffer, np.uint64(offset)]
+            args += [np.int32(dimpoly.evaluate(e, dims)) for e in box["sizes"][k]]
+            kernel.set_args(*args)
+            local = int(launch["local"])
+            items = dimpoly.evaluate(box["items"][k], dims)
+            global_size = -(-items // local) * local
+            self._check_work_group(kernel, {**launch, "global": global_size})
+            launches.append((kernel, (global_size,), (local,)))
+        self.launches = launches
+        self._output_shapes = {n: [dimpoly.evaluate(e, dims) for e in shape]
+                               for n, shape in box["output_shapes"].items()}
+        self.dims = dims

@@ -1,0 +1,143 @@
+"""Compile once, run at any shape (issue 15): one symbolic OpenCL artefact (no --bind,
+dims over their --dim ranges) against one --bind compile per shape (prints; asserts nothing).
+
+Per corpus model (TorchScript export): the whole compile time once (e-graph + the
+symbolic backend, which compiles every shape of the ranges) against N whole compiles
+with --bind (one per shape measured); per shape (the stored ones inside the ranges plus
+one not stored) the PoCL latency of both artefacts (median wall time of `run`, and the
+sum of the launches' device times from profiling events) and the error of each against
+the torch reference (onnxruntime on the export for the unstored shape).
+
+    PYTHONPATH=. python3 benchmarks/dynamic.py [--only bert_sdpa,gpt2] [--repeat 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from egraph_compiler import pipeline, runner  # noqa: E402
+from tests.corpus import build, check  # noqa: E402
+
+# per model: the --dim ranges (every stored shape inside them) and one shape not stored
+# (a third number is the step: --dim height=32..64:8)
+MODELS: dict[str, tuple[dict[str, tuple[int, ...]], dict[str, int]]] = {
+    "bert_sdpa": ({"batch": (1, 3), "seq": (1, 16)}, {"batch": 2, "seq": 13}),
+    "gpt2": ({"batch": (1, 3), "seq": (1, 16)}, {"batch": 3, "seq": 7}),
+    "llama": ({"batch": (1, 3), "seq": (1, 16)}, {"batch": 1, "seq": 11}),
+    "vit": ({"batch": (1, 4)}, {"batch": 4}),
+    "mobilenet_v2": ({"batch": (1, 3), "height": (32, 64, 8), "width": (32, 64, 8)},
+                     {"batch": 2, "height": 56, "width": 32}),
+    "resnet50": ({"batch": (1, 3), "height": (32, 64, 8), "width": (32, 64, 8)},
+                 {"batch": 1, "height": 40, "width": 56}),
+    "convnext": ({"batch": (1, 3), "height": (32, 64, 8), "width": (32, 64, 8)},
+                 {"batch": 3, "height": 48, "width": 64}),
+}
+
+
+def feeds_at(model: check.CorpusModel, shape: dict[str, int]) -> dict[str, np.ndarray]:
+    """Inputs of ``shape`` like the stored ones (token ids < 50, a full mask; pixels)."""
+    rng = np.random.default_rng(sum(shape.values()))
+    stored = model.feeds(0)
+    feeds = {}
+    for name, array in stored.items():
+        if "seq" in shape:
+            dims = [shape["batch"], shape["seq"]]
+        elif "height" in shape:
+            dims = [shape["batch"], array.shape[1], shape["height"], shape["width"]]
+        else:
+            dims = [shape["batch"], *array.shape[1:]]
+        if array.dtype == np.int64 and "mask" in name:
+            feeds[name] = np.ones(dims, np.int64)
+        elif array.dtype == np.int64:
+            feeds[name] = rng.integers(0, 50, dims).astype(np.int64)
+        else:
+            feeds[name] = rng.standard_normal(dims).astype(array.dtype)
+    return feeds
+
+
+def latency(models: list[runner.CheckedModel], feeds: dict[str, np.ndarray],
+            repeat: int) -> list[tuple[float, float]]:
+    """Per model: the median wall ms of `run` and the summed device ms of its launches.
+    The models run in turn within each repeat, so load from other processes on the
+    machine falls on all of them alike."""
+    walls: list[list[float]] = [[] for _ in models]
+    for model in models:
+        model.run(feeds)
+    for _ in range(repeat):
+        for k, model in enumerate(models):
+            start = time.perf_counter()
+            model.run(feeds)
+            walls[k].append((time.perf_counter() - start) * 1e3)
+    devices = []
+    for model in models:
+        model.run(feeds)  # time_launches times the plan on the data `run` left
+        devices.append(sum(model.time_launches(repeat)) * 1e3)
+    return [(statistics.median(w), d) for w, d in zip(walls, devices, strict=True)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=",".join(MODELS))
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    names = args.only.split(",")
+    corpus = build.build(names, log=lambda _: None)
+    print("| model | shape | symbolic wall ms | bound wall ms | symbolic device ms | "
+          "bound device ms | device ratio | err symbolic | err bound |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    summary = []
+    for name in names:
+        ranges, unstored = MODELS[name]
+        model = check.load(corpus, name, "ts")
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.perf_counter()
+            spans = {d: (r[0], r[1]) for d, r in ranges.items()}
+            steps = {d: r[2] for d, r in ranges.items() if len(r) > 2}
+            result = pipeline.compile_model(model.path, dims=spans)
+            pipeline.write_artefact(result, "opencl", Path(tmp) / "sym", dim_steps=steps)
+            once = time.perf_counter() - start
+            symbolic = runner.load_artefact(Path(tmp) / "sym")
+            shapes = [(s, model.feeds(i), model.expected(i)) for i, s in enumerate(model.shapes)
+                      if all(ranges[d][0] <= v <= ranges[d][1] for d, v in s.items() if d in ranges)]
+            feeds = feeds_at(model, unstored)
+            session = ort.InferenceSession(str(model.path), providers=["CPUExecutionProvider"])
+            shapes.append((unstored, feeds, dict(zip(model.outputs, session.run(
+                list(model.outputs), feeds), strict=True))))
+            n_times = 0.0
+            for k, (shape, feed, expected) in enumerate(shapes):
+                start = time.perf_counter()
+                bound_result = pipeline.compile_model(model.path, dims=spans)
+                out = Path(tmp) / f"bound{k}"
+                pipeline.write_artefact(bound_result, "opencl", out,
+                                        bindings={d: v for d, v in shape.items() if d in ranges})
+                n_times += time.perf_counter() - start
+                bound = runner.load_artefact(out)
+                (sym_wall, sym_dev), (bound_wall, bound_dev) = latency([symbolic, bound], feed,
+                                                                       args.repeat)
+                err_s = check.relative_error(symbolic.run(feed), expected)
+                err_b = check.relative_error(bound.run(feed), expected)
+                tag = "" if k < len(shapes) - 1 else " (not stored)"
+                print(f"| {name} | {shape}{tag} | {sym_wall:.3f} | {bound_wall:.3f} | "
+                      f"{sym_dev:.3f} | {bound_dev:.3f} | {sym_dev / bound_dev:.2f} | "
+                      f"{err_s:.1e} | {err_b:.1e} |")
+            dynamic = result.report.target["dynamic"]
+            summary.append(f"{name}: compile once {once:.1f} s ({dynamic['shapes_compiled']} "
+                           f"shapes, {len(dynamic['versions'])} versions, {dynamic['boxes']} "
+                           f"boxes, arena peak {dynamic['arena_bytes_peak']} B) vs "
+                           f"{len(shapes)} bound compiles {n_times:.1f} s")
+    print()
+    print("\n".join(summary))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,427 @@
+"""One OpenCL artefact for every shape in the declared dim ranges (no ``--bind``).
+
+The kernels already take their sizes as arguments (`build.hoist_sizes`), so a kernel's
+text is the same at many shapes and only the values passed differ. The symbolic
+build compiles the backend (fusion, select, plan, kernels; the e-graph ran once,
+symbolically) at EVERY point of the declared ranges and groups the points:
+
+- **versions**: points whose launches have the same kernels, work-groups and
+  arguments (the same code). Where the best variant depends on a dim (row-serial
+  vs work-group rows at `KernelParams.row_serial_min_rows`, a reduction's work-group
+  by row length, a dim of 1 kept literal), the points split into several versions;
+- **boxes**: the ranges are cut into boxes, each inside one version, on which every
+  size, work-item count and output dim is a polynomial in the dims (`dimpoly.fit`,
+  exact at every point of the box, not sampled), and every arena tensor is no
+  larger than at the box's upper corner, whose memory plan (offsets) the box uses.
+
+``plan.json`` (version 3) holds the versions, and per box its condition, the
+expressions and the offsets; the run time binds the dims from the input shapes,
+refuses a shape outside the ranges (naming the input, the dim and the range), picks
+the box (the multi-version dispatch) and evaluates the expressions. Because every
+point is compiled, the ranges must be bounded: dims without ``--dim`` get
+`DEFAULT_HIGH`, and at most `MAX_POINTS` points are compiled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from egraph_compiler import shapes
+from egraph_compiler.backends.opencl import dimpoly
+from egraph_compiler.backends.opencl.build import Artefact, Assembled, assemble, write_files
+from egraph_compiler.backends.opencl.kernels import KernelParams
+from egraph_compiler.backends.opencl.planning import execution_plan
+from egraph_compiler.backends.static_checks import prepare_static_graph
+from egraph_compiler.fusion import ProfileDb
+from egraph_compiler.ir.dims import DimExpr
+from egraph_compiler.ir.errors import DnnrError
+from egraph_compiler.ir.graph import Graph
+
+SYMBOLIC_PLAN_VERSION = 3
+# keep every window bounds check (`KernelParams.shape_stable`): code the same at more
+# shapes (MobileNetV2 over 4x4 heights/widths: 4 versions instead of 16), at the cost
+# of a compare per load where a bound compile has none (ResNet-50 up to 15 % slower)
+SHAPE_STABLE = False
+DEFAULT_HIGH = 16  # a dim without --dim (or with an unbounded one) is compiled for 1..16
+MAX_POINTS = 2048  # shapes compiled: about 0.1-0.7 s each (BERT-tiny to ResNet-50 on PoCL hosts)
+
+Point = tuple[int, ...]
+Box = tuple[tuple[int, int], ...]
+
+
+def symbolic_dims(graph: Graph) -> list[str]:
+    """The symbolic dim names of ``graph``'s inputs, sorted."""
+    return sorted({s for v in graph.inputs for d in v.type.shape or () if isinstance(d, DimExpr)
+                   for s in d.symbols()})
+
+
+def compile_ranges(graph: Graph, dims: Sequence[str], steps: Mapping[str, int] | None = None
+                   ) -> dict[str, tuple[int, int, int]]:
+    """The range each dim is compiled for, ``(low, high, step)``: ``--dim``'s, or
+    1..`DEFAULT_HIGH` (from the dim's low end) where the model's range is unbounded;
+    ``steps`` (``--dim height=32..64:8``) keeps every step-th value from the low end."""
+    steps = steps or {}
+    unknown = sorted(set(steps) - set(dims))
+    if unknown:
+        raise DnnrError(f"error: --dim {unknown[0]}=..:STEP names no symbolic input dim of the "
+                        f"model (it has {', '.join(dims) or 'none'})")
+    ranges = {}
+    for name in dims:
+        low, high = graph.symbols.get(name, (1, shapes.infer.DEFAULT_RANGE[1]))
+        if high >= shapes.infer.DEFAULT_RANGE[1]:
+            high = max(low, DEFAULT_HIGH)
+        low = max(low, 1)
+        step = steps.get(name, 1)
+        ranges[name] = (low, low + (high - low) // step * step, step)
+    points = int(np.prod([len(range(lo, h + 1, st)) for lo, h, st in ranges.values()],
+                         dtype=np.int64))
+    if points > MAX_POINTS:
+        text = ", ".join(f"{n}={_range_text(r)}" for n, r in ranges.items())
+        raise DnnrError(f"error: a symbolic OpenCL artefact compiles every shape of its dim "
+                        f"ranges; {text} has {points} (at most {MAX_POINTS})\n"
+                        f"  hint: narrow them with --dim NAME=LO..HI (or LO..HI:STEP), or "
+                        f"--bind some dims")
+    return ranges
+
+
+def _range_text(r: tuple[int, int, int]) -> str:
+    return f"{r[0]}..{r[1]}" + (f":{r[2]}" if r[2] != 1 else "")
+
+
+@dataclass
+class _Probe:
+    signature: str
+    built: Assembled
+    numbers: dict[str, int]  # quantity name -> value at this point
+
+
+def _probe(graph: Graph, dims: Sequence[str], point: Point, tables: object,
+           profile_db: ProfileDb | None, params: KernelParams) -> _Probe:
+    bound = shapes.bind_symbols(graph, dict(zip(dims, point, strict=True)))
+    static = prepare_static_graph(bound, "opencl")
+    plan, selection = execution_plan(static, tables, profile_db, params=params)
+    built = assemble(plan, params, selection)
+    doc = built.doc
+    tensors = doc["tensors"]
+    numbers: dict[str, int] = {}
+    for k, launch in enumerate(doc["launches"]):
+        for j, size in enumerate(launch["sizes"]):
+            numbers[f"size/{k}/{j}"] = int(size)
+        numbers[f"items/{k}"] = int(built.work_items[k])
+    for name in doc["outputs"]:
+        for j, d in enumerate(tensors[name]["shape"]):
+            numbers[f"shape/{name}/{j}"] = int(d)
+    return _Probe("", built, numbers)
+
+
+def _probe_or_explain(graph: Graph, dims: Sequence[str], point: Point, tables: object,
+                      profile_db: ProfileDb | None, params: KernelParams) -> _Probe:
+    """`_probe`, naming the shape when the model cannot be compiled there (a ConvNeXt
+    with a height its patchify stride empties, say)."""
+    try:
+        return _probe(graph, dims, point, tables, profile_db, params)
+    except DnnrError as error:
+        shape = ", ".join(f"{n}={v}" for n, v in zip(dims, point, strict=True))
+        first = str(error).removeprefix("error: ").splitlines()[0]
+        raise DnnrError(f"error: the symbolic OpenCL artefact covers every shape of its --dim "
+                        f"ranges, and at {shape}: {first}\n  hint: narrow the ranges with "
+                        "--dim NAME=LO..HI to shapes the model accepts") from None
+
+
+def _sign(probe: _Probe, computed: set[str]) -> None:
+    """The probe's version: its code, the constants it reads (their shapes, except the
+    dim-dependent ones computed at run time) and its images."""
+    doc = probe.built.doc
+    code = {
+        "launches": [(la["block"], la["kernel"], la["local"], la["args"], la["kind"], la["variant"])
+                     for la in doc["launches"]],
+        "tensors": sorted((n, t["kind"], t["dtype"]) + ((tuple(t["shape"]),) if t["kind"] ==
+                                                          "constant" and n not in computed else ())
+                          for n, t in doc["tensors"].items()),
+        "images": sorted(doc["images"]),
+    }
+    probe.signature = hashlib.sha1(json.dumps(code, sort_keys=True).encode()).hexdigest()[:12]
+    for name in computed:
+        if name in doc["tensors"]:
+            for j, d in enumerate(doc["tensors"][name]["shape"]):
+                probe.numbers[f"shape/{name}/{j}"] = int(d)
+
+
+def dim_dependent_constants(probes: Sequence[_Probe]) -> set[str]:
+    """Constants folded from the dims (index tensors built by Shape → Range → …): their
+    value differs between shapes, so the run time computes them (`_shape_model`)."""
+    first: dict[str, np.ndarray] = {}
+    varying: set[str] = set()
+    for probe in probes:
+        for name, array in probe.built.arrays.items():
+            seen = first.setdefault(name, array)
+            if seen is not array and (seen.shape != array.shape or not np.array_equal(seen, array)):
+                varying.add(name)
+    return varying
+
+
+def _shape_model(graph: Graph, names: set[str]) -> bytes:
+    """An ONNX model computing ``names`` from the model's inputs (only their shapes are
+    read: a value that depended on input data would not have folded to a constant)."""
+    from dataclasses import replace
+
+    from egraph_compiler import ir
+
+    producer = {o: n for n in graph.nodes for o in n.outputs}
+    needed: set[str] = set()
+    stack = list(names)
+    while stack:
+        value = stack.pop()
+        node = producer.get(value)
+        if node is None or value in needed:
+            continue
+        needed.add(value)
+        stack.extend(i for i in node.inputs if i)
+    nodes = tuple(n for n in graph.nodes if any(o in needed for o in n.outputs))
+    read = {i for n in nodes for i in n.inputs}
+    missing = sorted(n for n in names if n not in producer)
+    if missing:
+        raise DnnrError(f"error: the symbolic OpenCL artefact cannot compute '{missing[0]}' at "
+                        "run time (it differs between shapes but no node of the model makes it)")
+    outputs = tuple(next(v for v in _values(graph) if v.name == n) for n in sorted(names))
+    sub = replace(graph, nodes=nodes, inputs=tuple(v for v in graph.inputs if v.name in read),
+                  outputs=outputs,
+                  constants={k: a for k, a in graph.constants.items() if k in read})
+    return ir.to_onnx(sub).SerializeToString()
+
+
+def _values(graph: Graph) -> list[Any]:
+    from egraph_compiler.ir.graph import TensorType, Value
+
+    return [Value(name, TensorType(t.dtype, t.shape)) for name, t in graph.types.items()]
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    box: Box
+    signature: str
+    expressions: dict[str, str]
+
+
+class _Partition:
+    """Cuts the ranges into boxes of one version on which every quantity fits."""
+
+    def __init__(self, dims: Sequence[str], probes: Mapping[Point, _Probe]) -> None:
+        self.dims, self.probes = list(dims), probes
+        # the values each dim takes (every one of its range, or every step-th)
+        self.values = [sorted({p[k] for p in probes}) for k in range(len(dims))]
+
+    def axis_values(self, box: Box, axis: int) -> list[int]:
+        lo, hi = box[axis]
+        return [v for v in self.values[axis] if lo <= v <= hi]
+
+    def points(self, box: Box) -> list[Point]:
+        return list(itertools.product(*(self.axis_values(box, k) for k in range(len(box)))))
+
+    def leaves(self, box: Box) -> list[_Leaf]:
+        points = self.points(box)
+        signatures = {self.probes[p].signature for p in points}
+        if len(signatures) == 1:
+            expressions = self.fit(points)
+            if expressions is not None:  # bounds on the values the box holds
+                return [_Leaf(self.corner_box(points), signatures.pop(), expressions)]
+        axis, cut = self.cut(box, len(signatures) > 1)
+        low = tuple((r[0], cut - 1) if k == axis else r for k, r in enumerate(box))
+        high = tuple((cut, r[1]) if k == axis else r for k, r in enumerate(box))
+        return self.leaves(low) + self.leaves(high)
+
+    def cut(self, box: Box, by_signature: bool) -> tuple[int, int]:
+        """Where the version changes along some dim (the dim with fewest changes),
+        else the middle of the longest dim (a quantity that is not one polynomial)."""
+        if by_signature:
+            best: tuple[int, int, int] | None = None
+            for axis in range(len(box)):
+                values = self.axis_values(box, axis)
+                slices = []
+                for value in values:
+                    sub = tuple((value, value) if k == axis else r for k, r in enumerate(box))
+                    slices.append(frozenset(self.probes[p].signature for p in self.points(sub)))
+                changes = [values[k] for k in range(1, len(slices)) if slices[k] != slices[k - 1]]
+                if changes and (best is None or len(changes) < best[0]):
+                    best = (len(changes), axis, changes[0])
+            if best is not None:
+                return best[1], best[2]
+        axis = max(range(len(box)), key=lambda k: len(self.axis_values(box, k)))
+        values = self.axis_values(box, axis)
+        return axis, values[len(values) // 2]
+
+    def fit(self, points: list[Point]) -> dict[str, str] | None:
+        first = self.probes[points[0]].numbers
+        expressions = {}
+        for name in first:
+            text = dimpoly.fit(self.dims, points, [self.probes[p].numbers[name] for p in points])
+            if text is None:
+                return None
+            expressions[name] = text
+        # the box uses its upper corner's offsets: no tensor may be larger elsewhere
+        corner = self.probes[tuple(hi for _, hi in self.corner_box(points))].built.doc["tensors"]
+        for p in points:
+            for name, info in self.probes[p].built.doc["tensors"].items():
+                if info["kind"] == "arena" and info["nbytes"] > corner[name]["nbytes"]:
+                    return None
+        return expressions
+
+    def corner_box(self, points: list[Point]) -> Box:
+        return tuple((min(p[k] for p in points), max(p[k] for p in points))
+                     for k in range(len(self.dims)))
+
+
+def describe_box(dims: Sequence[str], box: Box, steps: Sequence[int] | None = None) -> str:
+    steps = steps or [1] * len(dims)
+    return " and ".join(f"{n} == {lo}" if lo == hi else f"{lo} <= {n} <= {hi}" +
+                        (f" (step {st})" if st != 1 else "")
+                        for n, (lo, hi), st in zip(dims, box, steps, strict=True))
+
+
+def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
+                   profile_db: ProfileDb | None = None, params: KernelParams | None = None,
+                   progress: Callable[[str], None] | None = None,
+                   steps: Mapping[str, int] | None = None) -> Artefact:
+    """Write the symbolic artefact of ``graph`` (symbolic input dims) into ``out_dir``."""
+    params = dataclasses.replace(params or KernelParams(), shape_stable=SHAPE_STABLE)
+    dims = symbolic_dims(graph)
+    ranges = compile_ranges(graph, dims, steps)
+    box: Box = tuple(ranges[n][:2] for n in dims)
+    dim_steps = [ranges[n][2] for n in dims]
+    grid = list(itertools.product(*(range(lo, hi + 1, st) for lo, hi, st in ranges.values())))
+    if progress:
+        progress(f"symbolic OpenCL: compiling {len(grid)} shapes of "
+                 f"{', '.join(f'{n}={_range_text(r)}' for n, r in ranges.items())} ...")
+    probes = {p: _probe_or_explain(graph, dims, p, tables, profile_db, params) for p in grid}
+    computed = dim_dependent_constants(list(probes.values()))
+    for probe in probes.values():
+        _sign(probe, computed)
+    leaves = _Partition(dims, probes).leaves(box)
+    versions = sorted({leaf.signature for leaf in leaves})
+    sources: dict[str, str] = {}
+    arrays: dict[str, np.ndarray] = {}
+    version_docs = []
+    for signature in versions:
+        sample = next(probes[p] for p in grid if probes[p].signature == signature)
+        sources.update(sample.built.sources)
+        arrays.update({n: a for n, a in sample.built.arrays.items() if n not in computed})
+        version_docs.append({
+            "id": signature,
+            "launches": [{k: v for k, v in la.items() if k not in ("global", "sizes", "shape_key")}
+                         for la in sample.built.doc["launches"]]})
+    box_docs = []
+    arena_bytes = 0
+    for leaf in leaves:
+        corner = probes[tuple(hi for _, hi in leaf.box)].built.doc
+        arena_bytes = max(arena_bytes, int(corner["arena_bytes"]))
+        launches = corner["launches"]
+        box_docs.append({
+            "condition": describe_box(dims, leaf.box, dim_steps),
+            "box": {n: list(r) for n, r in zip(dims, leaf.box, strict=True)},
+            "version": versions.index(leaf.signature),
+            "arena_bytes": corner["arena_bytes"],
+            "offsets": {n: t["offset"] for n, t in corner["tensors"].items() if t["kind"] == "arena"},
+            "sizes": [[leaf.expressions[f"size/{k}/{j}"] for j in range(len(la["sizes"]))]
+                      for k, la in enumerate(launches)],
+            "items": [leaf.expressions[f"items/{k}"] for k in range(len(launches))],
+            "output_shapes": {n: [leaf.expressions[f"shape/{n}/{j}"]
+                                  for j in range(len(corner["tensors"][n]["shape"]))]
+                              for n in [*corner["outputs"], *sorted(computed & set(corner["tensors"]))]},
+        })
+    top = probes[tuple(hi for _, hi in box)].built.doc
+    tensors: dict[str, dict[str, Any]] = {}
+    for name in sorted(computed):
+        info = next(probes[p].built.doc["tensors"][name] for p in grid
+                    if name in probes[p].built.doc["tensors"])
+        tensors[name] = {"kind": "computed", "dtype": info["dtype"],
+                         "nbytes": max(int(probes[p].built.doc["tensors"].get(name, info)["nbytes"])
+                                       for p in grid)}
+    for name, info in top["tensors"].items():
+        if name in computed:
+            continue
+        if info["kind"] == "constant":
+            tensors[name] = info
+        elif info["kind"] in ("input", "output"):  # buffers hold the largest shape
+            tensors[name] = {**info, "shape": _dims(graph, name, info["shape"]),
+                             "nbytes": max(int(probes[p].built.doc["tensors"][name]["nbytes"])
+                                           for p in grid)}
+        else:
+            tensors[name] = {"kind": "arena", "dtype": info["dtype"]}
+    for doc in version_docs:  # a constant one version reads (a derived layout) is declared
+        for launch in doc["launches"]:
+            for arg in launch["args"]:
+                if arg in arrays and arg not in tensors:
+                    array = arrays[arg]
+                    tensors[arg] = {"kind": "constant", "dtype": str(array.dtype),
+                                    "shape": list(array.shape), "nbytes": int(array.nbytes)}
+    for leaf in leaves:  # every version's intermediates, not only the top corner's
+        for name, info in probes[tuple(hi for _, hi in leaf.box)].built.doc["tensors"].items():
+            if info["kind"] == "arena" and name not in tensors:
+                tensors[name] = {"kind": "arena", "dtype": info["dtype"]}
+    images: dict[str, Any] = {}
+    for p in grid:
+        images.update(probes[p].built.images)
+    # the run time reads a constant as an image in every kernel or in none: where the
+    # versions disagree, every kernel reads buffers (its DNNR_IMAGE_ARG compiles to one)
+    if len({frozenset(probes[p].built.images) for p in grid}) > 1:
+        images = {}
+    plan = {
+        "version": SYMBOLIC_PLAN_VERSION, "graph": graph.name,
+        "inputs": top["inputs"], "outputs": top["outputs"],
+        "dims": {n: list(r[:2]) if r[2] == 1 else list(r) for n, r in ranges.items()},
+        "arena_bytes": arena_bytes, "tensors": tensors, "images": images,
+        "versions": version_docs, "boxes": box_docs, "operators": top["operators"],
+        "select": top["select"],
+    }
+    if computed:
+        plan["computed"] = {"model": "shapes.onnx", "values": sorted(computed)}
+    write_files(out_dir, plan, sources, arrays)
+    if computed:
+        (out_dir / "shapes.onnx").write_bytes(_shape_model(graph, computed))
+    dynamic = {
+        "dims": {n: list(r[:2]) if r[2] == 1 else list(r) for n, r in ranges.items()},
+        "shapes_compiled": len(grid),
+        "arena_bytes_peak": arena_bytes,
+        "versions": [{"id": v, "conditions": [b["condition"] for b in box_docs
+                                              if b["version"] == k],
+                      "choices": _choices(version_docs[k], version_docs, sources)}
+                     for k, v in enumerate(versions)],
+        "boxes": len(box_docs),
+        "computed_at_run_time": sorted(computed),
+    }
+    return Artefact(out_dir, len(top["launches"]), len(sources), int(top["operators"]),
+                    arena_bytes, int(top["naive_bytes"]), int(top["lower_bound_bytes"]),
+                    {n: str(i["reason"]) for n, i in images.items()}, None, top["select"],
+                    dynamic)
+
+
+def _choices(version: dict, versions: Sequence[dict], sources: Mapping[str, str]) -> list[str]:
+    """What ``version`` generates at each launch where the versions differ: its
+    variant, work-group and the kernel's tile defines, or only its literals (a dim of
+    1 stays a literal 0/1 in the code)."""
+    notes = []
+    for k, mine in enumerate(version["launches"]):
+        if len({v["launches"][k]["kernel"] for v in versions}) == 1:
+            continue
+        defines = [line[len("#define "):] for line in sources[mine["kernel"]].splitlines()
+                   if line.startswith("#define ") and "(" not in line.split()[1]]
+        what = [mine["variant"], f"work-group {mine['local']}", ", ".join(defines)]
+        notes.append(f"launch {k} ({mine['kind']}): " + "; ".join(w for w in what if w))
+    return notes
+
+
+def _dims(graph: Graph, name: str, shape: list[int]) -> list[int | str]:
+    """An input's or output's shape as plan.json declares it: ints, or dim names."""
+    for value in (*graph.inputs, *graph.outputs):
+        if value.name == name and value.type.shape is not None:
+            return [d if isinstance(d, int) else str(d) for d in value.type.shape]
+    return list(shape)
