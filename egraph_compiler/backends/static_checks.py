@@ -20,6 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from egraph_compiler.fusion.view import SHAPE_INPUTS
 from egraph_compiler.ir.errors import DnnrError
 from egraph_compiler.ir.graph import Graph
 
@@ -49,7 +50,9 @@ def prepare_static_graph(graph: Graph, target: str) -> Graph:
     inputs = {v.name for v in graph.inputs}
     nodes = tuple(node for node in graph.nodes if not all(o in empty for o in node.outputs if o))
     for node in nodes:
-        reads = [i for i in node.inputs if i in empty]
+        # an empty shape operand is a value (Reshape to a scalar), not an empty piece
+        shape_only = SHAPE_INPUTS.get(node.op, ())
+        reads = [i for k, i in enumerate(node.inputs) if i in empty and k not in shape_only]
         if reads:
             raise DnnrError(f"error: node '{node.outputs[0]}' ({node.op}) reads the zero-sized "
                             f"tensor '{reads[0]}' to make a non-empty one; the {target} target "

@@ -308,7 +308,7 @@ COST_CLAUSES: dict[str, str] = {
 ANCHOR_CLAUSES: dict[str, str] = {
     "conv": "A tiled convolution kernel.", "matmul": "A tiled matrix-multiply kernel.",
     "pool": "A windowed pooling kernel.", "reduce": "A reduction kernel.",
-    "rownorm": "A row-normalisation kernel (Softmax, LayerNormalization).",
+    "rownorm": "A row-normalisation kernel (Softmax, LayerNormalization, InstanceNormalization).",
     "indexed": "One output element per work item, from its index (CumSum, Trilu, "
                "GatherElements; backends/opencl/ops_extra.py).",
 }

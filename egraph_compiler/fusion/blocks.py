@@ -37,6 +37,8 @@ class Block:
     # whether its constant inputs may be read as image2d_t (the `select` stage's choice;
     # None: the backend's own rule decides)
     images: bool | None = None
+    # the units (`fusion.units`: rope, rmsnorm, layernorm) this block holds whole
+    units: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,15 @@ class FusionPlan:
     @property
     def operator_count(self) -> int:
         return sum(len(b.nodes) for b in self.blocks)
+
+    @property
+    def unit_counts(self) -> dict[str, int]:
+        """Units kept whole in one kernel, by kind."""
+        counts: dict[str, int] = {}
+        for block in self.blocks:
+            for kind in block.units:
+                counts[kind] = counts.get(kind, 0) + 1
+        return counts
 
     @property
     def fusion_rate(self) -> float:

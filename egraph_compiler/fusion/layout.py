@@ -188,6 +188,8 @@ def _consumer_lane(view: GraphView, value: str, consumer: tuple[frozenset[int], 
         axes: tuple[int, ...] = (int(node.attr("axis", -1)) % rank,)  # type: ignore[arg-type]
     elif node.op == "LayerNormalization":
         axes = tuple(range(int(node.attr("axis", -1)) % rank, rank))  # type: ignore[arg-type]
+    elif node.op == "InstanceNormalization":
+        axes = tuple(range(2, rank))
     elif node.op in ("GlobalAveragePool", "GlobalMaxPool"):
         axes = tuple(range(2, rank))
     elif node.op in ("ArgMax", "ArgMin"):

@@ -21,6 +21,7 @@ from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.blocks import Block, Decision, FusionPlan
 from egraph_compiler.fusion.layout import LayoutChoice, select_layouts
 from egraph_compiler.fusion.profile_db import CostModel, ProfileDb, profile_key
+from egraph_compiler.fusion.projections import merge_projections
 from egraph_compiler.fusion.structure import ROW_REDUCE_OPS, BlockStructure, analyse
 from egraph_compiler.fusion.tables import (
     ANCHOR_OPS,
@@ -36,6 +37,7 @@ from egraph_compiler.fusion.tables import (
     FusionTables,
     role_of,
 )
+from egraph_compiler.fusion.units import Unit, find_units
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Graph
@@ -88,6 +90,7 @@ class _Planner:
         self.view, self.tables, self.db, self.cost = view, tables, profile_db, cost
         self.block_of: dict[int, int] = {}
         self.decisions: list[Decision] = []
+        self.units: list[Unit] = []
 
     # -- mapping types per edge ------------------------------------------------
     def node_mapping(self, n: int) -> str:
@@ -216,9 +219,99 @@ class _Planner:
                 break
         return blocks
 
+    def fused_type(self, members: set[int]) -> str:
+        """The fused mapping type of ``members`` (Table 3.3 folded in node order)."""
+        ordered = sorted(members)
+        fused = self.node_mapping(ordered[0])
+        for n in ordered[1:]:
+            result, _ = self.tables.verdict(fused, self.node_mapping(n))
+            fused = result or MANY_TO_MANY
+        return fused
+
+    def grow(self, block: set[int], block_type: list[str], unfused: set[int],
+             block_id: int) -> None:
+        """Listing 3.1 steps II and III from every member of ``block``."""
+        for member in sorted(block):
+            for succ in self.view.successors(member):
+                self.fuse_successor(member, succ, block, block_type, unfused, block_id)
+        for member in sorted(block):
+            for pred in self.view.predecessors(member):
+                self.fuse_predecessor(member, pred, block, block_type, unfused, block_id)
+
+    def seed_units(self, unfused: set[int], blocks: list[set[int]]) -> None:
+        """Form each unit's block first (`fusion.units`), then grow it like any block."""
+        self.units = find_units(self.view)
+        for unit in self.units:
+            block_id = len(blocks)
+            shape = analyse(self.view, unit.nodes, self.block_of)
+            if not unit.nodes <= unfused or isinstance(shape, str):
+                reason = shape if isinstance(shape, str) else "overlaps a block"
+                self.decisions.append(Decision(block_id, f"unit {unit.kind}", "constraint",
+                                               f"not kept as one kernel: {reason}"))
+                continue
+            block = set(unit.nodes)
+            self.decisions.append(Decision(block_id, f"unit {unit.kind}", FUSE,
+                                           f"{len(block)} operators kept as one kernel"))
+            self.grow(block, [self.fused_type(block)], unfused - block, block_id)
+            blocks.append(block)
+            unfused -= block
+            for n in block:
+                self.block_of[n] = block_id
+
+    def merge_layout_blocks(self, blocks: list[set[int]]) -> list[set[int]]:
+        """Merge each pointwise block (layout and elementwise operators) into the one
+        block that reads all it writes, where the structure allows and recomputing it
+        there pays (`recompute_pays`): SmartMem Table 5 eliminates a layout operator
+        into its neighbour, but Listing 3.1 forms the consumer first when it is seeded
+        earlier (a MatMul takes one operand's Reshape/Transpose chain as it forms; the
+        other operand's chain, seeded later, finds it taken)."""
+        merged = True
+        while merged:
+            merged = False
+            owner = {n: k for k, b in enumerate(blocks) for n in b}
+            for i, block in enumerate(blocks):
+                roles = {role_of(self.view.nodes[n].op) for n in block}
+                if not roles <= {"layout", "elementwise"}:
+                    continue
+                readers = {owner[c] for n in block for o in self.view.nodes[n].outputs if o
+                           for c in self.view.consumer_indices.get(o, [])} - {i}
+                outputs = {o for n in block for o in self.view.nodes[n].outputs if o}
+                if len(readers) != 1 or outputs & set(self.view.graph_outputs):
+                    continue
+                j = readers.pop()
+                union = frozenset(blocks[i] | blocks[j])
+                others = {n: (k if k not in (i, j) else -1) for n, k in owner.items()}
+                shape = analyse(self.view, union, others)
+                if isinstance(shape, str) or not self.recompute_pays(block, shape, outputs):
+                    continue
+                ops = "+".join(self.view.nodes[n].op for n in sorted(block))
+                self.decisions.append(Decision(j, ops, FUSE, "layout operators only: "
+                                               "eliminated into the block that reads them"
+                                               if roles == {"layout"} else
+                                               "pointwise block read by one block: fused "
+                                               "into it (cost model)"))
+                blocks[j] = set(union)
+                del blocks[i]
+                merged = True
+                break
+        return blocks
+
+    def recompute_pays(self, block: set[int], shape: BlockStructure, outputs: set[str]) -> bool:
+        """Whether evaluating ``block`` inside its reader (recomputed wherever the reader
+        reads it again, e.g. every output tile of a MatMul) beats storing its outputs:
+        the cost model of the yellow verdicts. Index arithmetic alone always pays."""
+        flops = float(sum(self.view.output_size(n) for n in block
+                          if role_of(self.view.nodes[n].op) == "elementwise"))
+        if not flops:
+            return True
+        reuse = _reuse_factor(self.view, shape.anchor) if shape.anchor is not None else 1.0
+        nbytes = sum(self.view.numel(v) * 4 for v in outputs)
+        return self.cost.fuse_is_profitable(nbytes, flops, reuse)
+
     def run(self) -> list[set[int]]:
         unfused = set(range(len(self.view.nodes)))
         blocks: list[set[int]] = []
+        self.seed_units(unfused, blocks)
         while unfused:
             seed = self.seed_order(unfused)
             block, block_type, block_id = {seed}, [self.node_mapping(seed)], len(blocks)
@@ -230,7 +323,7 @@ class _Planner:
             unfused -= block
             for n in block:
                 self.block_of[n] = block_id
-        return self.merge_row_groups(blocks)
+        return self.merge_layout_blocks(self.merge_row_groups(blocks))
 
 
 def _neighbour_pairs(view: GraphView, blocks: list[set[int]], owner: dict[int, int]
@@ -284,6 +377,27 @@ def plan_blocks(graph: Graph, tables: FusionTables, profile_db: ProfileDb | None
                 cost: CostModel | None = None, fuse: bool = True,
                 layouts: bool = True) -> FusionPlan:
     graph = fold_compile_time(graph)
+    plan = _plan(graph, [], tables, profile_db, cost, fuse, layouts)
+    if not fuse:
+        return plan
+    # horizontal fusion of projections sharing an input (`fusion.projections`), kept
+    # where it pays: fewer kernel launches than the plan without it
+    merged_graph, merged = merge_projections(graph)
+    if not merged:
+        return plan
+    candidate = _plan(merged_graph, merged, tables, profile_db, cost, fuse, layouts)
+    if candidate.kernel_count < plan.kernel_count:
+        return candidate
+    verdict = Decision(-1, f"unit qkv: {len(merged)} groups of projections", "constraint",
+                       f"not merged: {candidate.kernel_count} kernels merged, "
+                       f"{plan.kernel_count} apart")
+    return replace(plan, decisions=(*plan.decisions, verdict))
+
+
+def _plan(graph: Graph, merged: list[tuple[str, ...]], tables: FusionTables,
+          profile_db: ProfileDb | None, cost: CostModel | None, fuse: bool,
+          layouts: bool) -> FusionPlan:
+    """One plan of ``graph`` (folded); ``merged``: its merged projection groups."""
     view = GraphView(graph)
     for node in graph.nodes:
         if role_of(node.op) == "unsupported":
@@ -293,6 +407,12 @@ def plan_blocks(graph: Graph, tables: FusionTables, profile_db: ProfileDb | None
                              "kernel for it (rules/README.md, \"How to add an operator\")")
     planner = _Planner(view, tables, profile_db, cost or CostModel())
     groups = planner.run() if fuse else [{n} for n in range(len(graph.nodes))]
+    for group in merged:  # each merged MatMul is a "qkv" unit of the report
+        merged_node = view.producer_index[f"{group[0]}/merged_projections"]
+        planner.units.append(Unit("qkv", frozenset({merged_node})))
+        planner.decisions.append(Decision(planner.block_of.get(merged_node, -1),
+                                          f"unit qkv: MatMul×{len(group)}", FUSE,
+                                          "projections sharing an input merged into one MatMul"))
     structures: list[tuple[frozenset[int], BlockStructure]] = []
     for members in _order_blocks(view, groups):
         shape = analyse(view, frozenset(members))
@@ -317,8 +437,10 @@ def _make_block(view: GraphView, planner: _Planner, block_id: int, members: set[
     if shape.anchor is not None:
         fused = MANY_TO_MANY if view.nodes[shape.anchor].op in ANCHOR_OPS else fused
     maps, used = _store_maps(view, shape, perms)
+    units = tuple(u.kind for u in planner.units if u.nodes <= members)
     return Block(block_id, ordered, tuple(view.nodes[n].op for n in ordered), fused, shape.kind,
-                 shape.anchor, shape.inputs, shape.outputs, shape.iteration_shape, maps, used)
+                 shape.anchor, shape.inputs, shape.outputs, shape.iteration_shape, maps, used,
+                 units=units)
 
 
 def _store_maps(view: GraphView, shape: BlockStructure, perms: dict[str, tuple[int, ...]]

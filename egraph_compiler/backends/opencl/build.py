@@ -51,6 +51,8 @@ class Artefact:
     select: dict | None = None
     # a symbolic artefact (`symbolic.py`): its dim ranges, versions and their conditions
     dynamic: dict | None = None
+    # units kept whole in one kernel (`fusion.units`), by kind
+    units: dict[str, int] | None = None
 
 
 @dataclass
@@ -119,7 +121,7 @@ def assemble(plan: ExecutionPlan, params: KernelParams | None = None,
         "lower_bound_bytes": plan.lower_bound_bytes, "tensors": tensors,
         "launches": launches, "operators": plan.fusion.operator_count,
         "blocks": [{"id": b.id, "ops": list(b.ops), "mapping": b.mapping, "kind": b.kind,
-                    "store_maps": dict(b.store_maps),
+                    "store_maps": dict(b.store_maps), "units": list(b.units),
                     "layouts": {v: list(perm) for v, perm in b.layouts},
                     "implementation": b.implementation}
                    for b in plan.fusion.blocks],
@@ -155,7 +157,8 @@ def build_artefact(plan: ExecutionPlan, out_dir: str | Path,
                     plan.arena_bytes, plan.naive_bytes, plan.lower_bound_bytes,
                     {name: str(info["reason"]) for name, info in built.images.items()},
                     {c.value: c.reason for c in plan.fusion.layouts},
-                    selection.to_json() if selection is not None else None)
+                    selection.to_json() if selection is not None else None,
+                    units=plan.fusion.unit_counts)
 
 
 def hoist_sizes(source: str, tensor_args: int) -> tuple[str, tuple[int, ...]]:

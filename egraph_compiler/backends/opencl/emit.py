@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from egraph_compiler import ops
-from egraph_compiler.backends.opencl import images
+from egraph_compiler.backends.opencl import images, ops_models
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.view import GraphView
@@ -213,6 +213,10 @@ class ValueEmitter:
         return text.format(*args)
 
     # -- layout: index comprehension -------------------------------------------------
+    # the real-model operators' index maps live in `ops_models` (issue 17)
+    _op_GatherND = ops_models.gather_nd
+    _op_Resize = ops_models.resize
+
     def _reshape(self, scope: Scope, node: Node, out: str, index: Index) -> str:
         source = node.inputs[0]
         in_index = ix.reshape_index(index, self.view.shape(out), self.view.shape(source))

@@ -17,7 +17,7 @@ Depthwise convs stay direct.
 - ``pool``: MaxPool, AveragePool, LRN, one output per work-item.
 - ``reduce``: Reduce*, ArgMax/ArgMin, global pools — a work-group reduction in
   local memory when the reduced extent is large, a serial loop when small.
-- ``rownorm``: Softmax, LogSoftmax, LayerNormalization — two reductions over a
+- ``rownorm``: Softmax, LogSoftmax, Layer/InstanceNormalization — two reductions over a
   row, then the normalised row through the epilogue.
 - ``rowgroup``: reductions over the same rows chained with elementwise operators
   (LayerNorm or Softmax written out as exporters emit them) — one reduction per
@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from egraph_compiler.backends.opencl import cost, gemm, images, ops_extra
+from egraph_compiler.backends.opencl import cost, gemm, images, ops_extra, ops_models
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl.emit import Scope, ValueEmitter, ctype
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
@@ -842,11 +842,10 @@ class _Gen:
         x_name = node.inputs[0]
         x_shape = self.view.shape(x_name)
         rank = len(x_shape)
-        axis = int(node.attr("axis", -1)) % rank  # type: ignore[arg-type]
-        layer_norm = node.op == "LayerNormalization"
+        layer_norm = node.op in ("LayerNormalization", "InstanceNormalization")
         if layer_norm and any(o for o in node.outputs[1:]):
             raise ModelError("LayerNormalization's Mean/InvStdDev outputs are not supported")
-        axes = tuple(range(axis, rank)) if layer_norm else (axis,)
+        axes = ops_models.normalised_axes(node, rank)
         reduced = tuple(x_shape[a] for a in axes)
         outer_axes = [a for a in range(rank) if a not in axes]
         outer = tuple(x_shape[a] for a in outer_axes)
@@ -893,12 +892,12 @@ class _Gen:
         index = full(r_idx)
         x = self.em.value(body, x_name, index)
         if layer_norm:
-            gamma = self.em.value(body, node.inputs[1], ix.broadcast_index(
-                index, x_shape, self.view.shape(node.inputs[1])))
+            gamma = self.em.value(body, node.inputs[1], ops_models.parameter_index(
+                node, index, x_shape, self.view.shape(node.inputs[1])))
             value = f"(({x} - center) * scale * {gamma})"
             if len(node.inputs) > 2 and node.inputs[2]:
-                beta = self.em.value(body, node.inputs[2], ix.broadcast_index(
-                    index, x_shape, self.view.shape(node.inputs[2])))
+                beta = self.em.value(body, node.inputs[2], ops_models.parameter_index(
+                    node, index, x_shape, self.view.shape(node.inputs[2])))
                 value = f"({value} + {beta})"
         elif node.op == "LogSoftmax":
             value = f"({x} - center - log_total)"
