@@ -18,6 +18,7 @@ deterministic resource limits.
 from __future__ import annotations
 
 import argparse
+import resource
 import tempfile
 import time
 from collections import Counter
@@ -46,10 +47,10 @@ def main() -> None:
         calibrate(ruleset, args.timeout)
         return
     with tempfile.TemporaryDirectory() as cache:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _cpu_seconds()
         cold = verify.verify_rules(ruleset, jobs=args.jobs, cache_dir=cache,
                                    timeout_s=args.timeout)
-        cold_s = time.perf_counter() - start
+        cold_s, cold_cpu = time.perf_counter() - start, _cpu_seconds() - cpu_start
         start = time.perf_counter()
         warm = verify.verify_rules(ruleset, jobs=args.jobs, cache_dir=cache,
                                    timeout_s=args.timeout)
@@ -66,8 +67,16 @@ def main() -> None:
     print(f"\n{counts['rules']} rules: {counts['proved']} proved, {counts['failed']} failed, "
           f"{counts['unknown']} unknown; not proved by stage: {dict(stages)}")
     print(f"cold: {cold_s:.1f} s wall on {args.jobs} job(s) ({per_rule:.2f} s per rule, "
-          f"summed over workers)")
+          f"summed over workers), {cold_cpu:.1f} CPU s (this process and its workers; "
+          "the wall time on idle cores is about this over the jobs)")
     print(f"warm: {warm_s:.2f} s wall, {sum(v.cached for v in warm)} of {len(warm)} cached")
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its finished workers."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def calibrate(ruleset: RuleSet, timeout_s: float) -> None:

@@ -309,6 +309,8 @@ ANCHOR_CLAUSES: dict[str, str] = {
     "conv": "A tiled convolution kernel.", "matmul": "A tiled matrix-multiply kernel.",
     "pool": "A windowed pooling kernel.", "reduce": "A reduction kernel.",
     "rownorm": "A row-normalisation kernel (Softmax, LayerNormalization, InstanceNormalization).",
+    "indexed": "One output element per work item, from its index (CumSum, Trilu, "
+               "GatherElements; backends/opencl/ops_extra.py).",
 }
 FACT_CLAUSES: dict[str, str] = {
     "positive": "Every output element is > 0.", "nonneg": "Every output element is >= 0.",

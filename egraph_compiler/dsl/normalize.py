@@ -188,7 +188,10 @@ def attribute_warnings(ruleset: ast.RuleSet) -> list[str]:
 # rank-free: a lower rank is a higher one with leading 1s, and each output element reads
 # one of its elements, so its verdict holds at every rank.
 
-RANK_LIMIT = 4
+RANK_LIMIT = 4  # a rule with an enumerated int-list attribute (a perm, axes) at every rank
+WIDE_RANK_LIMIT = 6  # every other rule: its configurations grow linearly with the rank
+# the verifier enumerates every tensor variable's rank: at most this many combinations
+MAX_RANK_COMBINATIONS = 390_625  # 5 ** 8: eight tensor variables of any rank 0..RANK_LIMIT
 RANK_SENSITIVE_CALLS = frozenset({"rank", "shape", "dim", "numel", "same_shape", "broadcastable"})
 
 
@@ -247,11 +250,38 @@ def _tensor_vars(p: ast.Pattern) -> list[str]:
     return []
 
 
+def _enumerates_lists(p: ast.Pattern, ops: dict[str, ast.OpDecl]) -> bool:
+    """An operator of ``p`` has an int-list attribute left to a variable (a perm, axes):
+    the verifier enumerates its values, factorially or exponentially many in the rank."""
+    if not isinstance(p, ast.POp):
+        return False
+    decl = ops.get(p.op)
+    types = {a.name: a.type for a in decl.attrs} if decl is not None else {}
+    if any(types.get(name) == "ints" and isinstance(value, ast.Var) for name, value in p.attrs):
+        return True
+    return any(_enumerates_lists(child, ops) for child in p.inputs)
+
+
+def rank_limit(normal: NormalRule, ops: dict[str, ast.OpDecl]) -> int:
+    """The highest rank (of a variable no guard pins) at which ``normal`` is verified,
+    hence applied: `WIDE_RANK_LIMIT`, or `RANK_LIMIT` for a rule that enumerates a perm
+    or an axes list (issue 12 asks >= 6; Transpose at rank 6 is 720 perms per node)."""
+    if _enumerates_lists(normal.lhs, ops) or _enumerates_lists(normal.rhs, ops):
+        return RANK_LIMIT
+    if not rank_sensitive_vars(normal.lhs, normal.rhs, normal.guard, ops):
+        return RANK_LIMIT  # elementwise only: its verdict holds at every rank anyway
+    pinned = pinned_ranks(normal.guard)
+    free = [v for v in dict.fromkeys(_tensor_vars(normal.lhs)) if v not in pinned]
+    if (WIDE_RANK_LIMIT + 1) ** len(free) > MAX_RANK_COMBINATIONS:
+        return RANK_LIMIT  # too many tensor variables to enumerate their ranks to 6
+    return WIDE_RANK_LIMIT
+
+
 def rank_limits(normal: NormalRule, ops: dict[str, ast.OpDecl]) -> dict[str, int]:
     """Each rank-sensitive tensor variable of the left side -> the highest rank at which
     the rule is verified, hence applied."""
     pinned = pinned_ranks(normal.guard)
-    top = max([RANK_LIMIT, *pinned.values()])
+    top = max([rank_limit(normal, ops), *pinned.values()])
     sensitive = rank_sensitive_vars(normal.lhs, normal.rhs, normal.guard, ops)
     return {v: pinned.get(v, top) for v in dict.fromkeys(_tensor_vars(normal.lhs))
             if v in sensitive}

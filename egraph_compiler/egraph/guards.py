@@ -1,29 +1,28 @@
-"""Evaluate guards and computed attributes in Python over primitive facts.
+"""The e-graph's domain for guards and computed attributes (`dsl.guard_eval`, the one
+evaluator the verifier shares).
 
-A guard sees attribute values and, for each tensor variable, the facts the
-e-graph holds for its class (`TensorFacts`). A comparison of symbolic dims is decided
-by `shapes.decide` (canonical form, bounds, then Z3 under the graph's dim ranges).
-Anything unknown — a missing fact, a symbolic comparison the prover cannot settle, a built-in
-rejecting its arguments — makes the guard false (`Unknown`): never assume.
+A guard sees attribute values and, for each tensor variable, the facts the e-graph
+holds for its class (`TensorFacts`). A comparison of symbolic dims is decided by
+`shapes.decide` (canonical form, bounds, then Z3 under the graph's dim ranges).
+Anything undecided — a missing fact, a symbolic comparison the prover cannot settle, a
+built-in rejecting its arguments — makes the guard false: never assume. Element facts
+and `is_const` are decided natively in egglog (`lower.py`), never here.
 """
 
 from __future__ import annotations
 
-import math
-import operator
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from egraph_compiler.dsl import builtins as dsl_builtins
-from egraph_compiler.dsl.ast import BinOp, Call, Expr, Index, ListLit, Name, Num, Str, UnOp, Var
-from egraph_compiler.dsl.bounds import bounded_pow
+from egraph_compiler.dsl import guard_eval
+from egraph_compiler.dsl.ast import Expr
+from egraph_compiler.dsl.guard_eval import Undecided as Unknown
 from egraph_compiler.ir.dims import Dim, DimExpr
-from egraph_compiler.shapes import broadcast_shape
 from egraph_compiler.shapes import decide as decide_dims
 
-
-class Unknown(Exception):
-    """The guard's value cannot be decided from what the e-graph knows."""
+__all__ = ["BOOL_FACTS", "TENSOR_FACTS", "EGraphDomain", "TensorFacts", "Unknown", "evaluate",
+           "holds", "value_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,161 +32,74 @@ class TensorFacts:
     value: tuple[Dim, ...] | None = None  # value of a small int constant
 
 
-TENSOR_FACTS = ("rank", "shape", "dim", "numel", "dtype", "same_shape", "broadcastable")
-BOOL_FACTS = ("is_const", "nonneg", "positive", "nonzero")
+TENSOR_FACTS = tuple(f for f in guard_eval.TENSOR_FACTS if f != "is_const")
+BOOL_FACTS = ("is_const", *guard_eval.ELEMENT_FACTS)
 
 
-def _shape(facts: object) -> tuple[Dim, ...]:
-    if not isinstance(facts, TensorFacts) or facts.shape is None:
-        raise Unknown("shape")
-    return facts.shape
+class EGraphDomain(guard_eval.GuardDomain):
+    """Tensor facts from the e-graph's analyses; symbolic values are `DimExpr`s."""
 
+    def __init__(self, tensors: dict[str, TensorFacts]) -> None:
+        self.tensors = tensors
 
-def _numel(shape: tuple[Dim, ...]) -> Dim:
-    total: Dim = 1
-    for d in shape:
-        total = total * d
-    return total
+    def _facts(self, var: str) -> TensorFacts:
+        if var not in self.tensors:
+            raise Unknown(f"?{var}")
+        return self.tensors[var]
 
+    def shape(self, var: str) -> Sequence[Any]:
+        shape = self._facts(var).shape
+        if shape is None:
+            raise Unknown("shape")
+        return shape
 
-def _fact(name: str, args: list) -> object:
-    if name == "rank":
-        return len(_shape(args[0]))
-    if name == "shape":
-        return _shape(args[0])
-    if name == "dim":
-        shape = _shape(args[0])
-        index = args[1]
-        if not isinstance(index, int) or not -len(shape) <= index < len(shape):
-            raise Unknown("dim index")
-        return shape[index]
-    if name == "numel":
-        return _numel(_shape(args[0]))
-    if name == "dtype":
-        if not isinstance(args[0], TensorFacts) or args[0].dtype is None:
+    def rank(self, var: str) -> int:
+        return len(self.shape(var))
+
+    def dtype(self, var: str) -> str:
+        dtype = self._facts(var).dtype
+        if dtype is None:
             raise Unknown("dtype")
-        return args[0].dtype
-    if name == "same_shape":
-        a, b = _shape(args[0]), _shape(args[1])
-        if a == b:
-            return True
-        if len(a) != len(b):
-            return False
-        answer = decide_dims("==", a, b)
-        if answer is None:
-            raise Unknown("same_shape")
-        return answer
-    if name == "broadcastable":
-        if broadcast_shape([_shape(args[0]), _shape(args[1])]) is None:
-            raise Unknown("broadcastable")
-        return True
-    raise Unknown(name)
+        return dtype
 
+    def tensor_value(self, var: str) -> Sequence[Any]:
+        value = self._facts(var).value
+        if value is None:
+            raise Unknown("tensor value")
+        return value
 
-def _compare(op: str, a: object, b: object) -> bool:
-    if isinstance(a, list):
-        a = tuple(a)
-    if isinstance(b, list):
-        b = tuple(b)
-    if _has_symbol(a) or _has_symbol(b):  # the shapes stage's prover, under the graph's dim ranges
+    def is_symbolic(self, value: Any) -> bool:
+        return isinstance(value, DimExpr)
+
+    def compare_symbolic(self, op: str, a: Any, b: Any) -> Any:
+        # the shapes stage's prover, under the graph's dim ranges
         answer = True if op == "==" and a == b else decide_dims(op, a, b)
         if answer is None:
             raise Unknown(f"symbolic {op}")
         return answer
-    if op == "==":
-        return a == b
-    if op == "!=":
-        return a != b
-    ops: dict[str, Callable[[object, object], bool]] = {
-        "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-    }
-    try:
-        return bool(ops[op](a, b))
-    except TypeError:
-        raise Unknown("incomparable") from None
+
+    def arith_symbolic(self, op: str, a: Any, b: Any) -> Any:
+        try:
+            return guard_eval.ARITH[op](a, b)
+        except (TypeError, ValueError, ZeroDivisionError):
+            raise Unknown(op) from None
+
+    def negate_symbolic(self, a: Any) -> Any:
+        return -a
 
 
-def _has_symbol(value: object) -> bool:
-    if isinstance(value, DimExpr):
-        return True
-    if isinstance(value, tuple):
-        return any(_has_symbol(v) for v in value)
-    return False
-
-
-_ARITH: dict[str, Callable[[object, object], object]] = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-    "//": operator.floordiv, "%": operator.mod, "**": bounded_pow,  # int64-bounded (dsl.bounds)
-}
+def _split(env: dict[str, object]) -> tuple[dict[str, object], EGraphDomain]:
+    attrs = {k: v for k, v in env.items() if not isinstance(v, TensorFacts)}
+    tensors = {k: v for k, v in env.items() if isinstance(v, TensorFacts)}
+    return attrs, EGraphDomain(tensors)
 
 
 def evaluate(expr: Expr, env: dict[str, object]) -> object:
-    """Value of ``expr``; tensor variables are `TensorFacts`, used bare they mean
-    their (small int) value. Raises `Unknown` when undecidable."""
-    if isinstance(expr, Var):
-        if expr.name not in env:
-            raise Unknown(f"?{expr.name}")
-        return env[expr.name]
-    if isinstance(expr, Num):
-        return expr.value
-    if isinstance(expr, Str):
-        return expr.value
-    if isinstance(expr, Name):
-        if expr.name == "inf":
-            return math.inf
-        if expr.name in ("true", "false"):
-            return expr.name == "true"
-        return expr.name  # a dtype name such as float32
-    if isinstance(expr, ListLit):
-        return tuple(value_of(evaluate(item, env)) for item in expr.items)
-    if isinstance(expr, UnOp):
-        inner = evaluate(expr.operand, env)
-        if expr.op == "not":
-            return not _truth(inner)
-        return -value_of(inner)  # type: ignore[operator]
-    if isinstance(expr, BinOp):
-        if expr.op == "and":
-            return _truth(evaluate(expr.lhs, env)) and _truth(evaluate(expr.rhs, env))
-        if expr.op == "or":
-            left = _try_truth(expr.lhs, env)
-            if left:
-                return True
-            right = _try_truth(expr.rhs, env)
-            if right:
-                return True
-            if left is None or right is None:
-                raise Unknown("or")
-            return False
-        lhs, rhs = value_of(evaluate(expr.lhs, env)), value_of(evaluate(expr.rhs, env))
-        if expr.op in ("==", "!=", "<", "<=", ">", ">="):
-            return _compare(expr.op, lhs, rhs)
-        try:
-            if expr.op in ("//", "%") and isinstance(lhs, DimExpr) and isinstance(rhs, int):
-                return _ARITH[expr.op](lhs, rhs)
-            if isinstance(lhs, tuple) and isinstance(rhs, tuple) and expr.op == "+":
-                return lhs + rhs
-            return _ARITH[expr.op](lhs, rhs)
-        except (TypeError, ValueError, ZeroDivisionError):
-            raise Unknown(expr.op) from None
-    if isinstance(expr, Index):
-        base, index = value_of(evaluate(expr.base, env)), value_of(evaluate(expr.index, env))
-        if not isinstance(base, tuple) or not isinstance(index, int) or not -len(base) <= index < len(base):
-            raise Unknown("index")
-        return base[index]
-    if isinstance(expr, Call):
-        args = [evaluate(arg, env) for arg in expr.args]
-        if expr.func in TENSOR_FACTS:
-            return _fact(expr.func, args)
-        if expr.func in BOOL_FACTS:
-            raise Unknown(f"{expr.func} is only decided natively")
-        builtin = dsl_builtins.BUILTINS.get(expr.func)
-        if builtin is None or builtin.impl is None:
-            raise Unknown(expr.func)
-        try:
-            return builtin.impl(*[value_of(a) for a in args])
-        except (ValueError, TypeError, IndexError):
-            raise Unknown(expr.func) from None
-    raise Unknown(type(expr).__name__)
+    """Value of ``expr``; ``env`` binds attribute variables to values and tensor
+    variables to `TensorFacts` (used bare they mean their small int value). Raises
+    `Unknown` when undecidable."""
+    attrs, domain = _split(env)
+    return guard_eval.evaluate(expr, attrs, domain)
 
 
 def value_of(value: object) -> object:
@@ -199,22 +111,7 @@ def value_of(value: object) -> object:
     return value
 
 
-def _truth(value: object) -> bool:
-    if not isinstance(value, bool):
-        raise Unknown("not a boolean")
-    return value
-
-
-def _try_truth(expr: Expr, env: dict[str, object]) -> bool | None:
-    try:
-        return _truth(evaluate(expr, env))
-    except Unknown:
-        return None
-
-
 def holds(expr: Expr, env: dict[str, object]) -> bool:
-    """Guard truth: `Unknown` counts as false."""
-    try:
-        return _truth(evaluate(expr, env))
-    except Unknown:
-        return False
+    """Guard truth: undecided counts as false."""
+    attrs, domain = _split(env)
+    return guard_eval.holds(expr, attrs, domain)

@@ -129,7 +129,7 @@ def _options(view: GraphView, value: str, index: int, members: frozenset[int],
     reads = []
     for c, lane_axis in zip(consumers, lanes, strict=True):
         readable = structures[c][1].kind in PERMUTABLE_READERS
-        reads.append((c, tuple(float(numel * min(st[lane_axis], SECTOR))
+        reads.append((c, tuple(float(numel * min(st.get(lane_axis, 1), SECTOR))  # rank 0: no axis
                                if readable or p == identity else CANNOT_READ
                                for p, st in zip(candidates, strides, strict=True))))
     return TensorLayoutOptions(value, index, tuple(candidates), write, tuple(reads), tuple(lanes))
@@ -176,8 +176,14 @@ def _consumer_lane(view: GraphView, value: str, consumer: tuple[frozenset[int], 
                    ) -> tuple[int, tuple[int, ...]]:
     """(axis of ``value`` that adjacent lanes step along, the reduced axes)."""
     _, structure = consumer
-    rank = len(view.shape(value))
+    shape = view.shape(value)
+    rank = len(shape)
     node = view.nodes[structure.anchor]  # type: ignore[index]
+    if node.inputs and shape != view.shape(node.inputs[0]):
+        # read by the block's prologue at another shape (a broadcast operand): the
+        # reduction's axes are not this value's; it is read like any operand
+        big = [a for a in range(rank) if shape[a] > 1]
+        return (big[-1] if big else rank - 1), ()
     if node.op in ("Softmax", "LogSoftmax"):
         axes: tuple[int, ...] = (int(node.attr("axis", -1)) % rank,)  # type: ignore[arg-type]
     elif node.op == "LayerNormalization":
@@ -190,7 +196,6 @@ def _consumer_lane(view: GraphView, value: str, consumer: tuple[frozenset[int], 
         axes = (int(node.attr("axis", 0)) % rank,)  # type: ignore[arg-type]
     else:
         axes, _ = reduce_axes(view, node)
-    shape = view.shape(value)
     length = int(np.prod([shape[a] for a in axes], dtype=np.int64))
     serial = structure.kind == "reduce" and (length < SERIAL_REDUCE_BELOW
                                              or node.op in ("ArgMax", "ArgMin"))

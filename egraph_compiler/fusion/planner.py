@@ -441,7 +441,9 @@ def _plan(graph: Graph, merged: list[tuple[str, ...]], tables: FusionTables,
     for node in graph.nodes:
         if role_of(node.op) == "unsupported":
             raise ModelError(f"operator {node.op} (node '{node.name}') is not supported by "
-                             "the fusion planner and code generators")
+                             "the fusion planner and code generators: no OpenCL kernel exists "
+                             "for it\n  hint: compile with --target onnx, or declare an OpenCL "
+                             "kernel for it (rules/README.md, \"How to add an operator\")")
     planner = _Planner(view, tables, profile_db, cost or CostModel())
     groups = planner.run() if fuse else [{n} for n in range(len(graph.nodes))]
     for group in merged:  # each merged MatMul is a "qkv" unit of the report

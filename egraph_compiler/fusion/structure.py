@@ -229,7 +229,7 @@ def _anchored(view: GraphView, ordered: list[int], anchor: int, inputs: list[str
             return "prologue too long for a reused operand"
         if any(view.nodes[n].op in EXPENSIVE_OPS for n in reused):
             return "expensive prologue would be recomputed for every output tile"
-    if view.dtype(anchor_value) not in ("float32",) and kind != "reduce":
+    if view.dtype(anchor_value) not in ("float32",) and kind not in ("reduce", "indexed"):
         return "anchors are generated for float32 only"
     return BlockStructure(anchor, kind, tuple(spine), tuple(prologue), tuple(inputs),
                           tuple(outputs), space, forward)

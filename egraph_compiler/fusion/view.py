@@ -53,8 +53,13 @@ class GraphView:
             return tuple(int(d) for d in np.shape(self.constants[value]))
         tensor_type = self.graph.types.get(value)
         if tensor_type is None or not shape_is_static(tensor_type.shape):
-            raise ModelError(f"value '{value}' has no static shape; the OpenCL backend needs "
-                             "static shapes (run shapes.infer_shapes and bind symbolic dims)")
+            producer = self.producer_index.get(value)
+            origin = "" if producer is None else \
+                f" (output of node '{self.nodes[producer].name}' ({self.nodes[producer].op}))"
+            raise ModelError(f"value '{value}'{origin} has no static shape; the OpenCL backend needs "
+                             "static shapes\n  hint: bind symbolic input dims (--bind NAME=INT); a "
+                             "shape computed from run-time values (axes, pads, sizes given as "
+                             "inputs) must come from constants instead")
         return tuple(int(d) for d in tensor_type.shape)  # type: ignore[arg-type]
 
     def dtype(self, value: str) -> str:

@@ -17,8 +17,9 @@ import onnx
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import AttrValue, Node, TensorAttr
 
+# Sequence and optional operators (If / Loop / Scan are inlined first: ir/control_flow.py).
 CONTROL_FLOW = frozenset({
-    "If", "Loop", "Scan", "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
+    "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
     "SequenceInsert", "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence",
     "Optional", "OptionalGetElement", "OptionalHasElement",
 })
@@ -29,6 +30,10 @@ _REDUCE = frozenset({
 # IR operators with no opset-17 schema: opset 20's Gelu in its two forms
 # (rules/operators.dnnr declares them; onnx_export writes them back).
 INTERNAL_OPS = frozenset({"Gelu", "GeluTanh"})
+# Operators of opsets 18+ that rules/operators.dnnr declares with their ONNX meaning: the
+# importer keeps them (there is no opset-17 schema to check them against) and the
+# exporter writes them at the input model's opset, which has them.
+LATER_OPSET_OPS = frozenset({"Mish", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"})
 # Attributes the IR holds that opset 17 takes as inputs (see Graph's docstring).
 IR_ONLY_ATTRS: dict[str, frozenset[str]] = {
     "Unsqueeze": frozenset({"axes"}),
@@ -59,6 +64,7 @@ class ImportContext(Protocol):
     def fresh_value(self, base: str) -> str: ...
     def add_constant(self, base: str, array: np.ndarray) -> str: ...
     def rank_hint(self, name: str) -> int | None: ...
+    def elem_type(self, name: str) -> int | None: ...
 
 
 def _with(node: Node, **changes: object) -> Node:
@@ -81,7 +87,8 @@ class NodeConverter:
     def convert(self, node: Node, label: str) -> list[Node]:
         op = node.op
         if op in CONTROL_FLOW:
-            raise ModelError(f"{label}: control flow is not supported")
+            raise ModelError(f"{label}: sequence and optional values are not supported (dnnr's IR "
+                             "holds tensors only)")
         rule = getattr(self, f"_convert_{op}", None)
         if rule is None and op in _REDUCE:
             rule = self._convert_reduce
@@ -301,6 +308,14 @@ class NodeConverter:
         op = "Gelu" if approximate == "none" else "GeluTanh"
         return [_with(node, op=op, attrs={"approximate": None})]
 
+    def _convert_CastLike(self, node: Node, label: str) -> list[Node]:
+        """CastLike(x, like) = Cast(x, to = like's element type), which import knows."""
+        to = self.ctx.elem_type(node.inputs[1])
+        if to is None:
+            raise ModelError(f"{label}: CastLike's target '{node.inputs[1]}' has no known element "
+                             "type\n  hint: give the model's inputs their element types")
+        return [_with(node, op="Cast", inputs=node.inputs[:1], attrs={"to": to})]
+
     def _convert_Constant(self, node: Node, label: str) -> list[Node]:
         if node.attr("sparse_value") is not None or node.attr("value_string") is not None \
                 or node.attr("value_strings") is not None:
@@ -310,7 +325,7 @@ class NodeConverter:
 
 def _opset17_attrs(node: Node, label: str) -> Node:
     """Drop later-opset attributes at their defaults; reject ops and attributes opset 17 lacks."""
-    if node.op == "Constant" or node.op in INTERNAL_OPS:
+    if node.op == "Constant" or node.op in INTERNAL_OPS or node.op in LATER_OPSET_OPS:
         return node
     try:
         schema = onnx.defs.get_schema(node.op, 17, "")

@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 
+from egraph_compiler.ir.control_flow import CONTROL_FLOW_OPS, Inliner
 from egraph_compiler.ir.convert import NodeConverter
 from egraph_compiler.ir.dims import DimExpr
 from egraph_compiler.ir.errors import ModelError
@@ -36,6 +37,7 @@ DEFAULT_SYMBOL_RANGE = (1, 2**31 - 1)
 # exempt: it folds to a zero-stride broadcast view that costs no memory).
 FOLD_LIMIT = 1 << 26
 _DEFAULT_DOMAINS = ("", "ai.onnx")
+_ELEM_TYPE = "\0elem_type:"  # shape hints also hold element types under this prefix
 _CHECKER_LIMIT = 2**31 - 1  # protobuf's serialisation limit: bigger models skip the checker
 
 
@@ -67,7 +69,7 @@ def load_onnx(source: str | Path | bytes | onnx.ModelProto, folder: Folder | Non
     where = str(source) if isinstance(source, (str, Path)) else "<model>"
     opset = _default_opset(model)
     _reject_non_utf8_names(model)
-    _reject_unsupported_nodes(model)
+    _reject_unsupported_nodes(model, opset)
     _run_checker(model, raw, where)
     check_types(model, where)
     return _Importer(model, opset, folder or next(iter(_installed), None)).run()
@@ -116,8 +118,9 @@ def _default_opset(model: onnx.ModelProto) -> int:
     return opset
 
 
-def _node_label(node: onnx.NodeProto, index: int) -> str:
-    return f"node '{node.name or f'#{index}'}' ({node.op_type})"
+def _node_label(node: onnx.NodeProto, index: int, opset: int) -> str:
+    """How errors name a node: its name (or position), operator and the model's opset."""
+    return f"node '{node.name or f'#{index}'}' ({node.op_type}, opset {opset})"
 
 
 def _reject_non_utf8_names(model: onnx.ModelProto) -> None:
@@ -132,16 +135,18 @@ def _reject_non_utf8_names(model: onnx.ModelProto) -> None:
             raise ModelError(f"not a valid ONNX model: {where}: name {name!r} is not valid UTF-8")
 
 
-def _reject_unsupported_nodes(model: onnx.ModelProto) -> None:
+def _reject_unsupported_nodes(model: onnx.ModelProto, opset: int) -> None:
     """Domains and subgraphs first: they get a clearer message than the checker's."""
     for index, node in enumerate(model.graph.node):
         if node.domain not in _DEFAULT_DOMAINS:
             raise ModelError(
-                f"{_node_label(node, index)} is in domain {node.domain!r}; "
+                f"{_node_label(node, index, opset)} is in domain {node.domain!r}; "
                 "dnnr supports only the default ONNX domain"
             )
-        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
-            raise ModelError(f"{_node_label(node, index)} has a subgraph; control flow is not supported")
+        if node.op_type not in CONTROL_FLOW_OPS and any(
+                a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            raise ModelError(f"{_node_label(node, index, opset)} has a subgraph; control flow other than "
+                             "If / Loop / Scan is not supported")
 
 
 def _run_checker(model: onnx.ModelProto, raw: bytes | None, where: str) -> None:
@@ -178,7 +183,11 @@ class _Importer:
         self.symbols: dict[str, tuple[int, int]] = {}
         self.used_names: set[str] = set()
         self.unknown_dims = 0
-        self._rank_hints: dict[str, int] | None = None
+        self._shape_hints: dict[str, tuple[int | None, ...]] | None = None
+        self.nodes: list[Node] = []
+        self._processed = 0
+        self.converter = NodeConverter(self)
+        self.inliner = Inliner(self, self._process)
 
     # -- helpers used by NodeConverter ---------------------------------------
     def fresh_value(self, base: str) -> str:
@@ -191,9 +200,59 @@ class _Importer:
 
     def rank_hint(self, name: str) -> int | None:
         """Rank of an original ONNX value from onnx.shape_inference, when it knows it."""
-        if self._rank_hints is None:
-            self._rank_hints = _infer_ranks(self.model)
-        return self._rank_hints.get(name)
+        shape = self._hints().get(name)
+        return None if shape is None else len(shape)
+
+    def static_shape(self, name: str) -> tuple[int | None, ...] | None:
+        """Shape of a value: a constant's, else onnx.shape_inference's (None for an unknown dim)."""
+        name = self.alias.get(name, name)
+        if name in self.constants:
+            return tuple(int(d) for d in self.constants[name].shape)
+        return self._hints().get(name)
+
+    def value_of(self, name: str, depth: int = 0) -> np.ndarray | None:
+        """The value of ``name`` when it is computable at import: a constant, or a node
+        kept so far whose inputs are (a Shape or Size of a statically shaped value
+        included). What control flow's conditions and trip counts need to fold; the
+        kept nodes themselves stay (later stages fold them too)."""
+        name = self.alias.get(name, name)
+        if name in self.constants:
+            return self.constants[name]
+        producer = next((n for n in reversed(self.nodes) if name in n.outputs), None)
+        if producer is None or depth > 64:
+            return None
+        if producer.op in ("Shape", "Size"):
+            shape = self.static_shape(producer.inputs[0])
+            if shape is None or any(d is None for d in shape):
+                return None
+            args = [np.zeros(shape, dtype=np.uint8)]  # only its shape is read
+        elif self.folder is None or not self.folder.can_fold(producer.op):
+            return None
+        else:
+            args = [self.value_of(i, depth + 1) if i else None for i in producer.inputs]
+            if any(a is None for a, i in zip(args, producer.inputs, strict=True) if i):
+                return None
+        try:
+            if self.folder is None:
+                return None
+            results = self.folder.evaluate_node(producer.op, producer.attrs, args,
+                                                num_outputs=len(producer.outputs))
+        except ModelError:
+            return None
+        return dict(zip(producer.outputs, results, strict=False)).get(name)
+
+    def elem_type(self, name: str) -> int | None:
+        """ONNX element type of a value (a constant's, else onnx.shape_inference's)."""
+        name = self.alias.get(name, name)
+        if name in self.constants:
+            return onnx.helper.np_dtype_to_tensor_dtype(self.constants[name].dtype)
+        hint = self._hints().get(f"{_ELEM_TYPE}{name}")
+        return int(hint[0]) if hint and hint[0] is not None else None
+
+    def _hints(self) -> dict[str, tuple[int | None, ...]]:
+        if self._shape_hints is None:
+            self._shape_hints = _infer_shapes(self.model)
+        return self._shape_hints
 
     def _fresh_dim(self) -> DimExpr:
         self.unknown_dims += 1
@@ -225,10 +284,21 @@ class _Importer:
         self.used_names = {i.name for i in graph.input} | set(self.constants)
         self.used_names |= {o for n in graph.node for o in n.output if o}
         inputs = tuple(self._value(i, "graph input") for i in graph.input if i.name not in self.constants)
-        nodes: list[Node] = []
-        converter = NodeConverter(self)
-        for index, proto in enumerate(graph.node):
-            label = _node_label(proto, index)
+        self._process(graph.node)
+        outputs = tuple(self._value(o, "graph output") for o in graph.output)
+        nodes = self._keep_output_names(self.nodes, outputs)
+        nodes = _dead_code_eliminated(nodes, {o.name for o in outputs})
+        return self._finish(inputs, outputs, nodes)
+
+    def _process(self, protos: Sequence[onnx.NodeProto]) -> None:
+        """Convert, fold and keep each node; control flow is inlined (its body processed)."""
+        for proto in protos:
+            index = self._processed  # the node's position in the model (its default name)
+            self._processed += 1
+            label = _node_label(proto, index, self.opset)
+            if proto.op_type in CONTROL_FLOW_OPS:
+                self.inliner.expand(proto, label)
+                continue
             node = Node(
                 op=proto.op_type,
                 inputs=tuple(self.alias.get(i, i) for i in proto.input),
@@ -236,13 +306,9 @@ class _Importer:
                 attrs=tuple(sorted((a.name, attribute_value(a, label)) for a in proto.attribute)),
                 name=proto.name or f"{proto.op_type}_{index}",
             )
-            for converted in converter.convert(node, label):
+            for converted in self.converter.convert(node, label):
                 if not self._fold(converted, label):
-                    nodes.append(converted)
-        outputs = tuple(self._value(o, "graph output") for o in graph.output)
-        nodes = self._keep_output_names(nodes, outputs)
-        nodes = _dead_code_eliminated(nodes, {o.name for o in outputs})
-        return self._finish(inputs, outputs, nodes)
+                    self.nodes.append(converted)
 
     def _fold(self, node: Node, label: str) -> bool:
         """Evaluate a node whose inputs are all constants; True when folded away."""
@@ -374,9 +440,9 @@ def _named(nodes: list[Node]) -> list[Node]:
     return named
 
 
-def _infer_ranks(model: onnx.ModelProto) -> dict[str, int]:
+def _infer_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
     # Infer on a data-free copy: initializers become typed inputs, so a 500 MB model
-    # is not serialised twice just to learn ranks.
+    # is not serialised twice just to learn shapes.
     light = onnx.ModelProto()
     light.ir_version = max(model.ir_version, 4)
     light.opset_import.extend(model.opset_import)
@@ -391,10 +457,13 @@ def _infer_ranks(model: onnx.ModelProto) -> dict[str, int]:
         inferred = onnx.shape_inference.infer_shapes(light)
     except Exception:  # only a hint: a model onnx cannot infer simply gets the general form
         return {}
-    ranks: dict[str, int] = {}
+    found: dict[str, tuple[int | None, ...]] = {}
     graph = inferred.graph
     for info in list(graph.input) + list(graph.value_info) + list(graph.output):
         tensor_type = info.type.tensor_type
         if tensor_type.HasField("shape"):
-            ranks[info.name] = len(tensor_type.shape.dim)
-    return ranks
+            found[info.name] = tuple(d.dim_value if d.HasField("dim_value") else None
+                                     for d in tensor_type.shape.dim)
+        if tensor_type.elem_type:
+            found[f"{_ELEM_TYPE}{info.name}"] = (tensor_type.elem_type,)
+    return found

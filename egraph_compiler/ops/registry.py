@@ -29,7 +29,7 @@ from egraph_compiler.dsl import ast
 
 SHAPE_KINDS = ("same", "broadcast")
 COST_KINDS = ("per_element", "reduce", "mac", "movement", "free")
-ANCHOR_KINDS = ("conv", "matmul", "pool", "reduce", "rownorm")
+ANCHOR_KINDS = ("conv", "matmul", "pool", "reduce", "rownorm", "indexed")
 VALUE_FACTS = ("positive", "nonneg")
 OPERAND_ATTRIBUTE_SUFFIX = "_input"
 DTYPE_FORMS = ("fixed", "dtype", "like")
@@ -37,7 +37,8 @@ DTYPE_FORMS = ("fixed", "dtype", "like")
 # implement per element (dsl/builtins.py documents each); other built-ins are whole-tensor.
 ELEMENTWISE_BUILTINS = frozenset({
     "pow", "mod", "min", "max", "sum", "mean", "isnan", "isinf", "cast", "batch_norm",
-    "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+    "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "bitshift",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
 })
 
 

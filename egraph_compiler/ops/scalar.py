@@ -1,11 +1,12 @@
 """One compiler of the scalar expressions of ``op … = expr`` declarations.
 
-`evaluate` turns an expression into NumPy values (folding of declared operators, the
-verifier's replay), `to_c` into C text (OpenCL, the Hexagon scalar fallback; a C target
-contributes only a `Spelling`: how to write a literal and each scalar built-in), and
-`evaluate_in` into the values of any other `Domain` — shape inference evaluates shape
-arithmetic (Shape → Gather → Mul …) on symbolic dims this way (`shapes.values`). Z3
-terms are the verifier's (`verify/scalar.py`), over the same declarations.
+`compile_expr` walks an expression once for every target, a `ScalarBackend` saying
+what each construct becomes: `evaluate` gives NumPy values (folding of declared
+operators, the verifier's replay), `to_c` C text (OpenCL, the Hexagon scalar fallback;
+a C target contributes only a `Spelling`: how to write a literal and each scalar
+built-in), `evaluate_in` the values of any other `Domain` (shape inference evaluates
+shape arithmetic, Shape → Gather → Mul …, on symbolic dims this way: `shapes.values`),
+`ops.z3` Z3 terms (the verifier; its tier's arithmetic is the spelling).
 """
 
 from __future__ import annotations
@@ -54,6 +55,85 @@ class NoReference(ValueError):
     """A scalar function without a NumPy reference."""
 
 
+class ScalarBackend:
+    """What a target makes of each construct of a scalar expression. `compile_expr` walks
+    the expression once for every target: NumPy values (`evaluate`), C text (`to_c`),
+    Z3 terms (`ops.z3`). ``env`` values are the target's own (arrays, C text, terms)."""
+
+    def number(self, value: float | int) -> Any:
+        raise NotImplementedError
+
+    def text(self, value: str) -> Any:
+        return value
+
+    def name(self, name: str, env: Mapping[str, Any]) -> Any:
+        if name not in env:
+            raise KeyError(f"unbound name {name!r} in scalar semantics")
+        return env[name]
+
+    def unary(self, op: str, operand: Any) -> Any:
+        raise NotImplementedError
+
+    def binary(self, op: str, lhs: Any, rhs: Any) -> Any:
+        raise NotImplementedError
+
+    def call(self, func: str, args: list[Any]) -> Any:
+        raise NotImplementedError
+
+    def unsupported(self, expr: ast.Expr) -> Exception:
+        return NoReference(f"{type(expr).__name__} is not a scalar expression")
+
+
+def compile_expr(expr: ast.Expr, env: Mapping[str, Any], backend: ScalarBackend) -> Any:
+    """``expr`` in ``backend``'s target (the one compiler of `= expr` semantics)."""
+
+    def walk(e: ast.Expr) -> Any:
+        if isinstance(e, ast.Num):
+            return backend.number(e.value)
+        if isinstance(e, ast.Str):
+            return backend.text(e.value)
+        if isinstance(e, (ast.Name, ast.Var)):
+            return backend.name(e.name, env)
+        if isinstance(e, ast.UnOp):
+            return backend.unary(e.op, walk(e.operand))
+        if isinstance(e, ast.BinOp):
+            return backend.binary(e.op, walk(e.lhs), walk(e.rhs))
+        if isinstance(e, ast.Call):
+            return backend.call(e.func, [walk(arg) for arg in e.args])
+        raise backend.unsupported(e)
+
+    return walk(expr)
+
+
+@dataclass(frozen=True)
+class _NumPy(ScalarBackend):
+    cast: Callable[[Any], Any]
+    integer: bool
+
+    def number(self, value: float | int) -> Any:
+        return self.cast(value)
+
+    def name(self, name: str, env: Mapping[str, Any]) -> Any:
+        value = super().name(name, env)
+        return value if isinstance(value, (str, np.ndarray)) else self.cast(value)
+
+    def unary(self, op: str, operand: Any) -> Any:
+        return np.logical_not(operand) if op == "not" else self.cast(np.negative(operand))
+
+    def binary(self, op: str, lhs: Any, rhs: Any) -> Any:
+        if isinstance(lhs, str) or isinstance(rhs, str):
+            return (lhs == rhs) == (op == "==")
+        fn = np.floor_divide if self.integer and op == "/" else _NUMPY_BINARY[op]
+        out = np.asarray(fn(lhs, rhs))
+        return out if out.dtype == bool else self.cast(out)
+
+    def call(self, func: str, args: list[Any]) -> Any:
+        if func not in NUMPY_FUNCTIONS:
+            raise NoReference(f"no NumPy reference for {func}()")
+        out = np.asarray(NUMPY_FUNCTIONS[func](*args))
+        return out if out.dtype == bool else self.cast(out)
+
+
 def evaluate(expr: ast.Expr, env: Mapping[str, Any], *, cast: Callable[[Any], Any] = _keep,
              integer: bool = False) -> Any:
     """``expr`` over NumPy arrays or scalars; ``env`` binds operands and attributes.
@@ -62,35 +142,7 @@ def evaluate(expr: ast.Expr, env: Mapping[str, Any], *, cast: Callable[[Any], An
     verifier's replay in fp16 or bf16; numbers and scalar attributes are cast too);
     ``integer`` makes ``/`` a floor division.
     """
-
-    def walk(e: ast.Expr) -> Any:
-        if isinstance(e, ast.Num):
-            return cast(e.value)
-        if isinstance(e, ast.Str):
-            return e.value
-        if isinstance(e, (ast.Name, ast.Var)):
-            if e.name not in env:
-                raise KeyError(f"unbound name {e.name!r} in scalar semantics")
-            value = env[e.name]
-            return value if isinstance(value, (str, np.ndarray)) else cast(value)
-        if isinstance(e, ast.UnOp):
-            value = walk(e.operand)
-            return np.logical_not(value) if e.op == "not" else cast(np.negative(value))
-        if isinstance(e, ast.BinOp):
-            a, b = walk(e.lhs), walk(e.rhs)
-            if isinstance(a, str) or isinstance(b, str):
-                return (a == b) == (e.op == "==")
-            fn = np.floor_divide if integer and e.op == "/" else _NUMPY_BINARY[e.op]
-            out = np.asarray(fn(a, b))
-            return out if out.dtype == bool else cast(out)
-        if isinstance(e, ast.Call):
-            if e.func not in NUMPY_FUNCTIONS:
-                raise NoReference(f"no NumPy reference for {e.func}()")
-            out = np.asarray(NUMPY_FUNCTIONS[e.func](*(walk(arg) for arg in e.args)))
-            return out if out.dtype == bool else cast(out)
-        raise NoReference(f"{type(e).__name__} is not a scalar expression")
-
-    return walk(expr)
+    return compile_expr(expr, env, _NumPy(cast, integer))
 
 
 @dataclass(frozen=True)
@@ -107,30 +159,56 @@ class Domain:
     logical_not: Callable[[Any], Any]
 
 
+class _Missing(Exception):
+    """An operation, function or value outside a `Domain` (`evaluate_in` gives None)."""
+
+
+@dataclass(frozen=True)
+class _InDomain(ScalarBackend):
+    domain: Domain
+
+    def number(self, value: float | int) -> Any:
+        return self._known(self.domain.number(value))
+
+    def text(self, value: str) -> Any:
+        raise _Missing(value)
+
+    def name(self, name: str, env: Mapping[str, Any]) -> Any:
+        value = env.get(name)
+        return self._known(self.domain.number(value) if isinstance(value, (int, float)) else value)
+
+    def unary(self, op: str, operand: Any) -> Any:
+        return self._known(self.domain.logical_not(operand) if op == "not"
+                           else self.domain.negate(operand))
+
+    def binary(self, op: str, lhs: Any, rhs: Any) -> Any:
+        return self._apply(self.domain.binary.get(op), [lhs, rhs])
+
+    def call(self, func: str, args: list[Any]) -> Any:
+        return self._apply(self.domain.functions.get(func), args)
+
+    def unsupported(self, expr: ast.Expr) -> Exception:
+        return _Missing(type(expr).__name__)
+
+    @staticmethod
+    def _known(value: Any) -> Any:
+        if value is None:
+            raise _Missing("a value outside the domain")
+        return value
+
+    def _apply(self, fn: Callable[..., Any] | None, args: list[Any]) -> Any:
+        if fn is None:
+            raise _Missing("an operation outside the domain")
+        return self._known(fn(*args))
+
+
 def evaluate_in(expr: ast.Expr, env: Mapping[str, Any], domain: Domain) -> Any | None:
     """``expr`` over ``domain``'s values (``env`` binds operands and attributes); None where
     an operation, function or value is outside the domain."""
-
-    def walk(e: ast.Expr) -> Any | None:
-        if isinstance(e, ast.Num):
-            return domain.number(e.value)
-        if isinstance(e, (ast.Name, ast.Var)):
-            value = env.get(e.name)
-            return domain.number(value) if isinstance(value, (int, float)) else value
-        if isinstance(e, ast.UnOp):
-            children: tuple[ast.Expr, ...] = (e.operand,)
-        else:
-            children = (e.lhs, e.rhs) if isinstance(e, ast.BinOp) else tuple(getattr(e, "args", ()))
-        args = [walk(sub) for sub in children]
-        if any(a is None for a in args):
-            return None
-        if isinstance(e, ast.UnOp):
-            return domain.logical_not(args[0]) if e.op == "not" else domain.negate(args[0])
-        fn = domain.binary.get(e.op) if isinstance(e, ast.BinOp) else \
-            domain.functions.get(e.func) if isinstance(e, ast.Call) else None
-        return None if fn is None else fn(*args)
-
-    return walk(expr)
+    try:
+        return compile_expr(expr, env, _InDomain(domain))
+    except _Missing:
+        return None
 
 
 @dataclass(frozen=True)
@@ -159,33 +237,39 @@ def _unwrap(text: str) -> str:
     return text[1:-1]
 
 
+@dataclass(frozen=True)
+class _C(ScalarBackend):
+    spelling: Spelling
+
+    def number(self, value: float | int) -> str:
+        return self.spelling.literal(float(value))
+
+    def text(self, value: str) -> str:
+        raise ValueError(f"no C spelling for the text {value!r}")
+
+    def unary(self, op: str, operand: str) -> str:
+        return f"(-{operand})" if op == "-" else f"(!{operand})"
+
+    def binary(self, op: str, lhs: str, rhs: str) -> str:
+        if op in self.spelling.binary:
+            return self.spelling.binary[op].format(lhs, rhs)
+        return f"({lhs} {_C_OPERATORS.get(op, op)} {rhs})"
+
+    def call(self, func: str, args: list[str]) -> str:
+        if func == "select":
+            return f"({args[0]} ? {args[1]} : {args[2]})"
+        if func in self.spelling.functions:  # a call's own parentheses delimit its operands
+            return self.spelling.functions[func].format(*(_unwrap(a) for a in args))
+        raise ValueError(f"no C spelling for Call {func}")
+
+    def unsupported(self, expr: ast.Expr) -> Exception:
+        return ValueError(f"no C spelling for {type(expr).__name__}")
+
+
 def to_c(expr: ast.Expr, operands: Mapping[str, str], attributes: Mapping[str, float],
          spelling: Spelling) -> str:
     """C text of ``expr``: ``operands`` maps a parameter to its C expression, ``attributes``
     an attribute to its value (written as a literal). Every operator is parenthesised."""
-
-    def walk(e: ast.Expr) -> str:
-        if isinstance(e, ast.Num):
-            return spelling.literal(float(e.value))
-        if isinstance(e, ast.Name):
-            if e.name in operands:
-                return operands[e.name]
-            if e.name in attributes:
-                return spelling.literal(float(attributes[e.name]))
-            raise KeyError(f"unbound name {e.name!r} in scalar semantics")
-        if isinstance(e, ast.UnOp):
-            return f"(-{walk(e.operand)})" if e.op == "-" else f"(!{walk(e.operand)})"
-        if isinstance(e, ast.BinOp):
-            lhs, rhs = walk(e.lhs), walk(e.rhs)
-            if e.op in spelling.binary:
-                return spelling.binary[e.op].format(lhs, rhs)
-            return f"({lhs} {_C_OPERATORS.get(e.op, e.op)} {rhs})"
-        if isinstance(e, ast.Call):
-            args = [walk(a) for a in e.args]
-            if e.func == "select":
-                return f"({args[0]} ? {args[1]} : {args[2]})"
-            if e.func in spelling.functions:  # a call's own parentheses delimit its operands
-                return spelling.functions[e.func].format(*(_unwrap(a) for a in args))
-        raise ValueError(f"no C spelling for {type(e).__name__} {getattr(e, 'func', '')}")
-
-    return walk(expr)
+    env = {name: spelling.literal(float(value)) for name, value in attributes.items()}
+    env.update(operands)
+    return compile_expr(expr, env, _C(spelling))

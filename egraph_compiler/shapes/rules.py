@@ -178,7 +178,9 @@ def _global_pool(ctx) -> list[TensorType]:
 
 def _flatten(ctx) -> list[TensorType]:
     x = ctx.need_shape(0)
-    axis = normalize_axis(int(ctx.attrs.get("axis", 1)), len(x) + 1, ctx.where)
+    axis = int(ctx.attrs.get("axis", 1))
+    # ONNX: axis in [-r, r], a negative one counts from the rank r (not r + 1)
+    axis = normalize_axis(axis + len(x) if axis < 0 else axis, len(x) + 1, ctx.where)
     return [TensorType(ctx.dtype(0), (product(x[:axis]), product(x[axis:])))]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import z3
 
 from egraph_compiler.dsl import ast
-from egraph_compiler.dsl.normalize import RANK_LIMIT
+from egraph_compiler.dsl.normalize import RANK_LIMIT, WIDE_RANK_LIMIT
 from egraph_compiler.verify.normalize import canonical, strip_spans
 from egraph_compiler.verify.semantics import OpSemantics
 from egraph_compiler.verify.text import rule_text
@@ -43,7 +43,7 @@ def cache_key(rule: ast.Rule, sems: dict[str, OpSemantics], options: str) -> str
     canon = canonical(rule, {n: s.decl for n, s in sems.items()})
     stripped = strip_spans(rule)
     assert isinstance(stripped, ast.Rule)
-    parts = [VERIFIER_VERSION, str(RANK_LIMIT), z3.get_version_string(), rule_text(stripped),
+    parts = [VERIFIER_VERSION, f"{RANK_LIMIT}/{WIDE_RANK_LIMIT}", z3.get_version_string(), rule_text(stripped),
              options]
     parts += [sems[op].text for op in canon.ops if op in sems]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

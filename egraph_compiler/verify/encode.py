@@ -19,6 +19,7 @@ from typing import Any
 import z3
 
 from egraph_compiler.dsl import ast
+from egraph_compiler.ops.z3 import Unencodable, as_bool, as_element, to_z3
 from egraph_compiler.verify import evalexpr
 from egraph_compiler.verify.scalar import AbstractDomain, Domain, Unsupported
 from egraph_compiler.verify.semantics import OpSemantics
@@ -428,8 +429,9 @@ class Encoder:
         return record.cell
 
     # ------------------------------------------------------------ background facts
-    def background(self) -> list[z3.BoolRef]:
-        """Dims >= 1, unsigned integer elements, instantiated guard facts and axioms."""
+    def background(self, axioms: bool = True) -> list[z3.BoolRef]:
+        """Dims >= 1, unsigned integer elements, instantiated guard facts and (unless
+        ``axioms`` is false) the axioms of the scalar functions met."""
         facts: list[z3.BoolRef] = []
         for var, _rank in self.config.ranks:
             facts.extend(d >= 1 for d in self.shape(var))
@@ -442,7 +444,8 @@ class Encoder:
         for (kind, var), flag in self.flags.items():
             for _idx, term in self.touched.get(var, []):
                 facts.append(z3.Implies(flag, element_predicate(kind, term, self.domain)))
-        facts.extend(self.domain.axioms())
+        if axioms:
+            facts.extend(self.domain.axioms())
         facts.extend(self.index_facts)
         if self.row_major:
             facts.extend(self._row_major_injective())
@@ -546,64 +549,10 @@ def project(dims: Dims, idx: list[Any]) -> list[Any]:
     return [z3.If(d == 1, 0, idx[offset + k]) for k, d in enumerate(dims)]
 
 
-def as_bool(value: Any, domain: Domain) -> Any:
-    """A tensor element read as a condition: ONNX booleans are stored as 0 / 1 elements
-    (every element of a tensor variable has the tier's sort), so nonzero is true."""
-    if isinstance(value, z3.BoolRef) or isinstance(value, bool):
-        return value
-    return domain.binop("!=", value, domain.const(0))
-
-
-def as_element(value: Any, domain: Domain) -> Any:
-    """A condition stored as a tensor element: 1 or 0 in the tier's sort."""
-    if isinstance(value, z3.BoolRef):
-        return z3.If(value, domain.const(1), domain.const(0))
-    return value
-
-
-_LOGIC = {"and": z3.And, "or": z3.Or}
-
-
 def scalar_expr(expr: ast.Expr, env: dict[str, Any], domain: Domain) -> Any:
-    """An op's `= expr` / `requires expr` over operand elements, in ``domain``. Conditions
-    and numbers convert into each other where the expression needs the other
-    (`as_bool`, `as_element`): ``not x`` of a boolean tensor, ``select(a > b, ...)``."""
-    def lift(value: Any) -> Any:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return domain.const(value)
-        return as_element(value, domain)
-
-    def go(e: ast.Expr) -> Any:
-        if isinstance(e, ast.Num):
-            return domain.const(e.value)
-        if isinstance(e, ast.Str):
-            return e.value
-        if isinstance(e, ast.Name):
-            if e.name not in env:
-                if e.name in ("inf",):
-                    return domain.const(float("inf"))
-                raise Unsupported(f"unknown name `{e.name}` in operator semantics")
-            return env[e.name]
-        if isinstance(e, ast.UnOp):
-            value = go(e.operand)
-            return z3.Not(as_bool(value, domain)) if e.op == "not" else domain.neg(lift(value))
-        if isinstance(e, ast.BinOp):
-            a, b = go(e.lhs), go(e.rhs)
-            if isinstance(a, str) or isinstance(b, str):
-                if e.op in ("==", "!="):
-                    return z3.BoolVal((a == b) == (e.op == "=="))
-                raise Unsupported("string arithmetic in operator semantics")
-            if e.op in _LOGIC:
-                return _LOGIC[e.op](as_bool(a, domain), as_bool(b, domain))
-            if (e.op in ("==", "!=") and isinstance(a, z3.BoolRef)
-                    and isinstance(b, z3.BoolRef)):
-                return (a == b) if e.op == "==" else (a != b)
-            return domain.binop(e.op, lift(a), lift(b))
-        if isinstance(e, ast.Call):
-            if e.func in ("select", "where") and len(e.args) == 3:
-                cond = as_bool(go(e.args[0]), domain)
-                return domain.call(e.func, (cond, lift(go(e.args[1])), lift(go(e.args[2]))))
-            return domain.call(e.func, tuple(lift(go(a)) for a in e.args))
-        raise Unsupported(f"cannot encode {e!r} in operator semantics")
-
-    return go(expr)
+    """An op's `= expr` / `requires expr` over operand elements, in ``domain``: the one
+    scalar compiler (`ops.scalar`) with its Z3 backend, the tier being the spelling."""
+    try:
+        return to_z3(expr, env, domain)
+    except Unencodable as err:
+        raise Unsupported(str(err)) from err

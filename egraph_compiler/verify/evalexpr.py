@@ -1,8 +1,9 @@
-"""Evaluate guards and computed attributes: Python values where they are known
-(ranks, permutations, axes), Z3 terms where they are symbolic (dims, element facts).
+"""The verifier's domain for guards and computed attributes: `dsl.guard_eval` (the one
+evaluator, shared with the e-graph) over Python values where they are known (ranks,
+permutations, axes) and Z3 terms where they are symbolic (dims, element facts).
 
-The same evaluator serves the SMT encoding and the NumPy replay: only the `Facts`
-backend differs. Int-list built-ins follow `dsl.builtins`: ``compose(p, q)[i] = p[q[i]]``.
+The same domain serves the SMT encoding and the NumPy replay: only the `Facts`
+backend differs. Shape built-ins over symbolic dims are encoded here (`SHAPE_BUILTINS`).
 """
 
 from __future__ import annotations
@@ -13,13 +14,12 @@ from typing import Any, Protocol
 
 import z3
 
-from egraph_compiler.dsl import ast, shape_builtins
+from egraph_compiler.dsl import ast, guard_eval, shape_builtins
 from egraph_compiler.verify.scalar import Unsupported
 
-
-class NotApplicable(Exception):
-    """A guard or attribute cannot be evaluated for this configuration (e.g. an axis
-    out of range): the rule does not fire here."""
+# A guard or attribute cannot be evaluated for this configuration (e.g. an axis out of
+# range): the rule does not fire here. The same exception as the e-graph's "undecided".
+NotApplicable = guard_eval.Undecided
 
 
 class Facts(Protocol):
@@ -34,75 +34,6 @@ class Facts(Protocol):
 
 def _is_z3(value: object) -> bool:
     return isinstance(value, z3.ExprRef)
-
-
-def logical_and(values: Sequence[Any]) -> Any:
-    if any(_is_z3(v) for v in values):
-        return z3.And(*[v if _is_z3(v) else z3.BoolVal(bool(v)) for v in values])
-    return all(values)
-
-
-def logical_or(values: Sequence[Any]) -> Any:
-    if any(_is_z3(v) for v in values):
-        return z3.Or(*[v if _is_z3(v) else z3.BoolVal(bool(v)) for v in values])
-    return any(values)
-
-
-def equal(a: Any, b: Any) -> Any:
-    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
-        if not isinstance(a, (list, tuple)) or not isinstance(b, (list, tuple)):
-            return False
-        if len(a) != len(b):
-            return False
-        return logical_and([equal(x, y) for x, y in zip(a, b, strict=False)])
-    if _is_z3(a) or _is_z3(b):
-        return a == b
-    return a == b
-
-
-# ---------------------------------------------------------------- int-list built-ins
-def compose(p: Sequence[int], q: Sequence[int]) -> list[int]:
-    if len(p) != len(q):
-        raise NotApplicable("compose of permutations of different lengths")
-    return [p[i] for i in q]
-
-
-def invert(p: Sequence[int]) -> list[int]:
-    out = [0] * len(p)
-    for i, v in enumerate(p):
-        out[v] = i
-    return out
-
-
-def permute(values: Sequence[Any], p: Sequence[int]) -> list[Any]:
-    if len(values) != len(p):
-        raise NotApplicable("permute with a permutation of another length")
-    return [values[i] for i in p]
-
-
-def normalize_axes(axes: Sequence[int], rank: int) -> list[int]:
-    if any(a < -rank or a >= rank for a in axes):
-        raise NotApplicable("axis out of range")
-    return sorted(a % rank if rank else a for a in axes)
-
-
-PURE_BUILTINS: dict[str, Callable[..., Any]] = {
-    "compose": compose,
-    "invert": invert,
-    "is_identity": lambda p: list(p) == list(range(len(p))),
-    "len": lambda items: len(items),
-    "permute": permute,
-    "normalize_axes": normalize_axes,
-    "concat": lambda a, b: list(a) + list(b),
-    "range": lambda n: list(range(n)),
-}
-ELEMENT_FACTS = ("nonzero", "positive", "nonneg")
-
-
-def _has_z3(value: Any) -> bool:
-    if isinstance(value, (list, tuple)):
-        return any(_has_z3(v) for v in value)
-    return _is_z3(value)
 
 
 # ---------------------------------------------------------------- shape built-ins, symbolic
@@ -194,68 +125,67 @@ SHAPE_BUILTINS: dict[str, Callable[..., Any]] = {
 }
 
 
-def evaluate(expr: ast.Expr, attrs: dict[str, Any], facts: Facts) -> Any:
-    """The value of ``expr``; tensor variables are named by ``?x`` (`ast.Var`) and
-    looked up as tensors only inside tensor-fact built-ins."""
-    ev = _Evaluator(attrs, facts)
-    return ev(expr)
+class Z3Domain(guard_eval.GuardDomain):
+    """The verifier's domain: tensor facts from a `Facts` backend (the SMT encoding,
+    the NumPy replay, the rank enumeration); symbolic values are Z3 terms; a shape
+    built-in over symbolic dims fires only where ``facts.require`` is told it is defined."""
 
-
-class _Evaluator:
-    def __init__(self, attrs: dict[str, Any], facts: Facts) -> None:
-        self.attrs = attrs
+    def __init__(self, facts: Facts) -> None:
         self.facts = facts
 
-    def __call__(self, e: ast.Expr) -> Any:
-        if isinstance(e, ast.Num):
-            return e.value
-        if isinstance(e, ast.Str):
-            return e.value
-        if isinstance(e, ast.Name):
-            return self.attrs.get(e.name, e.name)  # a bare dtype name compares as text
-        if isinstance(e, ast.Var):
-            if e.name in self.attrs:
-                return self.attrs[e.name]
-            values = getattr(self.facts, "values", None)
-            if values is not None:  # a constant 1-D tensor used as a list (a shape)
-                return list(values(e.name))
-            raise NotApplicable(f"?{e.name} is a tensor; use it through shape(), dim() ...")
-        if isinstance(e, ast.ListLit):
-            return [self(item) for item in e.items]
-        if isinstance(e, ast.Index):
-            base, index = self(e.base), self(e.index)
-            if not isinstance(index, int) or not -len(base) <= index < len(base):
-                raise NotApplicable("index out of range")
-            return base[index]
-        if isinstance(e, ast.UnOp):
-            value = self(e.operand)
-            if e.op == "not":
-                return z3.Not(value) if _is_z3(value) else not value
-            return -value
-        if isinstance(e, ast.BinOp):
-            return self._binop(e)
-        if isinstance(e, ast.Call):
-            return self._call(e)
-        raise NotApplicable(f"cannot evaluate {e!r}")
+    def rank(self, var: str) -> int:
+        return self.facts.rank(var)
 
-    def _binop(self, e: ast.BinOp) -> Any:
-        if e.op == "and":
-            return logical_and([self(e.lhs), self(e.rhs)])
-        if e.op == "or":
-            return logical_or([self(e.lhs), self(e.rhs)])
-        a, b = self(e.lhs), self(e.rhs)
-        if e.op == "==":
-            return equal(a, b)
-        if e.op == "!=":
-            eq = equal(a, b)
-            return z3.Not(eq) if _is_z3(eq) else not eq
-        ops: dict[str, Callable[[Any, Any], Any]] = {
-            "+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
-            "/": lambda x, y: x / y, "//": lambda x, y: x // y if not _is_z3(x) and
-            not _is_z3(y) else x / y, "%": lambda x, y: x % y, "**": lambda x, y: x ** y,
-            "<": lambda x, y: x < y, "<=": lambda x, y: x <= y, ">": lambda x, y: x > y,
-            ">=": lambda x, y: x >= y}
-        return ops[e.op](a, b)
+    def shape(self, var: str) -> Sequence[Any]:
+        return self.facts.shape(var)
+
+    def dtype(self, var: str) -> str:
+        return self.facts.dtype(var)
+
+    def is_const(self, var: str) -> Any:
+        return self.facts.is_const(var)
+
+    def element_fact(self, kind: str, var: str) -> Any:
+        return self.facts.element_fact(kind, var)
+
+    def tensor_value(self, var: str) -> Sequence[Any]:
+        values = getattr(self.facts, "values", None)
+        if values is None:
+            raise NotApplicable(f"?{var} is a tensor; use it through shape(), dim() ...")
+        return values(var)  # a constant 1-D tensor used as a list (a shape)
+
+    def make_list(self, items: Sequence[Any]) -> Any:
+        return list(items)
+
+    def is_symbolic(self, value: Any) -> bool:
+        return _is_z3(value)
+
+    def compare_symbolic(self, op: str, a: Any, b: Any) -> Any:
+        return _Z3_COMPARE[op](a, b)
+
+    def arith_symbolic(self, op: str, a: Any, b: Any) -> Any:
+        if op == "//":  # integer dims: Z3's integer division
+            return a / b
+        if op == "**":
+            return a ** b
+        return guard_eval.ARITH[op](a, b)
+
+    def negate_symbolic(self, a: Any) -> Any:
+        return -a
+
+    def logic_symbolic(self, op: str, values: Sequence[Any]) -> Any:
+        terms = [v if _is_z3(v) else z3.BoolVal(bool(v)) for v in values]
+        if op == "not":
+            return z3.Not(terms[0])
+        return z3.And(*terms) if op == "and" else z3.Or(*terms)
+
+    def shape_builtin(self, name: str, args: Sequence[Any]) -> Any:
+        if not getattr(self.facts, "symbolic_shape_builtins", True):
+            raise NotApplicable(f"{name} over symbolic dims")
+        return SHAPE_BUILTINS[name](*args, require=self._require)
+
+    def unsupported(self, name: str) -> Exception:
+        return Unsupported(f"the built-in {name}() has no verifier encoding")
 
     def _require(self, cond: Any) -> None:
         """A symbolic shape built-in is defined only where ``cond`` holds."""
@@ -272,46 +202,13 @@ class _Evaluator:
                 raise NotApplicable("a symbolic shape condition")
             require(cond)
 
-    def _tensor(self, arg: ast.Expr) -> str:
-        if not isinstance(arg, ast.Var):
-            raise NotApplicable("tensor built-ins take a pattern variable")
-        return arg.name
 
-    def _call(self, e: ast.Call) -> Any:
-        f, args = e.func, e.args
-        if f in PURE_BUILTINS:
-            return PURE_BUILTINS[f](*[self(a) for a in args])
-        if f in SHAPE_BUILTINS:
-            args_v = [self(a) for a in args]
-            if not any(_has_z3(a) for a in args_v):
-                try:
-                    return list(getattr(shape_builtins, f)(*args_v))
-                except ValueError as err:
-                    raise NotApplicable(str(err)) from err
-            return SHAPE_BUILTINS[f](*args_v, require=self._require)
-        if f in ELEMENT_FACTS:
-            return self.facts.element_fact(f, self._tensor(args[0]))
-        if f == "rank":
-            return self.facts.rank(self._tensor(args[0]))
-        if f == "shape":
-            return list(self.facts.shape(self._tensor(args[0])))
-        if f == "dim":
-            shape = self.facts.shape(self._tensor(args[0]))
-            axis = self(args[1])
-            if not isinstance(axis, int) or not -len(shape) <= axis < len(shape):
-                raise NotApplicable("dim() axis out of range")
-            return shape[axis]
-        if f == "numel":
-            return math.prod(self.facts.shape(self._tensor(args[0])))
-        if f == "dtype":
-            return self.facts.dtype(self._tensor(args[0]))
-        if f == "is_const":
-            return self.facts.is_const(self._tensor(args[0]))
-        if f in ("same_shape", "broadcastable"):
-            a = self.facts.shape(self._tensor(args[0]))
-            b = self.facts.shape(self._tensor(args[1]))
-            if f == "same_shape":
-                return equal(a, b)
-            return logical_and([logical_or([x == y, x == 1, y == 1])
-                                for x, y in zip(reversed(a), reversed(b), strict=False)])
-        raise Unsupported(f"the built-in {f}() has no verifier encoding")
+_Z3_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+def evaluate(expr: ast.Expr, attrs: dict[str, Any], facts: Facts) -> Any:
+    """The value of ``expr`` (`dsl.guard_eval`, the e-graph's evaluator too); tensor
+    variables (``?x``) are read through ``facts``."""
+    return guard_eval.evaluate(expr, attrs, Z3Domain(facts))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 
 from egraph_compiler.dsl import ast
+from egraph_compiler.dsl.normalize import normalize_rule
+from egraph_compiler.dsl.normalize import rank_limit as verified_rank_limit
 from egraph_compiler.verify.check import TierResult, check_tier
 from egraph_compiler.verify.normalize import CanonRule, canonical
 from egraph_compiler.verify.preconditions import search
@@ -44,7 +46,9 @@ def verify_rule(rule: ast.Rule, sems: dict[str, OpSemantics], timeout_s: float =
     exact_tier, machine_tiers = tiers_for(rule, sems, canon.ops)
     if not machine:
         machine_tiers = ()
-    result = check_tier(canon, sems, exact_tier, canon.guard, timeout_s)
+    ops = {name: s.decl for name, s in sems.items()}
+    top_rank = verified_rank_limit(normalize_rule(rule, ops), ops)  # the e-graph applies it up to here
+    result = check_tier(canon, sems, exact_tier, canon.guard, timeout_s, max_rank=top_rank)
     notes: list[str] = []
     if result.status != "proved":
         guard, wrong = "", False
@@ -56,7 +60,8 @@ def verify_rule(rule: ast.Rule, sems: dict[str, OpSemantics], timeout_s: float =
                 left = search_deadline - time.monotonic()
                 if left <= 0:
                     return None
-                status = check_tier(canon, sems, exact_tier, g, left, use_fuzz=False).status
+                status = check_tier(canon, sems, exact_tier, g, left, use_fuzz=False,
+                                    max_rank=top_rank).status
                 return None if status == "unknown" else status == "proved"
 
             guard, complete = search(canon, sems, exact_tier, prove, search_deadline)

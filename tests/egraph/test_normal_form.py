@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from egraph_compiler import egraph, extract, verify
-from egraph_compiler.dsl.normalize import RANK_LIMIT, attribute_warnings
+from egraph_compiler.dsl.normalize import RANK_LIMIT, WIDE_RANK_LIMIT, attribute_warnings
 from tests.egraph.helpers import graph, rules_from_text, run
 
 
@@ -99,3 +99,17 @@ ruleset algebra
 rule neg-neg: Neg(Neg(?x)) => ?x
 """)
     assert _verdict(rules, tmp_path).rank_guard == ""
+
+
+@pytest.mark.parametrize(("rank", "fires"), [(WIDE_RANK_LIMIT, True), (WIDE_RANK_LIMIT + 1, False)])
+def test_a_rule_without_perms_or_axes_is_verified_and_applied_to_rank_six(tmp_path, rank, fires):
+    rules = rules_from_text(tmp_path, """
+ruleset layout
+rule cat-one: Concat(?x, axis=?a) => ?x
+""")
+    v = _verdict(rules, tmp_path)
+    assert v.ok and v.rank_guard == f"rank(?x) <= {WIDE_RANK_LIMIT}" and WIDE_RANK_LIMIT >= 6
+    shape = tuple(range(2, 2 + rank))
+    g = graph({"x": shape}, [("Concat", ["x"], ["y"], {"axis": 1})], ["y"], types={"y": shape})
+    sat = egraph.saturate(g, rules)
+    assert bool(sat.stats.rule_fires.get("cat-one", 0)) == fires

@@ -45,24 +45,35 @@ def test_missing_file(tmp_path: Path) -> None:
 
 def test_custom_domain_op_is_named() -> None:
     node = helper.make_node("FancyGelu", ["x"], ["y"], name="act_3", domain="com.example")
-    with pytest.raises(ModelError, match=r"node 'act_3' \(FancyGelu\) is in domain 'com.example'"):
+    with pytest.raises(ModelError, match=r"node 'act_3' \(FancyGelu, opset \d+\) is in domain 'com.example'"):
         load_onnx(_model([node], extra_opsets=(helper.make_opsetid("com.example", 1),)))
 
 
-def test_control_flow_is_named() -> None:
+def test_run_time_control_flow_is_named() -> None:
+    """An If whose condition is computed at run time is refused by node, operator and opset."""
     branch = helper.make_graph([helper.make_node("Relu", ["x"], ["r"])], "b", [],
                                [helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, 3])])
-    cond = helper.make_node("Constant", [], ["c"], value=helper.make_tensor("c", TensorProto.BOOL, [], [True]))
+    positive = helper.make_node("ReduceMax", ["x"], ["m"], keepdims=0)
+    zero = helper.make_node("Constant", [], ["z"], value=helper.make_tensor("z", TensorProto.FLOAT, [], [0.0]))
+    cond = helper.make_node("Greater", ["m", "z"], ["c"])
     node = helper.make_node("If", ["c"], ["y"], name="branchy", then_branch=branch, else_branch=branch)
-    with pytest.raises(ModelError, match=r"node 'branchy' \(If\).*control flow"):
-        load_onnx(_model([cond, node]))
+    with pytest.raises(ModelError, match=r"node 'branchy' \(If, opset \d+\).*computed at run time"):
+        load_onnx(_model([positive, zero, cond, node]))
 
 
 def test_op_without_import_support_is_named() -> None:
-    """Mish exists only from opset 18 and has no import rule to the opset-17 IR yet."""
+    """CenterCropPad exists only from opset 18 and has no import rule to the opset-17 IR."""
+    node = helper.make_node("CenterCropPad", ["x", "s"], ["y"], name="crop_0")
+    shape = helper.make_node("Constant", [], ["s"], value=helper.make_tensor("s", TensorProto.INT64, [2], [1, 2]))
+    with pytest.raises(ModelError, match=r"node 'crop_0' \(CenterCropPad, opset 18\).*no import support"):
+        load_onnx(_model([shape, node], opset=18))
+
+
+def test_opset18_mish_is_imported() -> None:
+    """Mish (opset 18) keeps its ONNX meaning in the IR and is written back at opset 18."""
     node = helper.make_node("Mish", ["x"], ["y"], name="mish_0")
-    with pytest.raises(ModelError, match=r"node 'mish_0' \(Mish\).*no import support"):
-        load_onnx(_model([node], opset=18))
+    graph = load_onnx(_model([node], opset=18))
+    assert [n.op for n in graph.nodes] == ["Mish"]
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
@@ -89,7 +100,7 @@ def test_folding_failure_names_the_node() -> None:
     data = helper.make_node("Constant", [], ["d"], value=helper.make_tensor("d", TensorProto.FLOAT, [6], np.zeros(6)))
     reshape = helper.make_node("Reshape", ["d", "s"], ["r"], name="bad_reshape")
     add = helper.make_node("Add", ["x", "r"], ["y"])
-    with pytest.raises(ModelError, match=r"node 'bad_reshape' \(Reshape\)"):
+    with pytest.raises(ModelError, match=r"node 'bad_reshape' \(Reshape, opset 17\)"):
         load_onnx(_model([shape, data, reshape, add]))
 
 

@@ -25,11 +25,10 @@ NOT_YET_PROVED: dict[str, set[str]] = {}
 # its name) must be proved or `unknown`, never `failed` (none today).
 IN_PROGRESS_OPS: set[str] = set()
 # Shipped rules whose proof Z3 finds or not depending on its search order: proved or
-# `unknown`, never `failed`. The BatchNorm-into-Conv folds: since issue 12's changes
-# (rank 4, attributes bound before the guard, more axiom instances) Z3's nonlinear
-# arithmetic proves them in 2-35 s in one process and returns `unknown` in another
-# (seen in tests/verify/test_library.py and benchmarks/verify.py, 2026-11-25).
-NONLINEAR_SLOW: set[str] = {"bn-fold-conv", "bn-fold-conv-nobias"}
+# `unknown`, never `failed` (none today: the BatchNorm-into-Conv folds were, until the
+# induction tried each half of its goal without the function axioms first,
+# `check._closes`).
+NONLINEAR_SLOW: set[str] = set()
 
 # Shipped rules the verifier refutes, reported to the rules' owner (none today; an
 # entry must keep failing, so the list cannot go stale).

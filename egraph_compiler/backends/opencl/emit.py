@@ -12,6 +12,7 @@ is emitted once (DNNFusion §3.4.4). Spine values (downstream of the anchor) are
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -152,14 +153,16 @@ class ValueEmitter:
             expr = f"(({ctype(dtype)})({args[0]} != 0))" if dtype == "bool" else \
                 f"(({ctype(dtype)}){args[0]})"
         elif op == "Clip":
-            lo, hi = node.attr("min"), node.attr("max")
+            # bounds: constant attributes, or run-time inputs (opset 11+); an infinite
+            # attribute is no bound (and has no integer literal)
             expr = args[0]
-            if lo is not None:
-                expr = f"fmax({expr}, {sp.literal(lo, dtype)})" if dtype.startswith("float") \
-                    else f"max({expr}, {sp.literal(lo, dtype)})"
-            if hi is not None:
-                expr = f"fmin({expr}, {sp.literal(hi, dtype)})" if dtype.startswith("float") \
-                    else f"min({expr}, {sp.literal(hi, dtype)})"
+            for k, (attr, pick) in enumerate((("min", "max"), ("max", "min")), start=1):
+                bound = args[k] if k < len(args) and args[k] else None
+                value = node.attr(attr)
+                if bound is None and value is not None and not math.isinf(float(value)):
+                    bound = sp.literal(value, dtype)
+                if bound is not None:
+                    expr = f"{'f' if dtype.startswith('float') else ''}{pick}({expr}, {bound})"
         elif op == "IsInf":
             sides = [f"{args[0]} > 0"] if node.attr("detect_positive", 1) else []
             sides += [f"{args[0]} < 0"] if node.attr("detect_negative", 1) else []
@@ -169,9 +172,17 @@ class ValueEmitter:
         elif op == "Pow" and dtype.startswith("float") and _is_two(self.view.constants.get(
                 node.inputs[1])):  # LayerNorm's variance: pow is a slow call on PoCL
             expr = f"({args[0]} * {args[0]})"
-        elif op == "Mod":
-            expr = f"fmod({args[0]}, {args[1]})" if dtype.startswith("float") else \
-                f"({args[0]} % {args[1]})"
+        elif op == "Mod" and dtype.startswith("float"):
+            expr = f"fmod({args[0]}, {args[1]})"
+        elif op == "Mod":  # C's % truncates (fmod=1); fmod=0 takes the divisor's sign
+            rem = self.assign(scope, dtype, f"({args[0]} % {args[1]})")
+            expr = rem if node.attr("fmod", 0) else \
+                f"(({rem} != 0 && (({rem} < 0) != ({args[1]} < 0))) ? {rem} + {args[1]} : {rem})"
+        elif op.startswith("Bitwise"):  # integer operands (ONNX opset 18)
+            expr = f"(~{args[0]})" if op == "BitwiseNot" else \
+                f"({args[0]} {sp.BITWISE[op]} {args[1]})"
+        elif op == "BitShift":
+            expr = f"({args[0]} {'<<' if node.attr('direction') == 'LEFT' else '>>'} {args[1]})"
         elif op in sp.VARIADIC:
             table = sp.VARIADIC if dtype.startswith("float") else sp.VARIADIC_INT
             expr = args[0]

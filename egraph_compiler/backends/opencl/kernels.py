@@ -56,7 +56,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from egraph_compiler.backends.opencl import cost, gemm, images, ops_models
+from egraph_compiler.backends.opencl import cost, gemm, images, ops_extra, ops_models
 from egraph_compiler.backends.opencl import depthwise as dw
 from egraph_compiler.backends.opencl import rows as row_split
 from egraph_compiler.backends.opencl import spelling as sp
@@ -870,6 +870,20 @@ class _Gen:
         self.variant = split.describe()
         return groups, min(local, 1 << max(chunk - 1, 1).bit_length())
 
+    def indexed(self) -> Kernel:
+        """An ``anchor indexed`` operator: one work item per output element, its value
+        from the operator's generator in `ops_extra`, then the block's epilogue."""
+        node = self.anchor()
+        out_shape = self.view.shape(node.outputs[0])
+        total = int(np.prod(out_shape, dtype=np.int64))
+        s = Scope()
+        s.emit("const int gid = get_global_id(0);")
+        s.emit(f"if (gid >= {total}) return;")
+        self.declare_iteration(s, ix.delinearize(self.ivar("gid", total), out_shape))
+        out_idx = tuple(self.ivar(f"i{k}", size) for k, size in enumerate(out_shape))
+        self.epilogue(s, ops_extra.generate(self, s, node, out_idx))
+        return self.finish(s, total, self.params.work_group)
+
     def serial_rows(self, length: int, rows: int) -> bool:
         """One work-item per row rather than one work-group (`KernelParams.row_serial_below`)."""
         return length < self.params.row_serial_below and rows >= self.params.row_serial_min_rows
@@ -1210,5 +1224,11 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
 
 def generate(view: GraphView, block: Block, params: KernelParams) -> Kernel:
     """The kernel of one block."""
-    gen = _Gen(view, block, params)
-    return getattr(gen, block.kind)()
+    try:
+        gen = _Gen(view, block, params)
+        return getattr(gen, block.kind)()
+    except ModelError as error:  # say where, when the message does not already
+        if "node '" in str(error):
+            raise
+        where = ", ".join(f"node '{view.nodes[n].name}' ({view.nodes[n].op})" for n in block.nodes[:3])
+        raise ModelError(f"{where}: {error}") from None

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import math
 
+from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ops.scalar import Spelling
+
+# ONNX opset 18's bitwise operators (integer operands) as C operators.
+BITWISE = {"BitwiseAnd": "&", "BitwiseOr": "|", "BitwiseXor": "^"}
 
 C_TYPES = {
     "float32": "float", "float64": "double", "int64": "long", "int32": "int",
@@ -68,4 +72,6 @@ def literal(value: float | int, dtype: str) -> str:
         return f"{text}f" if dtype == "float32" else text
     if dtype == "bool":
         return "1" if value else "0"
+    if dtype not in C_TYPES:  # float16, bfloat16, …: a clear refusal, not a KeyError
+        raise ModelError(f"the OpenCL backend has no element type for {dtype}")
     return f"(({C_TYPES[dtype]}){int(value)})"

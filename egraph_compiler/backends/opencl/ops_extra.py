@@ -1,0 +1,255 @@
+"""OpenCL code for the simple non-elementwise operators (``anchor indexed`` in
+rules/operators.dnnr): each work item computes one output element from its index,
+looping over the input elements it depends on, and the block's epilogue (fused
+elementwise consumers) follows as for any anchor (`kernels._Gen.indexed`).
+
+`GENERATORS` is the one place an operator is registered: name → a function that
+emits the code of the element at ``out`` (the iteration variables) into ``scope``
+and returns the C variable holding it. Operands are read through the block's value
+emitter, so fused producers and chosen layouts apply. An operand the operator needs
+as a compile-time constant (CumSum's axis, Trilu's k) that is not one is refused by
+name, saying what would make it compile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from egraph_compiler.backends.opencl import spelling as sp
+from egraph_compiler.backends.opencl.emit import Scope, ctype
+from egraph_compiler.fusion import index as ix
+from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.ir.graph import Node
+
+Index = tuple[ix.IExpr, ...]
+Generator = Callable[[Any, Scope, Node, Index], str]  # (the kernel generator, scope, node, out)
+
+
+def _constant_int(gen: Any, node: Node, position: int, what: str, default: int | None) -> int:
+    name = node.inputs[position] if position < len(node.inputs) else ""
+    if not name:
+        if default is None:
+            raise ModelError(f"node '{node.name}' ({node.op}): {what} is missing")
+        return default
+    value = gen.view.constants.get(name)
+    if value is None:
+        raise ModelError(f"node '{node.name}' ({node.op}): the OpenCL backend needs {what} "
+                         f"('{name}') as a compile-time constant\n  hint: make it an initializer "
+                         "or a value that folds from constants and static shapes")
+    return int(np.asarray(value).reshape(-1)[0])
+
+
+def _axis(node: Node, axis: int, rank: int) -> int:
+    if not -rank <= axis < rank:
+        raise ModelError(f"node '{node.name}' ({node.op}): axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def _with_axis(index: Index, axis: int, value: ix.IExpr) -> Index:
+    return tuple(value if k == axis else v for k, v in enumerate(index))
+
+
+def _loop_var(name: str, size: int) -> ix.IExpr:
+    return ix.IVar(name, 0, size - 1) if size > 1 else 0
+
+
+def _zero(dtype: str) -> str:
+    return sp.literal(0, dtype)
+
+
+def _cumsum(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """CumSum: the sum of x along axis up to (or, reversed, from) the element."""
+    x = node.inputs[0]
+    shape, dtype = gen.view.shape(x), gen.view.dtype(x)
+    axis = _axis(node, _constant_int(gen, node, 1, "the axis", None), len(shape))
+    n = shape[axis]
+    acc = gen.em.fresh("acc")
+    scope.emit(f"{ctype(dtype)} {acc} = {_zero(dtype)};")
+    here = ix.render(out[axis])
+    compare = ">" if node.attr("reverse", 0) else "<"
+    compare += "" if node.attr("exclusive", 0) else "="
+    body = scope.child()
+    value = gen.em.value(body, x, _with_axis(out, axis, _loop_var("r", n)))
+    body.emit(f"if (r {compare} {here}) {acc} += {value};")
+    scope.nest(f"for (int r = 0; r < {n}; ++r)", body)
+    return acc
+
+
+def _trilu(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """Trilu: x where the column minus the row is >= k (upper) or <= k (lower), else 0."""
+    x = node.inputs[0]
+    dtype = gen.view.dtype(x)
+    k = _constant_int(gen, node, 1, "the diagonal k", 0)
+    row, col = ix.render(out[-2]), ix.render(out[-1])
+    keep = f"(({col}) - ({row}) {'>=' if node.attr('upper', 1) else '<='} {k})"
+    value = gen.em.value(scope, x, out)
+    return gen.em.assign(scope, dtype, f"({keep} ? {value} : {_zero(dtype)})")
+
+
+def _hardmax(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """Hardmax: 1 at the first maximum along axis, 0 elsewhere."""
+    x = node.inputs[0]
+    shape, dtype = gen.view.shape(x), gen.view.dtype(x)
+    axis = _axis(node, int(node.attr("axis", -1)), len(shape))
+    best, at = gen.em.fresh("best"), gen.em.fresh("at")
+    scope.emit(f"{ctype(dtype)} {best} = {_zero(dtype)}; int {at} = 0;")
+    body = scope.child()
+    value = gen.em.value(body, x, _with_axis(out, axis, _loop_var("r", shape[axis])))
+    body.emit(f"if (r == 0 || {value} > {best}) {{ {best} = {value}; {at} = r; }}")
+    scope.nest(f"for (int r = 0; r < {shape[axis]}; ++r)", body)
+    one = sp.literal(1, dtype)
+    return gen.em.assign(scope, dtype, f"({at} == {ix.render(out[axis])} ? {one} : {_zero(dtype)})")
+
+
+def _lp_normalization(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """LpNormalization: x over its L1 (p=1) or L2 (p=2) norm along axis (1 where it is 0)."""
+    x = node.inputs[0]
+    shape, dtype = gen.view.shape(x), gen.view.dtype(x)
+    if not dtype.startswith("float"):
+        raise ModelError(f"node '{node.name}' (LpNormalization): {dtype} is not a float type")
+    axis = _axis(node, int(node.attr("axis", -1)), len(shape))
+    p = int(node.attr("p", 2))
+    if p not in (1, 2):
+        raise ModelError(f"node '{node.name}' (LpNormalization): p={p} (ONNX allows 1 or 2)")
+    acc = gen.em.fresh("norm")
+    scope.emit(f"{ctype(dtype)} {acc} = {_zero(dtype)};")
+    body = scope.child()
+    value = gen.em.value(body, x, _with_axis(out, axis, _loop_var("r", shape[axis])))
+    body.emit(f"{acc} += {'fabs(' + value + ')' if p == 1 else f'{value} * {value}'};")
+    scope.nest(f"for (int r = 0; r < {shape[axis]}; ++r)", body)
+    norm = acc if p == 1 else f"sqrt({acc})"
+    norm = f"({acc} == 0 ? {sp.literal(1, dtype)} : {norm})"  # a zero line stays zero (ONNX's reference)
+    return gen.em.assign(scope, dtype, f"({gen.em.value(scope, x, out)} / {norm})")
+
+
+def _element_index(gen: Any, scope: Scope, node: Node, indices: str, at: Index, size: int) -> str:
+    """The int index read from ``indices`` at ``at``, negative values counted from ``size``."""
+    raw = gen.em.value(scope, indices, at)
+    var = gen.em.fresh("g")
+    scope.emit(f"int {var} = (int)({raw}); if ({var} < 0) {var} += {size};")
+    return var
+
+
+def _gather_elements(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """GatherElements: x at the element's index with axis replaced by indices' value."""
+    x, indices = node.inputs[:2]
+    shape = gen.view.shape(x)
+    axis = _axis(node, int(node.attr("axis", 0)), len(shape))
+    where = _element_index(gen, scope, node, indices, out, shape[axis])
+    # `where` is in range for a valid model (ONNX: indices within [-s, s-1])
+    return gen.em.value(scope, x, _with_axis(out, axis, ix.IVar(where, 0, shape[axis] - 1)))
+
+
+_SCATTER_REDUCTIONS = {"none": "{u}", "add": "{a} + {u}", "mul": "{a} * {u}",
+                       "max": "({a} > {u} ? {a} : {u})", "min": "({a} < {u} ? {a} : {u})"}
+
+
+def _scatter_elements(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """ScatterElements: data, with each update whose target is this element applied in
+    order (the updates of this element's line along axis are the only candidates)."""
+    data, indices, updates = node.inputs[:3]
+    shape, dtype = gen.view.shape(data), gen.view.dtype(data)
+    upd_shape = gen.view.shape(updates)
+    axis = _axis(node, int(node.attr("axis", 0)), len(shape))
+    reduction = str(node.attr("reduction", "none"))
+    if reduction not in _SCATTER_REDUCTIONS:
+        raise ModelError(f"node '{node.name}' (ScatterElements): reduction '{reduction}' is not ONNX's")
+    acc = gen.em.fresh("acc")
+    scope.emit(f"{ctype(dtype)} {acc} = {gen.em.value(scope, data, out)};")
+    inside = [f"{ix.render(out[d])} < {upd_shape[d]}" for d in range(len(shape))
+              if d != axis and upd_shape[d] < shape[d]]
+    body = scope.child()
+    at = _with_axis(out, axis, _loop_var("r", upd_shape[axis]))
+    target = _element_index(gen, body, node, indices, at, shape[axis])
+    update = gen.em.value(body, updates, at)
+    body.emit(f"if ({target} == {ix.render(out[axis])}) "
+              f"{acc} = {_SCATTER_REDUCTIONS[reduction].format(a=acc, u=update)};")
+    loop = Scope(scope)
+    loop.nest(f"for (int r = 0; r < {upd_shape[axis]}; ++r)", body)
+    if inside:
+        scope.nest(f"if ({' && '.join(inside)})", loop)
+    else:
+        scope.lines.extend(loop.lines)
+    return acc
+
+
+def _scatter_nd(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """ScatterND: data, with each update row whose index tuple addresses this element's
+    leading axes applied in order (its value at the element's trailing axes)."""
+    data, indices, updates = node.inputs[:3]
+    shape, dtype = gen.view.shape(data), gen.view.dtype(data)
+    idx_shape = gen.view.shape(indices)
+    depth = idx_shape[-1]
+    rows = int(np.prod(idx_shape[:-1], dtype=np.int64))
+    reduction = str(node.attr("reduction", "none"))
+    if reduction not in _SCATTER_REDUCTIONS:
+        raise ModelError(f"node '{node.name}' (ScatterND): reduction '{reduction}' is not ONNX's")
+    acc = gen.em.fresh("acc")
+    scope.emit(f"{ctype(dtype)} {acc} = {gen.em.value(scope, data, out)};")
+    body = scope.child()
+    row = ix.delinearize(_loop_var("r", rows), tuple(idx_shape[:-1]))
+    hits = []
+    for d in range(depth):
+        target = _element_index(gen, body, node, indices, (*row, d), shape[d])
+        hits.append(f"{target} == {ix.render(out[d])}")
+    update = gen.em.value(body, updates, (*row, *out[depth:]))
+    body.emit(f"if ({' && '.join(hits) or '1'}) "
+              f"{acc} = {_SCATTER_REDUCTIONS[reduction].format(a=acc, u=update)};")
+    scope.nest(f"for (int r = 0; r < {rows}; ++r)", body)
+    return acc
+
+
+def _einsum(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """Einsum: the sum over the contracted letters of the product of the operands."""
+    equation = str(node.attr("equation")).replace(" ", "")
+    lhs, arrow, rhs = equation.partition("->")
+    terms = lhs.split(",")
+    if "..." in equation or len(terms) != len(node.inputs):
+        raise ModelError(f"node '{node.name}' (Einsum): equation '{equation}' (an ellipsis) is "
+                         "not supported by the OpenCL backend")
+    if not arrow:  # implicit output: the letters used once, in alphabetical order
+        rhs = "".join(sorted(c for c in set(lhs) - {","} if lhs.count(c) == 1))
+    sizes: dict[str, int] = {}
+    for term, name in zip(terms, node.inputs, strict=True):
+        for letter, size in zip(term, gen.view.shape(name), strict=True):
+            sizes[letter] = max(sizes.get(letter, 1), size)
+    contracted = sorted(set(lhs) - set(rhs) - {","})
+    dtype = gen.view.dtype(node.outputs[0])
+    acc = gen.em.fresh("acc")
+    scope.emit(f"{ctype(dtype)} {acc} = {_zero(dtype)};")
+    total = int(np.prod([sizes[c] for c in contracted], dtype=np.int64)) if contracted else 1
+    body = scope.child()
+    inner = ix.delinearize(_loop_var("r", total), tuple(sizes[c] for c in contracted))
+    letters = {c: out[k] for k, c in enumerate(rhs)} | dict(zip(contracted, inner, strict=True))
+    factors = []
+    for term, name in zip(terms, node.inputs, strict=True):
+        shape = gen.view.shape(name)
+        at = tuple(letters[c] if size > 1 else 0 for c, size in zip(term, shape, strict=True))
+        factors.append(gen.em.value(body, name, at))
+    body.emit(f"{acc} += {' * '.join(factors)};")
+    scope.nest(f"for (int r = 0; r < {total}; ++r)", body)
+    return acc
+
+
+GENERATORS: dict[str, Generator] = {
+    "ScatterND": _scatter_nd,
+    "Einsum": _einsum,
+    "CumSum": _cumsum,
+    "Trilu": _trilu,
+    "Hardmax": _hardmax,
+    "LpNormalization": _lp_normalization,
+    "GatherElements": _gather_elements,
+    "ScatterElements": _scatter_elements,
+}
+
+
+def generate(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """The C variable holding ``node``'s output element at ``out``."""
+    generator = GENERATORS.get(node.op)
+    if generator is None:
+        raise ModelError(f"node '{node.name}' ({node.op}) is declared `anchor indexed` but "
+                         "backends/opencl/ops_extra.py has no generator for it")
+    return generator(gen, scope, node, out)
