@@ -50,7 +50,7 @@ def applies(geo: ConvGeometry) -> bool:
     return geo.spatial == 2 and geo.group > 1 and geo.cin_g == 1
 
 
-def _cdiv(a: int, b: int) -> int:
+def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
@@ -64,7 +64,7 @@ def depthwise(gen: _Gen, geo: ConvGeometry, params: Depthwise) -> Kernel:
     rows, width = min(params.rows, out_h), min(params.width, out_w)
     block = Depthwise(rows, width)
     win_h, win_w = block.window(geo.kernel, geo.strides, geo.dilations)
-    n_rt, n_wt = _cdiv(out_h, rows), _cdiv(out_w, width)
+    n_rt, n_wt = cdiv(out_h, rows), cdiv(out_w, width)
     total = batch * channels * n_rt * n_wt
     s = Scope()
     s.emit("const int gid = get_global_id(0);")
@@ -85,21 +85,7 @@ def depthwise(gen: _Gen, geo: ConvGeometry, params: Depthwise) -> Kernel:
         for q1 in range(k1):
             value = gen.em.value(s, w_name, (co_var, 0, q0, q1))
             weights[q0, q1] = value
-    # window rows and columns: clamped positions, and whether they fall inside the
-    # input (padding reads a clamped element and selects zero, with no branch)
-    row_ok, col_ok = [], []
-    for a in range(win_h):
-        s.emit(f"const int h{a} = ih0 + {a};")
-        checks = _checks(f"h{a}", geo, 0, a, rows)
-        if checks:
-            s.emit(f"const int ch{a} = h{a} < 0 ? 0 : (h{a} < {in_h} ? h{a} : {in_h - 1});")
-        row_ok.append(checks)
-    for b in range(win_w):
-        s.emit(f"const int w{b} = iw0 + {b};")
-        checks = _checks(f"w{b}", geo, 1, b, width)
-        if checks:
-            s.emit(f"const int cw{b} = w{b} < 0 ? 0 : (w{b} < {in_w} ? w{b} : {in_w - 1});")
-        col_ok.append(checks)
+    row_ok, col_ok = window_positions(s, geo, (win_h, win_w), (rows, width))
     s.emit(f"float acc[{rows * width}];")
     for e in range(rows * width):
         s.emit(f"acc[{e}] = 0.0f;")
@@ -137,6 +123,29 @@ def depthwise(gen: _Gen, geo: ConvGeometry, params: Depthwise) -> Kernel:
     fin.nest(f"if (oh < {out_h} && ow < {out_w})", done)
     s.nest(f"for (int e = 0; e < {rows * width}; ++e)", fin)
     return gen.finish(s, total, gen.params.work_group)
+
+
+def window_positions(s: Scope, geo: ConvGeometry, window: tuple[int, int],
+                     block: tuple[int, int]) -> tuple[list[list[str]], list[list[str]]]:
+    """Emit the input rows ``h{a}`` and columns ``w{b}`` of a work-item's window (from
+    ``ih0``/``iw0``) and, where a position can fall outside the input, its clamped
+    ``ch{a}``/``cw{b}``; return each row's and column's bounds checks (empty: none
+    needed). Padding reads a clamped element and selects zero, with no branch."""
+    in_h, in_w = geo.x_shape[2:]
+    row_ok, col_ok = [], []
+    for a in range(window[0]):
+        s.emit(f"const int h{a} = ih0 + {a};")
+        checks = _checks(f"h{a}", geo, 0, a, block[0])
+        if checks:
+            s.emit(f"const int ch{a} = h{a} < 0 ? 0 : (h{a} < {in_h} ? h{a} : {in_h - 1});")
+        row_ok.append(checks)
+    for b in range(window[1]):
+        s.emit(f"const int w{b} = iw0 + {b};")
+        checks = _checks(f"w{b}", geo, 1, b, block[1])
+        if checks:
+            s.emit(f"const int cw{b} = w{b} < 0 ? 0 : (w{b} < {in_w} ? w{b} : {in_w - 1});")
+        col_ok.append(checks)
+    return row_ok, col_ok
 
 
 def _checks(position: str, geo: ConvGeometry, d: int, offset: int, block: int) -> list[str]:

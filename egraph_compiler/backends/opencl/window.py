@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from egraph_compiler.backends.opencl.depthwise import _checks
+from egraph_compiler.backends.opencl.depthwise import cdiv, window_positions
 from egraph_compiler.backends.opencl.emit import Scope
 from egraph_compiler.fusion import index as ix
 
@@ -50,10 +50,6 @@ def applies(geo: ConvGeometry) -> bool:
     return geo.spatial == 2 and geo.group == 1
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def window(gen: _Gen, geo: ConvGeometry, params: Window) -> Kernel | None:
     """The kernel, or None when the weights are not a constant it can re-lay out."""
     node = gen.anchor()
@@ -64,7 +60,7 @@ def window(gen: _Gen, geo: ConvGeometry, params: Window) -> Kernel | None:
     (k0, k1), (s0, s1), (d0, d1) = geo.kernel, geo.strides, geo.dilations
     tc = params.channels
     rows, width = min(params.rows, out_h), min(params.width, out_w)
-    n_ct, n_rt, n_wt = _cdiv(cout, tc), _cdiv(out_h, rows), _cdiv(out_w, width)
+    n_ct, n_rt, n_wt = cdiv(cout, tc), cdiv(out_h, rows), cdiv(out_w, width)
     if not valid(params) or not gen.single_use(w_name):
         return None
     w_read = gen.relayout(w_name, (1, 2, 3, 0), pad_last=n_ct * tc)
@@ -82,19 +78,7 @@ def window(gen: _Gen, geo: ConvGeometry, params: Window) -> Kernel | None:
     s.emit(f"const int ct = r % {n_ct}; const int n = r / {n_ct};")
     s.emit(f"const int oh0 = rt * {rows}; const int ow0 = wt * {width};")
     s.emit(f"const int ih0 = oh0 * {s0} - {geo.begin[0]}; const int iw0 = ow0 * {s1} - {geo.begin[1]};")
-    row_ok, col_ok = [], []
-    for a in range(win_h):
-        s.emit(f"const int h{a} = ih0 + {a};")
-        checks = _checks(f"h{a}", geo, 0, a, rows)
-        if checks:
-            s.emit(f"const int ch{a} = h{a} < 0 ? 0 : (h{a} < {in_h} ? h{a} : {in_h - 1});")
-        row_ok.append(checks)
-    for b in range(win_w):
-        s.emit(f"const int w{b} = iw0 + {b};")
-        checks = _checks(f"w{b}", geo, 1, b, width)
-        if checks:
-            s.emit(f"const int cw{b} = w{b} < 0 ? 0 : (w{b} < {in_w} ? w{b} : {in_w - 1});")
-        col_ok.append(checks)
+    row_ok, col_ok = window_positions(s, geo, (win_h, win_w), (rows, width))
     vec = f"float{tc}"
     s.emit(f"{vec} acc[{rows * width}];")
     for e in range(rows * width):
