@@ -59,7 +59,6 @@ def depthwise(gen: _Gen, geo: ConvGeometry, params: Depthwise) -> Kernel:
     x_name, w_name = node.inputs[0], node.inputs[1]
     bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
     batch, channels, out_h, out_w = geo.out_shape
-    in_h, in_w = geo.x_shape[2:]
     (k0, k1), (s0, s1), (d0, d1) = geo.kernel, geo.strides, geo.dilations
     rows, width = min(params.rows, out_h), min(params.width, out_w)
     block = Depthwise(rows, width)
@@ -89,20 +88,14 @@ def depthwise(gen: _Gen, geo: ConvGeometry, params: Depthwise) -> Kernel:
     s.emit(f"float acc[{rows * width}];")
     for e in range(rows * width):
         s.emit(f"acc[{e}] = 0.0f;")
+    needed = sorted({w * s1 + q1 * d1 for w in range(width) for q1 in range(k1)})
     for a in range(win_h):
-        h_pos = ix.IVar(f"ch{a}" if row_ok[a] else f"h{a}", 0, in_h - 1)
         # which (output row, kernel row) pairs read window row a
         users = [(r, q0) for r in range(rows) for q0 in range(k0) if r * s0 + q0 * d0 == a]
         if not users:
             continue
         row = Scope(s)  # one window row's registers live only while it is used
-        needed = sorted({w * s1 + q1 * d1 for w in range(width) for q1 in range(k1)})
-        for b in needed:
-            w_pos = ix.IVar(f"cw{b}" if col_ok[b] else f"w{b}", 0, in_w - 1)
-            value = gen.em.value(row, x_name, (n_var, c_var, h_pos, w_pos))
-            conds = row_ok[a] + col_ok[b]
-            row.emit(f"const float x{b} = ({' && '.join(conds)}) ? {value} : 0.0f;" if conds
-                     else f"const float x{b} = {value};")
+        load_window_row(gen, row, geo, x_name, (n_var, c_var), a, needed, (row_ok, col_ok))
         for r, q0 in users:
             for q1 in range(k1):
                 for w in range(width):
@@ -146,6 +139,22 @@ def window_positions(s: Scope, geo: ConvGeometry, window: tuple[int, int],
             s.emit(f"const int cw{b} = w{b} < 0 ? 0 : (w{b} < {in_w} ? w{b} : {in_w - 1});")
         col_ok.append(checks)
     return row_ok, col_ok
+
+
+def load_window_row(gen: _Gen, row: Scope, geo: ConvGeometry, x_name: str,
+                    batch_channel: tuple[ix.IExpr, ix.IExpr], a: int, columns: list[int],
+                    checks: tuple[list[list[str]], list[list[str]]]) -> None:
+    """Load window row ``a``'s ``columns`` of input ``x_name`` into registers ``x{b}``
+    (zero where a bounds check of `window_positions` fails)."""
+    row_ok, col_ok = checks
+    in_h, in_w = geo.x_shape[2:]
+    h_pos = ix.IVar(f"ch{a}" if row_ok[a] else f"h{a}", 0, in_h - 1)
+    for b in columns:
+        w_pos = ix.IVar(f"cw{b}" if col_ok[b] else f"w{b}", 0, in_w - 1)
+        value = gen.em.value(row, x_name, (*batch_channel, h_pos, w_pos))
+        conds = row_ok[a] + col_ok[b]
+        row.emit(f"const float x{b} = ({' && '.join(conds)}) ? {value} : 0.0f;" if conds
+                 else f"const float x{b} = {value};")
 
 
 def _checks(position: str, geo: ConvGeometry, d: int, offset: int, block: int) -> list[str]:

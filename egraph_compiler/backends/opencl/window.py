@@ -21,9 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from egraph_compiler.backends.opencl.depthwise import cdiv, window_positions
+from egraph_compiler.backends.opencl.depthwise import cdiv, load_window_row, window_positions
 from egraph_compiler.backends.opencl.emit import Scope
-from egraph_compiler.fusion import index as ix
 
 if TYPE_CHECKING:
     from egraph_compiler.backends.opencl.gemm import ConvGeometry
@@ -56,7 +55,7 @@ def window(gen: _Gen, geo: ConvGeometry, params: Window) -> Kernel | None:
     x_name, w_name = node.inputs[0], node.inputs[1]
     bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
     batch, cout, out_h, out_w = geo.out_shape
-    cin, in_h, in_w = geo.x_shape[1:]
+    cin = geo.x_shape[1]
     (k0, k1), (s0, s1), (d0, d1) = geo.kernel, geo.strides, geo.dilations
     tc = params.channels
     rows, width = min(params.rows, out_h), min(params.width, out_w)
@@ -89,19 +88,13 @@ def window(gen: _Gen, geo: ConvGeometry, params: Window) -> Kernel | None:
     weights = gen.em.params[w_read]
     loop.emit(f"__global const {vec}* wv = (__global const {vec}*)({weights} + "
               f"ci * {k0 * k1 * padded} + ct * {tc});")
+    needed = sorted({w * s1 + q1 * d1 for w in range(width) for q1 in range(k1)})
     for a in range(win_h):
         users = [(r, q0) for r in range(rows) for q0 in range(k0) if r * s0 + q0 * d0 == a]
         if not users:
             continue
         row = Scope(loop)
-        h_pos = ix.IVar(f"ch{a}" if row_ok[a] else f"h{a}", 0, in_h - 1)
-        needed = sorted({w * s1 + q1 * d1 for w in range(width) for q1 in range(k1)})
-        for b in needed:
-            w_pos = ix.IVar(f"cw{b}" if col_ok[b] else f"w{b}", 0, in_w - 1)
-            value = gen.em.value(row, x_name, (n_var, ci_var, h_pos, w_pos))
-            conds = row_ok[a] + col_ok[b]
-            row.emit(f"const float x{b} = ({' && '.join(conds)}) ? {value} : 0.0f;" if conds
-                     else f"const float x{b} = {value};")
+        load_window_row(gen, row, geo, x_name, (n_var, ci_var), a, needed, (row_ok, col_ok))
         for r, q0 in users:
             for q1 in range(k1):
                 # one aligned vector load per tap: rows are padded to the vector width
