@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 import warnings
 from dataclasses import dataclass
 from functools import cache
@@ -73,16 +75,37 @@ def _collect() -> list[NodeCase]:
 
 @cache
 def all_cases() -> tuple[NodeCase, ...]:
-    """Every node-test case of the installed onnx (cached per onnx version)."""
+    """Every node-test case of the installed onnx (cached per onnx version).
+
+    The cases are collected in a fresh interpreter: onnx registers a case when its module
+    is first imported, so a process where another test already called
+    ``collect_testcases("Clip")`` would collect only the Clip cases (and cache them)."""
     path = CACHE_DIR / f"node-cases-{onnx.__version__}-{_FORMAT}.pkl"
-    if path.exists():
+    root = Path(__file__).resolve().parents[2]
+    for attempt in range(2):
+        if not path.exists():
+            subprocess.run([sys.executable, "-c", "from tests.conformance.cases import write_cache; "
+                            f"write_cache({str(path)!r})"], cwd=root, check=True,
+                           env={**os.environ, "PYTHONPATH": str(root)})
         try:
             return tuple(pickle.loads(path.read_bytes()))
-        except Exception:  # a damaged or foreign cache file: rebuild it
-            pass
+        except Exception:  # a damaged or foreign cache file: collect it again, once
+            if attempt:
+                raise
+            path.unlink(missing_ok=True)
+    raise AssertionError("unreachable")
+
+
+def write_cache(path: str) -> None:
+    """Collect every case (in a process that has imported no node-test module yet) and
+    write them to ``path`` atomically."""
+    from onnx.backend.test.case import node
+
+    if node._NodeTestCases:  # noqa: SLF001 - onnx keeps the registry module-global
+        raise RuntimeError("node-test cases were collected before write_cache ran")
     cases = _collect()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".{os.getpid()}")
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(f".{os.getpid()}")
     partial.write_bytes(pickle.dumps(cases))
-    partial.replace(path)
-    return tuple(cases)
+    partial.replace(target)
