@@ -1,0 +1,171 @@
+"""dnnr on this machine's CPU (PoCL) against onnxruntime's CPU provider, in one process.
+
+    PYTHONPATH=. python3 benchmarks/cpu.py [--models resnet50,mobilenet_v3_small,bert_tiny]
+                                           [--rounds 20] [--hot 8]
+
+The issue's CPU target: within 2× of onnxruntime on ResNet-50, MobileNetV3 and BERT-tiny.
+The models:
+
+- ``resnet50``: the corpus's ResNet-50 (``~/.cache/dnnr/corpus``, `tests/corpus/build.py`)
+  at batch 1, 224²;
+- ``mobilenet_v3_small``: torchvision's, weights from `gpu.seeded_weights` (seed 0),
+  exported with the TorchScript exporter at batch 1, 224² (the corpus has MobileNetV2 only);
+- ``bert_tiny``: the corpus's ``bert_sdpa`` (a BERT of the tiny family) at batch 1, seq 64.
+
+Each model is compiled once (e-graph pipeline with the shipped rules, fusion on, the
+``cpu`` device class), then dnnr end to end (`CompiledModel.run`: inputs copied in,
+outputs copied out) and onnxruntime (``ORT_ENABLE_ALL``, ``intra_op_num_threads`` = the
+cores PoCL uses) are timed *alternately*, ``--rounds`` rounds of one run each, so both
+see the same load on this shared machine; the minimum of each is reported and their
+ratio. dnnr's kernels alone are the sum of every launch's OpenCL profiling-event time
+(`CompiledModel.time_launches`, minimum over ``--rounds // 4`` repetitions of the
+median of 3), and the ``--hot`` slowest launches are listed by kind and operators.
+The largest difference between dnnr's outputs and onnxruntime's is printed beside.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+MODELS = ("resnet50", "mobilenet_v3_small", "bert_tiny")
+CORPUS = {"resnet50": ("resnet50", {"batch": 1, "height": 224, "width": 224}),
+          "bert_tiny": ("bert_sdpa", {"batch": 1, "seq": 64})}
+
+
+def _corpus_dir() -> Path:
+    base = Path(os.environ.get("DNNR_CORPUS", Path.home() / ".cache" / "dnnr" / "corpus"))
+    found = sorted(base.glob("*/manifest.json"))
+    if not found:
+        raise SystemExit(f"error: no corpus under {base}\n  hint: python3 tests/corpus/build.py")
+    return found[-1].parent
+
+
+def model_path(name: str, work: Path) -> tuple[Path, dict[str, int]]:
+    """The ONNX file of ``name`` and the dims to bind."""
+    if name in CORPUS:
+        stem, dims = CORPUS[name]
+        return _corpus_dir() / f"{stem}.ts.onnx", dims
+    if name != "mobilenet_v3_small":
+        raise SystemExit(f"error: unknown model '{name}' (one of {', '.join(MODELS)})")
+    import torch
+
+    from benchmarks.gpu import _Exported, build_model, model_inputs
+
+    model = build_model(name)
+    inputs = model_inputs(name, 1)
+    path = work / f"{name}.onnx"
+    torch.onnx.export(_Exported(model, name), tuple(torch.from_numpy(v) for v in inputs.values()),
+                      str(path), dynamo=False, opset_version=17, input_names=list(inputs),
+                      output_names=["y"])
+    return path, {}
+
+
+def _pocl_cores() -> int:
+    """Threads PoCL's pthread device runs (its compute units)."""
+    import pyopencl as cl
+
+    for platform in cl.get_platforms():
+        if "portable" in platform.name.lower() or "pocl" in platform.name.lower():
+            return int(platform.get_devices()[0].max_compute_units)
+    return os.cpu_count() or 1
+
+
+def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
+    import onnxruntime as ort
+
+    from egraph_compiler import pipeline
+    from egraph_compiler.backends.opencl import KernelParams
+    from egraph_compiler.backends.opencl.bench import _bind_dims, _inputs, _static_graph
+    from egraph_compiler.backends.opencl.build import build_artefact
+    from egraph_compiler.backends.opencl.planning import execution_plan
+    from egraph_compiler.backends.opencl.runtime import CompiledModel
+
+    source, dims = model_path(name, work)
+    static = _bind_dims(source, dims, work)
+    graph = _static_graph(static)
+    feeds = _inputs(graph, seed=0)
+    rules = pipeline.load_rules()
+    start = time.perf_counter()
+    optimised = pipeline.optimize(graph, rules)[0]
+    params = KernelParams.for_device("cpu")
+    plan, selection = execution_plan(optimised, rules, params=params)
+    artefact = build_artefact(plan, work / f"{name}.dnnr", params, selection=selection)
+    compile_s = time.perf_counter() - start
+    compiled = CompiledModel(work / f"{name}.dnnr")
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = _pocl_cores()
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(static), options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+
+    ours_out = compiled.run(feeds)  # warm-up: PoCL compiles work-group functions lazily
+    ort_out = dict(zip(names, session.run(names, feeds), strict=True))
+    ours_s, ort_s = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        compiled.run(feeds)
+        t1 = time.perf_counter()
+        session.run(names, feeds)
+        t2 = time.perf_counter()
+        ours_s.append(t1 - t0)
+        ort_s.append(t2 - t1)
+    per_launch = None
+    for _ in range(max(rounds // 4, 1)):
+        times = compiled.time_launches()
+        per_launch = times if per_launch is None else [min(a, b) for a, b in
+                                                      zip(per_launch, times, strict=True)]
+    assert per_launch is not None
+    launches = compiled.plan["launches"]
+    ranked = sorted(zip(per_launch, launches, strict=True), key=lambda t: -t[0])
+    error = max(float(np.max(np.abs(ours_out[k].astype(np.float64) - v)))
+                for k, v in ort_out.items() if v.size)
+    scale = max(float(np.max(np.abs(v))) for v in ort_out.values() if v.size)
+    return {"model": name, "launches": len(launches), "compile_s": compile_s,
+            "ours_ms": min(ours_s) * 1e3, "ort_ms": min(ort_s) * 1e3,
+            "kernels_ms": sum(per_launch) * 1e3, "error": error / max(scale, 1e-30),
+            "operators": artefact.operators,
+            "hot": [(s * 1e3, launch["kind"], "+".join(launch["ops"])) for s, launch in
+                    ranked[:hot]]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--hot", type=int, default=8)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="dnnr-cpu-") as tmp:
+        for name in args.models.split(","):
+            result = measure(name, args.rounds, args.hot, Path(tmp))
+            rows.append(result)
+            print(f"{name}: {result['operators']} operators, {result['launches']} launches, "
+                  f"compiled in {result['compile_s']:.0f} s, max |dnnr - ort| / max |ort| = "
+                  f"{result['error']:.2g}")
+            for ms, kind, ops in result["hot"]:
+                print(f"  {ms:8.3f} ms  {kind:10s} {ops[:90]}")
+    print(f"\nPoCL threads {_pocl_cores()} = onnxruntime intra-op threads; min of "
+          f"{args.rounds} alternating runs, ms")
+    print(f"{'model':20s} {'dnnr e2e':>9s} {'kernels':>9s} {'ort':>9s} {'e2e/ort':>8s} "
+          f"{'kern/ort':>8s}")
+    for r in rows:
+        print(f"{r['model']:20s} {r['ours_ms']:9.2f} {r['kernels_ms']:9.2f} {r['ort_ms']:9.2f} "
+              f"{r['ours_ms'] / r['ort_ms']:8.2f} {r['kernels_ms'] / r['ort_ms']:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
