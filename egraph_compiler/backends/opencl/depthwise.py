@@ -85,9 +85,18 @@ def depthwise(gen: _Gen, geo: ConvGeometry, params: Depthwise) -> Kernel:
             value = gen.em.value(s, w_name, (co_var, 0, q0, q1))
             weights[q0, q1] = value
     row_ok, col_ok = window_positions(s, geo, (win_h, win_w), (rows, width))
-    s.emit(f"float acc[{rows * width}];")
-    for e in range(rows * width):
-        s.emit(f"acc[{e}] = 0.0f;")
+    # on a CPU the accumulators are scalars and the epilogue is unrolled: PoCL runs a
+    # work-group as a loop over its work-items and vectorises that loop only when it
+    # is innermost — a rolled epilogue loop (and the array it indexes) left every
+    # depthwise kernel scalar (see `cost.DEVICES`, "depthwise")
+    unrolled = gen.params.device == "cpu"
+    acc = [f"acc{e}" if unrolled else f"acc[{e}]" for e in range(rows * width)]
+    if unrolled:
+        s.emit(" ".join(f"float {a} = 0.0f;" for a in acc))
+    else:
+        s.emit(f"float acc[{rows * width}];")
+        for e in range(rows * width):
+            s.emit(f"acc[{e}] = 0.0f;")
     needed = sorted({w * s1 + q1 * d1 for w in range(width) for q1 in range(k1)})
     for a in range(win_h):
         # which (output row, kernel row) pairs read window row a
@@ -102,20 +111,34 @@ def depthwise(gen: _Gen, geo: ConvGeometry, params: Depthwise) -> Kernel:
                     e = r * width + w
                     # plain operators, not mad(): a builtin is an out-of-line call on PoCL
                     # (kernels._clamp_high); ``a * b + c`` contracts to an FMA
-                    row.emit(f"acc[{e}] += {weights[q0, q1]} * x{w * s1 + q1 * d1};")
+                    row.emit(f"{acc[e]} += {weights[q0, q1]} * x{w * s1 + q1 * d1};")
         s.nest("", row)
-    # the epilogue stays rolled (one copy of the fused epilogue, not rows × width)
+    if unrolled:
+        for e in range(rows * width):
+            fin = Scope(s)
+            fin.emit(f"const int oh = oh0 + {e // width}; const int ow = ow0 + {e % width};")
+            _store(gen, fin, geo, (n_var, co_var), bias, acc[e])
+            s.nest("", fin)
+        return gen.finish(s, total, gen.params.work_group)
+    # elsewhere the epilogue stays rolled (one copy of the fused epilogue, not rows × width)
     fin = Scope(s)
     fin.emit(f"const int oh = oh0 + e / {width}; const int ow = ow0 + e % {width};")
+    _store(gen, fin, geo, (n_var, co_var), bias, "acc[e]")
+    s.nest(f"for (int e = 0; e < {rows * width}; ++e)", fin)
+    return gen.finish(s, total, gen.params.work_group)
+
+
+def _store(gen: _Gen, fin: Scope, geo: ConvGeometry, batch_channel: tuple[ix.IExpr, ix.IExpr],
+           bias: str | None, value: str) -> None:
+    """The epilogue of output (``oh``, ``ow``) from accumulator ``value``, if in range."""
+    n_var, co_var = batch_channel
+    out_h, out_w = geo.out_shape[2:]
     done = Scope(fin)
-    value = "acc[e]"
     if bias is not None:
         value = f"({value} + {gen.em.value(done, bias, (co_var,))})"
     gen.declare_iteration(done, (n_var, co_var, gen.ivar("oh", out_h), gen.ivar("ow", out_w)))
     gen.epilogue(done, value)
     fin.nest(f"if (oh < {out_h} && ow < {out_w})", done)
-    s.nest(f"for (int e = 0; e < {rows * width}; ++e)", fin)
-    return gen.finish(s, total, gen.params.work_group)
 
 
 def window_positions(s: Scope, geo: ConvGeometry, window: tuple[int, int],
