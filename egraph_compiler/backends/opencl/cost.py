@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from egraph_compiler.backends.opencl.depthwise import Depthwise
+from egraph_compiler.backends.opencl.depthwise import Depthwise, lanes_group
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.rows import RowSplit, chunking
 from egraph_compiler.backends.opencl.window import Window
@@ -80,13 +80,24 @@ class DeviceModel:
     # slower the direct kernel runs a conv of several taps than its FLOPs say
     window_reuse_full: float = 3.0
     direct_tap_penalty: float = 1.0
+    # depthwise ``lanes`` (`depthwise.Depthwise`): what each of its small work-groups
+    # costs a compute unit, µs (no "depthwise-lanes" efficiency: not offered)
+    lanes_group_us: float = 0.0
+    # depthwise register block: the vector registers a work-item's accumulators,
+    # weights and window row may take before they spill (0: not modelled), and how
+    # much slower a spilling block runs (PoCL, AVX-512: a 4×4 block of a 5×5 conv,
+    # 49 values, ran 8-11× slower than the lanes form; a 4×4 block of a 3×3, 31, did not)
+    registers: int = 0
+    spill_penalty: float = 1.0
 
 
 DEVICES = {
     "cpu": DeviceModel("cpu", compute_units=2, peak_gflops=150.0, bandwidth_gbs=20.0,
                        items_per_unit=64, groups_per_unit=1,
                        efficiency={"direct": 0.25, "tiled": 0.04, "gemv": 0.02,
-                                   "depthwise": 0.5, "row": 0.5, "window": 0.5},
+                                   "depthwise": 0.1, "depthwise-lanes": 0.25, "row": 0.5,
+                                   "window": 0.5},
+                       lanes_group_us=0.2, registers=32, spill_penalty=6.0,
                        depthwise_reuse_full=6.0, launch_us=30.0, prologue_gflops=300.0,
                        direct_tap_penalty=25.0),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
@@ -119,6 +130,9 @@ WINDOWS = (Window(16, 2, 4), Window(16, 4, 4), Window(16, 2, 8), Window(16, 1, 8
            Window(8, 4, 8), Window(8, 2, 4), Window(16, 1, 4))
 DEPTHWISES = (Depthwise(1, 4), Depthwise(1, 8), Depthwise(2, 4), Depthwise(2, 8),
               Depthwise(4, 4), Depthwise(4, 8), Depthwise(1, 16))
+# a work-group per block of rows, a work-item per column (CPU: PoCL vectorises it)
+DEPTHWISE_LANES = (Depthwise(4, 1, True), Depthwise(7, 1, True), Depthwise(14, 1, True),
+                   Depthwise(28, 1, True))
 
 
 @dataclass(frozen=True)
@@ -150,7 +164,8 @@ class Option:
         if isinstance(self.params, Direct):
             return f"direct {self.params.a}x{self.params.b}"
         if isinstance(self.params, Depthwise):
-            return f"depthwise {self.params.rows}x{self.params.width}"
+            return f"depthwise {self.params.rows}x{self.params.width}" + \
+                (" lanes" if self.params.lanes else "")
         if isinstance(self.params, Window):
             p = self.params
             return f"window {p.channels}x{p.rows}x{p.width}"
@@ -181,7 +196,7 @@ def _fill(units: int, slots: int) -> float:
 def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
             direct_items: int, tiled_ok: bool, gemv_side: str | None,
             tiles: Sequence[Tile] = TILES, depthwise: bool = False,
-            window_taps: int = 0) -> list[Option]:
+            window_taps: int = 0, width: int = 0) -> list[Option]:
     """Every option for ``C[batch][m][n] = A·B`` over ``k``, priced for ``device``.
 
     ``direct_items``: work-items of the direct kernel; ``tiled_ok``: the tiled GEMM
@@ -190,13 +205,17 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
     ``depthwise``: a 2-D depthwise conv (``batch`` = channels, ``k`` = taps), which
     the specialised kernel of `depthwise.py` applies to; ``window_taps``: the taps of a
     dense 2-D conv with constant weights (``m`` = output channels, ``k`` = Cin·taps),
-    which `window.py` applies to (0: not one)."""
+    which `window.py` applies to (0: not one); ``width``: the output's columns (0:
+    square, ``√n``), which the depthwise ``lanes`` groups span."""
     eff, peak = device.efficiency, device.peak_gflops * 1e3  # FLOP per µs
     flops = 2.0 * batch * m * n * k
     # the direct kernel redoes a window position's arithmetic and padding checks per
     # input channel, tap and column: on PoCL 3×3 and 7×7 convs ran 25-35× slower than
     # the window kernel (1×1 convs, with no padding, do not pay it)
-    taps_penalty = device.direct_tap_penalty if window_taps > 1 else 1.0
+    # (depthwise convs of several taps alike: on PoCL the direct kernel ran a 3×3 one
+    # at 1 GFLOP/s, 25× slower than the depthwise kernels)
+    taps_penalty = device.direct_tap_penalty if window_taps > 1 or (depthwise and k > 1) \
+        else 1.0
     result = [Option("direct", None, flops * taps_penalty / (
         peak * eff["direct"] * _fill(direct_items, device.compute_units * device.items_per_unit)))]
     if tiled_ok:
@@ -258,8 +277,30 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
             window = (shape.rows + side - 1) * (shape.width + side - 1)
             reuse = min(1.0, shape.rows * shape.width * k / window / device.depthwise_reuse_full)
             fill = _fill(items, device.compute_units * device.items_per_unit)
-            result.append(Option("depthwise", shape, flops / (peak * eff["depthwise"] * reuse *
-                                                               fill)))
+            live = shape.rows * shape.width + k + shape.width + side - 1
+            spill = device.spill_penalty if device.registers and live > device.registers \
+                else 1.0
+            result.append(Option("depthwise", shape, spill * flops / (
+                peak * eff["depthwise"] * reuse * fill)))
+        if "depthwise-lanes" in eff:
+            # vector lanes of a group idle past the row's end, rows of the last block
+            # past the map's; each group pays a fixed cost (fitted on PoCL to
+            # MobileNetV2/V3's depthwise layers: 14×14 ran fastest one group a channel,
+            # 7×7 as the 4×4 register block)
+            columns = width or max(1, round(n ** 0.5))
+            height = max(1, n // columns)
+            seen = set()
+            for shape in DEPTHWISE_LANES:
+                rows = min(shape.rows, height)
+                if rows in seen:
+                    continue
+                seen.add(rows)
+                group = lanes_group(columns)
+                groups = batch * m * _cdiv(height, rows)
+                padded = flops * group / columns * _cdiv(height, rows) * rows / height
+                estimate = padded / (peak * eff["depthwise-lanes"]) + \
+                    groups * device.lanes_group_us / device.compute_units
+                result.append(Option("depthwise", Depthwise(rows, 1, True), estimate))
     return result
 
 
@@ -335,7 +376,7 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
         best = choose(options(device, cout // group, columns, cin_g * taps, group, items,
                               not depthwise, "n" if columns == 1 else None,
                               depthwise=depthwise and len(x_shape) == 4,
-                              window_taps=window_taps))
+                              window_taps=window_taps, width=out_shape[-1]))
         p = best.params
         if isinstance(p, Window):  # once per channel tile and window covering it
             side = max(1, round(taps ** 0.5))

@@ -33,16 +33,33 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Depthwise:
-    """``depthwise`` parameters: output rows × columns per work-item."""
+    """``depthwise`` parameters: output rows × columns per work-item. ``lanes``: a
+    work-group per ``rows`` output rows of a channel, one work-item per output column
+    (``width`` 1), so a group's items read consecutive input columns — PoCL runs a
+    work-group as a loop over its items and vectorises it only when the addresses are
+    consecutive in the item's id (a flat id split by / and % makes every load a
+    gather, and the loop stays scalar)."""
 
     rows: int
     width: int
+    lanes: bool = False
 
     def window(self, kernel: tuple[int, ...], strides: tuple[int, ...],
                dilations: tuple[int, ...]) -> tuple[int, int]:
         """Input rows × columns one work-item loads."""
         return ((self.rows - 1) * strides[0] + (kernel[0] - 1) * dilations[0] + 1,
                 (self.width - 1) * strides[1] + (kernel[1] - 1) * dilations[1] + 1)
+
+
+# PoCL's vectoriser runs 8 work-items a step (AVX2/AVX-512 machines here): a ``lanes``
+# group is rounded up to a multiple, its extra items computing nothing they store (a
+# 14-wide row in a group of 14 left 6 items to a scalar tail: 2.4× slower)
+LANES_STEP = 8
+
+
+def lanes_group(columns: int) -> int:
+    """The work-group size of a ``lanes`` kernel over ``columns`` output columns."""
+    return cdiv(columns, LANES_STEP) * LANES_STEP
 
 
 def applies(geo: ConvGeometry) -> bool:
@@ -60,16 +77,20 @@ def depthwise(gen: _Gen, geo: ConvGeometry, params: Depthwise) -> Kernel:
     bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
     batch, channels, out_h, out_w = geo.out_shape
     (k0, k1), (s0, s1), (d0, d1) = geo.kernel, geo.strides, geo.dilations
-    rows, width = min(params.rows, out_h), min(params.width, out_w)
+    rows, width = min(params.rows, out_h), 1 if params.lanes else min(params.width, out_w)
     block = Depthwise(rows, width)
     win_h, win_w = block.window(geo.kernel, geo.strides, geo.dilations)
     n_rt, n_wt = cdiv(out_h, rows), cdiv(out_w, width)
-    total = batch * channels * n_rt * n_wt
+    total = batch * channels * n_rt * (lanes_group(n_wt) if params.lanes else n_wt)
     s = Scope()
-    s.emit("const int gid = get_global_id(0);")
-    s.emit(f"if (gid >= {total}) return;")
-    s.emit("int r = gid;")
-    s.emit(f"const int wt = r % {n_wt}; r /= {n_wt};")
+    if params.lanes:  # the group is (n, co, rt), uniform over its items; the item is ow
+        s.emit("const int wt = get_local_id(0);")
+        s.emit("int r = get_group_id(0);")
+    else:
+        s.emit("const int gid = get_global_id(0);")
+        s.emit(f"if (gid >= {total}) return;")
+        s.emit("int r = gid;")
+        s.emit(f"const int wt = r % {n_wt}; r /= {n_wt};")
     s.emit(f"const int rt = r % {n_rt}; r /= {n_rt};")
     s.emit(f"const int co = r % {channels}; const int n = r / {channels};")
     # the one input channel of output channel co's group (a channel multiplier > 1
@@ -84,7 +105,8 @@ def depthwise(gen: _Gen, geo: ConvGeometry, params: Depthwise) -> Kernel:
         for q1 in range(k1):
             value = gen.em.value(s, w_name, (co_var, 0, q0, q1))
             weights[q0, q1] = value
-    row_ok, col_ok = window_positions(s, geo, (win_h, win_w), (rows, width))
+    row_ok, col_ok = window_positions(s, geo, (win_h, win_w), (rows, width),
+                                      clamp=not params.lanes)
     # on a CPU the accumulators are scalars and the epilogue is unrolled: PoCL runs a
     # work-group as a loop over its work-items and vectorises that loop only when it
     # is innermost — a rolled epilogue loop (and the array it indexes) left every
@@ -104,7 +126,8 @@ def depthwise(gen: _Gen, geo: ConvGeometry, params: Depthwise) -> Kernel:
         if not users:
             continue
         row = Scope(s)  # one window row's registers live only while it is used
-        load_window_row(gen, row, geo, x_name, (n_var, c_var), a, needed, (row_ok, col_ok))
+        load_window_row(gen, row, geo, x_name, (n_var, c_var), a, needed, (row_ok, col_ok),
+                        masked=params.lanes)
         for r, q0 in users:
             for q1 in range(k1):
                 for w in range(width):
@@ -119,7 +142,7 @@ def depthwise(gen: _Gen, geo: ConvGeometry, params: Depthwise) -> Kernel:
             fin.emit(f"const int oh = oh0 + {e // width}; const int ow = ow0 + {e % width};")
             _store(gen, fin, geo, (n_var, co_var), bias, acc[e])
             s.nest("", fin)
-        return gen.finish(s, total, gen.params.work_group)
+        return gen.finish(s, total, lanes_group(n_wt) if params.lanes else gen.params.work_group)
     # elsewhere the epilogue stays rolled (one copy of the fused epilogue, not rows × width)
     fin = Scope(s)
     fin.emit(f"const int oh = oh0 + e / {width}; const int ow = ow0 + e % {width};")
@@ -142,23 +165,25 @@ def _store(gen: _Gen, fin: Scope, geo: ConvGeometry, batch_channel: tuple[ix.IEx
 
 
 def window_positions(s: Scope, geo: ConvGeometry, window: tuple[int, int],
-                     block: tuple[int, int]) -> tuple[list[list[str]], list[list[str]]]:
+                     block: tuple[int, int], clamp: bool = True
+                     ) -> tuple[list[list[str]], list[list[str]]]:
     """Emit the input rows ``h{a}`` and columns ``w{b}`` of a work-item's window (from
     ``ih0``/``iw0``) and, where a position can fall outside the input, its clamped
     ``ch{a}``/``cw{b}``; return each row's and column's bounds checks (empty: none
-    needed). Padding reads a clamped element and selects zero, with no branch."""
+    needed). Padding reads a clamped element and selects zero, with no branch.
+    ``clamp`` False: no clamped positions (the loads are masked instead)."""
     in_h, in_w = geo.x_shape[2:]
     row_ok, col_ok = [], []
     for a in range(window[0]):
         s.emit(f"const int h{a} = ih0 + {a};")
         checks = _checks(f"h{a}", geo, 0, a, block[0])
-        if checks:
+        if checks and clamp:
             s.emit(f"const int ch{a} = h{a} < 0 ? 0 : (h{a} < {in_h} ? h{a} : {in_h - 1});")
         row_ok.append(checks)
     for b in range(window[1]):
         s.emit(f"const int w{b} = iw0 + {b};")
         checks = _checks(f"w{b}", geo, 1, b, block[1])
-        if checks:
+        if checks and clamp:
             s.emit(f"const int cw{b} = w{b} < 0 ? 0 : (w{b} < {in_w} ? w{b} : {in_w - 1});")
         col_ok.append(checks)
     return row_ok, col_ok
@@ -166,13 +191,28 @@ def window_positions(s: Scope, geo: ConvGeometry, window: tuple[int, int],
 
 def load_window_row(gen: _Gen, row: Scope, geo: ConvGeometry, x_name: str,
                     batch_channel: tuple[ix.IExpr, ix.IExpr], a: int, columns: list[int],
-                    checks: tuple[list[list[str]], list[list[str]]]) -> None:
+                    checks: tuple[list[list[str]], list[list[str]]], masked: bool = False
+                    ) -> None:
     """Load window row ``a``'s ``columns`` of input ``x_name`` into registers ``x{b}``
-    (zero where a bounds check of `window_positions` fails)."""
+    (zero where a bounds check of `window_positions` fails). ``masked``: a position
+    that fails is not read at all (no clamped positions: a load only under its checks,
+    which a vectoriser turns into a masked load of consecutive elements)."""
     row_ok, col_ok = checks
     in_h, in_w = geo.x_shape[2:]
-    h_pos = ix.IVar(f"ch{a}" if row_ok[a] else f"h{a}", 0, in_h - 1)
+    h_pos = ix.IVar(f"ch{a}" if row_ok[a] and not masked else f"h{a}", 0, in_h - 1)
     for b in columns:
+        if masked:
+            w_pos = ix.IVar(f"w{b}", 0, in_w - 1)
+            conds = row_ok[a] + col_ok[b]
+            if not conds:
+                row.emit(f"const float x{b} = {gen.em.value(row, x_name, (*batch_channel, h_pos, w_pos))};")
+                continue
+            inside = Scope(row)
+            value = gen.em.value(inside, x_name, (*batch_channel, h_pos, w_pos))
+            inside.emit(f"x{b} = {value};")
+            row.emit(f"float x{b} = 0.0f;")
+            row.nest(f"if ({' && '.join(conds)})", inside)
+            continue
         w_pos = ix.IVar(f"cw{b}" if col_ok[b] else f"w{b}", 0, in_w - 1)
         value = gen.em.value(row, x_name, (*batch_channel, h_pos, w_pos))
         conds = row_ok[a] + col_ok[b]

@@ -161,8 +161,9 @@ class ValueEmitter:
                 value = node.attr(attr)
                 if bound is None and value is not None and not math.isinf(float(value)):
                     bound = sp.literal(value, dtype)
-                if bound is not None:
-                    expr = f"{'f' if dtype.startswith('float') else ''}{pick}({expr}, {bound})"
+                if bound is not None:  # float: the spelling's min/max (not PoCL's calls)
+                    expr = sp.SPELLING.functions[pick].format(expr, bound) if \
+                        dtype.startswith("float") else f"{pick}({expr}, {bound})"
         elif op == "IsInf":
             sides = [f"{args[0]} > 0"] if node.attr("detect_positive", 1) else []
             sides += [f"{args[0]} < 0"] if node.attr("detect_negative", 1) else []

@@ -362,7 +362,8 @@ class _Gen:
         p = self.params
         candidates = cost.options(cost.DEVICES[p.device], sizes["m"], sizes["n"], sizes["k"],
                                   sizes["batch"], direct_items, tiled_ok, gemv_side,
-                                  depthwise=depthwise_ok, window_taps=window_taps)
+                                  depthwise=depthwise_ok, window_taps=window_taps,
+                                  width=sizes.get("width", 0))
         self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
         tuned = dict(p.tuned).get(self.shape_key)
         if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
@@ -415,7 +416,7 @@ class _Gen:
         geo = self.conv_geometry()
         depthwise = geo.group > 1 and geo.cin_g == 1
         sizes = {"m": geo.cout_g, "n": geo.columns, "k": geo.cin_g * geo.taps,
-                 "batch": geo.group}
+                 "batch": geo.group, "width": geo.out_shape[-1]}
         tw = self.params.depthwise_tile_width if depthwise else self.params.conv_tile_width
         direct_items = geo.columns // max(1, min(tw, geo.out_shape[-1])) * \
             _cdiv(geo.out_shape[1], 1 if depthwise else self.params.conv_tile_channels)
@@ -1245,7 +1246,8 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
     key = cost.shape_key(gen.anchor().op, sizes, tiled_ok, gemv_side)
     candidates = cost.options(cost.DEVICES[params.device], sizes["m"], sizes["n"], sizes["k"],
                               sizes["batch"], direct_items, tiled_ok, gemv_side,
-                              depthwise=depthwise_ok, window_taps=window_taps)
+                              depthwise=depthwise_ok, window_taps=window_taps,
+                              width=sizes.get("width", 0))
     tuned = dict(params.tuned).get(key)
     if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
                                   (tuned.variant != "window" or window_taps > 0)):

@@ -31,7 +31,10 @@ SPELLING = Spelling(
         "tanh": "tanh({0})", "erf": "erf({0})", "sin": "sin({0})", "cos": "cos({0})",
         "floor": "floor({0})", "ceil": "ceil({0})", "round": "rint({0})",
         "sign": "(({0} > 0) ? 1.0f : (({0} < 0) ? -1.0f : 0.0f))",
-        "min": "fmin({0}, {1})", "max": "fmax({0}, {1})",
+        # fmin/fmax's results (NaN loses) without the builtins, which are calls on PoCL
+        # and keep its work-item loops scalar (HardSwish epilogues ran 2-5× slower)
+        "min": "((({0}) < ({1}) || ({1}) != ({1})) ? ({0}) : ({1}))",
+        "max": "((({0}) > ({1}) || ({1}) != ({1})) ? ({0}) : ({1}))",
         # the elementwise built-ins of `= builtin NAME` operators
         "tan": "tan({0})", "asin": "asin({0})", "acos": "acos({0})", "atan": "atan({0})", "sinh": "sinh({0})",
         "cosh": "cosh({0})", "asinh": "asinh({0})", "acosh": "acosh({0})", "atanh": "atanh({0})",

@@ -5,6 +5,8 @@ fused; each window element loaded once; and the cost model's choice."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +53,10 @@ SHAPES = {
     "3x3-dilated-multiplier": _depthwise(1, 3, (10, 9), 3, 1, 2, dilation=2, multiplier=2),
     "3x3-s2-no-pad": _depthwise(1, 6, (8, 8), 3, 2, 0),
 }
-BLOCKS = (Depthwise(1, 4), Depthwise(2, 8), Depthwise(3, 5), Depthwise(4, 4))
+BLOCKS = (Depthwise(1, 4), Depthwise(2, 8), Depthwise(3, 5), Depthwise(4, 4),
+          # a work-group per block of rows, a work-item per column (ragged row blocks;
+          # a group wider than the row: items past its end store nothing)
+          Depthwise(3, 1, True), Depthwise(4, 1, True))
 
 
 def _compile(model: onnx.ModelProto, params: KernelParams, tmp_path: Path
@@ -64,7 +69,8 @@ def _compile(model: onnx.ModelProto, params: KernelParams, tmp_path: Path
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-@pytest.mark.parametrize("block", BLOCKS, ids=lambda b: f"{b.rows}x{b.width}")
+@pytest.mark.parametrize("block", BLOCKS, ids=lambda b: f"{b.rows}x{b.width}" +
+                         ("-lanes" if b.lanes else ""))
 def test_depthwise_matches_onnxruntime(shape: str, block: Depthwise, tmp_path: Path) -> None:
     params = KernelParams(anchor_variant="depthwise", anchor_depthwise=block)
     feeds, compiled = _compile(SHAPES[shape], params, tmp_path)
@@ -75,14 +81,40 @@ def test_depthwise_matches_onnxruntime(shape: str, block: Depthwise, tmp_path: P
                  rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("shape", ["3x3-s1-ragged", "5x5-s2"])
+def test_gpu_form_matches_onnxruntime(shape: str, tmp_path: Path) -> None:
+    """The GPU class's form (an accumulator array, the epilogue in a rolled loop), run
+    on PoCL."""
+    params = replace(KernelParams.for_device("gpu"), anchor_variant="depthwise",
+                     anchor_depthwise=Depthwise(3, 5))
+    feeds, compiled = _compile(SHAPES[shape], params, tmp_path)
+    assert "acc[e]" in (tmp_path / "kernels.cl").read_text()
+    assert_close(compiled.run(feeds), run_ort(SHAPES[shape], feeds),  # type: ignore[attr-defined]
+                 rtol=1e-4, atol=1e-5)
+
+
 def test_each_window_element_is_loaded_once(tmp_path: Path) -> None:
     """A 2 × 8 block of a 3×3 stride-1 conv loads its 4 × 10 window once each (the
-    prologue's Relu once per load), not once per tap."""
+    prologue's Relu once per load), not once per tap; on a CPU its 16 accumulators
+    are scalars and its epilogue is unrolled (PoCL vectorises only loop-free items)."""
     params = KernelParams(anchor_variant="depthwise", anchor_depthwise=Depthwise(2, 8))
     _compile(_depthwise(1, 4, (16, 16), 3, 1, 1), params, tmp_path)
     source = (tmp_path / "kernels.cl").read_text()
     assert source.count("const float x") == 4 * 10
-    assert source.count("acc[") - source.count("acc[e]") == 2 * 8 + 2 * 8 * 9 + 1
+    assert len(re.findall(r"float acc\d+ = 0\.0f;", source)) == 2 * 8
+    assert len(re.findall(r"acc\d+ \+= ", source)) == 2 * 8 * 9
+    assert "for (int e" not in source and "acc[" not in source
+
+
+def test_lanes_reads_consecutive_columns(tmp_path: Path) -> None:
+    """The lanes form: a work-item is an output column (its local id), its group a
+    block of rows, loads masked rather than clamped, the group a multiple of 8."""
+    params = KernelParams(anchor_variant="depthwise", anchor_depthwise=Depthwise(4, 1, True))
+    _compile(_depthwise(1, 4, (16, 13), 3, 1, 1), params, tmp_path)
+    source = (tmp_path / "kernels.cl").read_text()
+    assert "const int wt = get_local_id(0);" in source
+    assert "reqd_work_group_size(16, 1, 1)" in source
+    assert "cw0" not in source and "ch0" not in source
 
 
 def test_cost_model_picks_depthwise_for_mobilenet_layers() -> None:
@@ -94,3 +126,14 @@ def test_cost_model_picks_depthwise_for_mobilenet_layers() -> None:
         assert cost.choose(options).variant == "depthwise", device
     options = cost.options(cost.DEVICES["cpu"], 1, 56, 9, 144, 144 * 7, False, None)
     assert {o.variant for o in options} == {"direct"}
+
+
+def test_cost_model_prices_lanes_on_cpu_only() -> None:
+    """MobileNetV3's 5×5 depthwise layer at 14×14: on PoCL the lanes form (a 4×4
+    register block spills there); the GPU class is not offered it."""
+    cpu = cost.choose(cost.options(cost.DEVICES["cpu"], 1, 14 * 14, 25, 240, 240 * 14 * 2,
+                                   False, None, depthwise=True, width=14))
+    assert isinstance(cpu.params, Depthwise) and cpu.params.lanes
+    gpu = cost.options(cost.DEVICES["gpu"], 1, 14 * 14, 25, 240, 240 * 14 * 2, False, None,
+                       depthwise=True, width=14)
+    assert not any(isinstance(o.params, Depthwise) and o.params.lanes for o in gpu)
