@@ -89,6 +89,8 @@ class DeviceModel:
     # 49 values, ran 8-11× slower than the lanes form; a 4×4 block of a 3×3, 31, did not)
     registers: int = 0
     spill_penalty: float = 1.0
+    # the direct kernel's columns per work-item for a one-row product (0: the default)
+    gemv_columns: int = 0
 
 
 DEVICES = {
@@ -97,7 +99,7 @@ DEVICES = {
                        efficiency={"direct": 0.25, "tiled": 0.04, "gemv": 0.02,
                                    "depthwise": 0.1, "depthwise-lanes": 0.25, "row": 0.5,
                                    "window": 0.5},
-                       lanes_group_us=0.2, registers=32, spill_penalty=6.0,
+                       lanes_group_us=0.2, registers=32, spill_penalty=6.0, gemv_columns=16,
                        depthwise_reuse_full=6.0, launch_us=30.0, prologue_gflops=300.0,
                        direct_tap_penalty=25.0),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
@@ -216,7 +218,14 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
     # at 1 GFLOP/s, 25× slower than the depthwise kernels)
     taps_penalty = device.direct_tap_penalty if window_taps > 1 or (depthwise and k > 1) \
         else 1.0
-    result = [Option("direct", None, flops * taps_penalty / (
+    # a one-row product (M = 1) on a device with ``gemv_columns``: the direct kernel
+    # with a 1 × that register block, one vector of B's row per k step (PoCL: the
+    # default 4 × 4 block ran MobileNetV3's classifier Gemms at 0.58 ms, 1 × 16 0.31)
+    block = Direct(1, device.gemv_columns) if gemv_side == "m" and device.gemv_columns \
+        else None
+    if block is not None:
+        direct_items = batch * _cdiv(n, block.b)
+    result = [Option("direct", block, flops * taps_penalty / (
         peak * eff["direct"] * _fill(direct_items, device.compute_units * device.items_per_unit)))]
     if tiled_ok:
         slots = device.compute_units * device.groups_per_unit
