@@ -77,6 +77,8 @@ from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Node
 
 UNROLL = "__attribute__((opencl_unroll_hint)) "
+# pool windows of at most this many taps are emitted straight-line (`_Gen._window`)
+POOL_UNROLL_TAPS = 64
 # the argument name of a block's scratch buffer (`Kernel.scratch`); build.py gives each
 # block its own tensor of this kind
 SCRATCH = "@scratch"
@@ -718,26 +720,28 @@ class _Gen:
         pads = tuple(node.attr("pads") or (0,) * 2 * spatial)  # type: ignore[arg-type]
         is_max = node.op == "MaxPool"
         s.emit("float accv = -INFINITY;" if is_max else "float accv = 0.0f; int cnt = 0;")
-        body = Scope(s)
-        conds, positions = [], []
-        for d in range(spatial):
-            body.emit(f"const int p{d} = {ix.render(idx[2 + d])} * {strides[d]} - {begin[d]} + "
-                      f"q{d} * {dil[d]};")
-            conds += _window_checks(f"p{d}", begin[d], out_shape[2 + d], strides[d],
-                                    kernel[d], dil[d], x_shape[2 + d],
-                                    self.params.shape_stable)
-            positions.append(self.ivar(f"p{d}", x_shape[2 + d]))
-        guarded = Scope(body)
-        x = self.em.value(guarded, x_name, (idx[0], idx[1], *positions))
-        guarded.emit(f"const float xv = {x}; accv = xv > accv ? xv : accv;" if is_max
-                     else f"accv += {x}; cnt += 1;")
-        body.nest(f"if ({' && '.join(conds)})" if conds else "", guarded)
-        loop = body
-        for d in reversed(range(spatial)):
-            outer = Scope(s)
-            outer.nest(f"for (int q{d} = 0; q{d} < {kernel[d]}; ++q{d})", loop)
-            loop = outer
-        s.lines.extend(loop.lines)
+        # a small window straight-line (each tap a literal): PoCL vectorises a
+        # work-group's items only when their code has no loop left (ResNet's 3×3 MaxPool
+        # ran its taps as loops over size arguments, `build.hoist_sizes`)
+        taps = int(np.prod(kernel))
+        if taps <= POOL_UNROLL_TAPS:
+            for q in np.ndindex(*kernel):
+                tap = Scope(s)
+                for d in range(spatial):
+                    tap.emit(f"const int q{d} = {q[d]};")
+                self._pool_tap(tap, node, x_name, x_shape, out_shape, idx,
+                               (strides, dil, begin), is_max)
+                s.nest("", tap)
+        else:
+            body = Scope(s)
+            self._pool_tap(body, node, x_name, x_shape, out_shape, idx, (strides, dil, begin),
+                           is_max)
+            loop = body
+            for d in reversed(range(spatial)):
+                outer = Scope(s)
+                outer.nest(f"for (int q{d} = 0; q{d} < {kernel[d]}; ++q{d})", loop)
+                loop = outer
+            s.lines.extend(loop.lines)
         if is_max:
             return "accv"
         if int(node.attr("count_include_pad", 0)):  # type: ignore[arg-type]
@@ -750,6 +754,26 @@ class _Gen:
                              f"{-begin[d]}))")
             return f"(accv / (float)({' * '.join(terms)}))"
         return "(accv / (float)cnt)"
+
+    def _pool_tap(self, body: Scope, node: Node, x_name: str, x_shape: tuple[int, ...],
+                  out_shape: tuple[int, ...], idx: tuple[ix.IExpr, ...],
+                  geometry: tuple[tuple[int, ...], ...], is_max: bool) -> None:
+        """One window tap ``q0, q1, …`` (variables of ``body``) of a pool."""
+        strides, dil, begin = geometry
+        kernel = tuple(node.attr("kernel_shape"))  # type: ignore[arg-type]
+        conds, positions = [], []
+        for d in range(len(x_shape) - 2):
+            body.emit(f"const int p{d} = {ix.render(idx[2 + d])} * {strides[d]} - {begin[d]} + "
+                      f"q{d} * {dil[d]};")
+            conds += _window_checks(f"p{d}", begin[d], out_shape[2 + d], strides[d],
+                                    kernel[d], dil[d], x_shape[2 + d],
+                                    self.params.shape_stable)
+            positions.append(self.ivar(f"p{d}", x_shape[2 + d]))
+        guarded = Scope(body)
+        x = self.em.value(guarded, x_name, (idx[0], idx[1], *positions))
+        guarded.emit(f"const float xv = {x}; accv = xv > accv ? xv : accv;" if is_max
+                     else f"accv += {x}; cnt += 1;")
+        body.nest(f"if ({' && '.join(conds)})" if conds else "", guarded)
 
     def _lrn(self, s: Scope, node: Node, x_name: str, x_shape: tuple[int, ...],
              idx: tuple[ix.IExpr, ...]) -> str:
