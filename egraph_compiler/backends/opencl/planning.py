@@ -6,7 +6,9 @@ from __future__ import annotations
 from egraph_compiler.backends.opencl.cost import DEVICES, fusion_cost
 from egraph_compiler.backends.opencl.kernels import KernelParams
 from egraph_compiler.backends.opencl.pricing import pricing, symbolic_anchors
+from egraph_compiler import shapes
 from egraph_compiler.fusion import ProfileDb, plan_fusion
+from egraph_compiler.ir.decompose import decompose
 from egraph_compiler.ir.graph import Graph
 from egraph_compiler.plan import ExecutionPlan, plan_memory
 from egraph_compiler.select import Selection, select_layouts
@@ -30,6 +32,9 @@ def execution_plan(graph: Graph, tables: object = None, profile_db: ProfileDb | 
     if layouts not in LAYOUT_POLICIES:
         raise ValueError(f"layouts must be one of {', '.join(LAYOUT_POLICIES)}, not {layouts!r}")
     device = (params or KernelParams()).device
+    lowered = decompose(graph)  # operators without a kernel (RNN, DFT, ...) as ones with one
+    if lowered is not None:
+        graph = shapes.infer_shapes(lowered)
     fusion_plan = plan_fusion(graph, tables, profile_db, fuse=fuse, layouts=layouts == "per-tensor",
                               cost=fusion_cost(DEVICES[device]))
     selection = None
