@@ -68,7 +68,7 @@ class _Builder:
         value_type = self.graph.types.get(value)
         shape = value_type.shape if value_type is not None else None
         if shape is None or not all(isinstance(d, int) for d in shape):
-            raise ModelError(f"node '{node.name}' ({node.op}): the OpenCL target decomposes "
+            raise ModelError(f"{_label(node, self.graph.opset)}: the OpenCL target decomposes "
                              f"{node.op} only with static shapes, and '{value}' has shape "
                              f"{shape}\n  hint: bind the input dims (--bind NAME=INT)")
         return tuple(int(d) for d in shape)
@@ -107,8 +107,12 @@ class _Builder:
         return self.const(np.asarray(value, dtype=dtype), "s")
 
 
-def _refuse(node: Node, what: str, hint: str) -> ModelError:
-    return ModelError(f"node '{node.name}' ({node.op}): the OpenCL target {what}\n  hint: {hint}")
+def _label(node: Node, opset: int) -> str:
+    return f"node '{node.name}' ({node.op}, opset {opset})"
+
+
+def _refuse(b: _Builder, node: Node, what: str, hint: str) -> ModelError:
+    return ModelError(f"{_label(node, b.graph.opset)}: the OpenCL target {what}\n  hint: {hint}")
 
 
 # -- recurrent layers -------------------------------------------------------------------------
@@ -320,12 +324,12 @@ def _group_normalization(b: _Builder, node: Node) -> None:
 def _dft(b: _Builder, node: Node) -> None:
     x = node.inputs[0]
     if len(node.inputs) > 2 and node.inputs[2]:
-        raise _refuse(node, "needs DFT's axis as a compile-time constant",
+        raise _refuse(b, node, "needs DFT's axis as a compile-time constant",
                       "make the axis input an initializer (or write it as opset 17-19's attribute)")
     length_input = node.inputs[1] if len(node.inputs) > 1 else ""
     given = b.constant_value(length_input)
     if length_input and given is None:
-        raise _refuse(node, "needs DFT's dft_length as a compile-time constant",
+        raise _refuse(b, node, "needs DFT's dft_length as a compile-time constant",
                       "make dft_length an initializer")
     shape = b.shape(x, node)
     rank = len(shape)
@@ -363,7 +367,7 @@ def _dft_reference(x: np.ndarray, length: int, axis: int, inverse: bool, oneside
 def _window(b: _Builder, node: Node) -> None:
     size = b.constant_value(node.inputs[0])
     if size is None:
-        raise _refuse(node, f"needs {node.op}'s size as a compile-time constant (its output "
+        raise _refuse(b, node, f"needs {node.op}'s size as a compile-time constant (its output "
                       "shape is that value)", "make size an initializer")
     n = int(np.asarray(size).reshape(-1)[0])
     periodic = int(node.attr("periodic", 1))
@@ -382,7 +386,7 @@ def _window(b: _Builder, node: Node) -> None:
 def _mel_weight_matrix(b: _Builder, node: Node) -> None:
     values = [b.constant_value(i) for i in node.inputs]
     if any(v is None for v in values):
-        raise _refuse(node, "needs every MelWeightMatrix input as a compile-time constant (its "
+        raise _refuse(b, node, "needs every MelWeightMatrix input as a compile-time constant (its "
                       "output shape is computed from them)", "make the inputs initializers")
     from onnx.reference.ops.op_mel_weight_matrix import MelWeightMatrix  # the spec's own definition
 
@@ -398,7 +402,7 @@ def _output_dtype(node: Node) -> np.dtype:
 
 def _needs_constants(what: str) -> Callable[[_Builder, Node], None]:
     def refuse(b: _Builder, node: Node) -> None:
-        raise _refuse(node, f"has no kernel for {node.op} ({what})",
+        raise _refuse(b, node, f"has no kernel for {node.op} ({what})",
                       "compile this model for the onnx target")
     return refuse
 

@@ -253,3 +253,62 @@ def generate(gen: Any, scope: Scope, node: Node, out: Index) -> str:
         raise ModelError(f"node '{node.name}' ({node.op}) is declared `anchor indexed` but "
                          "backends/opencl/ops_extra.py has no generator for it")
     return generator(gen, scope, node, out)
+
+
+# -- issue 17 item 6 (helper opsa) ---------------------------------------------------------------
+def _reverse_sequence(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """ReverseSequence: x with the first sequence_lens[b] steps of each time line reversed
+    (the element at step t < len reads step len - 1 - t; later steps read themselves)."""
+    x, lengths = node.inputs[:2]
+    shape = gen.view.shape(x)
+    time_axis = _axis(node, int(node.attr("time_axis", 0)), len(shape))
+    batch_axis = _axis(node, int(node.attr("batch_axis", 1)), len(shape))
+    raw = gen.em.value(scope, lengths, (out[batch_axis],))
+    length, source = gen.em.fresh("len"), gen.em.fresh("src")
+    step = ix.render(out[time_axis])
+    # a valid model's lengths are in [0, steps]: the source step stays in range
+    scope.emit(f"int {length} = (int)({raw}); "
+               f"int {source} = ({step}) < {length} ? {length} - 1 - ({step}) : ({step});")
+    return gen.em.value(scope, x, _with_axis(out, time_axis, ix.IVar(source, 0, shape[time_axis] - 1)))
+
+
+# A work item keeps one whole matrix in private memory: past this size Det is refused.
+DET_MAX_SIZE = 32
+
+
+def _det(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """Det: Gaussian elimination with partial pivoting of one matrix per work item (the
+    determinant is the product of the pivots, negated per row swap)."""
+    x = node.inputs[0]
+    shape, dtype = gen.view.shape(x), gen.view.dtype(x)
+    size = shape[-1]
+    if not dtype.startswith("float"):
+        raise ModelError(f"node '{node.name}' (Det): {dtype} is not a float type")
+    if size > DET_MAX_SIZE:
+        raise ModelError(f"node '{node.name}' (Det): {size}x{size} matrices exceed the OpenCL "
+                         f"kernel's private-memory bound of {DET_MAX_SIZE}x{DET_MAX_SIZE}\n"
+                         "  hint: compile this model for the onnx target")
+    c = ctype(dtype)
+    a, det, k, i, j, p, t = (gen.em.fresh(n) for n in ("m", "det", "k", "i", "j", "p", "t"))
+    scope.emit(f"{c} {a}[{size * size}];")
+    body = scope.child()
+    row, col = ix.delinearize(_loop_var("r", size * size), (size, size))
+    body.emit(f"{a}[r] = {gen.em.value(body, x, (*out, row, col))};")
+    scope.nest(f"for (int r = 0; r < {size * size}; ++r)", body)
+    n = size
+    scope.emit(f"{c} {det} = {sp.literal(1, dtype)};")
+    scope.emit(
+        f"for (int {k} = 0; {k} < {n}; ++{k}) {{ int {p} = {k}; "
+        f"for (int {i} = {k} + 1; {i} < {n}; ++{i}) "
+        f"if (fabs({a}[{i} * {n} + {k}]) > fabs({a}[{p} * {n} + {k}])) {p} = {i}; "
+        f"if ({p} != {k}) {{ {det} = -{det}; for (int {j} = 0; {j} < {n}; ++{j}) {{ "
+        f"{c} {t} = {a}[{k} * {n} + {j}]; {a}[{k} * {n} + {j}] = {a}[{p} * {n} + {j}]; "
+        f"{a}[{p} * {n} + {j}] = {t}; }} }} "
+        f"{det} *= {a}[{k} * {n} + {k}]; "
+        f"if ({a}[{k} * {n} + {k}] != 0) for (int {i} = {k} + 1; {i} < {n}; ++{i}) {{ "
+        f"{c} {t} = {a}[{i} * {n} + {k}] / {a}[{k} * {n} + {k}]; "
+        f"for (int {j} = {k} + 1; {j} < {n}; ++{j}) {a}[{i} * {n} + {j}] -= {t} * {a}[{k} * {n} + {j}]; }} }}")
+    return det
+
+
+GENERATORS.update({"ReverseSequence": _reverse_sequence, "Det": _det})

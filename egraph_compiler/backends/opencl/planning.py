@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
+from egraph_compiler import shapes
 from egraph_compiler.backends.opencl.cost import DEVICES, fusion_cost
 from egraph_compiler.backends.opencl.kernels import KernelParams
 from egraph_compiler.backends.opencl.pricing import pricing, symbolic_anchors
-from egraph_compiler import shapes
 from egraph_compiler.fusion import ProfileDb, plan_fusion
 from egraph_compiler.ir.decompose import decompose
 from egraph_compiler.ir.graph import Graph
