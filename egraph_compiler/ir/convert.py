@@ -328,13 +328,6 @@ class NodeConverter:
         value = -2 if axis is None else int(np.asarray(axis).reshape(-1)[0])
         return [_with(node, inputs=node.inputs[:2], attrs={"axis": value})]
 
-    def _convert_GroupNormalization(self, node: Node, label: str) -> list[Node]:
-        if self.ctx.opset < 21:
-            raise ModelError(f"{label}: GroupNormalization before opset 21 (scale and bias per "
-                             "group) is not supported\n  hint: re-export at opset 21 (scale and "
-                             "bias per channel)")
-        return [node]
-
     def _convert_Constant(self, node: Node, label: str) -> list[Node]:
         if node.attr("sparse_value") is not None or node.attr("value_string") is not None \
                 or node.attr("value_strings") is not None:

@@ -70,7 +70,7 @@ class _Builder:
         if shape is None or not all(isinstance(d, int) for d in shape):
             raise ModelError(f"{_label(node, self.graph.opset)}: the OpenCL target decomposes "
                              f"{node.op} only with static shapes, and '{value}' has shape "
-                             f"{shape}\n  hint: bind the input dims (--bind NAME=INT)")
+                             f"{_text(shape)}\n  hint: bind the input dims (--bind NAME=INT)")
         return tuple(int(d) for d in shape)
 
     def dtype(self, value: str) -> str:
@@ -105,6 +105,10 @@ class _Builder:
 
     def scalar(self, value: float, dtype: str) -> str:
         return self.const(np.asarray(value, dtype=dtype), "s")
+
+
+def _text(shape: object) -> str:
+    return "unknown" if shape is None else f"[{', '.join(str(d) for d in shape)}]"  # type: ignore[attr-defined]
 
 
 def _label(node: Node, opset: int) -> str:
