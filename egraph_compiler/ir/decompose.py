@@ -194,15 +194,15 @@ def _recurrent(b: _Builder, node: Node) -> None:
     clip = node.attr("clip")
     activations = _activations(node, directions)
     zeros = b.const(np.zeros((batch, hidden), dtype=dtype), "zeros")
-    masks: list[str | None] = [None] * steps
-    if lengths:  # step t counts for batch entry n while t < sequence_lens[n]
-        length_dtype = b.dtype(lengths)
-        for t in range(steps):
-            below = b.op("Less", [b.const(np.asarray(t, dtype=length_dtype), "t"), lengths])
-            masks[t] = b.unsqueeze(below, 1)
     ys, last_h, last_c = [], [], []
     for d in range(directions):
         reverse = direction == "reverse" or d == 1
+        # step t counts for batch entry n while t < sequence_lens[n]; each direction has
+        # masks of its own (the fusion planner met a cycle when two directions shared them)
+        masks: list[str | None] = [None] * steps
+        for t in range(steps if lengths else 0):
+            t_value = b.const(np.asarray(t, dtype=b.dtype(lengths)), "t")
+            masks[t] = b.unsqueeze(b.op("Less", [t_value, lengths]), 1)
         f = activations[d]
 
         def clipped(value: str) -> str:
