@@ -16,6 +16,13 @@ from egraph_compiler.select import Selection, select_layouts
 LAYOUT_POLICIES = ("pbqp", "local", "chain-dp", "per-tensor", "row-major")
 
 
+def with_kernels(graph: Graph) -> Graph:
+    """``graph`` with the operators the backend has no kernel for (RNN, DFT, ...) lowered to
+    ones it has (`ir.decompose`), shapes inferred again; ``graph`` itself when it has none."""
+    lowered = decompose(graph)
+    return graph if lowered is None else shapes.infer_shapes(lowered)
+
+
 def execution_plan(graph: Graph, tables: object = None, profile_db: ProfileDb | None = None,
                    fuse: bool = True, layouts: str = "pbqp", params: KernelParams | None = None,
                    symbolic: Graph | None = None) -> tuple[ExecutionPlan, Selection | None]:
@@ -32,9 +39,7 @@ def execution_plan(graph: Graph, tables: object = None, profile_db: ProfileDb | 
     if layouts not in LAYOUT_POLICIES:
         raise ValueError(f"layouts must be one of {', '.join(LAYOUT_POLICIES)}, not {layouts!r}")
     device = (params or KernelParams()).device
-    lowered = decompose(graph)  # operators without a kernel (RNN, DFT, ...) as ones with one
-    if lowered is not None:
-        graph = shapes.infer_shapes(lowered)
+    graph = with_kernels(graph)
     fusion_plan = plan_fusion(graph, tables, profile_db, fuse=fuse, layouts=layouts == "per-tensor",
                               cost=fusion_cost(DEVICES[device]))
     selection = None
