@@ -17,6 +17,8 @@ them, so before planning it replaces each by operators it compiles (`decompose`)
   applied to the unit vectors, so onesided, inverse and irfft forms are the reference's);
 - ``HannWindow`` / ``HammingWindow`` / ``BlackmanWindow`` / ``MelWeightMatrix`` whose inputs
   are constants: folded to the constant they are.
+- ``Col2Im`` stays (its kernel is ``anchor indexed``, backends/opencl/ops_extra.py) when
+  image_shape and block_shape are constants.
 
 A node whose structure is not static (a symbolic sequence length, a run-time window size,
 DFT axis or length) is refused with a `ModelError` naming the node, its operator and what
@@ -404,6 +406,15 @@ def _output_dtype(node: Node) -> np.dtype:
     return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(int(node.attr("output_datatype", 1))))
 
 
+def _col2im(b: _Builder, node: Node) -> None:
+    """Kept for its kernel (`anchor indexed`) when image_shape and block_shape are constants."""
+    for position, what in ((1, "image_shape"), (2, "block_shape")):
+        if b.constant_value(node.inputs[position]) is None:
+            raise _refuse(b, node, f"needs Col2Im's {what} as a compile-time constant (the "
+                          "output shape is its value)", f"make {what} an initializer")
+    b.nodes.append(node)
+
+
 def _needs_constants(what: str) -> Callable[[_Builder, Node], None]:
     def refuse(b: _Builder, node: Node) -> None:
         raise _refuse(b, node, f"has no kernel for {node.op} ({what})",
@@ -418,7 +429,7 @@ DECOMPOSERS: dict[str, Callable[[_Builder, Node], None]] = {
     "HannWindow": _window, "HammingWindow": _window, "BlackmanWindow": _window,
     "MelWeightMatrix": _mel_weight_matrix,
     "STFT": _needs_constants("framing a signal by a step given at run time is not supported"),
-    "Col2Im": _needs_constants("its output shape is the value of image_shape"),
+    "Col2Im": _col2im,
 }
 
 

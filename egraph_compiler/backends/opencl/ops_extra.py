@@ -312,3 +312,53 @@ def _det(gen: Any, scope: Scope, node: Node, out: Index) -> str:
 
 
 GENERATORS.update({"ReverseSequence": _reverse_sequence, "Det": _det})
+
+
+def _constant_ints(gen: Any, node: Node, position: int, what: str) -> list[int]:
+    value = gen.view.constants.get(node.inputs[position])
+    if value is None:
+        raise ModelError(f"node '{node.name}' ({node.op}): the OpenCL backend needs {what} "
+                         f"('{node.inputs[position]}') as a compile-time constant (the output "
+                         "shape is its value)\n  hint: make it an initializer")
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def _col2im(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """Col2Im: the sum of the column entries that land on this pixel. Block offset k puts
+    column l of a dim on pixel p = l * stride - pad_begin + k * dilation."""
+    x = node.inputs[0]
+    dtype = gen.view.dtype(x)
+    image = _constant_ints(gen, node, 1, "image_shape")
+    block = _constant_ints(gen, node, 2, "block_shape")
+    dims = len(image)
+    strides = list(node.attr("strides") or [1] * dims)
+    dilations = list(node.attr("dilations") or [1] * dims)
+    pads = list(node.attr("pads") or [0] * (2 * dims))
+    columns = [(image[i] + pads[i] + pads[i + dims] - dilations[i] * (block[i] - 1) - 1) // strides[i] + 1
+               for i in range(dims)]
+    per_block = int(np.prod(block))
+    acc = gen.em.fresh("acc")
+    scope.emit(f"{ctype(dtype)} {acc} = {_zero(dtype)};")
+    body = scope.child()
+    offsets = ix.delinearize(_loop_var("r", per_block), tuple(block))
+    column, valid = gen.em.fresh("col"), gen.em.fresh("ok")
+    body.emit(f"int {column} = 0; int {valid} = 1;")
+    for i in range(dims):
+        q = gen.em.fresh("q")
+        body.emit(f"int {q} = ({ix.render(out[2 + i])}) + {pads[i]} - ({ix.render(offsets[i])}) * {dilations[i]};")
+        body.emit(f"{valid} = {valid} && {q} >= 0 && {q} % {strides[i]} == 0 && "
+                  f"{q} / {strides[i]} < {columns[i]};")
+        body.emit(f"{column} = {column} * {columns[i]} + ({q} >= 0 ? {q} / {strides[i]} : 0);")
+    channel = gen.em.fresh("ch")
+    body.emit(f"int {channel} = ({ix.render(out[1])}) * {per_block} + r;")
+    inside = body.child()
+    total = int(np.prod(columns))
+    value = gen.em.value(inside, x, (out[0], ix.IVar(channel, 0, gen.view.shape(x)[1] - 1),
+                                     ix.IVar(column, 0, total - 1)))
+    inside.emit(f"{acc} += {value};")
+    body.nest(f"if ({valid})", inside)
+    scope.nest(f"for (int r = 0; r < {per_block}; ++r)", body)
+    return acc
+
+
+GENERATORS["Col2Im"] = _col2im
