@@ -222,6 +222,8 @@ def stft_shape(shapes: Operands, attrs: dict, values: Values) -> list[OutShape]:
     frame = _value_dim(values, 3)
     if frame is None and len(shapes) > 2 and shapes[2] is not None and len(shapes[2]) == 1:
         frame = shapes[2][0]
+    elif frame is None and (len(shapes) < 4 or shapes[3] is None):
+        frame = signal[1]  # neither a window nor a frame length: one frame of the whole signal
     frames = bins = None
     if isinstance(step, int) and isinstance(frame, int) and isinstance(signal[1], int) and step > 0:
         frames = (signal[1] - frame) // step + 1

@@ -15,6 +15,7 @@ them, so before planning it replaces each by operators it compiles (`decompose`)
   group), Reshape back, scale and bias per channel;
 - ``DFT`` with a constant axis and length: a MatMul with a constant matrix (the transform
   applied to the unit vectors, so onesided, inverse and irfft forms are the reference's);
+  ``STFT`` with a constant step and frame length: a Gather of the frames, the window, that DFT;
 - ``HannWindow`` / ``HammingWindow`` / ``BlackmanWindow`` / ``MelWeightMatrix`` whose inputs
   are constants: folded to the constant they are.
 - ``Col2Im`` stays (its kernel is ``anchor indexed``, backends/opencl/ops_extra.py) when
@@ -338,16 +339,23 @@ def _dft(b: _Builder, node: Node) -> None:
         raise _refuse(b, node, "needs DFT's dft_length as a compile-time constant",
                       "make dft_length an initializer")
     shape = b.shape(x, node)
-    rank = len(shape)
-    axis = int(node.attr("axis", 1)) % rank
+    axis = int(node.attr("axis", 1)) % len(shape)
     inverse, onesided = bool(node.attr("inverse", 0)), bool(node.attr("onesided", 0))
-    n, parts = shape[axis], shape[-1]
+    n = shape[axis]
     length = int(np.asarray(given).reshape(-1)[0]) if given is not None else \
         (2 * (n - 1) if inverse and onesided else n)
+    _dft_matmul(b, x, shape, b.dtype(x), axis, length, inverse, onesided, node.outputs[0])
+
+
+def _dft_matmul(b: _Builder, x: str, shape: tuple[int, ...], dtype: str, axis: int, length: int,
+                inverse: bool, onesided: bool, output: str) -> None:
+    """``output`` = the DFT of ``x`` along ``axis``: the axis and the parts axis moved last,
+    flattened, times the transform of the unit vectors, and moved back."""
+    rank = len(shape)
+    n, parts = shape[axis], shape[-1]
     basis = np.eye(n * parts).reshape(n * parts, n, parts)
     matrix = _dft_reference(basis, length, 1, inverse, onesided)  # [n*parts, m, parts_out]
     m, parts_out = matrix.shape[1], matrix.shape[2]
-    dtype = b.dtype(x)
     others = [k for k in range(rank - 1) if k != axis]
     perm = (*others, axis, rank - 1)
     moved = b.op("Transpose", [x], perm=perm)
@@ -356,7 +364,38 @@ def _dft(b: _Builder, node: Node) -> None:
     product = b.op("MatMul", [flat, b.const(matrix.reshape(n * parts, m * parts_out).astype(dtype), "dft")])
     unflat = b.op("Reshape", [product, b.const(np.asarray([*lead, m, parts_out], dtype=np.int64), "shape")])
     inverse_perm = tuple(int(k) for k in np.argsort(perm))
-    b.op("Transpose", [unflat], outputs=[node.outputs[0]], perm=inverse_perm)
+    b.op("Transpose", [unflat], outputs=[output], perm=inverse_perm)
+
+
+def _stft(b: _Builder, node: Node) -> None:
+    """Frames (a Gather of constant positions), times the window, then the onesided DFT of
+    each frame (`_dft_matmul`)."""
+    inputs = list(node.inputs) + [""] * (4 - len(node.inputs))
+    signal, step_input, window, length_input = inputs[:4]
+    step = b.constant_value(step_input)
+    if step is None or (length_input and b.constant_value(length_input) is None):
+        raise _refuse(b, node, "needs STFT's frame_step and frame_length as compile-time "
+                      "constants (the output shape is computed from them)",
+                      "make them initializers")
+    shape = b.shape(signal, node)
+    if length_input:
+        length = int(np.asarray(b.constant_value(length_input)).reshape(-1)[0])
+    else:
+        length = b.shape(window, node)[0] if window else shape[1]
+    hop = int(np.asarray(step).reshape(-1)[0])
+    frames = 1 + (shape[1] - length) // hop
+    if hop <= 0 or frames <= 0 or (window and b.shape(window, node)[0] != length):
+        raise ModelError(f"{_label(node, b.graph.opset)}: frame_step {hop}, frame_length {length} "
+                         f"and a signal of {shape[1]} samples give no frames (or the window's "
+                         "length differs from frame_length)")
+    positions = np.arange(frames)[:, None] * hop + np.arange(length)[None, :]
+    framed = b.op("Gather", [signal, b.const(positions.astype(np.int64), "frames")], axis=1)
+    if window:  # [batch, frames, length, parts] times the window along length
+        framed = b.op("Mul", [framed, b.op("Reshape", [window, b.const(np.asarray([length, 1], dtype=np.int64),
+                                                                                "shape")])])
+    onesided = bool(node.attr("onesided", 1))
+    _dft_matmul(b, framed, (shape[0], frames, length, shape[2]), b.dtype(signal), 2, length, False,
+                onesided, node.outputs[0])
 
 
 def _dft_reference(x: np.ndarray, length: int, axis: int, inverse: bool, onesided: bool) -> np.ndarray:
@@ -415,20 +454,13 @@ def _col2im(b: _Builder, node: Node) -> None:
     b.nodes.append(node)
 
 
-def _needs_constants(what: str) -> Callable[[_Builder, Node], None]:
-    def refuse(b: _Builder, node: Node) -> None:
-        raise _refuse(b, node, f"has no kernel for {node.op} ({what})",
-                      "compile this model for the onnx target")
-    return refuse
-
-
 # Every operator the OpenCL backend lowers before planning, one function each.
 DECOMPOSERS: dict[str, Callable[[_Builder, Node], None]] = {
     "RNN": _recurrent, "GRU": _recurrent, "LSTM": _recurrent,
     "GroupNormalization": _group_normalization, "DFT": _dft,
     "HannWindow": _window, "HammingWindow": _window, "BlackmanWindow": _window,
     "MelWeightMatrix": _mel_weight_matrix,
-    "STFT": _needs_constants("framing a signal by a step given at run time is not supported"),
+    "STFT": _stft,
     "Col2Im": _col2im,
 }
 

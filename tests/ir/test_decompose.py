@@ -138,6 +138,20 @@ def test_dft_as_a_matmul_matches_the_reference(shape: tuple, attrs: dict, length
     np.testing.assert_allclose(_run(_decomposed(model), {"x": x})[0], want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(("parts", "window", "onesided"), [(1, True, 1), (2, False, 0)])
+def test_stft_as_frames_and_a_matmul_matches_the_reference(parts: int, window: bool, onesided: int) -> None:
+    """STFT-17 with a constant step and frame length, with and without a run-time window."""
+    feeds = {"signal": RNG.normal(size=(2, 20, parts)).astype(np.float32)}
+    if window:
+        feeds["window"] = RNG.uniform(size=6).astype(np.float32)
+    constants = {"step": np.asarray(3, dtype=np.int64), "length": np.asarray(6, dtype=np.int64)}
+    node = helper.make_node("STFT", ["signal", "step", "window" if window else "", "length"], ["y"],
+                            onesided=onesided)
+    model = _model(node, feeds, ["y"], opset=17, constants=constants)
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    np.testing.assert_allclose(_run(_decomposed(model), feeds)[0], want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("op", ["HannWindow", "HammingWindow", "BlackmanWindow"])
 @pytest.mark.parametrize("periodic", [0, 1])
 def test_window_with_a_constant_size_folds_to_the_reference(op: str, periodic: int) -> None:
