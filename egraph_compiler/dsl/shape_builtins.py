@@ -152,7 +152,9 @@ def recurrent_shapes(shapes: Operands, attrs: dict, values: Values) -> list[OutS
         raise ValueError("X and W of a recurrent layer must be 3-D")
     layout = int(attrs.get("layout", 0))
     seq, batch = (x[1], x[0]) if layout else (x[0], x[1])
-    hidden = int(attrs["hidden_size"]) if attrs.get("hidden_size") is not None else None
+    r = shapes[2] if len(shapes) > 2 else None
+    hidden = int(attrs["hidden_size"]) if attrs.get("hidden_size") is not None else \
+        (r[2] if r is not None and len(r) == 3 else None)
     dirs = w[0]
     if layout:
         return [(batch, seq, dirs, hidden), (batch, dirs, hidden), (batch, dirs, hidden)]
