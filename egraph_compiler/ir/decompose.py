@@ -1,7 +1,7 @@
 """Operators lowered to simpler ones, for a backend that has no kernel of their own.
 
-The onnx target writes RNN, GRU, LSTM, GroupNormalization, DFT, the window functions and
-MelWeightMatrix back whole (onnxruntime runs them). The OpenCL backend has no kernel for
+The onnx target writes RNN, GRU, LSTM, GroupNormalization, DFT, STFT, the window functions
+and MelWeightMatrix back whole (onnxruntime runs them). The OpenCL backend has no kernel for
 them, so before planning it replaces each by operators it compiles (`decompose`):
 
 - ``RNN`` / ``GRU`` / ``LSTM``: unrolled over the static sequence length, each direction
@@ -21,9 +21,9 @@ them, so before planning it replaces each by operators it compiles (`decompose`)
 - ``Col2Im`` stays (its kernel is ``anchor indexed``, backends/opencl/ops_extra.py) when
   image_shape and block_shape are constants.
 
-A node whose structure is not static (a symbolic sequence length, a run-time window size,
-DFT axis or length) is refused with a `ModelError` naming the node, its operator and what
-would make it compile. Every operator has one function in `DECOMPOSERS`; the graph it
+A node whose structure is not static (a symbolic sequence length; a run-time window size,
+DFT axis or length, STFT step or frame length, Col2Im shape) is refused with a `ModelError`
+naming the node, its operator and opset, and what would make it compile. Every operator has one function in `DECOMPOSERS`; the graph it
 returns has the new values untyped (the caller infers shapes again).
 """
 

@@ -21,7 +21,7 @@ from egraph_compiler.ir.decompose import decompose
 
 F = TensorProto.FLOAT
 RNG = np.random.default_rng(17)
-_RANKS = {"Y_h": 3, "Y_c": 3, "w": 1}  # the outputs' ranks (4 for the others)
+_RANKS = {"Y_h": 3, "Y_c": 3, "w": 1, "mel": 2}  # the outputs' ranks (4 for the others)
 
 
 def _model(node: onnx.NodeProto, inputs: dict[str, np.ndarray], outputs: list[str],
@@ -161,6 +161,16 @@ def test_window_with_a_constant_size_folds_to_the_reference(op: str, periodic: i
     assert graph is not None and not graph.nodes
     want = ReferenceEvaluator(model).run(None, {})[0]
     np.testing.assert_allclose(graph.constants["w"], want, rtol=1e-6, atol=1e-7)
+
+
+def test_mel_weight_matrix_of_constants_folds_to_the_reference() -> None:
+    values = {"bins": (8, np.int64), "dft": (16, np.int64), "rate": (8000, np.int64),
+              "low": (100.0, np.float32), "high": (3000.0, np.float32)}
+    constants = {k: np.asarray(v, dtype=t) for k, (v, t) in values.items()}
+    model = _model(helper.make_node("MelWeightMatrix", list(values), ["mel"]), {}, ["mel"], 17, constants)
+    graph = decompose(shapes.infer_shapes(load_onnx(model)))
+    assert graph is not None and not graph.nodes
+    np.testing.assert_allclose(graph.constants["mel"], ReferenceEvaluator(model).run(None, {})[0])
 
 
 def test_dft_with_a_run_time_axis_is_refused_by_name() -> None:
