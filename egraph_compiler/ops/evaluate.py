@@ -358,7 +358,7 @@ def _unsqueeze(attrs: Attrs, x: Array) -> Array:
 
 def _squeeze(attrs: Attrs, x: Array) -> Array:
     axes = _axes(attrs, x.ndim)
-    if axes is None:
+    if not axes:  # absent or empty: every axis of size 1
         axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
     return np.squeeze(x, axis=axes)
 
@@ -384,8 +384,8 @@ def _flatten(attrs: Attrs, x: Array) -> Array:
 
 
 def _transpose(attrs: Attrs, x: Array) -> Array:
-    perm = attrs.get("perm")
-    return np.transpose(x, None if perm is None else tuple(perm))
+    perm = attrs.get("perm")  # absent or empty: the axes reversed
+    return np.transpose(x, tuple(perm) if perm else None)
 
 
 def _matmul(a: Array, b: Array) -> Array:

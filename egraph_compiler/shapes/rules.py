@@ -3,6 +3,10 @@
 A rule takes a `Context` and returns one `TensorType` per node output. Dims may be
 symbolic; a dim no rule can express becomes a fresh symbol, never a guess (for a term
 no model vouches for, `ctx.assume_valid` is False and such a dim makes the shape unknown).
+Flatten and Unsqueeze use the rule language's exact shape functions (`dsl.shape_builtins`);
+Reshape and Squeeze cannot: over a model assumed valid they give a fresh dim where the
+exact function must refuse (a -1 beside symbolic dims that do not cancel), honour
+allowzero, and take a squeezed symbolic dim to be 1, where a rule must prove it.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from egraph_compiler import ops
+from egraph_compiler.dsl import shape_builtins
 from egraph_compiler.ir.dims import Dim, dim_add, dim_floordiv, dim_mul
 from egraph_compiler.ir.graph import Node, TensorType
 from egraph_compiler.ir.onnx_types import dtype_from_onnx
@@ -176,12 +181,18 @@ def _global_pool(ctx) -> list[TensorType]:
     return [TensorType(ctx.dtype(0), (x[0], x[1], *(1,) * (len(x) - 2)))]
 
 
+def _exact(ctx, function, *args) -> tuple[Dim, ...]:
+    """A shape function of the rule language (`dsl.shape_builtins`), exact for every
+    input, so shape inference and the rules agree; where it fails the model is wrong."""
+    try:
+        return function(*args)
+    except ValueError as error:
+        raise ctx.error(str(error)) from None
+
+
 def _flatten(ctx) -> list[TensorType]:
-    x = ctx.need_shape(0)
-    axis = int(ctx.attrs.get("axis", 1))
-    # ONNX: axis in [-r, r], a negative one counts from the rank r (not r + 1)
-    axis = normalize_axis(axis + len(x) if axis < 0 else axis, len(x) + 1, ctx.where)
-    return [TensorType(ctx.dtype(0), (product(x[:axis]), product(x[axis:])))]
+    shape = _exact(ctx, shape_builtins.flatten_shape, ctx.need_shape(0), int(ctx.attrs.get("axis", 1)))
+    return [TensorType(ctx.dtype(0), shape)]
 
 
 def _reshape(ctx) -> list[TensorType]:
@@ -343,10 +354,7 @@ def _unsqueeze(ctx) -> list[TensorType]:
     x = ctx.need_shape(0)
     count = len(ctx.attrs.get("axes") or ctx.value(1) or ())
     axes = _axes_of(ctx, len(x) + count) or ()
-    out: list[Dim] = list(x)
-    for axis in sorted(axes):
-        out.insert(axis, 1)
-    return [TensorType(ctx.dtype(0), tuple(out))]
+    return [TensorType(ctx.dtype(0), _exact(ctx, shape_builtins.unsqueeze_shape, x, axes))]
 
 
 def _squeeze(ctx) -> list[TensorType]:

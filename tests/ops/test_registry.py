@@ -14,10 +14,12 @@ from egraph_compiler.backends.hexagon import fallback
 from egraph_compiler.backends.opencl import spelling
 from egraph_compiler.backends.opencl.emit import ValueEmitter
 from egraph_compiler.dsl import ast
+from egraph_compiler.dsl.builtins import ANCHOR_CLAUSES as ANCHOR_KINDS
+from egraph_compiler.dsl.builtins import COST_CLAUSES as COST_KINDS
 from egraph_compiler.dsl.builtins import DTYPE_NAMES
+from egraph_compiler.dsl.builtins import FACT_CLAUSES as VALUE_FACTS
 from egraph_compiler.ir.onnx_types import dtype_from_onnx
 from egraph_compiler.ops.evaluate import WHOLE_TENSOR, evaluate_node
-from egraph_compiler.ops.registry import ANCHOR_KINDS, COST_KINDS, VALUE_FACTS
 from egraph_compiler.ops.scalar import evaluate, to_c
 from egraph_compiler.shapes.rules import rule_for
 

@@ -46,8 +46,9 @@ from egraph_compiler.backends.hexagon.kernels import (
 from egraph_compiler.backends.hexagon.quant import ELEMENTWISE_SHIFT, requant_from_scales
 from egraph_compiler.dsl import shape_builtins
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.graph import Graph, Node
+from egraph_compiler.ir.graph import Graph, Node, TensorType
 from egraph_compiler.ops.evaluate import NEVER_FOLD, evaluate_node
+from egraph_compiler.shapes import infer_node
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,20 +211,6 @@ def _layout_shape(known: dict[str, np.ndarray], node: Node, shape: tuple[int, ..
         return shape_builtins.unsqueeze_shape(shape, axes)  # type: ignore[return-value]
     except ValueError as error:
         raise ModelError(f"hexagon backend: {op} {node.name} of a {shape} tensor: {error}") from None
-
-
-def _float_shape(node: Node, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
-    op = node.op
-    if op == "MatMul":
-        return np.matmul(np.zeros(shapes[0], np.float32), np.zeros(shapes[1], np.float32)).shape
-    if op in ("Add", "Sub", "Mul", "Div", "Pow"):
-        return tuple(np.broadcast_shapes(*shapes))
-    if op == "ReduceMean":
-        rank = len(shapes[0])
-        axes = {int(a) % rank for a in node.attr("axes", range(rank))}  # type: ignore[union-attr]
-        keep = bool(node.attr("keepdims", 1))
-        return tuple(1 if i in axes else d for i, d in enumerate(shapes[0]) if keep or i not in axes)
-    return shapes[0]
 
 
 class _Lowering:
@@ -663,7 +650,9 @@ class _Lowering:
             raise ModelError(f"hexagon backend: {node.op} {node.name}: only the first output is supported")
         tensors = [self.float_input(node.name, i) for i in inputs]
         shapes = [self.out.shapes[t] for t in tensors]
-        shape = _float_shape(node, shapes)
+        outputs, _ = infer_node(node.op, attrs, [TensorType("float32", s) for s in shapes],
+                                num_outputs=len(node.outputs))  # the compiler's one shape rule
+        shape = outputs[0].shape
         y = self.new_tensor(node.outputs[0], shape, is_float=True)
         spec = FloatOp(node.op, tuple(shapes), tuple(int(d) for d in shape), tuple(sorted(attrs.items())))
         self.out.ops.append(IntOp(node.name, "float", spec, tuple(tensors), y))
