@@ -156,10 +156,9 @@ _LAYOUT_OPS = ("Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueez
 # operator on the integers themselves, as MaxPool / Concat / Max of integer tensors
 # (`lower_on_integers`). Left in QDQ form (no rule matched) they run in the float
 # fallback where it has the operator (MatMul, Add, Mul, Softmax, Relu) or are reported.
-_RULE_LOWERED_OPS = ("Conv", "MatMul", "Gemm", "Add", "Mul", "MaxPool", "AveragePool", "GlobalAveragePool",
-                     "Concat", "Softmax", "Relu", "Clip")
 # Operators rules/quant.dnnr writes over integer tensors (qdq-maxpool, qdq-concat-same, qdq-relu).
 _ON_INTEGERS = ("MaxPool", "Concat", "Max")
+_RULE_LOWERED_OPS = {signature[0] for signature in _INTEGER_SIGNATURES.values()} | {"MaxPool", "Relu"}
 
 
 def _layout_shape(known: dict[str, np.ndarray], node: Node, shape: tuple[int, ...]) -> tuple[int, ...]:
