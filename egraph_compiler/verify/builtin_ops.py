@@ -2,8 +2,9 @@
 
 Each built-in gives, for the SMT encoding, its result rank, its symbolic shape
 with well-formedness conditions and its element at a symbolic index; for the
-NumPy replay, a reference implementation; and the finite domain of each of its
-enumerated attributes for a given input rank (permutations, axes, flags).
+NumPy replay, a reference implementation (the compiler's own constant folding,
+`ops.evaluate`, of its ONNX operator wherever that exists); and the finite domain
+of each of its enumerated attributes for a given input rank (permutations, axes, flags).
 
 | name | inputs | attributes | meaning |
 |---|---|---|---|
