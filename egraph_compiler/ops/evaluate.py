@@ -98,34 +98,29 @@ def _axes(attrs: Attrs, rank: int, key: str = "axes") -> tuple[int, ...] | None:
     return tuple(_normalize_axis(int(a), rank) for a in axes)
 
 
+# ONNX's reductions as (x, axes, keepdims) -> result.
+_REDUCERS: dict[str, Callable[[Array, tuple[int, ...], bool], Array]] = {
+    "ReduceSum": lambda x, a, k: np.sum(x, axis=a, keepdims=k),
+    "ReduceMean": lambda x, a, k: np.mean(x, axis=a, keepdims=k),
+    "ReduceMax": lambda x, a, k: np.max(x, axis=a, keepdims=k),
+    "ReduceMin": lambda x, a, k: np.min(x, axis=a, keepdims=k),
+    "ReduceProd": lambda x, a, k: np.prod(x, axis=a, keepdims=k),
+    "ReduceL1": lambda x, a, k: np.sum(np.abs(x), axis=a, keepdims=k),
+    "ReduceL2": lambda x, a, k: np.sqrt(np.sum(x * x, axis=a, keepdims=k)),
+    "ReduceSumSquare": lambda x, a, k: np.sum(x * x, axis=a, keepdims=k),
+    "ReduceLogSum": lambda x, a, k: np.log(np.sum(x, axis=a, keepdims=k)),
+    "ReduceLogSumExp": lambda x, a, k: np.log(np.sum(np.exp(x), axis=a, keepdims=k)),
+}
+
+
 def _reduce(op: str, attrs: Attrs, x: Array) -> Array:
     axes = _axes(attrs, x.ndim)
     if not axes:
         if attrs.get("noop_with_empty_axes", 0):
             return x
         axes = tuple(range(x.ndim))
-    keep = bool(attrs.get("keepdims", 1))
     with np.errstate(all="ignore"):
-        if op == "ReduceSum":
-            out = np.sum(x, axis=axes, keepdims=keep)
-        elif op == "ReduceMean":
-            out = np.mean(x, axis=axes, keepdims=keep)
-        elif op == "ReduceMax":
-            out = np.max(x, axis=axes, keepdims=keep)
-        elif op == "ReduceMin":
-            out = np.min(x, axis=axes, keepdims=keep)
-        elif op == "ReduceProd":
-            out = np.prod(x, axis=axes, keepdims=keep)
-        elif op == "ReduceL1":
-            out = np.sum(np.abs(x), axis=axes, keepdims=keep)
-        elif op == "ReduceL2":
-            out = np.sqrt(np.sum(x * x, axis=axes, keepdims=keep))
-        elif op == "ReduceSumSquare":
-            out = np.sum(x * x, axis=axes, keepdims=keep)
-        elif op == "ReduceLogSum":
-            out = np.log(np.sum(x, axis=axes, keepdims=keep))
-        else:  # ReduceLogSumExp
-            out = np.log(np.sum(np.exp(x), axis=axes, keepdims=keep))
+        out = _REDUCERS[op](x, axes, bool(attrs.get("keepdims", 1)))
     return np.asarray(out).astype(x.dtype)
 
 
@@ -437,9 +432,7 @@ WHOLE_TENSOR: dict[str, Evaluator] = {
     "Clip": lambda a, xs: _same_dtype(lambda x: _clip(a, x))(xs[0]),
     "Sum": _variadic(np.add), "Mean": _variadic(np.add, mean=True),
     "Max": _variadic(np.maximum), "Min": _variadic(np.minimum),
-    **{op: _reducer(op) for op in (
-        "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-        "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")},
+    **{op: _reducer(op) for op in _REDUCERS},
     "Cast": lambda a, xs: _cast(a, xs[0]),
     "CastLike": lambda a, xs: xs[0].astype(xs[1].dtype),
     "IsInf": lambda a, xs: np.isinf(xs[0]),
