@@ -219,25 +219,24 @@ def _range(start: Array, limit: Array, delta: Array) -> Array:
     return (start.item() + np.arange(count) * delta.item()).astype(start.dtype)
 
 
-def _quantize(attrs: Attrs, x: Array, scale: Array, zero: Array | None) -> Array:
-    axis = _normalize_axis(int(attrs.get("axis", 1)), x.ndim) if scale.ndim else 0
+def _along_axis(attrs: Attrs, x: Array, scale: Array, zero: Array | None) -> tuple[Array, Array | int]:
+    """The scale and the zero point (int32) broadcastable against ``x``: per tensor, or
+    along ``axis`` where the scale is 1-D."""
     shape = [1] * x.ndim
     if scale.ndim:
-        shape[axis] = -1
-    dtype = zero.dtype if zero is not None else np.dtype("uint8")
-    z = zero.reshape(shape).astype(np.int32) if zero is not None else 0
-    info = np.iinfo(dtype)
-    q = np.round(x / scale.reshape(shape)) + z
-    return np.clip(q, info.min, info.max).astype(dtype)
+        shape[_normalize_axis(int(attrs.get("axis", 1)), x.ndim)] = -1
+    return scale.reshape(shape), zero.reshape(shape).astype(np.int32) if zero is not None else 0
+
+
+def _quantize(attrs: Attrs, x: Array, scale: Array, zero: Array | None) -> Array:
+    info = np.iinfo(zero.dtype if zero is not None else np.dtype("uint8"))
+    s, z = _along_axis(attrs, x, scale, zero)
+    return np.clip(np.round(x / s) + z, info.min, info.max).astype(info.dtype)
 
 
 def _dequantize(attrs: Attrs, x: Array, scale: Array, zero: Array | None) -> Array:
-    axis = _normalize_axis(int(attrs.get("axis", 1)), x.ndim) if scale.ndim else 0
-    shape = [1] * x.ndim
-    if scale.ndim:
-        shape[axis] = -1
-    z = zero.reshape(shape).astype(np.int32) if zero is not None else 0
-    return ((x.astype(np.int32) - z) * scale.reshape(shape)).astype(scale.dtype)
+    s, z = _along_axis(attrs, x, scale, zero)
+    return ((x.astype(np.int32) - z) * s).astype(scale.dtype)
 
 
 Evaluator = Callable[[Attrs, list[Array | None]], Array]
