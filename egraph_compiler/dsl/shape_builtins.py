@@ -128,6 +128,22 @@ def reshape_target(source: Sequence[Dim], result: Sequence[Dim]) -> tuple[int, .
     return tuple(target)
 
 
+# -- the names `shape builtin NAME` may give (`dnnr check` reports any other) -------------
+# The shape stage's general rules, implemented in `shapes/rules.py` (SHAPE_FUNCTIONS; the
+# rule language comes before that stage, so it knows them by name only —
+# tests/dsl/test_dsl_shape_builtins.py keeps the two in step), and the operator shape
+# functions below (`OPERATOR_SHAPES`).
+GENERAL_SHAPE_RULES = (
+    "same", "broadcast", "matmul", "gemm", "conv", "pool", "global_pool", "reduce", "argreduce",
+    "flatten", "transpose", "concat", "gather", "unsqueeze", "squeeze", "expand", "tile", "pad",
+)
+
+
+def shape_builtin_names() -> tuple[str, ...]:
+    """Every name an op declaration's ``shape builtin NAME`` may use."""
+    return (*GENERAL_SHAPE_RULES, *OPERATOR_SHAPES)
+
+
 # -- operator shape functions (`shape builtin NAME` on an op declaration) ------------------
 # Each takes the operand shapes (None: absent), the node's attributes and the operand values
 # known at compile time (a flat tuple of dims, or None), and gives one shape per output; a
