@@ -43,6 +43,8 @@ IR_ONLY_ATTRS: dict[str, frozenset[str]] = {
     "Slice": frozenset({"starts", "ends", "axes", "steps"}),
     "Pad": frozenset({"pads", "value", "axes"}),
     "Clip": frozenset({"min", "max"}),
+    # run-time axes keep opset 18's flag (ReduceSum has it from opset 13)
+    **{op: frozenset({"noop_with_empty_axes"}) for op in _REDUCE - {"ReduceSum"}},
 }
 # Attributes of later opsets that are harmless to drop at their default value.
 _DROPPABLE = {
@@ -151,9 +153,7 @@ class NodeConverter:
         noop = converted.attr("noop_with_empty_axes", 0)
         converted = _with(converted, attrs={"noop_with_empty_axes": None})
         axes = converted.attr("axes")
-        if len(converted.inputs) > 1:  # run-time axes: opset 17 has them only on ReduceSum
-            if node.op != "ReduceSum":
-                raise ModelError(f"{label}: {node.op} with run-time axes is not supported")
+        if len(converted.inputs) > 1:  # run-time axes (ReduceSum opset 13+, the others 18+)
             return [_with(converted, attrs={"noop_with_empty_axes": noop or None})]
         if not axes and noop:
             self.ctx.alias[node.outputs[0]] = node.inputs[0]

@@ -339,8 +339,23 @@ def _axes_of(ctx, rank: int) -> tuple[int, ...] | None:
     return tuple(normalize_axis(int(a), rank, ctx.where) for a in axes)
 
 
+def _runtime_axes_count(ctx) -> int | None:
+    """How many axes a run-time axes input names (its static length), or None when the
+    axes are known (an attribute, a tracked value, or absent). The dims they pick are not
+    known, so the output gets fresh dims; an unknown length leaves the rank unknown."""
+    if ctx.attrs.get("axes") is not None or not ctx.has(1) or ctx.value(1) is not None:
+        return None
+    length = ctx.need_shape(1)
+    if len(length) != 1 or not isinstance(length[0], int):
+        raise ctx.unknown()
+    return length[0]
+
+
 def _unsqueeze(ctx) -> list[TensorType]:
     x = ctx.need_shape(0)
+    runtime = _runtime_axes_count(ctx)
+    if runtime is not None:
+        return [TensorType(ctx.dtype(0), tuple(ctx.fresh() for _ in range(len(x) + runtime)))]
     count = len(ctx.attrs.get("axes") or ctx.value(1) or ())
     axes = _axes_of(ctx, len(x) + count) or ()
     out: list[Dim] = list(x)
@@ -351,6 +366,9 @@ def _unsqueeze(ctx) -> list[TensorType]:
 
 def _squeeze(ctx) -> list[TensorType]:
     x = ctx.need_shape(0)
+    runtime = _runtime_axes_count(ctx)
+    if runtime is not None:
+        return [TensorType(ctx.dtype(0), tuple(ctx.fresh() for _ in range(len(x) - runtime)))]
     axes = _axes_of(ctx, len(x))
     if axes is None:  # only static 1s are removed: a symbolic dim is never assumed to be 1
         if not ctx.assume_valid and not all(isinstance(d, int) for d in x):
@@ -364,7 +382,12 @@ def _squeeze(ctx) -> list[TensorType]:
 
 def _reduce(ctx) -> list[TensorType]:
     x = ctx.need_shape(0)
-    axes = _axes_of(ctx, len(x))
+    runtime = _runtime_axes_count(ctx)
+    if runtime:  # which dims shrink to 1 (or go) is known only at run time
+        if ctx.attrs.get("keepdims", 1):
+            return [TensorType(ctx.dtype(0), tuple(1 if d == 1 else ctx.fresh() for d in x))]
+        return [TensorType(ctx.dtype(0), tuple(ctx.fresh() for _ in range(len(x) - runtime)))]
+    axes = () if runtime == 0 else _axes_of(ctx, len(x))  # an empty run-time list: no axes
     if not axes and ctx.attrs.get("noop_with_empty_axes", 0):
         return [TensorType(ctx.dtype(0), x)]
     if not axes:
