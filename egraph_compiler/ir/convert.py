@@ -164,9 +164,7 @@ class NodeConverter:
 
     def _convert_Split(self, node: Node, label: str) -> list[Node]:
         converted = self._move_to_attr(node, 1, "split", label)
-        if len(converted.inputs) > 1:
-            raise ModelError(f"{label}: Split with run-time sizes is not supported")
-        return [_with(converted, attrs={"num_outputs": None})]
+        return [_with(converted, attrs={"num_outputs": None})]  # run-time sizes stay an input
 
     def _convert_Slice(self, node: Node, label: str) -> list[Node]:
         if self.ctx.opset < 10:
@@ -192,7 +190,7 @@ class NodeConverter:
         pads, axes = self._ints(node, 1), self._ints(node, 3)
         fill = self._const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros(1)
         if pads is None or fill is None or (len(node.inputs) > 3 and node.inputs[3] and axes is None):
-            raise ModelError(f"{label}: Pad with run-time pads is not supported")
+            return [node]  # run-time pads, fill or axes stay inputs (opset-18 form)
         attrs: dict[str, AttrValue] = {"pads": pads, "axes": axes}
         value = float(fill.reshape(-1)[0]) if fill.size else 0.0
         attrs["value"] = value if value else None
@@ -263,18 +261,20 @@ class NodeConverter:
             scales = np.asarray(node.attr("scales", ()), dtype=np.float32)
         else:
             scales = self._const(node.inputs[1])
-            if scales is None:
-                raise ModelError(f"{label}: Upsample with run-time scales is not supported")
+            if scales is None:  # run-time scales: the same Resize, reading them as they come
+                return [self._resize_asymmetric(node, node.inputs[1], label)]
         return [self._resize_asymmetric(node, scales.astype(np.float32), label)]
 
-    def _resize_asymmetric(self, node: Node, scales: np.ndarray, label: str) -> Node:
-        """Upsample / Resize-10 as opset-17 Resize: asymmetric coordinates, floor rounding."""
-        if np.any(scales < 1):
+    def _resize_asymmetric(self, node: Node, scales: np.ndarray | str, label: str) -> Node:
+        """Upsample / Resize-10 as opset-17 Resize: asymmetric coordinates, floor rounding
+        (``scales`` a constant, or the name of a run-time float32 value)."""
+        if not isinstance(scales, str) and np.any(scales < 1):
             raise ModelError(f"{label}: downsampling {node.op} before opset 11 is not supported")
         mode = str(node.attr("mode", "nearest"))
         if mode not in ("nearest", "linear"):
             raise ModelError(f"{label}: {node.op} mode {mode!r} is not supported")
-        scales_name = self.ctx.add_constant(f"{node.outputs[0]}_scales", scales)
+        scales_name = scales if isinstance(scales, str) else \
+            self.ctx.add_constant(f"{node.outputs[0]}_scales", scales)
         attrs = (("coordinate_transformation_mode", "asymmetric"), ("mode", mode), ("nearest_mode", "floor"))
         return Node("Resize", (node.inputs[0], "", scales_name), node.outputs, attrs, node.name)
 

@@ -248,6 +248,8 @@ def _split(ctx) -> list[TensorType]:
     axis = normalize_axis(int(ctx.attrs.get("axis", 0)), len(x), ctx.where)
     count = len(ctx.node.outputs)
     sizes = ctx.attrs.get("split") or ctx.value(1)
+    if not sizes and ctx.has(1):  # sizes given at run time: each part's length is too
+        sizes = [ctx.fresh() for _ in range(count)]
     if not sizes:
         dim = x[axis]
         if isinstance(dim, int):
