@@ -33,7 +33,8 @@ INTERNAL_OPS = frozenset({"Gelu", "GeluTanh"})
 # Operators of opsets 18+ that rules/operators.dnnr declares with their ONNX meaning: the
 # importer keeps them (there is no opset-17 schema to check them against) and the
 # exporter writes them at the input model's opset, which has them.
-LATER_OPSET_OPS = frozenset({"Mish", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"})
+LATER_OPSET_OPS = frozenset({"Mish", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot",
+                             "CenterCropPad", "DeformConv", "AffineGrid"})
 # Attributes the IR holds that opset 17 takes as inputs (see Graph's docstring).
 IR_ONLY_ATTRS: dict[str, frozenset[str]] = {
     "Unsqueeze": frozenset({"axes"}),
@@ -315,6 +316,28 @@ class NodeConverter:
             raise ModelError(f"{label}: CastLike's target '{node.inputs[1]}' has no known element "
                              "type\n  hint: give the model's inputs their element types")
         return [_with(node, op="Cast", inputs=node.inputs[:1], attrs={"to": to})]
+
+    def _convert_GridSample(self, node: Node, label: str) -> list[Node]:
+        """The mode explicitly: its default and names changed in opset 20 (bilinear → linear)."""
+        if node.attr("mode") is not None:
+            return [node]
+        return [_with(node, attrs={"mode": "linear" if self.ctx.opset >= 20 else "bilinear"})]
+
+    def _convert_RoiAlign(self, node: Node, label: str) -> list[Node]:
+        """Opset 10's RoiAlign samples as opset 16's "output_half_pixel" mode does."""
+        if self.ctx.opset >= 16:
+            return [node]
+        return [_with(node, attrs={"coordinate_transformation_mode": "output_half_pixel"})]
+
+    def _convert_EyeLike(self, node: Node, label: str) -> list[Node]:
+        """The output element type explicitly (the input's when ``dtype`` is absent)."""
+        if node.attr("dtype") is not None:
+            return [node]
+        dtype = self.ctx.elem_type(node.inputs[0])
+        if dtype is None:
+            raise ModelError(f"{label}: EyeLike's input '{node.inputs[0]}' has no known element "
+                             "type\n  hint: give the model's inputs their element types")
+        return [_with(node, attrs={"dtype": dtype})]
 
     def _convert_Constant(self, node: Node, label: str) -> list[Node]:
         if node.attr("sparse_value") is not None or node.attr("value_string") is not None \

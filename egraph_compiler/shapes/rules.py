@@ -11,6 +11,7 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from egraph_compiler import ops
+from egraph_compiler.dsl import shape_builtins
 from egraph_compiler.ir.dims import Dim, dim_add, dim_floordiv, dim_mul
 from egraph_compiler.ir.graph import Node, TensorType
 from egraph_compiler.ir.onnx_types import dtype_from_onnx
@@ -612,6 +613,9 @@ SHAPE_FUNCTIONS: dict[str, Rule] = {
     "flatten": _flatten, "transpose": _transpose, "concat": _concat, "gather": _gather,
     "unsqueeze": _unsqueeze, "squeeze": _squeeze, "expand": _expand, "tile": _tile, "pad": _pad,
 }
+# the vision and indexing operators' shape functions (dsl/shape_builtins.py, issue 17)
+SHAPE_FUNCTIONS.update({name: (lambda f: lambda ctx: [TensorType(d, s) for d, s in f(ctx)])(function)
+                        for name, function in shape_builtins.OPERATOR_SHAPES.items()})
 
 
 # Inputs whose *value* (a small int vector) the output shape is computed from: without
