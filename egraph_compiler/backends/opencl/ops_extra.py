@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from egraph_compiler.backends.opencl import ops_vision
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl.emit import Scope, ctype
 from egraph_compiler.fusion import index as ix
@@ -244,6 +245,7 @@ GENERATORS: dict[str, Generator] = {
     "GatherElements": _gather_elements,
     "ScatterElements": _scatter_elements,
 }
+GENERATORS.update(ops_vision.GENERATORS)  # the vision and indexing operators (issue 17)
 
 
 def generate(gen: Any, scope: Scope, node: Node, out: Index) -> str:
