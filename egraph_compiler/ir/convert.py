@@ -47,6 +47,11 @@ IR_ONLY_ATTRS: dict[str, frozenset[str]] = {
     # run-time axes keep opset 18's flag (ReduceSum has it from opset 13)
     **{op: frozenset({"noop_with_empty_axes"}) for op in _REDUCE - {"ReduceSum"}},
 }
+# Attributes of opsets 18+ the IR keeps (declared in rules/operators.dnnr without a default,
+# so only a node that has them writes them back, at the input model's opset).
+LATER_OPSET_ATTRS: dict[str, frozenset[str]] = {
+    "Resize": frozenset({"axes", "antialias", "keep_aspect_ratio_policy"}),
+}
 # Attributes of later opsets that are harmless to drop at their default value.
 _DROPPABLE = {
     ("Cast", "saturate"): None, ("CastLike", "saturate"): None,
@@ -285,11 +290,7 @@ class NodeConverter:
             if scales is None:
                 raise ModelError(f"{label}: Resize-10 with run-time scales is not supported")
             return [self._resize_asymmetric(node, scales.astype(np.float32), label)]
-        if node.attr("axes") is not None:
-            raise ModelError(f"{label}: Resize with 'axes' (opset 18) is not supported")
-        if node.attr("coordinate_transformation_mode") == "half_pixel_symmetric":
-            raise ModelError(f"{label}: Resize coordinate mode 'half_pixel_symmetric' is not supported")
-        return [node]
+        return [node]  # opset 18/19's axes, antialias, aspect policy and modes: the OpenCL backend checks them
 
     def _convert_Scatter(self, node: Node, label: str) -> list[Node]:
         return [_with(node, op="ScatterElements")]
@@ -356,7 +357,7 @@ def _opset17_attrs(node: Node, label: str) -> Node:
         raise ModelError(f"{label}: op {node.op} has no import support in dnnr") from None
     if schema.deprecated:
         raise ModelError(f"{label}: op {node.op} is deprecated and has no import support")
-    allowed = set(schema.attributes) | IR_ONLY_ATTRS.get(node.op, frozenset())
+    allowed = set(schema.attributes) | IR_ONLY_ATTRS.get(node.op, frozenset()) | LATER_OPSET_ATTRS.get(node.op, frozenset())
     dropped: dict[str, None] = {}
     for key, value in node.attrs:
         if key in allowed:

@@ -478,6 +478,14 @@ def _pad(ctx) -> list[TensorType]:
 def _resize(ctx) -> list[TensorType]:
     x = ctx.need_shape(0)
     sizes = ctx.value(3)
+    axes = ctx.attrs.get("axes")  # opset 18: sizes or scales name only these axes
+    if axes is not None or ctx.attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+        picked = [normalize_axis(int(a), len(x), ctx.where) for a in (axes or range(len(x)))]
+        if sizes is not None and ctx.attrs.get("keep_aspect_ratio_policy", "stretch") == "stretch":
+            given = dict(zip(picked, sizes, strict=True))
+            return [TensorType(ctx.dtype(0), tuple(given.get(i, d) for i, d in enumerate(x)))]
+        # scales of some axes, or sizes fitted keeping the aspect ratio: fresh dims there
+        return [TensorType(ctx.dtype(0), tuple(ctx.fresh() if i in picked else d for i, d in enumerate(x)))]
     if sizes is not None:
         return [TensorType(ctx.dtype(0), tuple(sizes))]
     scales = ctx.const(2)
