@@ -318,6 +318,22 @@ class NodeConverter:
                              "type\n  hint: give the model's inputs their element types")
         return [_with(node, op="Cast", inputs=node.inputs[:1], attrs={"to": to})]
 
+    def _convert_Compress(self, node: Node, label: str) -> list[Node]:
+        """Compress by a constant condition is a Gather of the kept positions (static
+        output size; the OpenCL backend refuses a run-time condition)."""
+        condition = self._const(node.inputs[1])
+        if condition is None:
+            return [node]
+        kept = self.ctx.add_constant(f"{node.outputs[0]}_kept",
+                                     np.flatnonzero(condition.reshape(-1)).astype(np.int64))
+        axis = node.attr("axis")
+        if axis is not None:
+            return [Node("Gather", (node.inputs[0], kept), node.outputs, (("axis", int(axis)),), node.name)]
+        flat = self.ctx.fresh_value(f"{node.outputs[0]}_flat")
+        target = self.ctx.add_constant(f"{node.outputs[0]}_shape", np.asarray([-1], np.int64))
+        return [Node("Reshape", (node.inputs[0], target), (flat,), name=f"{node.name}_flatten"),
+                Node("Gather", (flat, kept), node.outputs, (("axis", 0),), node.name)]
+
     def _convert_GridSample(self, node: Node, label: str) -> list[Node]:
         """The mode explicitly: its default and names changed in opset 20 (bilinear → linear)."""
         if node.attr("mode") is not None:

@@ -112,3 +112,23 @@ def test_opencl_refuses_value_dependent_operators_by_name(name: str, tmp_path: P
     graph = static_graph(_model(node, feeds, outputs, opset, dims), feeds)
     with ops.using(ops.shipped()), pytest.raises(ir.DnnrError, match=node.op_type):
         compile_graph(graph, tmp_path)
+
+
+@pytest.mark.parametrize("axis", [None, 1])
+def test_compress_by_a_constant_condition_is_a_gather(axis: int | None, tmp_path: Path) -> None:
+    """Static output size, so OpenCL runs it too (a Gather of the kept positions)."""
+    from egraph_compiler.backends.opencl import compile_graph, load
+    from tests.backends.opencl.helpers import static_graph
+
+    x = _x(3, 4)
+    node = helper.make_node("Compress", ["x", "keep"], ["y"], **({} if axis is None else {"axis": axis}))
+    keep = helper.make_tensor("keep", TensorProto.BOOL, [3], [True, False, True])
+    model = _model(node, {"x": x}, [("y", F)], 11, [(None,) if axis is None else (3, None)])
+    model.graph.initializer.append(keep)
+    want = _run(model, {"x": x})[0]
+    graph = static_graph(model, {"x": x})
+    assert "Compress" not in {n.op for n in graph.nodes}
+    assert graph.types[graph.outputs[0].name].shape == want.shape
+    with ops.using(ops.shipped()):
+        compile_graph(graph, tmp_path)
+    np.testing.assert_array_equal(load(tmp_path).run({"x": x})[graph.outputs[0].name], want)
