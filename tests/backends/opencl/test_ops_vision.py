@@ -124,3 +124,21 @@ def test_vision_kernel_matches_onnxruntime(name: str, opset: int, node: onnx.Nod
 
 # one case per sampling kernel with a fused consumer (the others' epilogues are ops_extra's path)
 _EPILOGUE = {"grid_sample_bilinear_zeros", "roi_align_avg", "deform_conv_mask_groups"}
+
+
+@pytest.mark.parametrize(("node", "scalar"), [
+    (helper.make_node("Trilu", ["x", "k"], ["y"], upper=0), np.asarray(-1, np.int64)),
+    (helper.make_node("CumSum", ["x", "k"], ["y"], reverse=1), np.asarray(-2, np.int32)),
+    (helper.make_node("CumSum", ["x", "k"], ["y"], exclusive=1), np.asarray(2, np.int64)),
+], ids=["trilu_k", "cumsum_axis_negative", "cumsum_axis_exclusive"])
+def test_scalars_given_at_run_time_are_read_in_the_kernel(node: onnx.NodeProto, scalar: np.ndarray,
+                                                          tmp_path: Path) -> None:
+    """Trilu's k and CumSum's axis as graph inputs (as onnx's node tests give them)."""
+    feeds = {"x": _image(2, 3, 4), "k": scalar}
+    model = _model(node, feeds, {}, 17, False)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    graph = static_graph(model, feeds)
+    with ops.using(ops.shipped()):
+        compile_graph(graph, tmp_path)
+    got = load(tmp_path).run(feeds)[graph.outputs[0].name]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
