@@ -188,7 +188,7 @@ class NodeConverter:
 
     def _convert_Pad(self, node: Node, label: str) -> list[Node]:
         mode = node.attr("mode", "constant")
-        if mode not in ("constant", "reflect", "edge"):
+        if mode not in ("constant", "reflect", "edge", "wrap"):  # wrap: opset 19
             raise ModelError(f"{label}: Pad mode {mode!r} is not supported")
         if self.ctx.opset < 11:
             value = float(node.attr("value", 0.0))
