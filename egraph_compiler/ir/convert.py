@@ -44,8 +44,6 @@ IR_ONLY_ATTRS: dict[str, frozenset[str]] = {
     "Slice": frozenset({"starts", "ends", "axes", "steps"}),
     "Pad": frozenset({"pads", "value", "axes"}),
     "Clip": frozenset({"min", "max"}),
-    # run-time axes keep opset 18's flag (ReduceSum has it from opset 13)
-    **{op: frozenset({"noop_with_empty_axes"}) for op in _REDUCE - {"ReduceSum"}},
 }
 # Attributes of opsets 18+ the IR keeps (declared in rules/operators.dnnr without a default,
 # so only a node that has them writes them back, at the input model's opset).
@@ -160,6 +158,9 @@ class NodeConverter:
         converted = _with(converted, attrs={"noop_with_empty_axes": None})
         axes = converted.attr("axes")
         if len(converted.inputs) > 1:  # run-time axes (ReduceSum opset 13+, the others 18+)
+            if noop and node.op != "ReduceSum":  # the IR declares the flag on ReduceSum only
+                raise ModelError(f"{label}: {node.op} with run-time axes and noop_with_empty_axes=1 "
+                                 "is not supported (ReduceSum is)")
             return [_with(converted, attrs={"noop_with_empty_axes": noop or None})]
         if not axes and noop:
             self.ctx.alias[node.outputs[0]] = node.inputs[0]
