@@ -81,6 +81,15 @@ CASES = [
     ("one_hot_runtime_depth", 11, helper.make_node("OneHot", ["i", "depth", "values"], ["y"], axis=0),
      {"i": _ints(0, 2, -1), "depth": np.asarray([4.0], np.float32), "values": np.asarray([0, 5], np.float32)},
      [("y", F)], [(None, 3)]),
+    # import conversions of the static vision operators (their OpenCL kernels: test_ops_vision.py)
+    ("grid_sample_default_mode_opset16", 16, helper.make_node("GridSample", ["x", "grid"], ["y"]),
+     {"x": _x(1, 2, 3, 4), "grid": RNG.uniform(-1, 1, (1, 2, 2, 2)).astype(np.float32)}, [("y", F)],
+     [(1, 2, 2, 2)]),
+    ("roi_align_opset10", 10, helper.make_node("RoiAlign", ["x", "rois", "b"], ["y"], output_height=2),
+     {"x": _x(1, 1, 5, 5), "rois": np.asarray([[0.2, 0.5, 3.1, 4.0]], np.float32), "b": _ints(0)},
+     [("y", F)], [(1, 1, 2, 1)]),
+    ("max_roi_pool", 9, helper.make_node("MaxRoiPool", ["x", "rois"], ["y"], pooled_shape=[2, 2]),
+     {"x": _x(1, 1, 5, 5), "rois": np.asarray([[0, 1, 0, 4, 3]], np.float32)}, [("y", F)], [(1, 1, 2, 2)]),
     ("center_crop_pad_runtime_shape", 18, helper.make_node("CenterCropPad", ["x", "shape"], ["y"]),
      {"x": _x(3, 6), "shape": _ints(5, 2)}, [("y", F)], [(None, None)]),
 ]
