@@ -9,8 +9,9 @@ attribute that called it fail (no match), as the other int-list built-ins do.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Protocol
 
-from egraph_compiler.ir.dims import Dim, DimExpr, dim_floordiv
+from egraph_compiler.ir.dims import Dim, DimExpr, dim_add, dim_floordiv, dim_mul
 
 
 def _axis(axis: int, rank: int) -> int:
@@ -264,4 +265,154 @@ def mel_weight_matrix_shape(shapes: Operands, attrs: dict, values: Values) -> li
 OPERATOR_SHAPES = {
     "recurrent": recurrent_shapes, "det": det_shape, "col2im": col2im_shape, "dft": dft_shape,
     "stft": stft_shape, "window": window_shape, "mel_weight_matrix": mel_weight_matrix_shape,
+}
+
+
+# --- opsb ---------------------------------------------------------------------------------
+# Output shapes of the vision and indexing operators (`shape builtin NAME` in
+# rules/operators.dnnr, block "opsb"). Each takes the shape stage's per-node context
+# (`ShapeContext`) and gives one (dtype, shape) per output. A dim that depends on a value
+# known only at run time (a box count, a crop size fed as an input) is a fresh symbol.
+
+
+class ShapeContext(Protocol):
+    """What a shape function reads: `shapes.infer.Context` provides it."""
+
+    attrs: dict[str, Any]
+    node: Any
+
+    def has(self, index: int) -> bool: ...
+    def shape(self, index: int) -> tuple[Dim, ...] | None: ...
+    def need_shape(self, index: int) -> tuple[Dim, ...]: ...
+    def dtype(self, index: int) -> str: ...
+    def value(self, index: int) -> tuple[Dim, ...] | None: ...
+    def const(self, index: int) -> Any: ...
+    def fresh(self) -> Dim: ...
+    def unknown(self) -> Exception: ...
+
+
+Typed = list[tuple[str, tuple[Dim, ...]]]
+
+
+def _static_length(ctx: ShapeContext, index: int) -> int:
+    """The length of the 1-D input ``index`` (a shape or size vector), which must be static."""
+    shape = ctx.need_shape(index)
+    if len(shape) != 1 or not isinstance(shape[0], int):
+        raise ctx.unknown()
+    return shape[0]
+
+
+def _values_or_fresh(ctx: ShapeContext, index: int) -> tuple[Dim, ...]:
+    """The value of a small int input (a shape), else one fresh dim per element."""
+    value = ctx.value(index)
+    if value is not None:
+        return tuple(value)
+    return tuple(ctx.fresh() for _ in range(_static_length(ctx, index)))
+
+
+def grid_sample_shape(ctx: ShapeContext) -> Typed:
+    """GridSample: (N, C) of x, then grid's spatial dims (grid is (N, *out, rank))."""
+    x, grid = ctx.need_shape(0), ctx.need_shape(1)
+    if len(grid) != len(x) or len(x) < 3:
+        raise ValueError(f"grid of rank {len(grid)} for an input of rank {len(x)}")
+    return [(ctx.dtype(0), (x[0], x[1], *grid[1:-1]))]
+
+
+def affine_grid_shape(ctx: ShapeContext) -> Typed:
+    """AffineGrid: size (N, C, *spatial) gives (N, *spatial, len(spatial))."""
+    size = _values_or_fresh(ctx, 1)
+    if len(size) not in (4, 5):
+        raise ValueError(f"size has {len(size)} entries (4 or 5 expected)")
+    return [(ctx.dtype(0), (size[0], *size[2:], len(size) - 2))]
+
+
+def roi_align_shape(ctx: ShapeContext) -> Typed:
+    """RoiAlign: (number of rois, C, output_height, output_width)."""
+    x, rois = ctx.need_shape(0), ctx.need_shape(1)
+    height, width = int(ctx.attrs.get("output_height", 1)), int(ctx.attrs.get("output_width", 1))
+    return [(ctx.dtype(0), (rois[0], x[1], height, width))]
+
+
+def max_roi_pool_shape(ctx: ShapeContext) -> Typed:
+    """MaxRoiPool: (number of rois, C, *pooled_shape)."""
+    x, rois = ctx.need_shape(0), ctx.need_shape(1)
+    pooled = tuple(int(d) for d in ctx.attrs["pooled_shape"])
+    return [(ctx.dtype(0), (rois[0], x[1], *pooled))]
+
+
+def max_unpool_shape(ctx: ShapeContext) -> Typed:
+    """MaxUnpool: output_shape's value, else (in - 1) * stride - pads + kernel per spatial dim."""
+    if ctx.has(2):
+        return [(ctx.dtype(0), _values_or_fresh(ctx, 2))]
+    x = ctx.need_shape(0)
+    spatial = len(x) - 2
+    kernel = [int(k) for k in ctx.attrs["kernel_shape"]]
+    strides = [int(s) for s in ctx.attrs.get("strides") or [1] * spatial]
+    pads = [int(p) for p in ctx.attrs.get("pads") or [0] * 2 * spatial]
+    out = [dim_add(dim_mul(x[2 + i], strides[i]), kernel[i] - strides[i] - pads[i] - pads[i + spatial])
+           for i in range(spatial)]
+    return [(ctx.dtype(0), (x[0], x[1], *out))]
+
+
+def one_hot_shape(ctx: ShapeContext) -> Typed:
+    """OneHot: indices' shape with depth inserted at axis (which counts in the output)."""
+    indices = ctx.need_shape(0)
+    depth_value = ctx.const(1)
+    depth: Dim = int(float(depth_value.reshape(-1)[0])) if depth_value is not None else ctx.fresh()
+    axis = _axis(int(ctx.attrs.get("axis", -1)), len(indices) + 1)
+    out = list(indices)
+    out.insert(axis, depth)
+    return [(ctx.dtype(2), tuple(out))]
+
+
+def compress_shape(ctx: ShapeContext) -> Typed:
+    """Compress: as many slices as condition has true values (a fresh dim), along axis or
+    of the flattened input."""
+    x = ctx.need_shape(0)
+    if ctx.attrs.get("axis") is None:
+        return [(ctx.dtype(0), (ctx.fresh(),))]
+    axis = _axis(int(ctx.attrs["axis"]), len(x))
+    return [(ctx.dtype(0), tuple(ctx.fresh() if i == axis else d for i, d in enumerate(x)))]
+
+
+def non_max_suppression_shape(ctx: ShapeContext) -> Typed:
+    """NonMaxSuppression: (number of kept boxes, 3) int64 rows."""
+    return [("int64", (ctx.fresh(), 3))]
+
+
+def unique_shape(ctx: ShapeContext) -> Typed:
+    """Unique: U unique values (slices along axis), their first indices, the inverse
+    indices (one per input element, or per slice) and counts; U is one fresh dim."""
+    x = ctx.need_shape(0)
+    count = ctx.fresh()
+    if ctx.attrs.get("axis") is None:
+        values: tuple[Dim, ...] = (count,)
+        inverse: Dim = _prod(x)
+    else:
+        axis = _axis(int(ctx.attrs["axis"]), len(x))
+        values = tuple(count if i == axis else d for i, d in enumerate(x))
+        inverse = x[axis]
+    return [(ctx.dtype(0), values), ("int64", (count,)), ("int64", (inverse,)), ("int64", (count,))]
+
+
+def center_crop_pad_shape(ctx: ShapeContext) -> Typed:
+    """CenterCropPad: input's shape with the dims of axes (all when absent) set to shape."""
+    x = ctx.need_shape(0)
+    target = _values_or_fresh(ctx, 1)
+    axes = [_axis(int(a), len(x)) for a in ctx.attrs.get("axes") or range(len(x))]
+    if len(axes) != len(target):
+        raise ValueError(f"shape has {len(target)} entries for {len(axes)} axes")
+    out = list(x)
+    for axis, size in zip(axes, target, strict=True):
+        out[axis] = size
+    return [(ctx.dtype(0), tuple(out))]
+
+
+# name (`shape builtin NAME`) -> function of the shape stage's context (the functions of
+# `OPERATOR_SHAPES` above take operand shapes and values instead)
+CONTEXT_SHAPES: dict[str, Any] = {
+    "grid_sample": grid_sample_shape, "affine_grid": affine_grid_shape, "roi_align": roi_align_shape,
+    "max_roi_pool": max_roi_pool_shape, "max_unpool": max_unpool_shape, "one_hot": one_hot_shape,
+    "compress": compress_shape, "non_max_suppression": non_max_suppression_shape,
+    "unique": unique_shape, "center_crop_pad": center_crop_pad_shape,
 }

@@ -183,6 +183,8 @@ class _Exporter:
                 inputs.append(ints("steps", "steps"))
         elif op == "Pad" and "pads" in attrs:
             inputs = inputs[:1] + self._pad_inputs(node, attrs)
+        elif op == "Pad":  # run-time pads: the fill value and axes are inputs as well
+            attrs = {k: v for k, v in attrs.items() if k not in ("value", "axes")}
         elif op == "Clip":
             inputs = self._clip_inputs(node, attrs)
         elif op == "DFT" and self.opset >= 20:  # opset 20 takes the axis as an input

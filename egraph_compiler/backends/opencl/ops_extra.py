@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from egraph_compiler.backends.opencl import ops_vision
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl.emit import Scope, ctype
 from egraph_compiler.fusion import index as ix
@@ -60,14 +61,39 @@ def _zero(dtype: str) -> str:
     return sp.literal(0, dtype)
 
 
+def _runtime_scalar(gen: Any, scope: Scope, node: Node, position: int) -> str | None:
+    """The C value of operand ``position`` read in the kernel when it is given at run time
+    (not a constant), else None. For scalars that only enter index arithmetic (issue 17)."""
+    name = node.inputs[position] if position < len(node.inputs) else ""
+    if not name or name in gen.view.constants:
+        return None
+    return f"(long)({gen.em.value(scope, name, tuple(0 for _ in gen.view.shape(name)))})"
+
+
 def _cumsum(gen: Any, scope: Scope, node: Node, out: Index) -> str:
-    """CumSum: the sum of x along axis up to (or, reversed, from) the element."""
+    """CumSum: the sum of x along axis up to (or, reversed, from) the element. An axis
+    given at run time picks one of the rank's loops in the kernel."""
     x = node.inputs[0]
     shape, dtype = gen.view.shape(x), gen.view.dtype(x)
-    axis = _axis(node, _constant_int(gen, node, 1, "the axis", None), len(shape))
-    n = shape[axis]
     acc = gen.em.fresh("acc")
     scope.emit(f"{ctype(dtype)} {acc} = {_zero(dtype)};")
+    runtime = _runtime_scalar(gen, scope, node, 1)
+    if runtime is None:
+        _cumsum_along(gen, scope, node, out, _axis(node, _constant_int(gen, node, 1, "the axis", None),
+                                                   len(shape)), acc)
+        return acc
+    picked = gen.em.fresh("ax")
+    scope.emit(f"int {picked} = (int){runtime}; if ({picked} < 0) {picked} += {len(shape)};")
+    for axis in range(len(shape)):
+        branch = scope.child()
+        _cumsum_along(gen, branch, node, out, axis, acc)
+        scope.nest(f"{'else ' if axis else ''}if ({picked} == {axis})", branch)
+    return acc
+
+
+def _cumsum_along(gen: Any, scope: Scope, node: Node, out: Index, axis: int, acc: str) -> None:
+    x = node.inputs[0]
+    n = gen.view.shape(x)[axis]
     here = ix.render(out[axis])
     compare = ">" if node.attr("reverse", 0) else "<"
     compare += "" if node.attr("exclusive", 0) else "="
@@ -75,14 +101,13 @@ def _cumsum(gen: Any, scope: Scope, node: Node, out: Index) -> str:
     value = gen.em.value(body, x, _with_axis(out, axis, _loop_var("r", n)))
     body.emit(f"if (r {compare} {here}) {acc} += {value};")
     scope.nest(f"for (int r = 0; r < {n}; ++r)", body)
-    return acc
 
 
 def _trilu(gen: Any, scope: Scope, node: Node, out: Index) -> str:
     """Trilu: x where the column minus the row is >= k (upper) or <= k (lower), else 0."""
     x = node.inputs[0]
     dtype = gen.view.dtype(x)
-    k = _constant_int(gen, node, 1, "the diagonal k", 0)
+    k = _runtime_scalar(gen, scope, node, 1) or _constant_int(gen, node, 1, "the diagonal k", 0)
     row, col = ix.render(out[-2]), ix.render(out[-1])
     keep = f"(({col}) - ({row}) {'>=' if node.attr('upper', 1) else '<='} {k})"
     value = gen.em.value(scope, x, out)
@@ -244,6 +269,7 @@ GENERATORS: dict[str, Generator] = {
     "GatherElements": _gather_elements,
     "ScatterElements": _scatter_elements,
 }
+GENERATORS.update(ops_vision.GENERATORS)  # the vision and indexing operators (issue 17)
 
 
 def generate(gen: Any, scope: Scope, node: Node, out: Index) -> str:
