@@ -133,7 +133,7 @@ def reshape_target(source: Sequence[Dim], result: Sequence[Dim]) -> tuple[int, .
 # The shape stage's general rules, implemented in `shapes/rules.py` (SHAPE_FUNCTIONS; the
 # rule language comes before that stage, so it knows them by name only —
 # tests/dsl/test_dsl_shape_builtins.py keeps the two in step), and the operator shape
-# functions below (`OPERATOR_SHAPES`).
+# functions below (`OPERATOR_SHAPES`, `CONTEXT_SHAPES`).
 GENERAL_SHAPE_RULES = (
     "same", "broadcast", "matmul", "gemm", "conv", "pool", "global_pool", "reduce", "argreduce",
     "flatten", "transpose", "concat", "gather", "unsqueeze", "squeeze", "expand", "tile", "pad",
@@ -142,7 +142,7 @@ GENERAL_SHAPE_RULES = (
 
 def shape_builtin_names() -> tuple[str, ...]:
     """Every name an op declaration's ``shape builtin NAME`` may use."""
-    return (*GENERAL_SHAPE_RULES, *OPERATOR_SHAPES)
+    return (*GENERAL_SHAPE_RULES, *OPERATOR_SHAPES, *CONTEXT_SHAPES)
 
 
 # -- operator shape functions (`shape builtin NAME` on an op declaration) ------------------
