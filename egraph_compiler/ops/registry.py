@@ -11,7 +11,11 @@ the rule set it compiles with through `using`). Derivations, where a clause is a
 - output dtype: that of the first operand;
 - cost: ``per_element(1)``;
 - role in generated code: ``anchor`` (an ``anchor`` clause), ``elementwise``,
-  ``layout`` (reorganize/shuffle, or a ``cost movement`` op), else ``unsupported``.
+  ``layout`` (reorganize/shuffle, or a ``cost movement`` op), else ``unsupported``;
+- expensive (not worth recomputing per output tile of a fused anchor): scalar
+  semantics that divide or call a function of `EXPENSIVE_FUNCTIONS`;
+- row reduction (chained in one row-group kernel): ``anchor reduce`` with ``axes`` and
+  ``keepdims`` attributes.
 """
 
 from __future__ import annotations
@@ -35,6 +39,21 @@ ELEMENTWISE_BUILTINS = frozenset({
     "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "bitshift",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
 })
+
+# Scalar functions (and elementwise built-ins) dearer than a few additions: transcendental.
+EXPENSIVE_FUNCTIONS = frozenset({
+    "exp", "log", "sqrt", "tanh", "erf", "sin", "cos", "pow", "tan", "asin", "acos", "atan",
+    "sinh", "cosh", "asinh", "acosh", "atanh",
+})
+
+
+def _expensive(expr: ast.Expr) -> bool:
+    """``expr`` divides, raises to a power or calls an expensive function, anywhere."""
+    if isinstance(expr, ast.Call) and expr.func in EXPENSIVE_FUNCTIONS:
+        return True
+    if isinstance(expr, ast.BinOp) and expr.op in ("/", "**"):
+        return True
+    return any(_expensive(child) for child in ast.sub_expressions(expr))
 
 
 def constant_value(expr: ast.Expr | None) -> Any:
@@ -143,6 +162,19 @@ class OpInfo:
     def anchor(self) -> str | None:
         return self.decl.anchor
 
+    @cached_property
+    def expensive(self) -> bool:
+        """Recomputing it for every output tile of a fused Conv / MatMul / pool costs more
+        than storing it once: its semantics divide or call a transcendental function."""
+        d = self.decl
+        return d.builtin in EXPENSIVE_FUNCTIONS or (d.semantics is not None and _expensive(d.semantics))
+
+    @property
+    def row_reduction(self) -> bool:
+        """A reduction over attribute ``axes`` keeping dims, which a row group chains."""
+        names = {a.name for a in self.decl.attrs}
+        return self.anchor == "reduce" and {"axes", "keepdims"} <= names
+
     @property
     def role(self) -> str:
         """``anchor`` | ``elementwise`` | ``layout`` | ``unsupported`` (fusion's view)."""
@@ -174,6 +206,10 @@ class Registry:
 
     def get(self, op: str) -> OpInfo | None:
         return self.ops.get(op)
+
+    def where(self, fact: str) -> frozenset[str]:
+        """The operators of which the boolean fact ``fact`` (``expensive``, ...) holds."""
+        return frozenset(name for name, info in self.ops.items() if getattr(info, fact))
 
     def with_role(self, role: str) -> frozenset[str]:
         return frozenset(name for name, info in self.ops.items() if info.role == role)
