@@ -525,23 +525,15 @@ def _dynamic_quantize(ctx) -> list[TensorType]:
 RULES: dict[str, Rule] = {op: _same for op in SAME_SHAPE}
 RULES.update({op: _broadcast for op in BROADCAST})
 RULES.update({
-    "MatMul": _matmul, "MatMulInteger": _matmul, "Gemm": _gemm,
-    "Conv": _conv, "ConvTranspose": _conv, "ConvInteger": _conv, **{op: _quantised for op in INTEGER_SIGNATURES},
-    "MaxPool": _pool, "AveragePool": _pool, "LpPool": _pool,
-    "GlobalAveragePool": _global_pool, "GlobalMaxPool": _global_pool, "GlobalLpPool": _global_pool,
-    "Flatten": _flatten, "Reshape": _reshape, "Transpose": _transpose, "Concat": _concat,
-    "Split": _split, "Slice": _slice, "Gather": _gather, "GatherElements": _gather_elements,
-    "ScatterElements": _scatter, "ScatterND": _scatter, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
-    "ArgMax": _argreduce, "ArgMin": _argreduce, "Shape": _shape, "Size": _size,
-    "ConstantOfShape": _constant_of_shape, "Range": _range, "Expand": _expand, "Tile": _tile,
-    "Pad": _pad, "Resize": _resize, "LayerNormalization": _layer_norm, "TopK": _topk,
+    **{op: _quantised for op in INTEGER_SIGNATURES},
+    "Reshape": _reshape,
+    "Split": _split, "Slice": _slice, "GatherElements": _gather_elements,
+    "ScatterElements": _scatter, "ScatterND": _scatter, "Shape": _shape, "Size": _size,
+    "ConstantOfShape": _constant_of_shape, "Range": _range,
+    "Resize": _resize, "LayerNormalization": _layer_norm, "TopK": _topk,
     "NonZero": _nonzero, "DepthToSpace": _depth_space, "SpaceToDepth": _depth_space,
     "DynamicQuantizeLinear": _dynamic_quantize, "Einsum": _einsum,
 })
-RULES.update({op: _reduce for op in (
-    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-    "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")})
-
 
 
 def rule_for(op: str) -> Rule | None:
@@ -567,6 +559,9 @@ SHAPE_FUNCTIONS: dict[str, Rule] = {
     "flatten": _flatten, "transpose": _transpose, "concat": _concat, "gather": _gather,
     "unsqueeze": _unsqueeze, "squeeze": _squeeze, "expand": _expand, "tile": _tile, "pad": _pad,
 }
+# The shipped operators declaring `shape builtin NAME` (MatMul, Conv, the Reduce* family, ...).
+RULES.update({op: SHAPE_FUNCTIONS[info.shape.removeprefix("builtin ")] for op, info in ops.shipped().ops.items()
+              if (info.shape or "").startswith("builtin ") and op not in RULES})
 
 
 # Inputs whose *value* (a small int vector) the output shape is computed from: without
