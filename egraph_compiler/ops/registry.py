@@ -214,6 +214,21 @@ class Registry:
     def with_role(self, role: str) -> frozenset[str]:
         return frozenset(name for name, info in self.ops.items() if info.role == role)
 
+    def kernel_class(self, op: str) -> str | None:
+        """The class of computation ``op`` is (conv, matmul, pool, ...): its ``anchor``, else
+        the geometry its ``shape builtin`` names (ConvInteger: conv), else, for an integer
+        operator (`ops.quantised`), that of the float operator it stands for."""
+        from egraph_compiler.ops.quantised import INTEGER_SIGNATURES
+
+        info = self.ops.get(op)
+        if info is None:
+            return None
+        if info.anchor is not None:
+            return info.anchor
+        if (info.shape or "").startswith("builtin "):
+            return (info.shape or "").removeprefix("builtin ")
+        return self.kernel_class(INTEGER_SIGNATURES[op][0]) if op in INTEGER_SIGNATURES else None
+
     def anchors(self) -> Mapping[str, str]:
         return {name: info.anchor for name, info in self.ops.items() if info.anchor is not None}
 
