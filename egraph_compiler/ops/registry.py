@@ -12,10 +12,7 @@ the rule set it compiles with through `using`). Derivations, where a clause is a
 - cost: ``per_element(1)``;
 - role in generated code: ``anchor`` (an ``anchor`` clause), ``elementwise``,
   ``layout`` (reorganize/shuffle, or a ``cost movement`` op), else ``unsupported``;
-- expensive (not worth recomputing per output tile of a fused anchor): scalar
-  semantics that divide or call a function of `EXPENSIVE_FUNCTIONS`;
-- row reduction (chained in one row-group kernel): ``anchor reduce`` with ``axes`` and
-  ``keepdims`` attributes.
+- `OpInfo.expensive`, `OpInfo.row_reduction`, `Registry.kernel_class`: see each.
 """
 
 from __future__ import annotations
@@ -30,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from egraph_compiler.dsl import ast
+from egraph_compiler.ops.quantised import INTEGER_SIGNATURES
 
 OPERAND_ATTRIBUTE_SUFFIX = "_input"
 # Built-in semantics (`= builtin NAME`) that name a scalar function the code generators
@@ -41,19 +39,14 @@ ELEMENTWISE_BUILTINS = frozenset({
 })
 
 # Scalar functions (and elementwise built-ins) dearer than a few additions: transcendental.
-EXPENSIVE_FUNCTIONS = frozenset({
-    "exp", "log", "sqrt", "tanh", "erf", "sin", "cos", "pow", "tan", "asin", "acos", "atan",
-    "sinh", "cosh", "asinh", "acosh", "atanh",
-})
+EXPENSIVE_FUNCTIONS = frozenset({"exp", "log", "sqrt", "tanh", "erf", "sin", "cos", "pow", "tan", "asin",
+                                 "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"})
 
 
-def _expensive(expr: ast.Expr) -> bool:
-    """``expr`` divides, raises to a power or calls an expensive function, anywhere."""
-    if isinstance(expr, ast.Call) and expr.func in EXPENSIVE_FUNCTIONS:
-        return True
-    if isinstance(expr, ast.BinOp) and expr.op in ("/", "**"):
-        return True
-    return any(_expensive(child) for child in ast.sub_expressions(expr))
+def _expensive(e: ast.Expr) -> bool:
+    """``e`` divides, raises to a power or calls an expensive function, anywhere."""
+    return (isinstance(e, ast.Call) and e.func in EXPENSIVE_FUNCTIONS) or (
+        isinstance(e, ast.BinOp) and e.op in ("/", "**")) or any(map(_expensive, ast.sub_expressions(e)))
 
 
 def constant_value(expr: ast.Expr | None) -> Any:
@@ -218,15 +211,9 @@ class Registry:
         """The class of computation ``op`` is (conv, matmul, pool, ...): its ``anchor``, else
         the geometry its ``shape builtin`` names (ConvInteger: conv), else, for an integer
         operator (`ops.quantised`), that of the float operator it stands for."""
-        from egraph_compiler.ops.quantised import INTEGER_SIGNATURES
-
         info = self.ops.get(op)
-        if info is None:
-            return None
-        if info.anchor is not None:
-            return info.anchor
-        if (info.shape or "").startswith("builtin "):
-            return (info.shape or "").removeprefix("builtin ")
+        if info is not None and (info.anchor or (info.shape or "").startswith("builtin ")):
+            return info.anchor or (info.shape or "").removeprefix("builtin ")
         return self.kernel_class(INTEGER_SIGNATURES[op][0]) if op in INTEGER_SIGNATURES else None
 
     def anchors(self) -> Mapping[str, str]:

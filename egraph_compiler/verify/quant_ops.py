@@ -44,7 +44,7 @@ import z3
 from egraph_compiler.dsl import ast
 from egraph_compiler.ops import current as current_registry
 from egraph_compiler.ops.evaluate import evaluate_node
-from egraph_compiler.ops.quantised import INTEGER_SIGNATURES
+from egraph_compiler.ops.quantised import INTEGER_SIGNATURES, float_operands
 from egraph_compiler.verify.builtin_ops import OPAQUE, Builtin, Undefined
 from egraph_compiler.verify.encode import Cell, Dims, Encoder, Illformed, Unsupported, stable_key
 from egraph_compiler.verify.lemmas import quantize_is_monotone
@@ -429,9 +429,10 @@ class Defined(Builtin):
     reduces = True  # whatever its pattern does
     op = ""  # the integer operator (`for_op`): several share a built-in (QConvInt, QLinearConv)
 
-    def __init__(self, name: str, rank: Callable[[list[int]], int]) -> None:
+    def __init__(self, name: str, rank: Callable[[list[int]], int], float_builtin: str = "") -> None:
         self.name = name
         self.rank = rank
+        self.float_builtin = float_builtin  # whose attribute domains it takes, if any
 
     def for_op(self, op: str) -> Defined:
         bound = copy.copy(self)
@@ -439,7 +440,12 @@ class Defined(Builtin):
         return bound
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
-        return [OPAQUE] if attr in _POOL_GEOMETRY else None
+        if not self.float_builtin:
+            return [OPAQUE] if attr in _POOL_GEOMETRY else None
+        from egraph_compiler.verify.builtin_ops import lookup_builtin
+
+        ranks = [in_ranks[p] for p in float_operands(self.op) if p < len(in_ranks)]
+        return lookup_builtin(self.float_builtin).attr_domain(attr, ranks)  # type: ignore[union-attr]
 
     def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
         return self.rank(in_ranks)
@@ -648,21 +654,6 @@ class AveragePool(MaxPool):
         return np.mean(windows, axis=tuple(range(x.ndim, windows.ndim)))
 
 
-class _DefinedWith(Defined):
-    """A `Defined` integer operator whose attributes take the domains of the float
-    operator it stands for (read from its inputs at ``positions``)."""
-
-    def __init__(self, name: str, rank: Callable[[list[int]], int], float_builtin: Builtin,
-                 positions: tuple[int, ...]) -> None:
-        super().__init__(name, rank)
-        self.float_builtin = float_builtin
-        self.positions = positions
-
-    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
-        ranks = [in_ranks[p] for p in self.positions if p < len(in_ranks)]
-        return self.float_builtin.attr_domain(attr, ranks)
-
-
 def _gemm_rank(ranks: list[int]) -> int:
     if ranks[0] != 2 or ranks[3] != 2 or ranks[6] > 2:
         raise Illformed("gemm takes rank-2 A, B and C of rank <= 2")
@@ -687,20 +678,12 @@ def _softmax_rank(ranks: list[int]) -> int:
     return ranks[0]
 
 
-def _float_builtin(name: str) -> Builtin:
-    """A float operator's encoding from `builtin_ops` (loaded before this module's end runs)."""
-    from egraph_compiler.verify import builtin_ops
-
-    return {"gemm": builtin_ops.Gemm, "concat": builtin_ops.Concat,
-            "softmax": lambda: builtin_ops.Softmax(False)}[name]()
-
-
 QUANT_BUILTINS.extend([
     GlobalAveragePool(), AveragePool(),
-    _DefinedWith("qlinear_gemm", _gemm_rank, _float_builtin("gemm"), (0, 3, 6)),
-    _DefinedWith("qlinear_average_pool", _pool_rank, AveragePool(), (0,)),
+    Defined("qlinear_gemm", _gemm_rank, "gemm"),
+    Defined("qlinear_average_pool", _pool_rank, "average_pool"),
     Defined("qlinear_global_average_pool", _pool_rank),
-    _DefinedWith("qlinear_concat", _concat_rank, _float_builtin("concat"), (0, 3)),
-    _DefinedWith("qlinear_softmax", _softmax_rank, _float_builtin("softmax"), (0,)),
+    Defined("qlinear_concat", _concat_rank, "concat"),
+    Defined("qlinear_softmax", _softmax_rank, "softmax"),
     Defined("qlinear_clip", lambda ranks: ranks[0]),
 ])
