@@ -2,10 +2,8 @@
 
 - elementwise: one FLOP per output element per arithmetic op (broadcasting is
   counted on the output);
-- ``cost mac`` (Conv, MatMul, Gemm, their integer forms, the windowed pools): per
-  output element, one term per weight of an output channel (conv), per element of
-  the contracted axis (matmul) or per window element (pool); 2 FLOPs per
-  multiply-accumulate, 1 per pool term;
+- ``cost mac`` (Conv, MatMul, Gemm, their integer forms, windowed pools): 2 FLOPs per
+  multiply-accumulate, 1 per pool window element (rules/README.md);
 - the rest as their ``cost`` clause in rules/operators.dnnr says (the registry's
   `OpInfo.cost`): ``reduce`` one FLOP per input element, ``per_element(N)`` N per
   output element (1 when undeclared);
@@ -139,8 +137,7 @@ def _flops(op, attrs, inputs, in_sizes, out_elems, output, symbols, default) -> 
 
 
 def _mac_flops(op, attrs, inputs, out_elems, symbols, default) -> float:
-    """``cost mac``: product terms per output element, one formula per kernel class
-    (`ops.Registry.kernel_class`), two FLOPs per term where a weight multiplies."""
+    """``cost mac``: one formula per kernel class (`ops.Registry.kernel_class`)."""
     kernel = ops.current().kernel_class(op)
     if kernel == "conv":  # the weights' size per output channel (w: [C_out, C_in / group, k...])
         position = INTEGER_SIGNATURES[op][2][0] if op in INTEGER_SIGNATURES else 1  # type: ignore[index]

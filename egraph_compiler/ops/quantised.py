@@ -7,10 +7,9 @@ each as QuantizeLinear(float operator(DequantizeLinear(...))) from it (verify/qu
 from __future__ import annotations
 
 # op: (float operator, quantised operands as (value, scale, zero point) positions, weights
-# (value, scale, zero point or None, the axis they are quantised along per channel), bias
-# (value, scale, zero point) — scale and zero point None: ONNX QLinearConv's int32 bias of
-# scale x_scale·w_scale and zero point 0 — and the output's (scale, zero point)).
-# A Gemm's transB moves its weights' axis (1 − transB).
+# (value, scale, zero point or None, per-channel axis; 1 − transB for a Gemm), bias (value,
+# scale, zero point; None, None: QLinearConv's, of scale x_scale·w_scale, zero point 0),
+# the output's (scale, zero point)).
 INTEGER_SIGNATURES: dict[str, tuple[str, tuple[tuple[int, int, int], ...],
                                     tuple[int, int, int | None, int] | None,
                                     tuple[int, int | None, int | None] | None, tuple[int, int]]] = {

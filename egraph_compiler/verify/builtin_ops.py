@@ -73,8 +73,7 @@ class Builtin:
     integer_only = False
     reduces = False  # its encoding may call `Encoder.reduce` (then induction comes first)
 
-    def for_op(self, op: str) -> Builtin:
-        """This built-in as the semantics of operator ``op`` (`quant_ops.Defined` keeps it)."""
+    def for_op(self, op: str) -> Builtin:  # as the semantics of ``op`` (`quant_ops.Defined` keeps it)
         return self
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
@@ -1157,14 +1156,9 @@ def lookup_builtin(name: str) -> Builtin | None:
     return BUILTINS.get(_ALIASES.get(key, key))
 
 
-def _builtin_for(decl: ast.OpDecl) -> Builtin | None:
-    builtin = lookup_builtin(decl.builtin) if decl.builtin else None
-    return builtin.for_op(decl.name) if builtin is not None else None
-
-
 def load_semantics(ops: dict[str, ast.OpDecl]) -> dict[str, OpSemantics]:
     """Every declared operator's meaning (elementwise expression, built-in or opaque)."""
     return {name: OpSemantics(decl, decl.semantics,
-                              _builtin_for(decl),
+                              b.for_op(name) if (b := lookup_builtin(decl.builtin or "")) else None,
                               op_text(decl))
             for name, decl in ops.items()}

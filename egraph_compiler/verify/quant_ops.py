@@ -6,10 +6,9 @@
 | dequantize_linear | x, scale, zero_point? | ``(x − z)·s``; x and z integers of z's type |
 | quantize_linear | x, scale, zero_point? | ``saturate(round_half_to_even(x / s) + z)``, s ≠ 0 |
 | max_pool | x | ONNX MaxPool, abstract in its geometry (see `MaxPool`) |
-| qlinear_conv, qlinear_matmul, qlinear_add, qlinear_mul, requantize | see `DEFINITIONS` | Q(op(DQ(...))) |
 | global_average_pool | x | ONNX GlobalAveragePool, reals (see `GlobalAveragePool`) |
 | average_pool | x | ONNX AveragePool, abstract in its geometry (see `AveragePool`) |
-| qlinear_gemm, qlinear_average_pool, qlinear_global_average_pool, qlinear_concat, qlinear_softmax, qlinear_clip | as their ops in quant.dnnr | Q(op(DQ(...))) |
+| requantize, qlinear_* | as their ops in quant.dnnr | Q(op(DQ(...))), from `ops.quantised` (`Defined`) |
 
 Scales and zero points are per tensor (rank 0, or 1-D of one element) or, where the
 Q/DQ writes a literal ``axis``, per axis: a 1-D tensor with one element per index of x
@@ -27,9 +26,9 @@ takes the smallest of uint8, int8, int32 holding every zero-point value, and the
 solver's models prefer the same choice (a hint), so a counterexample replays.
 
 The integer operators are defined by the ONNX formulas they implement (QLinearConv,
-QLinearMatMul, com.microsoft QLinearAdd / QLinearMul): as the pattern of
-QuantizeLinear over the float operator over DequantizeLinear, encoded and run through
-the same encodings as any rule's pattern.
+QLinearMatMul, com.microsoft QLinearAdd / QLinearMul, ...): as the pattern of
+QuantizeLinear over the float operator over DequantizeLinear, generated from their one
+table (`ops.quantised`), encoded and run through the same encodings as any rule's pattern.
 """
 
 from __future__ import annotations
