@@ -156,7 +156,7 @@ def _mac_flops(op, attrs, inputs, out_elems, symbols, default) -> float:
     if kernel == "pool":  # one comparison or addition per window element
         window = attrs.get("kernel_shape") or ()
         return out_elems * (float(np.prod(window)) if window else 1.0)
-    return 2.0 * out_elems
+    return out_elems  # a class without a formula here (recurrent, dft): one per output element
 
 
 def graph_cost(graph: Graph, default: int = 64) -> Cost:

@@ -559,9 +559,11 @@ SHAPE_FUNCTIONS: dict[str, Rule] = {
     "flatten": _flatten, "transpose": _transpose, "concat": _concat, "gather": _gather,
     "unsqueeze": _unsqueeze, "squeeze": _squeeze, "expand": _expand, "tile": _tile, "pad": _pad,
 }
-# The shipped operators declaring `shape builtin NAME` (MatMul, Conv, the Reduce* family, ...).
-RULES.update({op: SHAPE_FUNCTIONS[info.shape.removeprefix("builtin ")] for op, info in ops.shipped().ops.items()
-              if (info.shape or "").startswith("builtin ") and op not in RULES})
+# The shipped operators declaring one of these (MatMul, Conv, the Reduce* family, ...); those
+# naming a `shape_builtins.OPERATOR_SHAPES` function (below) are found by `rule_for`.
+RULES.update({op: SHAPE_FUNCTIONS[name] for op, info in ops.shipped().ops.items()
+              if op not in RULES and (info.shape or "").startswith("builtin ")
+              and (name := (info.shape or "").removeprefix("builtin ")) in SHAPE_FUNCTIONS})
 
 
 # Inputs whose *value* (a small int vector) the output shape is computed from: without
