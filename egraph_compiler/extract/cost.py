@@ -2,10 +2,11 @@
 
 - elementwise: one FLOP per output element per arithmetic op (broadcasting is
   counted on the output);
-- Conv / ConvTranspose / MatMul / Gemm: 2 x multiply-accumulates;
+- ``cost mac`` (Conv, MatMul, Gemm, their integer forms, windowed pools): 2 FLOPs per
+  multiply-accumulate, 1 per pool window element (rules/README.md);
 - the rest as their ``cost`` clause in rules/operators.dnnr says (the registry's
   `OpInfo.cost`): ``reduce`` one FLOP per input element, ``per_element(N)`` N per
-  output element (1 when undeclared); windowed pools one per window element per output;
+  output element (1 when undeclared);
 - ``cost movement`` (Concat, Slice, Transpose, Cast, ...): no FLOPs, only bytes;
 - ``cost free`` (Reshape, Squeeze, Unsqueeze, Flatten, Identity: views of a contiguous
   tensor): a small fixed amount, no FLOPs and no bytes;
@@ -23,6 +24,7 @@ import numpy as np
 from egraph_compiler import ops
 from egraph_compiler.ir.dims import Dim, DimExpr
 from egraph_compiler.ir.graph import Graph
+from egraph_compiler.ops.quantised import INTEGER_SIGNATURES
 
 Shape = tuple[Dim, ...]
 
@@ -127,33 +129,34 @@ def _flops(op, attrs, inputs, in_sizes, out_elems, output, symbols, default) -> 
     kind, amount = cost_clause(op)
     if kind == "movement":
         return 0.0
-    if op in ("Conv", "ConvTranspose", "ConvInteger", "QLinearConv"):
-        w_index = 3 if op == "QLinearConv" else 1
-        w = inputs[w_index][0] if len(inputs) > w_index and inputs[w_index] else None
-        if w is None:
-            return 2.0 * out_elems
-        per_output = numel(w[1:], symbols, default) or 1.0
-        if op == "ConvTranspose":
-            x = inputs[0][0] if inputs[0] else None
-            return 2.0 * (numel(x, symbols, default) or out_elems) * (numel(w[1:], symbols, default) or 1.0)
-        return 2.0 * out_elems * per_output
-    if op in ("MatMul", "MatMulInteger", "QLinearMatMul"):
-        a = inputs[0][0] if inputs[0] else None
-        k = dim_value(a[-1], symbols, default) if a else 1
-        return 2.0 * out_elems * k
-    if op == "Gemm":
-        a = inputs[0][0] if inputs[0] else None
-        if a is None or len(a) != 2:
-            return 2.0 * out_elems
-        k = dim_value(a[0] if attrs.get("transA") else a[1], symbols, default)
-        return 2.0 * out_elems * k
-    if op in ("MaxPool", "AveragePool"):
-        kernel = attrs.get("kernel_shape") or ()
-        window = float(np.prod(kernel)) if kernel else 1.0
-        return out_elems * window
+    if kind == "mac":
+        return _mac_flops(op, attrs, inputs, out_elems, symbols, default)
     if kind == "reduce":
         return float(in_sizes[0]) if in_sizes else out_elems
     return out_elems * (amount if kind == "per_element" else 1)
+
+
+def _mac_flops(op, attrs, inputs, out_elems, symbols, default) -> float:
+    """``cost mac``: one formula per kernel class (`ops.Registry.kernel_class`)."""
+    kernel = ops.current().kernel_class(op)
+    if kernel == "conv":  # the weights' size per output channel (w: [C_out, C_in / group, k...])
+        position = INTEGER_SIGNATURES[op][2][0] if op in INTEGER_SIGNATURES else 1  # type: ignore[index]
+        w = inputs[position][0] if len(inputs) > position and inputs[position] else None
+        if w is None:
+            return 2.0 * out_elems
+        per_output = numel(w[1:], symbols, default) or 1.0
+        if "output_padding" in ops.current().ops[op].defaults:  # transposed: w is [C_in, C_out / group, k...]
+            x = inputs[0][0] if inputs[0] else None
+            return 2.0 * (numel(x, symbols, default) or out_elems) * per_output
+        return 2.0 * out_elems * per_output
+    if kernel == "matmul":  # the contracted length: a's last dim (a Gemm's first with transA)
+        a = inputs[0][0] if inputs[0] else None
+        k = dim_value(a[-2] if attrs.get("transA") else a[-1], symbols, default) if a else 1
+        return 2.0 * out_elems * k
+    if kernel == "pool":  # one comparison or addition per window element
+        window = attrs.get("kernel_shape") or ()
+        return out_elems * (float(np.prod(window)) if window else 1.0)
+    return out_elems  # a class without a formula here (recurrent, dft): one per output element
 
 
 def graph_cost(graph: Graph, default: int = 64) -> Cost:

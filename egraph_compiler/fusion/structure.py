@@ -24,30 +24,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from egraph_compiler import ops
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.tables import ANCHOR_OPS, role_of
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.graph import Node
 
-FORWARD_LAYOUT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose"})
 # Limits standing in for register and work-group-memory pressure (Listing 3.1 step 2.2).
 MAX_BLOCK_INPUTS = 40
 MAX_BLOCK_NODES = 48
 MAX_REUSED_PROLOGUE_OPS = 6
-# Transcendental (or division-heavy) operators: recomputing them for every output tile
-# that re-reads an operand (Conv, MatMul, pooling) costs more than storing the result.
-EXPENSIVE_OPS = frozenset({
-    "Erf", "Exp", "Log", "Tanh", "Sigmoid", "Pow", "Sqrt", "Div", "Reciprocal", "Sin", "Cos",
-    "Tan", "Softplus", "Gelu", "GeluTanh", "Mish", "Elu", "Selu", "Celu", "Asin", "Acos", "Atan", "Sinh",
-    "Cosh", "Asinh", "Acosh", "Atanh", "HardSwish", "LRN",
-})
+# Reductions a row group may chain (`ops.OpInfo.row_reduction`; each has a combine step
+# in the kernel generator, so the shipped library's).
+ROW_REDUCE_OPS = ops.shipped().where("row_reduction")
 
 
-# Reductions a row group may chain (each has a combine step in the kernel generator).
-ROW_REDUCE_OPS = frozenset({
-    "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceSumSquare", "ReduceL1",
-    "ReduceL2", "ReduceProd", "ReduceLogSum", "ReduceLogSumExp",
-})
+def _fact(op: str, fact: str) -> bool:
+    """The active registry's boolean ``fact`` of ``op`` (False for an undeclared one)."""
+    info = ops.current().get(op)
+    return info is not None and bool(getattr(info, fact))
 
 
 @dataclass(frozen=True)
@@ -80,7 +75,8 @@ def forward_index(view: GraphView, node: Node, source: str,
     if node.op == "Transpose":
         perm = node.attr("perm") or tuple(reversed(range(len(in_shape))))
         return tuple(index[p] for p in perm)  # type: ignore[union-attr]
-    if node.op in FORWARD_LAYOUT:
+    info = ops.current().get(node.op)
+    if info is not None and info.cost[0] == "free":  # a view of a contiguous tensor: a reshape
         return ix.reshape_index(index, in_shape, out_shape)
     return None
 
@@ -248,7 +244,9 @@ def _anchored(view: GraphView, ordered: list[int], anchor: int, inputs: list[str
         reused = [n for n in prologue if role_of(view.nodes[n].op) == "elementwise"]
         if len(reused) > MAX_REUSED_PROLOGUE_OPS:
             return "prologue too long for a reused operand"
-        if any(view.nodes[n].op in EXPENSIVE_OPS for n in reused):
+        # transcendental or dividing (`ops.OpInfo.expensive`): recomputing it for every
+        # output tile that re-reads the operand costs more than storing it once
+        if any(_fact(view.nodes[n].op, "expensive") for n in reused):
             return "expensive prologue would be recomputed for every output tile"
     if view.dtype(anchor_value) not in ("float32",) and kind not in ("reduce", "indexed"):
         return "anchors are generated for float32 only"

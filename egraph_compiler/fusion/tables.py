@@ -40,8 +40,9 @@ FUSE, BREAK, PROFILE = "fuse", "break", "profile"
 # declarations); an operator declared only in a rule file: `role_of`.
 LAYOUT_OPS = ops.shipped().with_role("layout")
 ANCHOR_OPS = dict(ops.shipped().anchors())
-# Shape-only operators: evaluated at compile time, never a kernel.
-COMPILE_TIME_OPS = frozenset({"Shape", "Size", "ConstantOfShape", "Constant", "Range"})
+# Shape-only operators (``cost per_element(0)``: computed from shapes, never a kernel):
+# evaluated at compile time.
+COMPILE_TIME_OPS = frozenset(name for name, info in ops.shipped().ops.items() if info.cost == ("per_element", 0.0))
 
 @dataclass(frozen=True)
 class FusionTables:

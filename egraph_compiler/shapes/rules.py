@@ -558,23 +558,15 @@ def _dynamic_quantize(ctx) -> list[TensorType]:
 RULES: dict[str, Rule] = {op: _same for op in SAME_SHAPE}
 RULES.update({op: _broadcast for op in BROADCAST})
 RULES.update({
-    "MatMul": _matmul, "MatMulInteger": _matmul, "Gemm": _gemm,
-    "Conv": _conv, "ConvTranspose": _conv, "ConvInteger": _conv, **{op: _quantised for op in INTEGER_SIGNATURES},
-    "MaxPool": _pool, "AveragePool": _pool, "LpPool": _pool,
-    "GlobalAveragePool": _global_pool, "GlobalMaxPool": _global_pool, "GlobalLpPool": _global_pool,
-    "Flatten": _flatten, "Reshape": _reshape, "Transpose": _transpose, "Concat": _concat,
-    "Split": _split, "Slice": _slice, "Gather": _gather, "GatherElements": _gather_elements,
-    "ScatterElements": _scatter, "ScatterND": _scatter, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
-    "ArgMax": _argreduce, "ArgMin": _argreduce, "Shape": _shape, "Size": _size,
-    "ConstantOfShape": _constant_of_shape, "Range": _range, "Expand": _expand, "Tile": _tile,
-    "Pad": _pad, "Resize": _resize, "LayerNormalization": _layer_norm, "TopK": _topk,
+    **{op: _quantised for op in INTEGER_SIGNATURES},
+    "Reshape": _reshape,
+    "Split": _split, "Slice": _slice, "GatherElements": _gather_elements,
+    "ScatterElements": _scatter, "ScatterND": _scatter, "Shape": _shape, "Size": _size,
+    "ConstantOfShape": _constant_of_shape, "Range": _range,
+    "Resize": _resize, "LayerNormalization": _layer_norm, "TopK": _topk,
     "NonZero": _nonzero, "DepthToSpace": _depth_space, "SpaceToDepth": _depth_space,
     "DynamicQuantizeLinear": _dynamic_quantize, "Einsum": _einsum,
 })
-RULES.update({op: _reduce for op in (
-    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-    "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")})
-
 
 
 def rule_for(op: str) -> Rule | None:
@@ -600,6 +592,11 @@ SHAPE_FUNCTIONS: dict[str, Rule] = {
     "flatten": _flatten, "transpose": _transpose, "concat": _concat, "gather": _gather,
     "unsqueeze": _unsqueeze, "squeeze": _squeeze, "expand": _expand, "tile": _tile, "pad": _pad,
 }
+# The shipped operators declaring one of these (MatMul, Conv, the Reduce* family, ...); those
+# naming a `shape_builtins.OPERATOR_SHAPES` function (below) are found by `rule_for`.
+RULES.update({op: SHAPE_FUNCTIONS[name] for op, info in ops.shipped().ops.items()
+              if op not in RULES and (info.shape or "").startswith("builtin ")
+              and (name := (info.shape or "").removeprefix("builtin ")) in SHAPE_FUNCTIONS})
 # the vision and indexing operators' shape functions (dsl/shape_builtins.py, issue 17)
 SHAPE_FUNCTIONS.update({name: (lambda f: lambda ctx: [TensorType(d, s) for d, s in f(ctx)])(function)
                         for name, function in shape_builtins.CONTEXT_SHAPES.items()})

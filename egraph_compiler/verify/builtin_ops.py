@@ -73,6 +73,9 @@ class Builtin:
     integer_only = False
     reduces = False  # its encoding may call `Encoder.reduce` (then induction comes first)
 
+    def for_op(self, op: str) -> Builtin:  # as the semantics of ``op`` (`quant_ops.Defined` keeps it)
+        return self
+
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
         return None
 
@@ -1156,6 +1159,6 @@ def lookup_builtin(name: str) -> Builtin | None:
 def load_semantics(ops: dict[str, ast.OpDecl]) -> dict[str, OpSemantics]:
     """Every declared operator's meaning (elementwise expression, built-in or opaque)."""
     return {name: OpSemantics(decl, decl.semantics,
-                              lookup_builtin(decl.builtin) if decl.builtin else None,
+                              b.for_op(name) if (b := lookup_builtin(decl.builtin or "")) else None,
                               op_text(decl))
             for name, decl in ops.items()}

@@ -157,3 +157,24 @@ def test_extraction_cost_is_the_declared_cost_clause(tmp_path) -> None:
     assert costs["move"].flops == 0 and costs["move"].bytes == 2 * 20 * 4
     assert fixed["move"] == CostModel().launch_cost
     assert costs["three"].flops == 3 * 20
+
+
+def test_mac_cost_is_counted_by_kernel_class(tmp_path) -> None:
+    """``cost mac`` reaches extraction from a rule file alone: the FLOPs follow the class
+    the ``anchor`` or ``shape builtin`` clause names (conv: weights per output channel,
+    matmul: the contracted length, pool: the window), not the operator's name."""
+    from egraph_compiler import dsl
+    from egraph_compiler.extract.cost import op_cost
+
+    (tmp_path / "t.dnnr").write_text(
+        "op TestConv(x, w) : many_to_many ild_variable shape_determined  shape builtin conv  cost mac\n"
+        "op TestProduct(a, b) : many_to_many ild_variable shape_determined  shape builtin matmul  cost mac\n"
+        "op TestWindow(x) [kernel_shape: ints] : many_to_many ild_variable shape_determined  cost mac  anchor pool\n")
+    f32 = "float32"
+    with ops.using(dsl.load_rules([tmp_path / "t.dnnr"])):
+        conv = op_cost("TestConv", {}, [((1, 3, 8, 8), f32), ((16, 3, 3, 3), f32)], ((1, 16, 6, 6), f32))
+        product = op_cost("TestProduct", {}, [((5, 7), f32), ((7, 3), f32)], ((5, 3), f32))
+        window = op_cost("TestWindow", {"kernel_shape": [2, 2]}, [((1, 3, 8, 8), f32)], ((1, 3, 7, 7), f32))
+    assert conv.flops == 2 * (16 * 6 * 6) * (3 * 3 * 3)
+    assert product.flops == 2 * (5 * 3) * 7
+    assert window.flops == (3 * 7 * 7) * 4

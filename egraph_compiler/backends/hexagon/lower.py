@@ -148,8 +148,6 @@ def _nhwc(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (shape[0], *shape[2:], shape[1]) if len(shape) == 4 else shape
 
 
-# The bias's (scale, zero point) positions of the integer operators that carry them.
-_BIAS_QUANT: dict[str, tuple[int, int]] = {"QConvInt": (7, 8), "QGemmInt": (7, 8)}
 _LAYOUT_OPS = ("Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
 # Operators whose quantised form arrives as the e-graph's integer operators
 # (`_INTEGER_SIGNATURES`) or, where rules/quant.dnnr rewrites DQ → op → Q into an
@@ -530,21 +528,21 @@ class _Lowering:
             return
         weight_quant = None
         if float_op == "MatMul" and weights is not None and inputs[weights[0]] not in self.graph.constants:
-            w, w_scale, w_zero = (inputs[i] for i in weights)  # a MatMul of two activations
+            w, w_scale, w_zero = (inputs[i] for i in weights[:3])  # a MatMul of two activations
             b = self.integer_tensor(w, _qparams_of(self.graph, w_scale, w_zero, node.name), f"{node.op} {node.name}")
             self.alias[node.outputs[0]] = _lower_matmul_act(self, node.name, tensors[0], b, node.outputs[0], yq)
             return
         if weights is not None:
-            w, w_scale, w_zero = (inputs[i] if i is not None else "" for i in weights)
+            w, w_scale, w_zero = (inputs[i] if i is not None else "" for i in weights[:3])
             if w not in self.graph.constants:
                 raise ModelError(f"hexagon backend: {node.op} {node.name}: the weights must be a constant")
             tensors.append(w)
             weight_quant = (_const(self.graph, w_scale), _const(self.graph, w_zero) if w_zero else None)
         if weights is not None:
-            tensors.append(inputs[bias] if bias is not None else "")
+            tensors.append(inputs[bias[0]] if bias is not None else "")
         bias_quant = None
-        if node.op in _BIAS_QUANT:
-            b_scale, b_zero = (inputs[i] for i in _BIAS_QUANT[node.op])
+        if bias is not None and bias[1] is not None:  # a bias with its own scale and zero point
+            b_scale, b_zero = inputs[bias[1]], inputs[bias[2]] if bias[2] is not None else ""
             bias_quant = (_const(self.graph, b_scale), _const(self.graph, b_zero) if b_zero else None)
         as_float_op = Node(float_op, tuple(tensors), node.outputs, node.attrs, node.name)
         try:
