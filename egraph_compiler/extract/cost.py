@@ -2,13 +2,14 @@
 
 - elementwise: one FLOP per output element per arithmetic op (broadcasting is
   counted on the output);
-- Conv / ConvTranspose / MatMul / Gemm: 2 x multiply-accumulates;
-- ``cost reduce`` operators (Reduce*, ArgMax/ArgMin, global pools): one FLOP per input
-  element; ``cost per_element(N)``: N per output element (rules/operators.dnnr);
-  windowed pools one per window element per output;
-- data movement only (Concat, Slice, Gather, Pad, Expand, ...): no FLOPs;
-- layout-only ops (Reshape, Squeeze, Unsqueeze, Flatten, Identity of a contiguous
-  tensor) cost a small fixed amount and no bytes; Transpose costs its bytes;
+- ``cost mac`` (Conv, MatMul, Gemm, their integer forms, windowed pools): 2 FLOPs per
+  multiply-accumulate, 1 per pool window element (rules/README.md);
+- the rest as their ``cost`` clause in rules/operators.dnnr says (the registry's
+  `OpInfo.cost`): ``reduce`` one FLOP per input element, ``per_element(N)`` N per
+  output element (1 when undeclared);
+- ``cost movement`` (Concat, Slice, Transpose, Cast, ...): no FLOPs, only bytes;
+- ``cost free`` (Reshape, Squeeze, Unsqueeze, Flatten, Identity: views of a contiguous
+  tensor): a small fixed amount, no FLOPs and no bytes;
 - bytes moved = every input read + every output written;
 - constant-only subterms cost nothing: they are folded at compile time.
 """
@@ -23,15 +24,16 @@ import numpy as np
 from egraph_compiler import ops
 from egraph_compiler.ir.dims import Dim, DimExpr
 from egraph_compiler.ir.graph import Graph
+from egraph_compiler.ops.quantised import INTEGER_SIGNATURES
 
 Shape = tuple[Dim, ...]
 
-LAYOUT_ONLY = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
-MOVEMENT = frozenset({
-    "Transpose", "Concat", "Split", "Slice", "Gather", "GatherElements", "Pad", "Expand", "Tile",
-    "DepthToSpace", "SpaceToDepth", "Shape", "Size", "ConstantOfShape", "Cast", "Dropout",
-    "Resize", "Range", "NonZero",
-})
+
+
+def cost_clause(op: str) -> tuple[str, float]:
+    """``op``'s declared or derived ``cost`` (`ops.OpInfo.cost`); unknown ops: one per element."""
+    info = ops.current().get(op)
+    return info.cost if info is not None else ("per_element", 1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +68,7 @@ class CostModel:
     improve_seconds: float = 10.0  # budget of extraction's DAG-aware improvement pass
 
     def scalar(self, cost: Cost, op: str | None = None) -> float:
-        fixed = self.layout_cost if op in LAYOUT_ONLY else self.launch_cost if op else 0.0
+        fixed = (self.layout_cost if cost_clause(op)[0] == "free" else self.launch_cost) if op else 0.0
         return self.flop_weight * cost.flops + self.byte_weight * cost.bytes + fixed
 
 
@@ -110,7 +112,7 @@ def op_cost(
     """Cost of one op application; ``inputs`` holds (shape, dtype) per input, None
     for an absent one. An unknown shape counts as its largest known neighbour."""
     symbols = symbols or {}
-    if op in LAYOUT_ONLY:
+    if cost_clause(op)[0] == "free":
         return ZERO
     in_sizes = [numel(i[0], symbols, default) if i else 0.0 for i in inputs]
     out_size = numel(output[0], symbols, default)
@@ -124,37 +126,37 @@ def op_cost(
 
 
 def _flops(op, attrs, inputs, in_sizes, out_elems, output, symbols, default) -> float:
-    if op in MOVEMENT:
+    kind, amount = cost_clause(op)
+    if kind == "movement":
         return 0.0
-    if op in ("Conv", "ConvTranspose", "ConvInteger", "QLinearConv"):
-        w_index = 3 if op == "QLinearConv" else 1
-        w = inputs[w_index][0] if len(inputs) > w_index and inputs[w_index] else None
+    if kind == "mac":
+        return _mac_flops(op, attrs, inputs, out_elems, symbols, default)
+    if kind == "reduce":
+        return float(in_sizes[0]) if in_sizes else out_elems
+    return out_elems * (amount if kind == "per_element" else 1)
+
+
+def _mac_flops(op, attrs, inputs, out_elems, symbols, default) -> float:
+    """``cost mac``: one formula per kernel class (`ops.Registry.kernel_class`)."""
+    kernel = ops.current().kernel_class(op)
+    if kernel == "conv":  # the weights' size per output channel (w: [C_out, C_in / group, k...])
+        position = INTEGER_SIGNATURES[op][2][0] if op in INTEGER_SIGNATURES else 1  # type: ignore[index]
+        w = inputs[position][0] if len(inputs) > position and inputs[position] else None
         if w is None:
             return 2.0 * out_elems
         per_output = numel(w[1:], symbols, default) or 1.0
-        if op == "ConvTranspose":
+        if "output_padding" in ops.current().ops[op].defaults:  # transposed: w is [C_in, C_out / group, k...]
             x = inputs[0][0] if inputs[0] else None
-            return 2.0 * (numel(x, symbols, default) or out_elems) * (numel(w[1:], symbols, default) or 1.0)
+            return 2.0 * (numel(x, symbols, default) or out_elems) * per_output
         return 2.0 * out_elems * per_output
-    if op in ("MatMul", "MatMulInteger", "QLinearMatMul"):
+    if kernel == "matmul":  # the contracted length: a's last dim (a Gemm's first with transA)
         a = inputs[0][0] if inputs[0] else None
-        k = dim_value(a[-1], symbols, default) if a else 1
+        k = dim_value(a[-2] if attrs.get("transA") else a[-1], symbols, default) if a else 1
         return 2.0 * out_elems * k
-    if op == "Gemm":
-        a = inputs[0][0] if inputs[0] else None
-        if a is None or len(a) != 2:
-            return 2.0 * out_elems
-        k = dim_value(a[0] if attrs.get("transA") else a[1], symbols, default)
-        return 2.0 * out_elems * k
-    if op in ("MaxPool", "AveragePool"):
-        kernel = attrs.get("kernel_shape") or ()
-        window = float(np.prod(kernel)) if kernel else 1.0
-        return out_elems * window
-    info = ops.current().get(op)
-    kind, amount = (info.decl.cost if info is not None else None) or ("per_element", 1.0)
-    if kind == "reduce":  # the op's `cost` clause (rules/operators.dnnr)
-        return float(in_sizes[0]) if in_sizes else out_elems
-    return out_elems * (amount if kind == "per_element" else 1)
+    if kernel == "pool":  # one comparison or addition per window element
+        window = attrs.get("kernel_shape") or ()
+        return out_elems * (float(np.prod(window)) if window else 1.0)
+    return out_elems  # a class without a formula here (recurrent, dft): one per output element
 
 
 def graph_cost(graph: Graph, default: int = 64) -> Cost:

@@ -381,12 +381,13 @@ def _neighbour_pairs(view: GraphView, blocks: list[set[int]], owner: dict[int, i
 def _reuse_factor(view: GraphView, anchor: int) -> float:
     node = view.nodes[anchor]
     out_shape = view.shape(node.outputs[0])
-    if node.op == "Conv":
+    kind = ANCHOR_OPS.get(node.op)
+    if kind == "conv":
         kernel = view.shape(node.inputs[1])
         return max(out_shape[1] / 8.0, 1.0) * float(np.prod(kernel[2:]))
-    if node.op in ("MatMul", "Gemm"):
+    if kind == "matmul":
         return max(out_shape[-1] / 4.0, 1.0)
-    if node.op in ("MaxPool", "AveragePool"):
+    if kind == "pool":  # LRN has no kernel_shape: 1
         return float(np.prod(node.attr("kernel_shape", (1,))))
     return 1.0
 

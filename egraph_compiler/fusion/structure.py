@@ -21,32 +21,28 @@ the phases (kind ``rowgroup``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from egraph_compiler import ops
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.tables import ANCHOR_OPS, role_of
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.graph import Node
 
-FORWARD_LAYOUT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose"})
 # Limits standing in for register and work-group-memory pressure (Listing 3.1 step 2.2).
 MAX_BLOCK_INPUTS = 40
 MAX_BLOCK_NODES = 48
 MAX_REUSED_PROLOGUE_OPS = 6
-# Transcendental (or division-heavy) operators: recomputing them for every output tile
-# that re-reads an operand (Conv, MatMul, pooling) costs more than storing the result.
-EXPENSIVE_OPS = frozenset({
-    "Erf", "Exp", "Log", "Tanh", "Sigmoid", "Pow", "Sqrt", "Div", "Reciprocal", "Sin", "Cos",
-    "Tan", "Softplus", "Gelu", "GeluTanh", "Mish", "Elu", "Selu", "Celu", "Asin", "Acos", "Atan", "Sinh",
-    "Cosh", "Asinh", "Acosh", "Atanh", "HardSwish", "LRN",
-})
+# Reductions a row group may chain (`ops.OpInfo.row_reduction`; each has a combine step
+# in the kernel generator, so the shipped library's).
+ROW_REDUCE_OPS = ops.shipped().where("row_reduction")
 
 
-# Reductions a row group may chain (each has a combine step in the kernel generator).
-ROW_REDUCE_OPS = frozenset({
-    "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceSumSquare", "ReduceL1",
-    "ReduceL2", "ReduceProd", "ReduceLogSum", "ReduceLogSumExp",
-})
+def _fact(op: str, fact: str) -> bool:
+    """The active registry's boolean ``fact`` of ``op`` (False for an undeclared one)."""
+    info = ops.current().get(op)
+    return info is not None and bool(getattr(info, fact))
 
 
 @dataclass(frozen=True)
@@ -79,18 +75,21 @@ def forward_index(view: GraphView, node: Node, source: str,
     if node.op == "Transpose":
         perm = node.attr("perm") or tuple(reversed(range(len(in_shape))))
         return tuple(index[p] for p in perm)  # type: ignore[union-attr]
-    if node.op in FORWARD_LAYOUT:
+    info = ops.current().get(node.op)
+    if info is not None and info.cost[0] == "free":  # a view of a contiguous tensor: a reshape
         return ix.reshape_index(index, in_shape, out_shape)
     return None
 
 
 def _reaches_block(view: GraphView, nodes: frozenset[int], block_of: dict[int, int]) -> bool:
     """True when some path leaves ``nodes`` and comes back (through other nodes or
-    through an already formed block): fusing would create a cycle between blocks."""
-    limit = max(nodes)
+    through an already formed block): fusing would create a cycle between blocks
+    (TVM's and DNNFusion's reachability check on the block graph)."""
     members: dict[int, list[int]] = {}
     for node, block in block_of.items():
-        members.setdefault(block, []).append(node)
+        if node not in nodes:
+            members.setdefault(block, []).append(node)
+    limit = _descent_bound(max(nodes), members.values())
     seen: set[int] = set()
     frontier = [s for n in nodes for s in view.successors(n) if s not in nodes]
     while frontier:
@@ -107,6 +106,24 @@ def _reaches_block(view: GraphView, nodes: frozenset[int], block_of: dict[int, i
                 if succ not in seen and succ <= limit:
                     frontier.append(succ)
     return False
+
+
+def _descent_bound(highest: int, blocks: Iterable[list[int]]) -> int:
+    """The node index above which no path can come back to a node at or below ``highest``.
+
+    Node indices are topological, so an edge only climbs; a path descends only by
+    entering a formed block at one member and leaving it from a lower one. Pruning
+    at ``highest`` alone missed a path that climbs past it into a block spanning
+    back below it (a bidirectional recurrence whose two directions share a mask:
+    the mask's block holds the first step of one direction and the last of the
+    other). The bound grows over every block that starts at or below it (interval
+    chaining), so a node above it reaches only nodes and blocks above it."""
+    bound = highest
+    for low, high in sorted((min(b), max(b)) for b in blocks):
+        if low > bound:
+            break
+        bound = max(bound, high)
+    return bound
 
 
 def analyse(view: GraphView, nodes: frozenset[int],
@@ -227,7 +244,9 @@ def _anchored(view: GraphView, ordered: list[int], anchor: int, inputs: list[str
         reused = [n for n in prologue if role_of(view.nodes[n].op) == "elementwise"]
         if len(reused) > MAX_REUSED_PROLOGUE_OPS:
             return "prologue too long for a reused operand"
-        if any(view.nodes[n].op in EXPENSIVE_OPS for n in reused):
+        # transcendental or dividing (`ops.OpInfo.expensive`): recomputing it for every
+        # output tile that re-reads the operand costs more than storing it once
+        if any(_fact(view.nodes[n].op, "expensive") for n in reused):
             return "expensive prologue would be recomputed for every output tile"
     if view.dtype(anchor_value) not in ("float32",) and kind not in ("reduce", "indexed"):
         return "anchors are generated for float32 only"

@@ -36,13 +36,13 @@ MAPPING_TYPES = (ONE_TO_ONE, REORGANIZE, SHUFFLE, ONE_TO_MANY, MANY_TO_MANY)
 
 FUSE, BREAK, PROFILE = "fuse", "break", "profile"
 
-# The shipped library's operators by role (`ops` derives them from the op declarations:
-# an ``anchor`` clause, scalar semantics, a reorganize/shuffle class or ``cost movement``).
-ELEMENTWISE_OPS = ops.shipped().with_role("elementwise")
+# The shipped library's anchors and layout operators (`ops` derives roles from the op
+# declarations); an operator declared only in a rule file: `role_of`.
 LAYOUT_OPS = ops.shipped().with_role("layout")
 ANCHOR_OPS = dict(ops.shipped().anchors())
-# Shape-only operators: evaluated at compile time, never a kernel.
-COMPILE_TIME_OPS = frozenset({"Shape", "Size", "ConstantOfShape", "Constant", "Range"})
+# Shape-only operators (``cost per_element(0)``: computed from shapes, never a kernel):
+# evaluated at compile time.
+COMPILE_TIME_OPS = frozenset(name for name, info in ops.shipped().ops.items() if info.cost == ("per_element", 0.0))
 
 @dataclass(frozen=True)
 class FusionTables:

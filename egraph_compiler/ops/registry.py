@@ -9,9 +9,10 @@ the rule set it compiles with through `using`). Derivations, where a clause is a
   every such operator of the library is one_to_one);
 - shape: ``same`` for an elementwise op of one required operand, ``broadcast`` for more;
 - output dtype: that of the first operand;
-- cost: ``per_element(1)`` for an elementwise op;
+- cost: ``per_element(1)``;
 - role in generated code: ``anchor`` (an ``anchor`` clause), ``elementwise``,
-  ``layout`` (reorganize/shuffle, or a ``cost movement`` op), else ``unsupported``.
+  ``layout`` (reorganize/shuffle, or a ``cost movement`` op), else ``unsupported``;
+- `OpInfo.expensive`, `OpInfo.row_reduction`, `Registry.kernel_class`: see each.
 """
 
 from __future__ import annotations
@@ -26,13 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from egraph_compiler.dsl import ast
+from egraph_compiler.ops.quantised import INTEGER_SIGNATURES
 
-SHAPE_KINDS = ("same", "broadcast")
-COST_KINDS = ("per_element", "reduce", "mac", "movement", "free")
-ANCHOR_KINDS = ("conv", "matmul", "pool", "reduce", "rownorm", "indexed")
-VALUE_FACTS = ("positive", "nonneg")
 OPERAND_ATTRIBUTE_SUFFIX = "_input"
-DTYPE_FORMS = ("fixed", "dtype", "like")
 # Built-in semantics (`= builtin NAME`) that name a scalar function the code generators
 # implement per element (dsl/builtins.py documents each); other built-ins are whole-tensor.
 ELEMENTWISE_BUILTINS = frozenset({
@@ -40,6 +37,16 @@ ELEMENTWISE_BUILTINS = frozenset({
     "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "bitshift",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
 })
+
+# Scalar functions (and elementwise built-ins) dearer than a few additions: transcendental.
+EXPENSIVE_FUNCTIONS = frozenset({"exp", "log", "sqrt", "tanh", "erf", "sin", "cos", "pow", "tan", "asin",
+                                 "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"})
+
+
+def _expensive(e: ast.Expr) -> bool:
+    """``e`` divides, raises to a power or calls an expensive function, anywhere."""
+    return (isinstance(e, ast.Call) and e.func in EXPENSIVE_FUNCTIONS) or (
+        isinstance(e, ast.BinOp) and e.op in ("/", "**")) or any(map(_expensive, ast.sub_expressions(e)))
 
 
 def constant_value(expr: ast.Expr | None) -> Any:
@@ -125,9 +132,7 @@ class OpInfo:
 
     @property
     def cost(self) -> tuple[str, float]:
-        if self.decl.cost is not None:
-            return self.decl.cost
-        return ("per_element", 1.0) if self.elementwise else ("free", 0.0)
+        return self.decl.cost or ("per_element", 1.0)
 
     @property
     def facts(self) -> frozenset[str]:
@@ -149,6 +154,19 @@ class OpInfo:
     @property
     def anchor(self) -> str | None:
         return self.decl.anchor
+
+    @cached_property
+    def expensive(self) -> bool:
+        """Recomputing it for every output tile of a fused Conv / MatMul / pool costs more
+        than storing it once: its semantics divide or call a transcendental function."""
+        d = self.decl
+        return d.builtin in EXPENSIVE_FUNCTIONS or (d.semantics is not None and _expensive(d.semantics))
+
+    @property
+    def row_reduction(self) -> bool:
+        """A reduction over attribute ``axes`` keeping dims, which a row group chains."""
+        names = {a.name for a in self.decl.attrs}
+        return self.anchor == "reduce" and {"axes", "keepdims"} <= names
 
     @property
     def role(self) -> str:
@@ -182,8 +200,21 @@ class Registry:
     def get(self, op: str) -> OpInfo | None:
         return self.ops.get(op)
 
+    def where(self, fact: str) -> frozenset[str]:
+        """The operators of which the boolean fact ``fact`` (``expensive``, ...) holds."""
+        return frozenset(name for name, info in self.ops.items() if getattr(info, fact))
+
     def with_role(self, role: str) -> frozenset[str]:
         return frozenset(name for name, info in self.ops.items() if info.role == role)
+
+    def kernel_class(self, op: str) -> str | None:
+        """The class of computation ``op`` is (conv, matmul, pool, ...): its ``anchor``, else
+        the geometry its ``shape builtin`` names (ConvInteger: conv), else, for an integer
+        operator (`ops.quantised`), that of the float operator it stands for."""
+        info = self.ops.get(op)
+        if info is not None and (info.anchor or (info.shape or "").startswith("builtin ")):
+            return info.anchor or (info.shape or "").removeprefix("builtin ")
+        return self.kernel_class(INTEGER_SIGNATURES[op][0]) if op in INTEGER_SIGNATURES else None
 
     def anchors(self) -> Mapping[str, str]:
         return {name: info.anchor for name, info in self.ops.items() if info.anchor is not None}

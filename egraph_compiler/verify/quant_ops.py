@@ -6,10 +6,9 @@
 | dequantize_linear | x, scale, zero_point? | ``(x − z)·s``; x and z integers of z's type |
 | quantize_linear | x, scale, zero_point? | ``saturate(round_half_to_even(x / s) + z)``, s ≠ 0 |
 | max_pool | x | ONNX MaxPool, abstract in its geometry (see `MaxPool`) |
-| qlinear_conv, qlinear_matmul, qlinear_add, qlinear_mul, requantize | see `DEFINITIONS` | Q(op(DQ(...))) |
 | global_average_pool | x | ONNX GlobalAveragePool, reals (see `GlobalAveragePool`) |
 | average_pool | x | ONNX AveragePool, abstract in its geometry (see `AveragePool`) |
-| qlinear_gemm, qlinear_average_pool, qlinear_global_average_pool, qlinear_concat, qlinear_softmax, qlinear_clip | as their ops in quant.dnnr | Q(op(DQ(...))) |
+| requantize, qlinear_* | as their ops in quant.dnnr | Q(op(DQ(...))), from `ops.quantised` (`Defined`) |
 
 Scales and zero points are per tensor (rank 0, or 1-D of one element) or, where the
 Q/DQ writes a literal ``axis``, per axis: a 1-D tensor with one element per index of x
@@ -27,13 +26,14 @@ takes the smallest of uint8, int8, int32 holding every zero-point value, and the
 solver's models prefer the same choice (a hint), so a counterexample replays.
 
 The integer operators are defined by the ONNX formulas they implement (QLinearConv,
-QLinearMatMul, com.microsoft QLinearAdd / QLinearMul): as the pattern of
-QuantizeLinear over the float operator over DequantizeLinear, encoded and run through
-the same encodings as any rule's pattern.
+QLinearMatMul, com.microsoft QLinearAdd / QLinearMul, ...): as the pattern of
+QuantizeLinear over the float operator over DequantizeLinear, generated from their one
+table (`ops.quantised`), encoded and run through the same encodings as any rule's pattern.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +41,9 @@ import numpy as np
 import z3
 
 from egraph_compiler.dsl import ast
+from egraph_compiler.ops import current as current_registry
+from egraph_compiler.ops.evaluate import evaluate_node
+from egraph_compiler.ops.quantised import INTEGER_SIGNATURES, float_operands
 from egraph_compiler.verify.builtin_ops import OPAQUE, Builtin, Undefined
 from egraph_compiler.verify.encode import Cell, Dims, Encoder, Illformed, Unsupported, stable_key
 from egraph_compiler.verify.lemmas import quantize_is_monotone
@@ -390,32 +393,32 @@ def _dq(x: ast.Pattern, scale: ast.Pattern, zero: ast.Pattern | None, axis: int 
     return _p("DequantizeLinear", x, scale, *([zero] if zero is not None else []), attrs=attrs)
 
 
-def _qconv_int(node: ast.POp) -> ast.POp:
-    x, xs, xz, w, ws, wz, b, bs, bz, ys, yz = node.inputs
-    # written as the rule qdq-conv writes it: QConvInt takes explicit pads only
-    conv = _p("Conv", _dq(x, xs, xz), _dq(w, ws, wz, axis=0), _dq(b, bs, bz, axis=0),
-              attrs=(("auto_pad", ast.Str("NOTSET")),) + node.attrs)
-    return _p("QuantizeLinear", conv, ys, yz)
-
-
-def _qlinear_conv(node: ast.POp) -> ast.POp:
-    x, xs, xz, w, ws, wz, ys, yz, *bias = node.inputs
-    # ONNX QLinearConv: the int32 bias has scale x_scale·w_scale and zero point 0
-    extra = [_dq(bias[0], _p("Mul", xs, ws), None, axis=0)] if bias else []
-    conv = _p("Conv", _dq(x, xs, xz), _dq(w, ws, wz, axis=0), *extra, attrs=node.attrs)
-    return _p("QuantizeLinear", conv, ys, yz)
-
-
-def _binary(float_op: str, b_axis: int | None = None) -> Callable[[ast.POp], ast.POp]:
-    def define(node: ast.POp) -> ast.POp:
-        a, a_s, az, b, bs, bz, ys, yz = node.inputs
-        return _p("QuantizeLinear", _p(float_op, _dq(a, a_s, az), _dq(b, bs, bz, b_axis)), ys, yz)
-    return define
-
-
-def _requantize(node: ast.POp) -> ast.POp:
-    x, xs, xz, ys, yz = node.inputs
-    return _p("QuantizeLinear", _dq(x, xs, xz), ys, yz)
+def _define(node: ast.POp) -> ast.POp:
+    """An integer operator's ONNX formula, from its signature (`ops.quantised`):
+    QuantizeLinear(float operator(DequantizeLinear of each operand, of the weights per
+    channel, of the bias along axis 0), output scale, output zero point). The float
+    operator's attributes the node leaves out (normalisation wrote every one the integer
+    operator declares) take their defaults: QConvInt has explicit pads only, so its Conv
+    gets auto_pad="NOTSET", as rule qdq-conv writes it."""
+    float_op, operands, weights, bias, (y_scale, y_zero) = INTEGER_SIGNATURES[node.op]
+    inputs = node.inputs
+    dequantised = [_dq(inputs[v], inputs[s], inputs[z]) for v, s, z in operands]
+    if weights is not None:
+        w, ws, wz, axis = weights
+        trans_b = dict(node.attrs).get("transB", ast.Num(0))  # Gemm: B's columns are axis 1 − transB
+        axis = abs(axis - int(trans_b.value)) if isinstance(trans_b, ast.Num) else None
+        dequantised.append(_dq(inputs[w], inputs[ws], inputs[wz] if wz is not None else None, axis))
+    if bias is not None and bias[0] < len(inputs):
+        b, bs, bz = bias
+        scale = inputs[bs] if bs is not None else _p("Mul", inputs[operands[0][1]], inputs[weights[1]])
+        dequantised.append(_dq(inputs[b], scale, inputs[bz] if bz is not None else None, axis=0))
+    if float_op == "Identity":  # Requantize: Q(DQ(x)), no operator between
+        return _p("QuantizeLinear", dequantised[0], inputs[y_scale], inputs[y_zero])
+    written = {name for name, _ in node.attrs}
+    defaults = tuple((a.name, a.default) for a in current_registry().ops[float_op].decl.attrs
+                     if a.name not in written and a.default is not None)
+    return _p("QuantizeLinear", _p(float_op, *dequantised, attrs=defaults + node.attrs),
+              inputs[y_scale], inputs[y_zero])
 
 
 class Defined(Builtin):
@@ -423,15 +426,25 @@ class Defined(Builtin):
     shape, value and NumPy reference are those of the pattern."""
 
     reduces = True  # whatever its pattern does
+    op = ""  # the integer operator (`for_op`): several share a built-in (QConvInt, QLinearConv)
 
-    def __init__(self, name: str, define: Callable[[ast.POp], ast.POp],
-                 rank: Callable[[list[int]], int]) -> None:
+    def __init__(self, name: str, rank: Callable[[list[int]], int], float_builtin: str = "") -> None:
         self.name = name
-        self.define = define
         self.rank = rank
+        self.float_builtin = float_builtin  # whose attribute domains it takes, if any
+
+    def for_op(self, op: str) -> Defined:
+        bound = copy.copy(self)
+        bound.op = op
+        return bound
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
-        return [OPAQUE] if attr in _POOL_GEOMETRY else None
+        if not self.float_builtin:
+            return [OPAQUE] if attr in _POOL_GEOMETRY else None
+        from egraph_compiler.verify.builtin_ops import lookup_builtin
+
+        ranks = [in_ranks[p] for p in float_operands(self.op) if p < len(in_ranks)]
+        return lookup_builtin(self.float_builtin).attr_domain(attr, ranks)  # type: ignore[union-attr]
 
     def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
         return self.rank(in_ranks)
@@ -448,7 +461,7 @@ class Defined(Builtin):
         `axis` one of them leaves out (that Q/DQ is then modelled per tensor only, where
         no value depends on the axis): the same encoding, reductions included, so a rule
         that writes the definition is proved by it. Two written axes must agree."""
-        pattern = self.define(node)
+        pattern = _define(node)
         erased = _erase_axis(pattern)
         for seen in list(enc._shape_memo):
             if isinstance(seen, ast.POp) and _erase_axis(seen) == erased and _axes_agree(seen, pattern):
@@ -458,11 +471,11 @@ class Defined(Builtin):
     def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
         # the pattern over placeholders ?0, ?1, ... run by the builtins it names
         names = [f"_{k}" for k in range(len(inputs))]
-        node = ast.POp(self.name, tuple(ast.PVar(n) for n in names),
+        node = ast.POp(self.op, tuple(ast.PVar(n) for n in names),
                        tuple((k, ast.Str(v) if isinstance(v, str) else ast.Var(k))
                              for k, v in attrs.items()))
         tensors = dict(zip(names, inputs, strict=True))
-        return _run_defined(self.define(node), tensors, attrs)
+        return _run_defined(_define(node), tensors, attrs)
 
 
 def _erase_axis(p: ast.Pattern) -> ast.Pattern:
@@ -500,25 +513,20 @@ def _axes_agree(seen: ast.Pattern, definition: ast.Pattern) -> bool:
     return all(_axes_agree(x, y) for x, y in zip(seen.inputs, definition.inputs, strict=True))
 
 
-_FLOAT_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "Add": np.add, "Mul": np.multiply}
-_BUILTIN_OF = {"Conv": "conv", "MatMul": "matmul", "DequantizeLinear": "dequantize_linear",
-               "QuantizeLinear": "quantize_linear"}
-
-
 def _run_defined(p: ast.Pattern, tensors: dict[str, np.ndarray],
                  attrs: dict[str, Any]) -> np.ndarray:
     if isinstance(p, ast.PVar):
         return tensors[p.name]
     assert isinstance(p, ast.POp)
     inputs = [_run_defined(c, tensors, attrs) for c in p.inputs]
-    if p.op in _FLOAT_OPS:
-        return _FLOAT_OPS[p.op](*inputs)
+    own = {k: (v.value if isinstance(v, (ast.Str, ast.Num)) else attrs.get(k)) for k, v in p.attrs}
+    builtin_name = current_registry().ops[p.op].decl.builtin
+    if builtin_name is None:  # an operator of scalar semantics (Add, Mul): the compiler's folding
+        return evaluate_node(p.op, own, inputs)[0]
     from egraph_compiler.verify.builtin_ops import lookup_builtin  # defined after this module loads
 
-    builtin = lookup_builtin(_BUILTIN_OF[p.op])
+    builtin = lookup_builtin(builtin_name)
     assert builtin is not None
-    own = {k: (v.value if isinstance(v, (ast.Str, ast.Num)) else attrs.get(k)) for k, v in p.attrs}
     return builtin.numpy(inputs, own)
 
 
@@ -540,12 +548,11 @@ def _matmul_rank(ranks: list[int]) -> int:
 
 QUANT_BUILTINS: list[Builtin] = [
     DequantizeLinear(), QuantizeLinear(), MaxPool(),
-    Defined("qlinear_conv", lambda n: (_qconv_int(n) if len(n.inputs) == 11
-                                       else _qlinear_conv(n)), _conv_rank),
-    Defined("qlinear_matmul", _binary("MatMul", b_axis=1), _matmul_rank),
-    Defined("qlinear_add", _binary("Add"), _broadcast_rank(0, 3)),
-    Defined("qlinear_mul", _binary("Mul"), _broadcast_rank(0, 3)),
-    Defined("requantize", _requantize, lambda ranks: ranks[0]),
+    Defined("qlinear_conv", _conv_rank),
+    Defined("qlinear_matmul", _matmul_rank),
+    Defined("qlinear_add", _broadcast_rank(0, 3)),
+    Defined("qlinear_mul", _broadcast_rank(0, 3)),
+    Defined("requantize", lambda ranks: ranks[0]),
 ]
 
 
@@ -646,60 +653,6 @@ class AveragePool(MaxPool):
         return np.mean(windows, axis=tuple(range(x.ndim, windows.ndim)))
 
 
-class _DefinedWith(Defined):
-    """A `Defined` integer operator whose attributes take the domains of the float
-    operator it stands for (read from its inputs at ``positions``)."""
-
-    def __init__(self, name: str, define: Callable[[ast.POp], ast.POp],
-                 rank: Callable[[list[int]], int], float_builtin: Builtin,
-                 positions: tuple[int, ...]) -> None:
-        super().__init__(name, define, rank)
-        self.float_builtin = float_builtin
-        self.positions = positions
-
-    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
-        ranks = [in_ranks[p] for p in self.positions if p < len(in_ranks)]
-        return self.float_builtin.attr_domain(attr, ranks)
-
-
-def _qgemm_int(node: ast.POp) -> ast.POp:
-    a, a_s, az, b, bs, bz, c, cs, cz, ys, yz = node.inputs
-    # Per channel (ONNX QGemm): b along its output columns, axis 1, or 0 where transB = 1
-    # (left open where transB is a variable: then b is modelled per tensor), c along axis 0.
-    trans_b = dict(node.attrs).get("transB", ast.Num(0))
-    b_axis = (1 - int(trans_b.value)) if isinstance(trans_b, ast.Num) else None
-    gemm = _p("Gemm", _dq(a, a_s, az), _dq(b, bs, bz, b_axis), _dq(c, cs, cz, axis=0), attrs=node.attrs)
-    return _p("QuantizeLinear", gemm, ys, yz)
-
-
-def _unary(float_op: str) -> Callable[[ast.POp], ast.POp]:
-    def define(node: ast.POp) -> ast.POp:
-        x, xs, xz, ys, yz = node.inputs
-        return _p("QuantizeLinear", _p(float_op, _dq(x, xs, xz), attrs=node.attrs), ys, yz)
-    return define
-
-
-def _concat2(node: ast.POp) -> ast.POp:
-    a, a_s, az, b, bs, bz, ys, yz = node.inputs
-    return _p("QuantizeLinear", _p("Concat", _dq(a, a_s, az), _dq(b, bs, bz), attrs=node.attrs), ys, yz)
-
-
-def _qclip_int(node: ast.POp) -> ast.POp:
-    x, s, z = node.inputs
-    return _p("QuantizeLinear", _p("Clip", _dq(x, s, z), attrs=node.attrs), s, z)
-
-
-class _DefinedClip(Defined):
-    """QClipInt: `Defined` by Q(Clip(DQ(x, s, z), min, max), s, z); Clip's meaning is its
-    scalar semantics (operators.dnnr), so the NumPy reference is written out here."""
-
-    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        x, s, z = inputs
-        lo, hi = attrs.get("min", -np.inf), attrs.get("max", np.inf)
-        dequantised = DequantizeLinear().numpy([x, s, z], {})
-        return QuantizeLinear().numpy([np.minimum(np.maximum(dequantised, lo), hi), s, z], {})
-
-
 def _gemm_rank(ranks: list[int]) -> int:
     if ranks[0] != 2 or ranks[3] != 2 or ranks[6] > 2:
         raise Illformed("gemm takes rank-2 A, B and C of rank <= 2")
@@ -724,22 +677,12 @@ def _softmax_rank(ranks: list[int]) -> int:
     return ranks[0]
 
 
-def _float_builtin(name: str) -> Builtin:
-    """A float operator's encoding from `builtin_ops` (loaded before this module's end runs)."""
-    from egraph_compiler.verify import builtin_ops
-
-    return {"gemm": builtin_ops.Gemm, "concat": builtin_ops.Concat,
-            "softmax": lambda: builtin_ops.Softmax(False)}[name]()
-
-
-_BUILTIN_OF.update({"Gemm": "gemm", "Concat": "concat", "Softmax": "softmax",
-                    "AveragePool": "average_pool", "GlobalAveragePool": "global_average_pool"})
 QUANT_BUILTINS.extend([
     GlobalAveragePool(), AveragePool(),
-    _DefinedWith("qlinear_gemm", _qgemm_int, _gemm_rank, _float_builtin("gemm"), (0, 3, 6)),
-    _DefinedWith("qlinear_average_pool", _unary("AveragePool"), _pool_rank, AveragePool(), (0,)),
-    Defined("qlinear_global_average_pool", _unary("GlobalAveragePool"), _pool_rank),
-    _DefinedWith("qlinear_concat", _concat2, _concat_rank, _float_builtin("concat"), (0, 3)),
-    _DefinedWith("qlinear_softmax", _unary("Softmax"), _softmax_rank, _float_builtin("softmax"), (0,)),
-    _DefinedClip("qlinear_clip", _qclip_int, lambda ranks: ranks[0]),
+    Defined("qlinear_gemm", _gemm_rank, "gemm"),
+    Defined("qlinear_average_pool", _pool_rank, "average_pool"),
+    Defined("qlinear_global_average_pool", _pool_rank),
+    Defined("qlinear_concat", _concat_rank, "concat"),
+    Defined("qlinear_softmax", _softmax_rank, "softmax"),
+    Defined("qlinear_clip", lambda ranks: ranks[0]),
 ])

@@ -14,10 +14,12 @@ from egraph_compiler.backends.hexagon import fallback
 from egraph_compiler.backends.opencl import spelling
 from egraph_compiler.backends.opencl.emit import ValueEmitter
 from egraph_compiler.dsl import ast
+from egraph_compiler.dsl.builtins import ANCHOR_CLAUSES as ANCHOR_KINDS
+from egraph_compiler.dsl.builtins import COST_CLAUSES as COST_KINDS
 from egraph_compiler.dsl.builtins import DTYPE_NAMES
+from egraph_compiler.dsl.builtins import FACT_CLAUSES as VALUE_FACTS
 from egraph_compiler.ir.onnx_types import dtype_from_onnx
 from egraph_compiler.ops.evaluate import WHOLE_TENSOR, evaluate_node
-from egraph_compiler.ops.registry import ANCHOR_KINDS, COST_KINDS, VALUE_FACTS
 from egraph_compiler.ops.scalar import evaluate, to_c
 from egraph_compiler.shapes.rules import rule_for
 
@@ -49,7 +51,8 @@ def test_operator_has_shape_dtype_cost_and_facts(name: str) -> None:
     if kind == "fixed":
         assert args[0] in DTYPE_NAMES
     inputs = ["float32"] * len(info.decl.params)
-    dtype = info.output_dtype(inputs, {"to": 1}, lambda code: dtype_from_onnx(code, name))
+    attrs = {args[0]: 1} if kind == "dtype" else {}  # the element-type attribute (Cast's `to`, EyeLike's `dtype`)
+    dtype = info.output_dtype(inputs, attrs, lambda code: dtype_from_onnx(code, name))
     names = {p.name for p in info.decl.params}
     assert dtype in DTYPE_NAMES or (kind == "like" and args[0] not in names), (name, info.dtype)
     assert info.cost[0] in COST_KINDS
@@ -135,3 +138,43 @@ def test_every_anchor_class_has_one_opencl_generator() -> None:
     assert used <= set(ANCHOR_KINDS)
     missing = [kind for kind in ANCHOR_KINDS if not callable(getattr(kernels._Gen, kind, None))]
     assert not missing, f"anchor classes without an OpenCL generator: {missing}"
+
+
+def test_extraction_cost_is_the_declared_cost_clause(tmp_path) -> None:
+    """`extract.cost` keeps no operator sets: ``cost free`` (a view), ``cost movement``
+    (bytes, no FLOPs) and ``per_element(N)`` reach it from a rule file alone."""
+    from egraph_compiler import dsl
+    from egraph_compiler.extract.cost import ZERO, CostModel, op_cost
+
+    (tmp_path / "t.dnnr").write_text("".join(
+        f"op Test{kind.title()}(x) : one_to_one ili_fixed shape_determined  cost {clause}\n"
+        for kind, clause in (("view", "free"), ("move", "movement"), ("three", "per_element(3)"))))
+    operand = ((4, 5), "float32")
+    with ops.using(dsl.load_rules([tmp_path / "t.dnnr"])):
+        costs = {kind: op_cost(f"Test{kind.title()}", {}, [operand], operand) for kind in ("view", "move", "three")}
+        fixed = {kind: CostModel().scalar(ZERO, f"Test{kind.title()}") for kind in ("view", "move")}
+    assert costs["view"] == ZERO and fixed["view"] == CostModel().layout_cost
+    assert costs["move"].flops == 0 and costs["move"].bytes == 2 * 20 * 4
+    assert fixed["move"] == CostModel().launch_cost
+    assert costs["three"].flops == 3 * 20
+
+
+def test_mac_cost_is_counted_by_kernel_class(tmp_path) -> None:
+    """``cost mac`` reaches extraction from a rule file alone: the FLOPs follow the class
+    the ``anchor`` or ``shape builtin`` clause names (conv: weights per output channel,
+    matmul: the contracted length, pool: the window), not the operator's name."""
+    from egraph_compiler import dsl
+    from egraph_compiler.extract.cost import op_cost
+
+    (tmp_path / "t.dnnr").write_text(
+        "op TestConv(x, w) : many_to_many ild_variable shape_determined  shape builtin conv  cost mac\n"
+        "op TestProduct(a, b) : many_to_many ild_variable shape_determined  shape builtin matmul  cost mac\n"
+        "op TestWindow(x) [kernel_shape: ints] : many_to_many ild_variable shape_determined  cost mac  anchor pool\n")
+    f32 = "float32"
+    with ops.using(dsl.load_rules([tmp_path / "t.dnnr"])):
+        conv = op_cost("TestConv", {}, [((1, 3, 8, 8), f32), ((16, 3, 3, 3), f32)], ((1, 16, 6, 6), f32))
+        product = op_cost("TestProduct", {}, [((5, 7), f32), ((7, 3), f32)], ((5, 3), f32))
+        window = op_cost("TestWindow", {"kernel_shape": [2, 2]}, [((1, 3, 8, 8), f32)], ((1, 3, 7, 7), f32))
+    assert conv.flops == 2 * (16 * 6 * 6) * (3 * 3 * 3)
+    assert product.flops == 2 * (5 * 3) * 7
+    assert window.flops == (3 * 7 * 7) * 4
