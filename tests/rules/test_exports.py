@@ -147,3 +147,39 @@ def test_torch_opset_14_layer_norm_export_folds() -> None:
     with torch.no_grad():
         expected = module(torch.from_numpy(x["x"])).numpy()
     np.testing.assert_allclose(_run(ir.to_onnx(result.graph), x), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_gpt2_conv1d_folds_to_matmul_under_symbolic_dims() -> None:
+    """GPT-2's Conv1D as the TorchScript exporter writes it: x.view(-1, k), Gemm, then a
+    view back to [batch, seq, n] computed from Shape(x). With batch and seq symbolic the
+    whole chain becomes MatMul + Add (flattened-gemm-fold), matching onnxruntime."""
+    rng = np.random.default_rng(7)
+    k, n = 8, 12
+
+    def ints(name: str, values: list[int]) -> onnx.TensorProto:
+        return numpy_helper.from_array(np.asarray(values, np.int64), name)
+
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "zero"], ["b"], axis=0),
+             helper.make_node("Gather", ["shape", "one"], ["s"], axis=0),
+             helper.make_node("Unsqueeze", ["b", "axes"], ["b1"]),
+             helper.make_node("Unsqueeze", ["s", "axes"], ["s1"]),
+             helper.make_node("Concat", ["b1", "s1", "width"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "flat"], ["x2"]),
+             helper.make_node("Gemm", ["x2", "w", "c"], ["g"]),
+             helper.make_node("Reshape", ["g", "target"], ["y"])]
+    inits = [numpy_helper.from_array(np.asarray(0, np.int64), "zero"),
+             numpy_helper.from_array(np.asarray(1, np.int64), "one"), ints("axes", [0]),
+             ints("width", [n]), ints("flat", [-1, k]),
+             numpy_helper.from_array(rng.standard_normal((k, n)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "c")]
+    graph = helper.make_graph(nodes, "conv1d", [helper.make_tensor_value_info("x", F32, ["batch", "seq", k])],
+                              [helper.make_tensor_value_info("y", F32, ["batch", "seq", n])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    result = pipeline.compile_model(model.SerializeToString())
+    assert sorted(n.op for n in result.graph.nodes) == ["Add", "MatMul"]
+    assert result.report.rules_fired.get("flattened-gemm-fold") == 1
+    written = ir.to_onnx(result.graph)
+    for shape in ((2, 5, k), (1, 1, k)):
+        x = {"x": rng.standard_normal(shape).astype(np.float32)}
+        np.testing.assert_allclose(_run(written, x), _run(model, x), rtol=1e-5, atol=1e-5)
