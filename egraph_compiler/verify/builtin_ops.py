@@ -1217,8 +1217,8 @@ class Softmax(Builtin):
 
 
 # after every class the quantisation encodings reuse (Builtin, Undefined, OPAQUE)
-from egraph_compiler.verify.quant_ops import QUANT_BUILTINS  # noqa: E402
 from egraph_compiler.verify.layer_norm import NORM_BUILTINS  # noqa: E402
+from egraph_compiler.verify.quant_ops import QUANT_BUILTINS  # noqa: E402
 
 BUILTINS: dict[str, Builtin] = {b.name: b for b in [
     Reduce("sum"), Reduce("prod"), Reduce("max"), Reduce("min"), Reduce("mean"),
