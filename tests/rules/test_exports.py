@@ -91,7 +91,7 @@ def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> np.ndarray:
 def test_layer_norm_spelled_out_folds(square: str, eps: float, rule: str, tmp_path) -> None:
     """The decomposition (opset 13 ReduceMean with axes as an attribute, a symbolic
     batch and sequence) becomes one LayerNormalization; the written model (opset 17) and
-    the OpenCL artefact match onnxruntime on the original."""
+    (for the Pow form) the OpenCL artefact match onnxruntime on the original."""
     from egraph_compiler import compile as compile_model
 
     nodes, inits = _layer_norm(square, eps)
@@ -106,9 +106,10 @@ def test_layer_norm_spelled_out_folds(square: str, eps: float, rule: str, tmp_pa
     x = {"x": (np.random.default_rng(4).standard_normal((2, 5, HIDDEN)) * 3 + 1).astype(np.float32)}
     reference = _run(model, x)
     np.testing.assert_allclose(_run(written, x), reference, rtol=1e-4, atol=1e-5)
-    artefact = compile_model(model.SerializeToString(), target="opencl", out_dir=tmp_path / "cl",
-                             bind={"batch": 2, "seq": 5})
-    np.testing.assert_allclose(artefact.run(x)["y"], reference, rtol=1e-4, atol=1e-4)
+    if square == "pow":  # one OpenCL compile (the rownorm kernel) is enough for both forms
+        artefact = compile_model(model.SerializeToString(), target="opencl", out_dir=tmp_path / "cl",
+                                 bind={"batch": 2, "seq": 5})
+        np.testing.assert_allclose(artefact.run(x)["y"], reference, rtol=1e-4, atol=1e-4)
 
 
 def test_layer_norm_of_a_wrong_shaped_gamma_is_not_folded() -> None:
