@@ -589,3 +589,27 @@ def _gather_nd(ctx) -> list[TensorType]:
 
 
 RULES["GatherND"] = _gather_nd
+
+
+# -- issue 17 item 6 (helper opsa): the operator shape functions of dsl/shape_builtins.py --------
+def _operator_shape(function) -> Rule:
+    """A `shape_builtins.OPERATOR_SHAPES` function as a rule: operand shapes, attributes and
+    known operand values in; an output dim it cannot tell becomes a fresh symbol."""
+    def rule(ctx) -> list[TensorType]:
+        count = len(ctx.node.inputs)
+        shapes = [ctx.shape(i) if ctx.has(i) else None for i in range(count)]
+        values = [ctx.value(i) for i in range(count)]
+        try:
+            outs = function(shapes, ctx.attrs, values)
+        except ValueError as error:
+            raise ctx.error(str(error)) from None
+        dtype = _dtype(ctx)
+        return [TensorType(dtype, tuple(ctx.fresh() if d is None else d for d in shape))
+                for shape in outs[:len(ctx.node.outputs)]]
+    return rule
+
+
+SHAPE_FUNCTIONS.update({name: _operator_shape(function)
+                        for name, function in shape_builtins.OPERATOR_SHAPES.items()})
+VALUE_INPUTS.update({"Col2Im": (1, 2), "DFT": (1,), "STFT": (1, 3), "HannWindow": (0,),
+                     "HammingWindow": (0,), "BlackmanWindow": (0,), "MelWeightMatrix": (0, 1)})
