@@ -1137,6 +1137,7 @@ class Softmax(Builtin):
 
 
 # after every class the quantisation encodings reuse (Builtin, Undefined, OPAQUE)
+from egraph_compiler.verify.layer_norm import NORM_BUILTINS  # noqa: E402
 from egraph_compiler.verify.quant_ops import QUANT_BUILTINS  # noqa: E402
 
 BUILTINS: dict[str, Builtin] = {b.name: b for b in [
@@ -1144,7 +1145,7 @@ BUILTINS: dict[str, Builtin] = {b.name: b for b in [
     Transpose(), Squeeze(), Unsqueeze(), MatMul(), BitShift(), Variadic("sum"),
     Variadic("max"), Variadic("min"), Variadic("mean"), Pow(), BatchNorm(), Reshape(), Cast(),
     Concat(), Slice(), Expand(), Flatten(), ConstantOfShape(), Gemm(), Conv(), Softmax(False),
-    Softmax(True), *QUANT_BUILTINS,
+    Softmax(True), *QUANT_BUILTINS, *NORM_BUILTINS,
 ]}
 _ALIASES = {"reducesum": "reduce_sum", "reduceprod": "reduce_prod", "reducemax": "reduce_max",
             "reducemin": "reduce_min", "reducemean": "reduce_mean", "bit_shift": "bitshift",

@@ -118,6 +118,7 @@ class Encoder:
     _value_memo: dict[Any, Cell] = field(default_factory=dict)
     _index_keys: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     _in_body: bool = False
+    _nesting: int = 0  # depth of `_opaque_reduction`s being encoded
 
     # ------------------------------------------------------------ tensor facts
     def rank(self, var: str) -> int:
@@ -257,7 +258,9 @@ class Encoder:
 
     # ------------------------------------------------------------ values
     def value_of(self, p: ast.Pattern, idx: list[Any]) -> Cell:
-        key = (p, tuple(self._index_key(i) for i in idx))
+        # inside a reduction's body a nested reduction is its whole (opaque) value, not
+        # the prefix the same node has outside: the two never share a cell
+        key = (p, self._in_body, tuple(self._index_key(i) for i in idx))
         if key in self._value_memo:
             return self._value_memo[key]
         result = self._value(p, idx)
@@ -378,7 +381,7 @@ class Encoder:
         # P(m); "base" is the first element alone; "step" is P(m) combined with the
         # element E(m). All reductions of the rule share E (their extents are equal).
         if self._in_body:
-            raise Unsupported("nested reductions are checked for lengths <= 4 only")
+            return self._opaque_reduction(outer, extents, body, kind)
         key = stable_key((node, kind))
         if key in self.splits:
             # the split lemma (lemmas.split_reduction): over [0, n) x K, the reduction is
@@ -389,6 +392,34 @@ class Encoder:
                                       lambda t: body([s + t[0]] + list(t[1:])), kind)
             return combine(lo, hi), z3.And(lo_ok, hi_ok)
         return self._partial(key, outer, extents, body, kind)
+
+    def _opaque_reduction(self, outer: list[Any], extents: list[Any],
+                          body: Callable[[list[Any]], Cell], kind: str) -> Cell:
+        """A reduction met inside another's body (LayerNorm's variance reads the mean)
+        in an induction mode: an unknown function ``N_B`` of its outer index, named by
+        what it reduces: its kind, extents and body ``B`` (the body's terms at fresh
+        reduced indices, its outer index replaced by fresh variables). Putting the outer
+        index back into ``B`` gives the body again, so the reduction is ``G(outer)`` for
+        ``G(o)`` the reduction of ``B(o, .)``: equal names are equal functions. Nothing
+        else is assumed about them, so a proof holds for their true values."""
+        self._nesting += 1
+        try:
+            fresh = [z3.Int(f"nest{self._nesting}_t{k}") for k in range(len(extents))]
+            value, defined = body(fresh)
+        finally:
+            self._nesting -= 1
+        args = [z3.IntVal(o) if isinstance(o, int) else o for o in outer]
+        holes = [(a, z3.Int(f"nest{self._nesting + 1}_o{k}")) for k, a in enumerate(args)]
+        ext = [z3.IntVal(e) if isinstance(e, int) else e for e in extents]
+        name = stable_key((kind, self.domain.name,
+                           *(z3.substitute(t, *holes).sexpr() if holes else t.sexpr()
+                             for t in (*ext, value, defined))))
+        ints = [z3.IntSort()] * len(args)
+        if not args:
+            return (z3.Const(f"N_{name}_{self.domain.name}", self.domain.sort),
+                    z3.Bool(f"ND_{name}_{self.domain.name}"))
+        return (z3.Function(f"N_{name}_{self.domain.name}", *ints, self.domain.sort)(*args),
+                z3.Function(f"ND_{name}_{self.domain.name}", *ints, z3.BoolSort())(*args))
 
     def group_m(self, group: str) -> Any:
         """The prefix length of enumeration ``group`` ("" is the shared one, ``m``)."""
