@@ -218,6 +218,9 @@ class _Solver:
         (most checks are proofs). ``retry_spent``: retry other seeds after a spent budget
         too (a search for a counterexample, which Z3 finds or not by the luck of its
         search order)."""
+        key = _query_key(facts)
+        if key is not None and key in _PROVED:
+            return "unsat", None
         s = self.solver
         s.push()
         s.add(*facts)
@@ -239,7 +242,22 @@ class _Solver:
                     model = s.model()
                 s.pop()
         s.pop()
+        if result == z3.unsat and key is not None:
+            _PROVED[key] = facts  # (the terms stay alive, so their ids are not reused)
         return str(result), model
+
+
+# Queries proved unsat in this tier of this rule (`check_tier` clears it), by the ids of
+# their assertions: Z3 shares structurally equal terms, so a configuration whose query
+# is one already proved (another rank of a variable the query does not read, another
+# enumerated attribute value it does not use) needs no second proof.
+_PROVED: dict[frozenset[int], list[Any]] = {}
+
+
+def _query_key(facts: list[Any]) -> frozenset[int] | None:
+    if not all(isinstance(f, z3.ExprRef) for f in facts):
+        return None
+    return frozenset(f.get_id() for f in facts)
 
 
 def _small_dims(sides: _Sides) -> list[Any]:
@@ -255,6 +273,7 @@ def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
     start = time.monotonic()
     budget = Budget.of_seconds(timeout_s)
     _FULL_FIRST.clear()
+    _PROVED.clear()
     try:
         configs = _configs(canon, sems, max_rank, guard)
     except Unsupported as err:
