@@ -128,9 +128,9 @@ def make_domain(tier: str) -> Domain:
 def _build(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Config,
            guard: ast.Expr | None, mode: str = "bounded", m: Any = None,
            plan: _Plan | None = None) -> _Sides | None:
+    valued, booleans = _var_kinds(canon, sems)
     enc = Encoder(sems, make_domain(tier), config, dict(canon.const_values), mode, m,
-                  valued_vars=list_used_vars(canon),
-                  boolean_vars=boolean_vars(canon, {n: s.decl for n, s in sems.items()}))
+                  valued_vars=valued, boolean_vars=booleans)
     if plan is not None:
         enc.groups, enc.splits = dict(plan.groups), dict(plan.splits)
     _bind_attributes(enc, canon.lhs)
@@ -155,6 +155,22 @@ def _build(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Co
     if enc.fires:  # the rule fires only where its shape built-ins are defined
         guard_term = z3.And(guard_term, *enc.fires)
     return _Sides(enc, guard_term, lhs_dims, wf_lhs, rhs_dims, wf_rhs, error, guard)
+
+
+_VAR_KINDS: dict[Any, tuple[dict[str, OpSemantics], tuple[Any, Any]]] = {}
+
+
+def _var_kinds(canon: CanonRule, sems: dict[str, OpSemantics]) -> tuple[Any, Any]:
+    """The rule's tensors read as int lists, and its boolean tensors: one walk of the
+    rule, not one per encoding (a rule has thousands of configurations)."""
+    hit = _VAR_KINDS.get(canon)
+    if hit is not None and hit[0] is sems:
+        return hit[1]
+    kinds = (list_used_vars(canon), boolean_vars(canon, {n: s.decl for n, s in sems.items()}))
+    if len(_VAR_KINDS) > 64:
+        _VAR_KINDS.clear()
+    _VAR_KINDS[canon] = (sems, kinds)
+    return kinds
 
 
 def _bind_attributes(enc: Encoder, lhs: ast.Pattern) -> None:
