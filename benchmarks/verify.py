@@ -7,6 +7,13 @@ cold (nothing cached) and warm (everything cached). Prints seconds per rule (col
 the slowest rules, the number of rules per verdict and per failing stage, and the
 whole-library seconds cold and warm (target: under 60 s cold on 2 cores).
 
+    python benchmarks/verify.py --per-rule [--profile FILE] [PATHS...]
+
+instead verifies every rule in this process, one after the other, each in a fresh Z3
+context, and prints each rule's CPU seconds and how many of them Z3's checks took (the
+rest is building the encodings in Python), slowest first; ``--profile FILE`` writes a
+cProfile of it (read it with ``python -m pstats FILE``).
+
     python benchmarks/verify.py --calibrate [PATHS...]
 
 instead verifies every rule in this process and prints how many Z3 resource units
@@ -18,6 +25,7 @@ deterministic resource limits.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import resource
 import tempfile
 import time
@@ -41,10 +49,15 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=30.0)
     parser.add_argument("--calibrate", action="store_true")
+    parser.add_argument("--per-rule", action="store_true")
+    parser.add_argument("--profile", metavar="FILE")
     args = parser.parse_args()
     ruleset = dsl.load_rules(args.paths)
     if args.calibrate:
         calibrate(ruleset, args.timeout)
+        return
+    if args.per_rule:
+        cpu_per_rule(ruleset, args.timeout, args.profile)
         return
     with tempfile.TemporaryDirectory() as cache:
         start, cpu_start = time.perf_counter(), _cpu_seconds()
@@ -77,6 +90,46 @@ def _cpu_seconds() -> float:
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
         resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def cpu_per_rule(ruleset: RuleSet, timeout_s: float, profile: str | None) -> None:
+    """CPU seconds per rule, and the part of them spent in Z3's checks."""
+    in_z3 = [0.0, 0]
+    plain_check = z3.Solver.check
+
+    def timed(solver: z3.Solver, *assumptions: z3.ExprRef) -> z3.CheckSatResult:
+        cpu = time.process_time()
+        try:
+            return plain_check(solver, *assumptions)
+        finally:
+            in_z3[0] += time.process_time() - cpu
+            in_z3[1] += 1
+
+    profiler = cProfile.Profile() if profile else None
+    rows: list[tuple[float, float, int, str, str]] = []
+    z3.Solver.check = timed  # type: ignore[method-assign]
+    try:
+        for rule in ruleset.rules:
+            z3.z3._main_ctx = None  # a fresh Z3 context, as in verify_rules' workers
+            in_z3[:] = [0.0, 0]
+            cpu = time.process_time()
+            if profiler is not None:
+                profiler.enable()
+            verdict = verify_rule(rule, load_semantics(ruleset.ops), timeout_s)
+            if profiler is not None:
+                profiler.disable()
+            rows.append((time.process_time() - cpu, in_z3[0], int(in_z3[1]), rule.name,
+                         verdict.status))
+    finally:
+        z3.Solver.check = plain_check  # type: ignore[method-assign]
+    print(f"{'rule':40s} {'verdict':8s}   CPU s   in Z3  checks")
+    for cpu, z3_cpu, checks, name, status in sorted(rows, reverse=True):
+        print(f"{name:40s} {status:8s} {cpu:7.2f} {z3_cpu:7.2f} {checks:7d}")
+    total, total_z3 = sum(r[0] for r in rows), sum(r[1] for r in rows)
+    print(f"\n{len(rows)} rules: {total:.1f} CPU s, {total_z3:.1f} of them in Z3's checks "
+          "(special-value records not included)")
+    if profiler is not None and profile:
+        profiler.dump_stats(profile)
 
 
 def calibrate(ruleset: RuleSet, timeout_s: float) -> None:

@@ -18,6 +18,7 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 import z3
 
@@ -38,18 +39,39 @@ __all__ = ["Counterexample", "TensorValue", "Verdict", "render_json", "render_te
 RETRY_SEED_OFFSET = 1000  # a second attempt's Z3 seeds (check.SEED_OFFSET)
 
 
-def _work(args: tuple[ast.Rule, dict[str, ast.OpDecl], float, bool, bool, int]) -> Verdict:
-    rule, ops, timeout_s, suggest, machine, seed_offset = args
+class _Job(NamedTuple):
+    """One rule to verify in a worker, and where its special-value record goes."""
+
+    rule: ast.Rule
+    ops: dict[str, ast.OpDecl]
+    timeout_s: float
+    suggest: bool
+    machine: bool
+    seed_offset: int
+    cache_dir: Path
+    use_cache: bool
+    special_values: bool  # compute the record here too (in parallel, not in the parent)
+
+
+def _work(job: _Job) -> tuple[Verdict, special_values.SpecialValues | None]:
     start = time.monotonic()
-    check.SEED_OFFSET = seed_offset
+    check.SEED_OFFSET = job.seed_offset
+    rule = job.rule
+    sems = None
     try:
-        return verify_rule(rule, load_semantics(ops), timeout_s, suggest, machine)
+        sems = load_semantics(job.ops)
+        verdict = verify_rule(rule, sems, job.timeout_s, job.suggest, job.machine)
     except Exception as err:  # a verifier bug must not hide the other verdicts
-        return Verdict(rule.name, str(rule.span), "unknown", "semantics", (),
-                       f"internal error in the verifier: {type(err).__name__}: {err}",
-                       seconds=time.monotonic() - start)
+        verdict = Verdict(rule.name, str(rule.span), "unknown", "semantics", (),
+                          f"internal error in the verifier: {type(err).__name__}: {err}",
+                          seconds=time.monotonic() - start)
     finally:
         check.SEED_OFFSET = 0
+    record = None
+    if job.special_values and sems is not None:
+        one = ast.RuleSet(ops=job.ops, rules=(rule,))
+        record = special_values.records(one, sems, job.cache_dir, job.use_cache)[rule.name]
+    return verdict, record
 
 
 def _fresh_z3_context() -> None:
@@ -58,8 +80,7 @@ def _fresh_z3_context() -> None:
     z3.z3._main_ctx = None  # z3py creates its main context lazily when this is None
 
 
-def _run_all(work: list[tuple[ast.Rule, dict[str, ast.OpDecl], float, bool, bool, int]],
-             jobs: int) -> list[Verdict]:
+def _run_all(work: list[_Job], jobs: int) -> list[tuple[Verdict, special_values.SpecialValues | None]]:
     if len(work) <= 1:
         return [_work(w) for w in work]
     # Each rule in a fresh process forked from this one, with a fresh Z3 context: Z3's
@@ -107,14 +128,19 @@ def verify_rules(ruleset: ast.RuleSet, *, jobs: int | None = None, cache_dir: st
             todo.append(i)
     # likely slow rules first, so that no worker is left with one at the end
     todo.sort(key=lambda i: -_expected_cost(ruleset.rules[i], sems))
-    work = [(ruleset.rules[i], ruleset.ops, timeout_s, suggest_guards, machine_tiers, 0)
-            for i in todo]
-    results = _run_all(work, jobs)
+    work = [_Job(ruleset.rules[i], ruleset.ops, timeout_s, suggest_guards, machine_tiers, 0,
+                 directory, use_cache, True) for i in todo]
+    done_work = _run_all(work, jobs)
+    results = [verdict for verdict, _ in done_work]
+    known = {work[k].rule.name: record for k, (_, record) in enumerate(done_work)
+             if record is not None}
     # Z3 finds some proofs in seconds on most search orders and runs out of budget on
     # an unlucky one: a rule left unknown by its solver (not by a missing encoding) gets
     # one more attempt with other seeds, and keeps the better verdict.
     again = [k for k, v in enumerate(results) if v.status == "unknown" and v.stage != "semantics"]
-    retried = _run_all([(*work[k][:5], RETRY_SEED_OFFSET) for k in again], jobs)
+    retried = [verdict for verdict, _ in _run_all(
+        [work[k]._replace(seed_offset=RETRY_SEED_OFFSET, special_values=False) for k in again],
+        jobs)]
     for k, verdict in zip(again, retried, strict=True):
         if verdict.status != "unknown":
             results[k] = replace(verdict, seconds=verdict.seconds + results[k].seconds,
@@ -126,7 +152,8 @@ def verify_rules(ruleset: ast.RuleSet, *, jobs: int | None = None, cache_dir: st
             cache.store(directory, keys[i], verdict)
     done = [replace(v, rank_guard=rank_guard(rule, ruleset.ops))
             for v, rule in zip(verdicts, ruleset.rules, strict=True) if v is not None]
-    return special_values.attach(done, ruleset, sems, directory, use_cache)  # [exact] checked against it
+    # [exact] checked against the records
+    return special_values.attach(done, ruleset, sems, directory, use_cache, known)
 
 
 def rank_guard(rule: ast.Rule, ops: dict[str, ast.OpDecl]) -> str:

@@ -27,6 +27,7 @@ import itertools
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,9 +128,9 @@ def make_domain(tier: str) -> Domain:
 def _build(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Config,
            guard: ast.Expr | None, mode: str = "bounded", m: Any = None,
            plan: _Plan | None = None) -> _Sides | None:
+    valued, booleans = _var_kinds(canon, sems)
     enc = Encoder(sems, make_domain(tier), config, dict(canon.const_values), mode, m,
-                  valued_vars=list_used_vars(canon),
-                  boolean_vars=boolean_vars(canon, {n: s.decl for n, s in sems.items()}))
+                  valued_vars=valued, boolean_vars=booleans)
     if plan is not None:
         enc.groups, enc.splits = dict(plan.groups), dict(plan.splits)
     _bind_attributes(enc, canon.lhs)
@@ -154,6 +155,22 @@ def _build(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Co
     if enc.fires:  # the rule fires only where its shape built-ins are defined
         guard_term = z3.And(guard_term, *enc.fires)
     return _Sides(enc, guard_term, lhs_dims, wf_lhs, rhs_dims, wf_rhs, error, guard)
+
+
+_VAR_KINDS: dict[Any, tuple[dict[str, OpSemantics], tuple[Any, Any]]] = {}
+
+
+def _var_kinds(canon: CanonRule, sems: dict[str, OpSemantics]) -> tuple[Any, Any]:
+    """The rule's tensors read as int lists, and its boolean tensors: one walk of the
+    rule, not one per encoding (a rule has thousands of configurations)."""
+    hit = _VAR_KINDS.get(canon)
+    if hit is not None and hit[0] is sems:
+        return hit[1]
+    kinds = (list_used_vars(canon), boolean_vars(canon, {n: s.decl for n, s in sems.items()}))
+    if len(_VAR_KINDS) > 64:
+        _VAR_KINDS.clear()
+    _VAR_KINDS[canon] = (sems, kinds)
+    return kinds
 
 
 def _bind_attributes(enc: Encoder, lhs: ast.Pattern) -> None:
@@ -211,10 +228,15 @@ class _Solver:
             self.budget.units -= rlimit_count(s) - before
         return result
 
-    def check(self, facts: list[Any], small: list[Any] | None = None,
+    def check(self, facts: list[Any], small: Callable[[], list[Any]] | None = None,
               retry_spent: bool = False) -> tuple[str, Any]:
-        """``retry_spent``: retry other seeds after a spent budget too (a search for a
-        counterexample, which Z3 finds or not by the luck of its search order)."""
+        """``small``: the preferred model's constraints, built only if a model is found
+        (most checks are proofs). ``retry_spent``: retry other seeds after a spent budget
+        too (a search for a counterexample, which Z3 finds or not by the luck of its
+        search order)."""
+        key = _query_key(facts)
+        if key is not None and key in _PROVED:
+            return "unsat", None
         s = self.solver
         s.push()
         s.add(*facts)
@@ -228,14 +250,30 @@ class _Solver:
         model = None
         if result == z3.sat:
             model = s.model()
-            if small:
+            preferred = small() if small is not None else []
+            if preferred:
                 s.push()
-                s.add(*small)
+                s.add(*preferred)
                 if s.check() == z3.sat:
                     model = s.model()
                 s.pop()
         s.pop()
+        if result == z3.unsat and key is not None:
+            _PROVED[key] = facts  # (the terms stay alive, so their ids are not reused)
         return str(result), model
+
+
+# Queries proved unsat in this tier of this rule (`check_tier` clears it), by the ids of
+# their assertions: Z3 shares structurally equal terms, so a configuration whose query
+# is one already proved (another rank of a variable the query does not read, another
+# enumerated attribute value it does not use) needs no second proof.
+_PROVED: dict[frozenset[int], list[Any]] = {}
+
+
+def _query_key(facts: list[Any]) -> frozenset[int] | None:
+    if not all(isinstance(f, z3.ExprRef) for f in facts):
+        return None
+    return frozenset(f.get_id() for f in facts)
 
 
 def _small_dims(sides: _Sides) -> list[Any]:
@@ -250,6 +288,8 @@ def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
     depend on the element type, the exact tier has checked them."""
     start = time.monotonic()
     budget = Budget.of_seconds(timeout_s)
+    _FULL_FIRST.clear()
+    _PROVED.clear()
     try:
         configs = _configs(canon, sems, max_rank, guard)
     except Unsupported as err:
@@ -279,7 +319,7 @@ def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
                               "work (its resource limit)", None, time.monotonic() - start)
         try:
             outcome = _check_config(canon, sems, tier, config, values_needed, guard, budget,
-                                    check_shapes)
+                                    check_shapes, applicable_known=applicable)
         except Unsupported as err:
             return TierResult(tier, "unknown", "semantics", str(err), None,
                               time.monotonic() - start)
@@ -348,25 +388,46 @@ def _same_rank(canon: CanonRule, sems: dict[str, OpSemantics], config: Config) -
 
 def _check_config(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Config,
                   values_needed: bool, guard: ast.Expr | None,
-                  budget: Budget, check_shapes: bool = True) -> TierResult | None:
-    """None when the LHS does not apply under ``config``; else this config's result."""
+                  budget: Budget, check_shapes: bool = True,
+                  applicable_known: bool = False) -> TierResult | None:
+    """None when the LHS does not apply under ``config``; else this config's result.
+    ``applicable_known``: some other configuration applies, so this one needs its own
+    applicability check only where a later check does not prove (`_applies`)."""
     sides = _build(canon, sems, tier, config, guard)
     if sides is None:
         return None
     solver = _Solver(20.0, budget)
-    enc = sides.enc
-    base = enc.background() + sides.wf_lhs + [sides.guard]
-    # the model is a counterexample only where the RHS is ill-formed: a small one then
-    status, model = solver.check(base, _small_dims(sides) if sides.rhs_error else None)
-    if status == "unsat":
-        return None
-    if status == "unknown":
-        return TierResult(tier, "unknown", "applicability", f"Z3 unknown ({config.describe()})")
+    base = sides.enc.background() + sides.wf_lhs + [sides.guard]
+    # Where the shape check follows, its "unsat" (of base and more) settles this
+    # configuration whether or not base alone is satisfiable: the applicability check
+    # is then needed only to report the first applicable configuration, or once a
+    # later check fails (it decides between "not applicable here" and the failure).
+    if applicable_known and check_shapes and not sides.rhs_error:
+        outcome = _check_applicable(canon, sems, tier, config, values_needed, guard, budget,
+                                    check_shapes, sides, solver, base, None)
+        if outcome.status == "proved":
+            return outcome
+        applies = _applies(solver, base, sides, tier, config)
+        return outcome if isinstance(applies, tuple) else applies
+    applies = _applies(solver, base, sides, tier, config)
+    if not isinstance(applies, tuple):
+        return applies
+    model = applies[1]
     if sides.rhs_error:
         return _failure(canon, sems, tier, sides, model, "shape", sides.rhs_error)
+    return _check_applicable(canon, sems, tier, config, values_needed, guard, budget,
+                             check_shapes, sides, solver, base, model)
+
+
+def _check_applicable(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
+                      config: Config, values_needed: bool, guard: ast.Expr | None,
+                      budget: Budget, check_shapes: bool, sides: _Sides, solver: _Solver,
+                      base: list[Any], model: Any) -> TierResult:
+    """`_check_config` from the shape check on (``model``: the applicability check's)."""
+    enc = sides.enc
     if check_shapes:
         shape_ok = z3.And(*sides.wf_rhs, *_dims_equal(sides))
-        status, model = solver.check(base + [z3.Not(shape_ok)], _small_dims(sides))
+        status, model = solver.check(base + [z3.Not(shape_ok)], lambda: _small_dims(sides))
         if status != "unsat":
             return _failure(canon, sems, tier, sides, model, "shape",
                             "RHS shape differs from LHS shape or RHS is ill-formed", status)
@@ -406,8 +467,15 @@ def _check_config(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, con
                 facts + bad + _small_dims(sides), retry_spent=True)
             if status == "sat":
                 return status, model
-        return solver.check(facts + bad, _small_dims(sides), retry_spent=bool(enc.bounds))
+        return solver.check(facts + bad, lambda: _small_dims(sides), retry_spent=bool(enc.bounds))
 
+    if not enc.bounds:
+        # both halves at once: "unsat" proves this configuration (the common case);
+        # otherwise the two checks below say which half fails, as they always did
+        either = z3.Or(dl != dr, z3.And(dl, dr, z3.Not(enc.domain.equal(vl, vr))))
+        status, _ = solver.check(facts + [either])
+        if status == "unsat":
+            return TierResult(tier, "proved")
     status, model = search([dl != dr])
     if status != "unsat":
         return _failure(canon, sems, tier, sides, model, "definedness",
@@ -419,6 +487,19 @@ def _check_config(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, con
     if enc.bounds and proof is not None:
         return proof
     return TierResult(tier, "proved")
+
+
+def _applies(solver: _Solver, base: list[Any], sides: _Sides, tier: str,
+             config: Config) -> tuple[str, Any] | TierResult | None:
+    """The applicability check of one configuration: ("sat", a model; small where the
+    RHS is ill-formed, the model is then a counterexample), None where the LHS does not
+    apply, an `unknown` result where Z3 cannot tell."""
+    status, model = solver.check(base, (lambda: _small_dims(sides)) if sides.rhs_error else None)
+    if status == "unsat":
+        return None
+    if status == "unknown":
+        return TierResult(tier, "unknown", "applicability", f"Z3 unknown ({config.describe()})")
+    return status, model
 
 
 def _failure(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, sides: _Sides,
@@ -496,21 +577,37 @@ def _induction_sides(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
                       lhs_reductions, background + rest + sides.enc.bounds, parts)
 
 
+# (where, part) of `_closes` whose plain check failed and full check closed, in this
+# tier of this rule (`check_tier` clears it): its configurations are alike, so the
+# full check goes first there, and the plain one runs only if that does not close.
+_FULL_FIRST: set[tuple[str, int]] = set()
+
+
 def _closes(solver: _Solver, plain: list[Any], full: list[Any], goal: _Induction,
-            budget: Budget) -> str:
+            budget: Budget, where: str) -> str:
     """"unsat" when ``goal`` follows from ``full`` (else Z3's answer), one half at a time
     (definedness, then value), each tried first, briefly, from ``plain``: the same
     assumptions without the axioms of exp, sqrt, inv ... (fewer assumptions: unsat there
     is unsat with them). Most value steps are ring identities over those terms, where
     the axioms' nonlinear instances can send Z3 searching for minutes (the BatchNorm
-    folds); definedness is where the axioms are needed (sqrt(v) != 0 iff v > 0)."""
-    for part in goal.parts:
+    folds); definedness is where the axioms are needed (sqrt(v) != 0 iff v > 0): where
+    the plain check of a half failed in an earlier configuration (`_FULL_FIRST`), the
+    full one goes first (the same two checks, in the other order)."""
+    for k, part in enumerate(goal.parts):
+        if (where, k) in _FULL_FIRST:
+            status, _ = solver.check(full + [z3.Not(part)])
+            if status == "unsat":
+                continue
+            if _Solver(PLAIN_SECONDS, budget).check(plain + [z3.Not(part)])[0] == "unsat":
+                continue
+            return status
         status, _ = _Solver(PLAIN_SECONDS, budget).check(plain + [z3.Not(part)])
         if status == "unsat":
             continue
         status, _ = solver.check(full + [z3.Not(part)])
         if status != "unsat":
             return status
+        _FULL_FIRST.add((where, k))
     return "unsat"
 
 
@@ -520,14 +617,14 @@ def _shared_induction(tier: str, built: dict[str, _Induction], m: Any,
     total = math.prod(built["prefix"].sides.enc.reductions[0].extents)
     solver = _Solver(INDUCTION_SECONDS, budget)
     base = built["base"]
-    status = _closes(solver, base.plain, base.assumptions, base, budget)
+    status = _closes(solver, base.plain, base.assumptions, base, budget, "base")
     if status != "unsat":
         return TierResult(tier, "unknown", "value", "holds for reduced lengths <= 4; the "
                           f"induction base did not close (Z3: {status})")
     now, after = built["prefix"], built["step"]
     step = [m >= 1, m < total, now.goal]
     status = _closes(solver, now.plain + after.plain + step,
-                     now.assumptions + after.assumptions + step, after, budget)
+                     now.assumptions + after.assumptions + step, after, budget, "step")
     if status != "unsat":
         return TierResult(tier, "unknown", "value", "holds for reduced lengths <= 4; the "
                           f"induction step did not close (Z3: {status})")

@@ -331,10 +331,14 @@ def exact_tag_errors(ruleset: ast.RuleSet, cache_dir: str | Path | None = None) 
 
 
 def attach(verdicts: Sequence[Verdict], ruleset: ast.RuleSet, sems: dict[str, OpSemantics],
-           cache_dir: str | Path | None = None, use_cache: bool = True) -> list[Verdict]:
+           cache_dir: str | Path | None = None, use_cache: bool = True,
+           known: dict[str, SpecialValues] | None = None) -> list[Verdict]:
     """``verdicts`` with each rule's special-value record (``special_values`` in
-    ``--json``); a proved rule tagged [exact] whose record shows a change fails."""
-    found = records(ruleset, sems, cache_dir, use_cache)
+    ``--json``); a proved rule tagged [exact] whose record shows a change fails.
+    ``known``: records computed already (by the verifier's workers), by rule name."""
+    known = known or {}
+    rest = replace(ruleset, rules=tuple(r for r in ruleset.rules if r.name not in known))
+    found = {**records(rest, sems, cache_dir, use_cache), **known}
     out = []
     for verdict, rule in zip(verdicts, ruleset.rules, strict=True):
         record = found[rule.name]
