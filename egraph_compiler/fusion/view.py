@@ -60,7 +60,9 @@ class GraphView:
                              "static shapes\n  hint: bind symbolic input dims (--bind NAME=INT); a "
                              "shape computed from run-time values (axes, pads, sizes given as "
                              "inputs) must come from constants instead")
-        return tuple(int(d) for d in tensor_type.shape)  # type: ignore[arg-type]
+        # an int stays itself: the symbolic build's `shapes.symint.SymInt` keeps its derivation
+        return tuple(d if isinstance(d, int) else int(d)  # type: ignore[arg-type]
+                     for d in tensor_type.shape)
 
     def dtype(self, value: str) -> str:
         if value in self.constants:

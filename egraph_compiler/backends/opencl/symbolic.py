@@ -42,9 +42,10 @@ from egraph_compiler.backends.opencl.kernels import KernelParams
 from egraph_compiler.backends.opencl.planning import execution_plan
 from egraph_compiler.backends.static_checks import prepare_static_graph
 from egraph_compiler.fusion import ProfileDb
-from egraph_compiler.ir.dims import DimExpr
+from egraph_compiler.ir.dims import Dim, DimExpr
 from egraph_compiler.ir.errors import DnnrError
 from egraph_compiler.ir.graph import Graph
+from egraph_compiler.shapes import symint
 
 SYMBOLIC_PLAN_VERSION = 3
 # keep every window bounds check (`KernelParams.shape_stable`): code the same at more
@@ -102,25 +103,35 @@ class _Probe:
     signature: str
     built: Assembled
     numbers: dict[str, int]  # quantity name -> value at this point
+    # quantity name -> its derivation over the dims (`shapes.symint`), where the
+    # generator carried one (else the constant it computed at this point)
+    derived: dict[str, Dim] = dataclasses.field(default_factory=dict)
 
 
 def _probe(graph: Graph, dims: Sequence[str], point: Point, tables: object,
            profile_db: ProfileDb | None, params: KernelParams) -> _Probe:
-    bound = shapes.bind_symbols(graph, dict(zip(dims, point, strict=True)))
+    env = dict(zip(dims, point, strict=True))
+    # the dims are `SymInt`s: every size the backend computes carries its derivation
+    bound = symint.with_derivations(shapes.bind_symbols(graph, env), graph, env)
     static = prepare_static_graph(bound, "opencl")
     plan, selection = execution_plan(static, tables, profile_db, params=params)
-    built = assemble(plan, params, selection)
+    with symint.tracking():  # the kernel text marks where each derived size sits
+        built = assemble(plan, params, selection)
     doc = built.doc
     tensors = doc["tensors"]
-    numbers: dict[str, int] = {}
+    quantities: dict[str, int] = {}
     for k, launch in enumerate(doc["launches"]):
         for j, size in enumerate(launch["sizes"]):
-            numbers[f"size/{k}/{j}"] = int(size)
-        numbers[f"items/{k}"] = int(built.work_items[k])
+            quantities[f"size/{k}/{j}"] = size
+        quantities[f"items/{k}"] = built.work_items[k]
     for name in doc["outputs"]:
         for j, d in enumerate(tensors[name]["shape"]):
-            numbers[f"shape/{name}/{j}"] = int(d)
-    return _Probe("", built, numbers)
+            quantities[f"shape/{name}/{j}"] = d
+    for name, offset in plan.offsets.items():
+        quantities[f"offset/{name}"] = offset
+    quantities["arena"] = plan.arena_bytes
+    return _Probe("", built, {n: int(v) for n, v in quantities.items()},
+                  {n: symint.expr_of(v) for n, v in quantities.items()})
 
 
 def _probe_or_explain(graph: Graph, dims: Sequence[str], point: Point, tables: object,
@@ -154,6 +165,7 @@ def _sign(probe: _Probe, computed: set[str]) -> None:
         if name in doc["tensors"]:
             for j, d in enumerate(doc["tensors"][name]["shape"]):
                 probe.numbers[f"shape/{name}/{j}"] = int(d)
+                probe.derived[f"shape/{name}/{j}"] = symint.expr_of(d)
 
 
 def dim_dependent_constants(probes: Sequence[_Probe]) -> set[str]:
@@ -217,6 +229,10 @@ class _Partition:
 
     def __init__(self, dims: Sequence[str], probes: Mapping[Point, _Probe]) -> None:
         self.dims, self.probes = list(dims), probes
+        # quantities that vary with the dims: derived (an expression a probe carried) /
+        # fitted (none carried; `dimpoly.fit` found one), by name, over all boxes
+        self.derivations: list[str] = []
+        self.fitted: list[str] = []
         # the values each dim takes (every one of its range, or every step-th)
         self.values = [sorted({p[k] for p in probes}) for k in range(len(dims))]
 
@@ -260,12 +276,23 @@ class _Partition:
         return axis, values[len(values) // 2]
 
     def fit(self, points: list[Point]) -> dict[str, str] | None:
+        """Every quantity's expression over the box of ``points``: the derivation a probe
+        carried (`shapes.symint`) that gives the exact value at EVERY point, else a
+        fitted polynomial (`dimpoly.fit`, for a size computed outside the tracking);
+        None when some quantity has neither (the box is cut)."""
         first = self.probes[points[0]].numbers
         expressions = {}
         for name in first:
+            if name.startswith("offset/") or name == "arena":
+                continue  # the memory plan: `offsets`
+            found = self.derived(name, points)
+            if found is not None:
+                expressions[name] = found
+                continue
             text = dimpoly.fit(self.dims, points, [self.probes[p].numbers[name] for p in points])
             if text is None:
                 return None
+            self.fitted.append(name)
             expressions[name] = text
         # the box uses its upper corner's offsets: no tensor may be larger elsewhere
         corner = self.probes[tuple(hi for _, hi in self.corner_box(points))].built.doc["tensors"]
@@ -275,9 +302,29 @@ class _Partition:
                     return None
         return expressions
 
+    def derived(self, name: str, points: list[Point]) -> str | None:
+        """The first derivation of ``name`` among the probes of ``points`` that is exact
+        at every one of them, as `dimpoly` text."""
+        tried: set[str] = set()
+        for p in points:
+            expr = self.probes[p].derived.get(name)
+            if expr is None or str(expr) in tried:
+                continue
+            tried.add(str(expr))
+            if all(_value(expr, self.dims, q) == self.probes[q].numbers[name] for q in points):
+                if isinstance(expr, DimExpr):
+                    self.derivations.append(name)
+                return dimpoly.render(expr)
+        return None
+
     def corner_box(self, points: list[Point]) -> Box:
         return tuple((min(p[k] for p in points), max(p[k] for p in points))
                      for k in range(len(self.dims)))
+
+
+def _value(expr: Dim, dims: Sequence[str], point: Point) -> int:
+    return expr.evaluate(dict(zip(dims, point, strict=True))) if isinstance(expr, DimExpr) \
+        else int(expr)
 
 
 def describe_box(dims: Sequence[str], box: Box, steps: Sequence[int] | None = None) -> str:
@@ -305,7 +352,8 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
     computed = dim_dependent_constants(list(probes.values()))
     for probe in probes.values():
         _sign(probe, computed)
-    leaves = _Partition(dims, probes).leaves(box)
+    partition = _Partition(dims, probes)
+    leaves = partition.leaves(box)
     versions = sorted({leaf.signature for leaf in leaves})
     sources: dict[str, str] = {}
     arrays: dict[str, np.ndarray] = {}
@@ -396,6 +444,11 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                       "choices": _choices(version_docs[k], version_docs, sources)}
                      for k, v in enumerate(versions)],
         "boxes": len(box_docs),
+        # per box, the quantities that vary with the dims: derived from the symbolic
+        # shapes by the generator (`shapes.symint`) or, where it computed one without
+        # them, fitted (`dimpoly.fit`)
+        "expressions": {"derived": len(partition.derivations), "fitted": len(partition.fitted),
+                        "fitted_names": sorted(set(partition.fitted))[:20]},
         "computed_at_run_time": sorted(computed),
     }
     return Artefact(out_dir, len(top["launches"]), len(sources), int(top["operators"]),
