@@ -50,7 +50,12 @@ class GraphView:
 
     def _shape(self, value: str) -> tuple[int, ...]:
         if value in self.constants:
-            return tuple(int(d) for d in np.shape(self.constants[value]))
+            shape = tuple(int(d) for d in np.shape(self.constants[value]))
+            # a constant folded from the dims: its typed shape carries their derivation
+            typed = self.graph.types.get(value)
+            return tuple(typed.shape) if typed is not None and typed.shape is not None and \
+                all(isinstance(d, int) for d in typed.shape) and tuple(typed.shape) == shape \
+                else shape
         tensor_type = self.graph.types.get(value)
         if tensor_type is None or not shape_is_static(tensor_type.shape):
             producer = self.producer_index.get(value)

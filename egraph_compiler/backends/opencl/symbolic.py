@@ -45,6 +45,8 @@ from egraph_compiler.fusion import ProfileDb
 from egraph_compiler.ir.dims import Dim, DimExpr
 from egraph_compiler.ir.errors import DnnrError
 from egraph_compiler.ir.graph import Graph
+from egraph_compiler.plan.memory import lifetimes
+from egraph_compiler.plan.symbolic import SymbolicPlacement, prove_placement
 from egraph_compiler.shapes import symint
 
 SYMBOLIC_PLAN_VERSION = 3
@@ -106,6 +108,7 @@ class _Probe:
     # quantity name -> its derivation over the dims (`shapes.symint`), where the
     # generator carried one (else the constant it computed at this point)
     derived: dict[str, Dim] = dataclasses.field(default_factory=dict)
+    spans: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)  # arena lifetimes
 
 
 def _probe(graph: Graph, dims: Sequence[str], point: Point, tables: object,
@@ -129,9 +132,9 @@ def _probe(graph: Graph, dims: Sequence[str], point: Point, tables: object,
             quantities[f"shape/{name}/{j}"] = d
     for name, offset in plan.offsets.items():
         quantities[f"offset/{name}"] = offset
-    quantities["arena"] = plan.arena_bytes
+        quantities[f"nbytes/{name}"] = plan.sizes[name]
     return _Probe("", built, {n: int(v) for n, v in quantities.items()},
-                  {n: symint.expr_of(v) for n, v in quantities.items()})
+                  {n: symint.expr_of(v) for n, v in quantities.items()}, lifetimes(plan))
 
 
 def _probe_or_explain(graph: Graph, dims: Sequence[str], point: Point, tables: object,
@@ -233,6 +236,7 @@ class _Partition:
         # fitted (none carried; `dimpoly.fit` found one), by name, over all boxes
         self.derivations: list[str] = []
         self.fitted: list[str] = []
+        self.proved_boxes = 0  # boxes whose memory plan is over the dims (`placement`)
         # the values each dim takes (every one of its range, or every step-th)
         self.values = [sorted({p[k] for p in probes}) for k in range(len(dims))]
 
@@ -283,8 +287,8 @@ class _Partition:
         first = self.probes[points[0]].numbers
         expressions = {}
         for name in first:
-            if name.startswith("offset/") or name == "arena":
-                continue  # the memory plan: `offsets`
+            if name.startswith(("offset/", "nbytes/")):
+                continue  # the memory plan: `placement`
             found = self.derived(name, points)
             if found is not None:
                 expressions[name] = found
@@ -294,13 +298,39 @@ class _Partition:
                 return None
             self.fitted.append(name)
             expressions[name] = text
-        # the box uses its upper corner's offsets: no tensor may be larger elsewhere
+        placement = self.placement(points)
+        if placement is not None:  # offsets over the dims, proved valid on the box
+            self.proved_boxes += 1
+            expressions.update({f"offset/{n}": dimpoly.render(o)
+                                for n, o in placement.offsets.items()})
+            expressions["arena"] = str(placement.arena_bytes)
+            return expressions
+        # else the box uses its upper corner's offsets: no tensor may be larger elsewhere
         corner = self.probes[tuple(hi for _, hi in self.corner_box(points))].built.doc["tensors"]
         for p in points:
             for name, info in self.probes[p].built.doc["tensors"].items():
                 if info["kind"] == "arena" and info["nbytes"] > corner[name]["nbytes"]:
                     return None
         return expressions
+
+    def placement(self, points: list[Point]) -> SymbolicPlacement | None:
+        """The upper corner's memory plan with its offsets and sizes over the dims
+        (`plan.symbolic`), when its sizes are exact at every point of the box and the
+        prover establishes the placement on the box's ranges."""
+        box = self.corner_box(points)
+        corner = self.probes[tuple(hi for _, hi in box)]
+        names = [n for n, t in corner.built.doc["tensors"].items() if t["kind"] == "arena"]
+        if any(f"offset/{n}" not in corner.derived for n in names):
+            return None
+        offsets, sizes = {}, {}
+        for name in names:
+            size = corner.derived[f"nbytes/{name}"]
+            if not all(_value(size, self.dims, p) == self.probes[p].numbers.get(f"nbytes/{name}")
+                       for p in points):
+                return None
+            offsets[name], sizes[name] = corner.derived[f"offset/{name}"], size
+        return prove_placement(offsets, sizes, corner.spans,
+                               dict(zip(self.dims, box, strict=True)))
 
     def derived(self, name: str, points: list[Point]) -> str | None:
         """The first derivation of ``name`` among the probes of ``points`` that is exact
@@ -370,14 +400,20 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
     arena_bytes = 0
     for leaf in leaves:
         corner = probes[tuple(hi for _, hi in leaf.box)].built.doc
-        arena_bytes = max(arena_bytes, int(corner["arena_bytes"]))
+        symbolic_offsets = {n.removeprefix("offset/"): e for n, e in leaf.expressions.items()
+                            if n.startswith("offset/")}
+        box_arena = int(leaf.expressions.get("arena", corner["arena_bytes"]))
+        arena_bytes = max(arena_bytes, box_arena)
         launches = corner["launches"]
         box_docs.append({
             "condition": describe_box(dims, leaf.box, dim_steps),
             "box": {n: list(r) for n, r in zip(dims, leaf.box, strict=True)},
             "version": versions.index(leaf.signature),
-            "arena_bytes": corner["arena_bytes"],
-            "offsets": {n: t["offset"] for n, t in corner["tensors"].items() if t["kind"] == "arena"},
+            "arena_bytes": box_arena,
+            # byte offsets over the dims (proved on the box, `plan.symbolic`), or the
+            # upper corner's numbers
+            "offsets": symbolic_offsets or {n: t["offset"] for n, t in corner["tensors"].items()
+                                            if t["kind"] == "arena"},
             "sizes": [[leaf.expressions[f"size/{k}/{j}"] for j in range(len(la["sizes"]))]
                       for k, la in enumerate(launches)],
             "items": [leaf.expressions[f"items/{k}"] for k in range(len(launches))],
@@ -447,6 +483,8 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
         # per box, the quantities that vary with the dims: derived from the symbolic
         # shapes by the generator (`shapes.symint`) or, where it computed one without
         # them, fitted (`dimpoly.fit`)
+        "memory_plan": {"boxes_over_the_dims": partition.proved_boxes,
+                        "boxes_at_the_corner": len(box_docs) - partition.proved_boxes},
         "expressions": {"derived": len(partition.derivations), "fitted": len(partition.fitted),
                         "fitted_names": sorted(set(partition.fitted))[:20]},
         "computed_at_run_time": sorted(computed),
