@@ -29,6 +29,9 @@ from egraph_compiler.ir.dims import Dim, DimExpr, dim_add, dim_floordiv, dim_mod
 from egraph_compiler.ir.graph import Graph, TensorType, Value
 
 _TOKENS: ContextVar[list[SymInt] | None] = ContextVar("dnnr_symint_tokens", default=None)
+# (left, op, right, outcome) of every comparison inside `recording()`
+_FACTS: ContextVar[list[tuple[Dim, str, Dim, bool]] | None] = ContextVar("dnnr_symint_facts",
+                                                                          default=None)
 TOKEN = re.compile(r"__dnnr_s(\d+)__")
 
 
@@ -91,6 +94,34 @@ class SymInt(int):
             return make(value, expr)
         return _plain(value)
 
+    # -- comparisons: the value decides; inside `recording()` the branch is noted ------
+    def _compare(self, other: object, op: str, outcome: object) -> object:
+        facts = _FACTS.get()
+        if facts is not None and isinstance(outcome, bool) and isinstance(other, int) \
+                and not isinstance(other, bool):
+            facts.append((self.expr, op, expr_of(other), outcome))
+        return outcome
+
+    def __lt__(self, other: object) -> object:
+        return self._compare(other, "<", int.__lt__(self, other))  # type: ignore[operator]
+
+    def __le__(self, other: object) -> object:
+        return self._compare(other, "<=", int.__le__(self, other))  # type: ignore[operator]
+
+    def __gt__(self, other: object) -> object:
+        return self._compare(other, ">", int.__gt__(self, other))  # type: ignore[operator]
+
+    def __ge__(self, other: object) -> object:
+        return self._compare(other, ">=", int.__ge__(self, other))  # type: ignore[operator]
+
+    def __eq__(self, other: object) -> bool:
+        return self._compare(other, "==", int.__eq__(self, other))  # type: ignore[return-value]
+
+    def __ne__(self, other: object) -> bool:
+        return self._compare(other, "!=", int.__ne__(self, other))  # type: ignore[return-value]
+
+    __hash__ = int.__hash__
+
     # -- text ------------------------------------------------------------------------
     def __str__(self) -> str:
         return self.__format__("")
@@ -146,6 +177,19 @@ def tracking() -> Iterator[list[SymInt]]:
         _TOKENS.reset(handle)
 
 
+@contextlib.contextmanager
+def recording() -> Iterator[list[tuple[Dim, str, Dim, bool]]]:
+    """While active, every comparison of a `SymInt` is noted with its outcome: the
+    conditions under which a computation that branched on values took its path (the
+    region where what it derived holds, `backends/opencl/crossover.py`)."""
+    facts: list[tuple[Dim, str, Dim, bool]] = []
+    handle = _FACTS.set(facts)
+    try:
+        yield facts
+    finally:
+        _FACTS.reset(handle)
+
+
 def untoken(text: str, tokens: list[SymInt]) -> str:
     """``text`` with every token replaced by its value's digits."""
     return TOKEN.sub(lambda m: str(int(tokens[int(m.group(1))])), text)
@@ -183,3 +227,17 @@ def with_derivations(bound: Graph, symbolic: Graph, env: Mapping[str, int]) -> G
     inputs = tuple(Value(v.name, types.get(v.name, v.type)) for v in bound.inputs)
     outputs = tuple(Value(v.name, types.get(v.name, v.type)) for v in bound.outputs)
     return replace(bound, inputs=inputs, outputs=outputs, types=types)
+
+
+def proved_equal(a: int, b: int) -> bool:
+    """``a == b`` for every shape of the active dim ranges (`prover.using_ranges`) when
+    either is a `SymInt`; for plain ints, their equality. An equality that holds at this
+    shape only (a batch of 1 against a broadcast 1) is NOT one: fusion legality that
+    rests on it must hold at every shape one artefact serves."""
+    if not (isinstance(a, SymInt) or isinstance(b, SymInt)):
+        return int(a) == int(b)
+    if int(a) != int(b):
+        return False
+    from egraph_compiler.shapes.prover import decide
+
+    return decide("==", expr_of(a), expr_of(b)) is True

@@ -38,3 +38,13 @@ def test_tokens_become_size_arguments_whatever_their_value() -> None:
     assert "__dnnr" not in hoisted and "#define T 5" in hoisted and "acc[5]" in hoisted
     assert [symint.expr_of(s) for s in sizes] == [symint.expr_of(one * seq * 4), BATCH, 7]
     assert str(seq) == "5"  # outside tracking a SymInt prints its value
+
+
+def test_fusion_equalities_of_symbolic_sizes_need_a_proof() -> None:
+    from egraph_compiler.shapes.prover import using_ranges
+
+    batch, seq = symint.SymInt(1, BATCH), symint.SymInt(4, SEQ)
+    with using_ranges({"batch": (1, 3), "seq": (1, 16)}):
+        assert not symint.proved_equal(batch * seq, seq)  # equal only while batch is 1
+        assert symint.proved_equal(batch * seq * 2, seq * batch + batch * seq)
+        assert symint.proved_equal(4, 4) and not symint.proved_equal(4, 5)

@@ -1223,6 +1223,13 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
     return key, [tuned] if tuned is not None else candidates
 
 
+def anchor_shape(view: GraphView, block: Block, params: KernelParams) -> tuple:
+    """What `anchor_options` prices a conv/matmul block by: (sizes, direct_items,
+    tiled_ok, gemv_side, depthwise_ok, window_taps), the arguments of `cost.options`
+    (the symbolic build traces them: `crossover.py`)."""
+    return _Gen(view, block, params).anchor_shape()
+
+
 def generate(view: GraphView, block: Block, params: KernelParams) -> Kernel:
     """The kernel of one block."""
     try:

@@ -36,16 +36,17 @@ from typing import Any
 import numpy as np
 
 from egraph_compiler import shapes
-from egraph_compiler.backends.opencl import dimpoly
+from egraph_compiler.backends.opencl import cost, crossover, dimpoly
 from egraph_compiler.backends.opencl.build import Artefact, Assembled, assemble, write_files
-from egraph_compiler.backends.opencl.kernels import KernelParams
+from egraph_compiler.backends.opencl.kernels import KernelParams, anchor_shape
 from egraph_compiler.backends.opencl.planning import execution_plan
 from egraph_compiler.backends.static_checks import prepare_static_graph
 from egraph_compiler.fusion import ProfileDb
+from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.dims import Dim, DimExpr
 from egraph_compiler.ir.errors import DnnrError
 from egraph_compiler.ir.graph import Graph
-from egraph_compiler.plan.memory import lifetimes
+from egraph_compiler.plan.memory import ExecutionPlan, lifetimes
 from egraph_compiler.plan.symbolic import SymbolicPlacement, prove_placement
 from egraph_compiler.shapes import symint
 
@@ -109,6 +110,7 @@ class _Probe:
     # generator carried one (else the constant it computed at this point)
     derived: dict[str, Dim] = dataclasses.field(default_factory=dict)
     spans: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)  # arena lifetimes
+    plan: ExecutionPlan | None = None  # its anchors' costs are traced (`crossover`) per box
 
 
 def _probe(graph: Graph, dims: Sequence[str], point: Point, tables: object,
@@ -117,7 +119,10 @@ def _probe(graph: Graph, dims: Sequence[str], point: Point, tables: object,
     # the dims are `SymInt`s: every size the backend computes carries its derivation
     bound = symint.with_derivations(shapes.bind_symbols(graph, env), graph, env)
     static = prepare_static_graph(bound, "opencl")
-    plan, selection = execution_plan(static, tables, profile_db, params=params)
+    # fusion's legality facts about the dims hold for every shape of the ranges or not at all
+    with shapes.prover.using_ranges({n: graph.symbols.get(n, (1, shapes.infer.DEFAULT_RANGE[1]))
+                                     for n in dims}):
+        plan, selection = execution_plan(static, tables, profile_db, params=params)
     with symint.tracking():  # the kernel text marks where each derived size sits
         built = assemble(plan, params, selection)
     doc = built.doc
@@ -134,7 +139,7 @@ def _probe(graph: Graph, dims: Sequence[str], point: Point, tables: object,
         quantities[f"offset/{name}"] = offset
         quantities[f"nbytes/{name}"] = plan.sizes[name]
     return _Probe("", built, {n: int(v) for n, v in quantities.items()},
-                  {n: symint.expr_of(v) for n, v in quantities.items()}, lifetimes(plan))
+                  {n: symint.expr_of(v) for n, v in quantities.items()}, lifetimes(plan), plan)
 
 
 def _probe_or_explain(graph: Graph, dims: Sequence[str], point: Point, tables: object,
@@ -421,6 +426,7 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                                   for j in range(len(corner["tensors"][n]["shape"]))]
                               for n in [*corner["outputs"], *sorted(computed & set(corner["tensors"]))]},
         })
+    crossovers = _crossovers(dims, leaves, probes, versions, params)
     top = probes[tuple(hi for _, hi in box)].built.doc
     tensors: dict[str, dict[str, Any]] = {}
     for name in sorted(computed):
@@ -488,11 +494,98 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
         "expressions": {"derived": len(partition.derivations), "fitted": len(partition.fitted),
                         "fitted_names": sorted(set(partition.fitted))[:20]},
         "computed_at_run_time": sorted(computed),
+        "crossovers": crossovers,
     }
     return Artefact(out_dir, len(top["launches"]), len(sources), int(top["operators"]),
                     arena_bytes, int(top["naive_bytes"]), int(top["lower_bound_bytes"]),
                     {n: str(i["reason"]) for n, i in images.items()}, None, top["select"],
                     dynamic)
+
+
+def _crossovers(dims: Sequence[str], leaves: Sequence[_Leaf], probes: Mapping[Point, _Probe],
+                versions: Sequence[str], params: KernelParams) -> dict[str, Any]:
+    """Per box and conv/matmul anchor whose sizes depend on the dims: the cost model's
+    expressions traced at the box's upper corner and Z3's verdict on the box
+    (`crossover.decide`): the variant the version runs is proved cheapest at every
+    shape of the box, or the crossover shape where another option is cheaper."""
+    device = cost.DEVICES[params.device]
+    verdicts = []
+    for leaf in leaves:
+        probe = probes[tuple(hi for _, hi in leaf.box)]
+        if probe.plan is None:
+            continue
+        view = GraphView(probe.plan.fusion.graph)
+        for block in probe.plan.fusion.blocks:
+            if block.kind not in ("conv", "matmul"):
+                continue
+            with symint.recording() as branches:
+                shape = anchor_shape(view, block, params)
+            traced = crossover.trace_costs(device, shape, branches)
+            if traced is None:
+                continue
+            chosen = block.implementation or traced.labels[
+                min(range(len(traced.values)), key=traced.values.__getitem__)]
+            verdict = crossover.decide(traced, chosen, dict(zip(dims, leaf.box, strict=True)))
+            verdicts.append({"version": versions.index(leaf.signature), "block": block.id,
+                             "condition": describe_box(dims, leaf.box), "variant": chosen,
+                             "options": len(traced.labels), "proved": verdict.proved,
+                             "note": verdict.note})
+    return {"proved": sum(v["proved"] for v in verdicts),
+            "not_proved": sum(not v["proved"] for v in verdicts), "verdicts": verdicts,
+            "solved": _solved_crossovers(dims, probes, params)}
+
+
+MAX_SOLVED_VALUES = 64  # a longer single dim: only the per-box verdicts (Z3 takes ~0.1 s a step)
+
+
+def _solved_crossovers(dims: Sequence[str], probes: Mapping[Point, _Probe],
+                       params: KernelParams) -> list[dict[str, Any]]:
+    """Where one dim varies (the others are fixed by their ranges): per anchor, the
+    intervals of that dim on which Z3 proves one variant cheapest over the traced cost
+    expressions (`crossover.solve_intervals`), and whether the artefact's versions run
+    that variant at every value of each interval (the dispatch follows the crossover)."""
+    varying = [k for k in range(len(dims)) if len({p[k] for p in probes}) > 1]
+    if len(varying) != 1:
+        return []
+    axis = varying[0]
+    values = sorted({p[axis] for p in probes})
+    if len(values) > MAX_SOLVED_VALUES or values != list(range(values[0], values[-1] + 1)):
+        return []
+    by_value = {p[axis]: probe for p, probe in probes.items()}
+    device = cost.DEVICES[params.device]
+
+    def anchors(value: int) -> dict[str, tuple[Any, str]]:
+        """anchor node name -> (its traced costs, the variant the compile chose)."""
+        plan = by_value[value].plan
+        if plan is None:
+            return {}
+        view = GraphView(plan.fusion.graph)
+        found = {}
+        for block in plan.fusion.blocks:
+            if block.kind in ("conv", "matmul") and block.anchor is not None:
+                with symint.recording() as branches:
+                    shape = anchor_shape(view, block, params)
+                traced = crossover.trace_costs(device, shape, branches)
+                if traced is not None:
+                    found[view.nodes[block.anchor].name] = (
+                        traced, block.implementation or crossover.cheapest(traced))
+        return found
+
+    per_value = {v: anchors(v) for v in values}
+    solved = []
+    for name in sorted(per_value[values[0]]):
+        if not all(name in per_value[v] for v in values):
+            continue
+        intervals = crossover.solve_intervals(lambda v, n=name: per_value[v][n][0], dims[axis],
+                                              values[0], values[-1])
+        if intervals is None or len(intervals) < 2:
+            continue  # one variant over the whole range: no crossover to dispatch on
+        agrees = all(per_value[v][name][1] == i.variant for i in intervals
+                     for v in range(i.low, i.high + 1))
+        solved.append({"anchor": name, "dispatch_follows": agrees, "intervals": [
+            {"condition": f"{i.low} <= {dims[axis]} <= {i.high}", "variant": i.variant}
+            for i in intervals]})
+    return solved
 
 
 def _choices(version: dict, versions: Sequence[dict], sources: Mapping[str, str]) -> list[str]:
