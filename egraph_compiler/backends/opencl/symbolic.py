@@ -502,37 +502,62 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                     dynamic)
 
 
+def _anchor_choices(probe: _Probe) -> dict[str, str]:
+    """anchor node name -> the variant its block runs at ``probe``'s shape."""
+    if probe.plan is None:
+        return {}
+    launched = {la["block"]: la["variant"] for la in probe.built.doc["launches"]}
+    nodes = probe.plan.fusion.graph.nodes
+    return {nodes[b.anchor].name: b.implementation or launched.get(b.id, "")
+            for b in probe.plan.fusion.blocks
+            if b.kind in ("conv", "matmul") and b.anchor is not None}
+
+
+def _varying_anchors(probes: Sequence[_Probe]) -> set[str]:
+    """The anchors whose variant differs between shapes: where the best variant depends
+    on a dim (the others run one variant everywhere and need no dispatch)."""
+    seen: dict[str, set[str]] = {}
+    for probe in probes:
+        for name, variant in _anchor_choices(probe).items():
+            seen.setdefault(name, set()).add(variant)
+    return {name for name, variants in seen.items() if len(variants) > 1}
+
+
 def _crossovers(dims: Sequence[str], leaves: Sequence[_Leaf], probes: Mapping[Point, _Probe],
                 versions: Sequence[str], params: KernelParams) -> dict[str, Any]:
-    """Per box and conv/matmul anchor whose sizes depend on the dims: the cost model's
+    """Per box and conv/matmul anchor whose variant depends on the dims: the cost model's
     expressions traced at the box's upper corner and Z3's verdict on the box
     (`crossover.decide`): the variant the version runs is proved cheapest at every
     shape of the box, or the crossover shape where another option is cheaper."""
     device = cost.DEVICES[params.device]
+    varying = _varying_anchors(list(probes.values()))
     verdicts = []
     for leaf in leaves:
         probe = probes[tuple(hi for _, hi in leaf.box)]
-        if probe.plan is None:
+        if probe.plan is None or not varying:
             continue
         view = GraphView(probe.plan.fusion.graph)
+        choices = _anchor_choices(probe)
         for block in probe.plan.fusion.blocks:
-            if block.kind not in ("conv", "matmul"):
+            if block.kind not in ("conv", "matmul") or block.anchor is None or \
+                    view.nodes[block.anchor].name not in varying:
                 continue
             with symint.recording() as branches:
                 shape = anchor_shape(view, block, params)
             traced = crossover.trace_costs(device, shape, branches)
             if traced is None:
                 continue
-            chosen = block.implementation or traced.labels[
-                min(range(len(traced.values)), key=traced.values.__getitem__)]
+            chosen = choices[view.nodes[block.anchor].name]
             verdict = crossover.decide(traced, chosen, dict(zip(dims, leaf.box, strict=True)))
             verdicts.append({"version": versions.index(leaf.signature), "block": block.id,
+                             "anchor": view.nodes[block.anchor].name,
                              "condition": describe_box(dims, leaf.box), "variant": chosen,
                              "options": len(traced.labels), "proved": verdict.proved,
                              "note": verdict.note})
-    return {"proved": sum(v["proved"] for v in verdicts),
+    return {"anchors_with_a_dim_dependent_variant": len(varying),
+            "proved": sum(v["proved"] for v in verdicts),
             "not_proved": sum(not v["proved"] for v in verdicts), "verdicts": verdicts,
-            "solved": _solved_crossovers(dims, probes, params)}
+            "solved": _solved_crossovers(dims, probes, params) if varying else []}
 
 
 MAX_SOLVED_VALUES = 64  # a longer single dim: only the per-box verdicts (Z3 takes ~0.1 s a step)
@@ -553,6 +578,7 @@ def _solved_crossovers(dims: Sequence[str], probes: Mapping[Point, _Probe],
         return []
     by_value = {p[axis]: probe for p, probe in probes.items()}
     device = cost.DEVICES[params.device]
+    varying = _varying_anchors(list(by_value.values()))
 
     def anchors(value: int) -> dict[str, tuple[Any, str]]:
         """anchor node name -> (its traced costs, the variant the compile chose)."""
@@ -562,7 +588,8 @@ def _solved_crossovers(dims: Sequence[str], probes: Mapping[Point, _Probe],
         view = GraphView(plan.fusion.graph)
         found = {}
         for block in plan.fusion.blocks:
-            if block.kind in ("conv", "matmul") and block.anchor is not None:
+            if block.kind in ("conv", "matmul") and block.anchor is not None and \
+                    view.nodes[block.anchor].name in varying:
                 with symint.recording() as branches:
                     shape = anchor_shape(view, block, params)
                 traced = crossover.trace_costs(device, shape, branches)
@@ -574,7 +601,7 @@ def _solved_crossovers(dims: Sequence[str], probes: Mapping[Point, _Probe],
     per_value = {v: anchors(v) for v in values}
     solved = []
     for name in sorted(per_value[values[0]]):
-        if not all(name in per_value[v] for v in values):
+        if name not in varying or not all(name in per_value[v] for v in values):
             continue
         intervals = crossover.solve_intervals(lambda v, n=name: per_value[v][n][0], dims[axis],
                                               values[0], values[-1])
