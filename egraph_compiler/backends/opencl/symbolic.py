@@ -1,18 +1,30 @@
 """One OpenCL artefact for every shape in the declared dim ranges (no ``--bind``).
 
-The kernels already take their sizes as arguments (`build.hoist_sizes`), so a kernel's
-text is the same at many shapes and only the values passed differ. The symbolic
-build compiles the backend (fusion, select, plan, kernels; the e-graph ran once,
-symbolically) at EVERY point of the declared ranges and groups the points:
+The backend (fusion, select, plan, kernels; the e-graph ran once, symbolically) runs
+at EVERY point of the declared ranges, on a graph whose dims are `shapes.symint.SymInt`s:
+each dim is its value there and carries its `DimExpr` from symbolic shape inference, so
+every size the kernel generator computes (extents, strides, work-item counts) and every
+offset the memory planner computes arrives with its DERIVATION over the dims. In the
+kernel text a derived size is a ``const int`` argument (`build.hoist_sizes`), whatever
+its value, so one kernel source serves every shape of a version. The points group into
 
 - **versions**: points whose launches have the same kernels, work-groups and
-  arguments (the same code). Where the best variant depends on a dim (row-serial
-  vs work-group rows at `KernelParams.row_serial_min_rows`, a reduction's work-group
-  by row length, a dim of 1 kept literal), the points split into several versions;
+  arguments (the same code). Where the generator's code depends on a dim (row-serial
+  vs work-group rows at `KernelParams.row_serial_min_rows`, a register tile clamped to
+  a short dim, a GEMV where a dim is 1), the points split into several versions;
 - **boxes**: the ranges are cut into boxes, each inside one version, on which every
-  size, work-item count and output dim is a polynomial in the dims (`dimpoly.fit`,
-  exact at every point of the box, not sampled), and every arena tensor is no
-  larger than at the box's upper corner, whose memory plan (offsets) the box uses.
+  size, work-item count and output dim has ONE expression exact at every point of
+  the box: a probe's derivation (checked at every point), else a polynomial fitted
+  to the values (`dimpoly.fit`, where the generator computed a size outside the
+  tracking: ``int()``, NumPy); the report counts both. A box's memory plan is the
+  upper corner's offsets as expressions, proved a valid placement on the whole box by
+  the shapes prover with the corner as its peak (`plan.symbolic`), else the corner's
+  numbers where no tensor outgrows its corner size.
+
+Where an anchor's variant depends on the dims, the cost model's own expressions are
+traced and Z3 decides, per box, that the version's variant is the cheapest at every
+shape of it (or names the crossover shape), and along a single varying dim solves the
+crossover intervals and checks the dispatch follows them (`crossover.py`).
 
 ``plan.json`` (version 3) holds the versions, and per box its condition, the
 expressions and the offsets; the run time binds the dims from the input shapes,
