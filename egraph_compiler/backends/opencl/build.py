@@ -188,30 +188,33 @@ def hoist_sizes(source: str, tensor_args: int) -> tuple[str, tuple[int, ...]]:
     depends on it, and the symbolic build's versions tell the shapes apart)."""
     tokens = symint.active_tokens() or []
     header, brace, body = source.partition(") {\n")
-    sizes: list[int] = []
+    for every_token in (True, False):  # too many arguments: small tokens stay literal
+        sizes: list[int] = []
 
-    def parameter(match: re.Match[str]) -> str:
-        token, literal = match.group(1), match.group(2)
-        line, start, end = match.string, match.start(), match.end()
-        extent = line[start - 1:start] == "[" and line[end:end + 1] == "]"
-        if token is not None:
-            value: int = tokens[int(token)]
+        def parameter(match: re.Match[str], every_token: bool = every_token,
+                      sizes: list[int] = sizes) -> str:
+            token, literal = match.group(1), match.group(2)
+            line, start, end = match.string, match.start(), match.end()
+            extent = line[start - 1:start] == "[" and line[end:end + 1] == "]"
+            value: int = tokens[int(token)] if token is not None else int(literal)
+            keep = str(int(value)) if token is not None else match.group(0)
             if extent:
-                return str(int(value))
-        else:
-            value = int(literal)
-            if extent or not HOIST_FROM <= value < 2**31:
-                return match.group(0)
-        sizes.append(value)
-        return f"s{len(sizes) - 1}"
+                return keep
+            if not (token is not None and every_token) and not HOIST_FROM <= value < 2**31:
+                return keep
+            sizes.append(value)
+            return f"s{len(sizes) - 1}"
 
-    hoisted = "".join(symint.plain_text(line) if line.lstrip().startswith("#") else
-                      symint.plain_text(_SIZE.sub(parameter, line)) for line in body.splitlines(keepends=True))
-    if not sizes or TENSOR_ARG_BYTES * tensor_args + SIZE_ARG_BYTES * len(sizes) > \
-            ARG_BYTES_LIMIT:
-        return symint.plain_text(source), ()
-    params = "".join(f", const int s{k}" for k in range(len(sizes)))
-    return symint.plain_text(header) + params + brace + hoisted, tuple(sizes)
+        hoisted = "".join(symint.plain_text(line) if line.lstrip().startswith("#") else
+                          symint.plain_text(_SIZE.sub(parameter, line))
+                          for line in body.splitlines(keepends=True))
+        if sizes and TENSOR_ARG_BYTES * tensor_args + SIZE_ARG_BYTES * len(sizes) <= \
+                ARG_BYTES_LIMIT:
+            params = "".join(f", const int s{k}" for k in range(len(sizes)))
+            return symint.plain_text(header) + params + brace + hoisted, tuple(sizes)
+        if not tokens:
+            break
+    return symint.plain_text(source), ()
 
 
 def _tensor(view: GraphView, name: str, kind: str) -> dict[str, object]:
