@@ -33,7 +33,8 @@ INTERNAL_OPS = frozenset({"Gelu", "GeluTanh"})
 # Operators of opsets 18+ that rules/operators.dnnr declares with their ONNX meaning: the
 # importer keeps them (there is no opset-17 schema to check them against) and the
 # exporter writes them at the input model's opset, which has them.
-LATER_OPSET_OPS = frozenset({"Mish", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"})
+LATER_OPSET_OPS = frozenset({"Mish", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot",
+                             "Col2Im", "GroupNormalization"})
 # Attributes the IR holds that opset 17 takes as inputs (see Graph's docstring).
 IR_ONLY_ATTRS: dict[str, frozenset[str]] = {
     "Unsqueeze": frozenset({"axes"}),
@@ -315,6 +316,17 @@ class NodeConverter:
             raise ModelError(f"{label}: CastLike's target '{node.inputs[1]}' has no known element "
                              "type\n  hint: give the model's inputs their element types")
         return [_with(node, op="Cast", inputs=node.inputs[:1], attrs={"to": to})]
+
+    def _convert_DFT(self, node: Node, label: str) -> list[Node]:
+        """Opset 20 moved DFT's axis to an input (default -2): a constant one becomes the
+        IR's attribute; a run-time one stays as the third input (`axis_input`)."""
+        if self.ctx.opset < 20:
+            return [node]
+        axis = self._const(node.inputs[2]) if len(node.inputs) > 2 else None
+        if len(node.inputs) > 2 and node.inputs[2] and axis is None:
+            return [node]
+        value = -2 if axis is None else int(np.asarray(axis).reshape(-1)[0])
+        return [_with(node, inputs=node.inputs[:2], attrs={"axis": value})]
 
     def _convert_Constant(self, node: Node, label: str) -> list[Node]:
         if node.attr("sparse_value") is not None or node.attr("value_string") is not None \

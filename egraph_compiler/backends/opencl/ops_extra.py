@@ -253,3 +253,112 @@ def generate(gen: Any, scope: Scope, node: Node, out: Index) -> str:
         raise ModelError(f"node '{node.name}' ({node.op}) is declared `anchor indexed` but "
                          "backends/opencl/ops_extra.py has no generator for it")
     return generator(gen, scope, node, out)
+
+
+# -- issue 17 item 6 (helper opsa) ---------------------------------------------------------------
+def _reverse_sequence(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """ReverseSequence: x with the first sequence_lens[b] steps of each time line reversed
+    (the element at step t < len reads step len - 1 - t; later steps read themselves)."""
+    x, lengths = node.inputs[:2]
+    shape = gen.view.shape(x)
+    time_axis = _axis(node, int(node.attr("time_axis", 0)), len(shape))
+    batch_axis = _axis(node, int(node.attr("batch_axis", 1)), len(shape))
+    raw = gen.em.value(scope, lengths, (out[batch_axis],))
+    length, source = gen.em.fresh("len"), gen.em.fresh("src")
+    step = ix.render(out[time_axis])
+    # a valid model's lengths are in [0, steps]: the source step stays in range
+    scope.emit(f"int {length} = (int)({raw}); "
+               f"int {source} = ({step}) < {length} ? {length} - 1 - ({step}) : ({step});")
+    return gen.em.value(scope, x, _with_axis(out, time_axis, ix.IVar(source, 0, shape[time_axis] - 1)))
+
+
+# A work item keeps one whole matrix in private memory: past this size Det is refused.
+DET_MAX_SIZE = 32
+
+
+def _det(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """Det: Gaussian elimination with partial pivoting of one matrix per work item (the
+    determinant is the product of the pivots, negated per row swap)."""
+    x = node.inputs[0]
+    shape, dtype = gen.view.shape(x), gen.view.dtype(x)
+    size = shape[-1]
+    if not dtype.startswith("float"):
+        raise ModelError(f"node '{node.name}' (Det): {dtype} is not a float type")
+    if size > DET_MAX_SIZE:
+        raise ModelError(f"node '{node.name}' (Det): {size}x{size} matrices exceed the OpenCL "
+                         f"kernel's private-memory bound of {DET_MAX_SIZE}x{DET_MAX_SIZE}\n"
+                         "  hint: compile this model for the onnx target")
+    c = ctype(dtype)
+    a, det, k, i, j, p, t = (gen.em.fresh(n) for n in ("m", "det", "k", "i", "j", "p", "t"))
+    scope.emit(f"{c} {a}[{size * size}];")
+    body = scope.child()
+    row, col = ix.delinearize(_loop_var("r", size * size), (size, size))
+    body.emit(f"{a}[r] = {gen.em.value(body, x, (*out, row, col))};")
+    scope.nest(f"for (int r = 0; r < {size * size}; ++r)", body)
+    n = size
+    scope.emit(f"{c} {det} = {sp.literal(1, dtype)};")
+    scope.emit(
+        f"for (int {k} = 0; {k} < {n}; ++{k}) {{ int {p} = {k}; "
+        f"for (int {i} = {k} + 1; {i} < {n}; ++{i}) "
+        f"if (fabs({a}[{i} * {n} + {k}]) > fabs({a}[{p} * {n} + {k}])) {p} = {i}; "
+        f"if ({p} != {k}) {{ {det} = -{det}; for (int {j} = 0; {j} < {n}; ++{j}) {{ "
+        f"{c} {t} = {a}[{k} * {n} + {j}]; {a}[{k} * {n} + {j}] = {a}[{p} * {n} + {j}]; "
+        f"{a}[{p} * {n} + {j}] = {t}; }} }} "
+        f"{det} *= {a}[{k} * {n} + {k}]; "
+        f"if ({a}[{k} * {n} + {k}] != 0) for (int {i} = {k} + 1; {i} < {n}; ++{i}) {{ "
+        f"{c} {t} = {a}[{i} * {n} + {k}] / {a}[{k} * {n} + {k}]; "
+        f"for (int {j} = {k} + 1; {j} < {n}; ++{j}) {a}[{i} * {n} + {j}] -= {t} * {a}[{k} * {n} + {j}]; }} }}")
+    return det
+
+
+GENERATORS.update({"ReverseSequence": _reverse_sequence, "Det": _det})
+
+
+def _constant_ints(gen: Any, node: Node, position: int, what: str) -> list[int]:
+    value = gen.view.constants.get(node.inputs[position])
+    if value is None:
+        raise ModelError(f"node '{node.name}' ({node.op}): the OpenCL backend needs {what} "
+                         f"('{node.inputs[position]}') as a compile-time constant (the output "
+                         "shape is its value)\n  hint: make it an initializer")
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def _col2im(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """Col2Im: the sum of the column entries that land on this pixel. Block offset k puts
+    column l of a dim on pixel p = l * stride - pad_begin + k * dilation."""
+    x = node.inputs[0]
+    dtype = gen.view.dtype(x)
+    image = _constant_ints(gen, node, 1, "image_shape")
+    block = _constant_ints(gen, node, 2, "block_shape")
+    dims = len(image)
+    strides = list(node.attr("strides") or [1] * dims)
+    dilations = list(node.attr("dilations") or [1] * dims)
+    pads = list(node.attr("pads") or [0] * (2 * dims))
+    columns = [(image[i] + pads[i] + pads[i + dims] - dilations[i] * (block[i] - 1) - 1) // strides[i] + 1
+               for i in range(dims)]
+    per_block = int(np.prod(block))
+    acc = gen.em.fresh("acc")
+    scope.emit(f"{ctype(dtype)} {acc} = {_zero(dtype)};")
+    body = scope.child()
+    offsets = ix.delinearize(_loop_var("r", per_block), tuple(block))
+    column, valid = gen.em.fresh("col"), gen.em.fresh("ok")
+    body.emit(f"int {column} = 0; int {valid} = 1;")
+    for i in range(dims):
+        q = gen.em.fresh("q")
+        body.emit(f"int {q} = ({ix.render(out[2 + i])}) + {pads[i]} - ({ix.render(offsets[i])}) * {dilations[i]};")
+        body.emit(f"{valid} = {valid} && {q} >= 0 && {q} % {strides[i]} == 0 && "
+                  f"{q} / {strides[i]} < {columns[i]};")
+        body.emit(f"{column} = {column} * {columns[i]} + ({q} >= 0 ? {q} / {strides[i]} : 0);")
+    channel = gen.em.fresh("ch")
+    body.emit(f"int {channel} = ({ix.render(out[1])}) * {per_block} + r;")
+    inside = body.child()
+    total = int(np.prod(columns))
+    value = gen.em.value(inside, x, (out[0], ix.IVar(channel, 0, gen.view.shape(x)[1] - 1),
+                                     ix.IVar(column, 0, total - 1)))
+    inside.emit(f"{acc} += {value};")
+    body.nest(f"if ({valid})", inside)
+    scope.nest(f"for (int r = 0; r < {per_block}; ++r)", body)
+    return acc
+
+
+GENERATORS["Col2Im"] = _col2im
