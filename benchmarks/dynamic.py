@@ -133,7 +133,10 @@ def main() -> None:
             dynamic = result.report.target["dynamic"]
             summary.append(f"{name}: compile once {once:.1f} s ({dynamic['shapes_compiled']} "
                            f"shapes, {len(dynamic['versions'])} versions, {dynamic['boxes']} "
-                           f"boxes, arena peak {dynamic['arena_bytes_peak']} B) vs "
+                           f"boxes, arena peak {dynamic['arena_bytes_peak']} B; expressions "
+                           f"{dynamic['expressions']['derived']} derived / "
+                           f"{dynamic['expressions']['fitted']} fitted; memory plans over the "
+                           f"dims in {dynamic['memory_plan']['boxes_over_the_dims']} boxes) vs "
                            f"{len(shapes)} bound compiles {n_times:.1f} s")
     print()
     print("\n".join(summary))

@@ -47,6 +47,7 @@ from egraph_compiler.ops.evaluate import (
     evaluate_node,
     with_constant_operands_as_attrs,
 )
+from egraph_compiler.shapes.symint import proved_equal
 
 
 def fold_compile_time(graph: Graph) -> Graph:
@@ -99,7 +100,8 @@ class _Planner:
         if mapping == ONE_TO_ONE and role_of(node.op) == "elementwise":
             out = self.view.numel(node.outputs[0])
             for v in self.view.data_inputs(node):
-                if v not in self.view.constants and self.view.numel(v) < out:
+                # an equality of symbolic sizes counts only when proved for every shape
+                if v not in self.view.constants and not proved_equal(self.view.numel(v), out):
                     return ONE_TO_MANY
         return mapping
 
@@ -109,7 +111,7 @@ class _Planner:
         node = self.view.nodes[n]
         mapping = self.tables.mapping_of(node.op)
         if mapping in (ONE_TO_ONE, ONE_TO_MANY) and role_of(node.op) == "elementwise":
-            same = self.view.numel(source) == self.view.numel(node.outputs[0])
+            same = proved_equal(self.view.numel(source), self.view.numel(node.outputs[0]))
             return ONE_TO_ONE if same else ONE_TO_MANY
         return mapping
 

@@ -50,7 +50,12 @@ class GraphView:
 
     def _shape(self, value: str) -> tuple[int, ...]:
         if value in self.constants:
-            return tuple(int(d) for d in np.shape(self.constants[value]))
+            shape = tuple(int(d) for d in np.shape(self.constants[value]))
+            # a constant folded from the dims: its typed shape carries their derivation
+            typed = self.graph.types.get(value)
+            return tuple(typed.shape) if typed is not None and typed.shape is not None and \
+                all(isinstance(d, int) for d in typed.shape) and tuple(typed.shape) == shape \
+                else shape
         tensor_type = self.graph.types.get(value)
         if tensor_type is None or not shape_is_static(tensor_type.shape):
             producer = self.producer_index.get(value)
@@ -60,7 +65,9 @@ class GraphView:
                              "static shapes\n  hint: bind symbolic input dims (--bind NAME=INT); a "
                              "shape computed from run-time values (axes, pads, sizes given as "
                              "inputs) must come from constants instead")
-        return tuple(int(d) for d in tensor_type.shape)  # type: ignore[arg-type]
+        # an int stays itself: the symbolic build's `shapes.symint.SymInt` keeps its derivation
+        return tuple(d if isinstance(d, int) else int(d)  # type: ignore[arg-type]
+                     for d in tensor_type.shape)
 
     def dtype(self, value: str) -> str:
         if value in self.constants:

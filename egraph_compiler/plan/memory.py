@@ -181,3 +181,8 @@ def plan_arena(plan: FusionPlan) -> ExecutionPlan:
             best_total, best_offsets = total, offsets
     return ExecutionPlan(plan, tuple(order), best_offsets, sizes, best_total or 0, lower,
                          sum(sizes.values()))
+
+
+def lifetimes(plan: ExecutionPlan) -> dict[str, tuple[int, int]]:
+    """Each arena tensor's first and last step (positions in ``plan.order``)."""
+    return _lifetimes(list(plan.order), plan.fusion, plan.sizes)

@@ -108,6 +108,12 @@ def test_plan_holds_expressions_versions_and_peak_arena(bert) -> None:  # noqa: 
     assert dynamic["arena_bytes_peak"] == plan["arena_bytes"]
     assert len(dynamic["versions"]) == len(plan["versions"]) > 1
     assert all(v["conditions"] for v in dynamic["versions"])
+    # sizes derived from the symbolic shapes (`shapes.symint`), fitted only where the
+    # generator computed one outside them; memory plans over the dims, proved per box
+    assert dynamic["expressions"]["derived"] > 20 * dynamic["expressions"]["fitted"]
+    assert dynamic["memory_plan"]["boxes_over_the_dims"] > 0
+    assert any(isinstance(o, str) and "seq" in o for box in plan["boxes"]
+               for o in box["offsets"].values())
 
 
 def test_bound_compile_matches_the_symbolic_artefact(bert, tmp_path: Path) -> None:  # noqa: ANN001
@@ -152,6 +158,12 @@ def test_gemv_and_tiled_versions_dispatched_on_the_dims(tmp_path: Path) -> None:
     versions = result.report.target["dynamic"]["versions"]
     gemv = [v for v in versions if any("gemv" in c for c in v["choices"])]
     assert [v["conditions"] for v in gemv] == [["batch == 1 and seq == 1"]]
+    # the crossover solved by Z3 over the cost expressions, and the dispatch follows it
+    solved = result.report.target["dynamic"]["crossovers"]["solved"]
+    assert solved and all(s["dispatch_follows"] for s in solved)
+    assert all(s["intervals"][0] == {"condition": "1 <= seq <= 1", "variant": s["intervals"][0]
+                                     ["variant"]} and "gemv" in s["intervals"][0]["variant"]
+               for s in solved)
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert any("tiled" in launch["variant"] for version in plan["versions"]
                for launch in version["launches"])

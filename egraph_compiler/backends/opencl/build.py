@@ -23,6 +23,7 @@ from egraph_compiler.backends.opencl.kernels import SCRATCH, KernelParams, gener
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.plan.memory import ExecutionPlan
 from egraph_compiler.select import Selection
+from egraph_compiler.shapes import symint
 
 PLAN_VERSION = 2
 # 0 and 1 stay literal: they shape the code (unit strides, empty pads, first index)
@@ -32,6 +33,8 @@ ARG_BYTES_LIMIT, TENSOR_ARG_BYTES, SIZE_ARG_BYTES = 1024, 16, 4
 # a decimal integer token: not part of a name, a float (1.5f, 1e-05) or a vector type,
 # nor a constant the language requires (an array extent `[4]`, a `case 4:` label)
 _INT_LITERAL = re.compile(r"(?<![\w.])(?<![eE][-+])(?<!case )(\d+)(?![\w.])")
+# a size with its derivation over the dims (`shapes.symint`), or a literal
+_SIZE = re.compile(r"(?<!\w)" + symint.TOKEN.pattern + "|" + _INT_LITERAL.pattern)
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,7 @@ def assemble(plan: ExecutionPlan, params: KernelParams | None = None,
         for step, kernel in enumerate(first.chain()):
             source, sizes = hoist_sizes(kernel.source, len(kernel.args)) if params.hoist_sizes \
                 else (kernel.source, ())
+            source = symint.plain_text(source)  # a token left unhoisted is its value
             name = "k_" + hashlib.sha1(source.encode()).hexdigest()[:12]
             sources.setdefault(name, source.replace("KNAME", name))
             derived.update(kernel.constants)
@@ -99,8 +103,8 @@ def assemble(plan: ExecutionPlan, params: KernelParams | None = None,
                 images[tensor] = {"width": width, "height": height, "reason": reason,
                                   "block": block_id}
             launches.append({"block": block_id, "kernel": name, "ops": list(block.ops),
-                             "kind": block.kind, "variant": kernel.variant,
-                             "shape_key": kernel.shape_key, "global": kernel.global_size,
+                             "kind": block.kind, "variant": symint.plain_text(kernel.variant),
+                             "shape_key": symint.plain_text(str(kernel.shape_key)), "global": kernel.global_size,
                              "local": kernel.local_size,
                              "args": [scratch if a == SCRATCH else a for a in kernel.args],
                              "sizes": list(sizes), **({"pass": step} if step else {})})
@@ -175,26 +179,42 @@ def hoist_sizes(source: str, tensor_args: int) -> tuple[str, tuple[int, ...]]:
     """``source`` with the integer literals of its body (``HOIST_FROM`` and up, in
     int range) replaced by trailing ``const int s0, s1, …`` parameters, and their
     values in order. Defines and other preprocessor lines keep theirs. A kernel
-    whose arguments would pass the portable limit keeps its literals."""
+    whose arguments would pass the portable limit keeps its literals.
+
+    A size the symbolic build derived from the dims (a `symint` token in the text) is
+    a parameter whatever its value (0 and 1 too: the text must not depend on a value
+    the run time passes), and its value is the `symint.SymInt` carrying the expression.
+    A token on a preprocessor line or an array extent is its value (the code then
+    depends on it, and the symbolic build's versions tell the shapes apart)."""
+    tokens = symint.active_tokens() or []
     header, brace, body = source.partition(") {\n")
-    sizes: list[int] = []
+    for every_token in (True, False):  # too many arguments: small tokens stay literal
+        sizes: list[int] = []
 
-    def parameter(match: re.Match[str]) -> str:
-        value = int(match.group(1))
-        line, start, end = match.string, match.start(), match.end()
-        extent = line[start - 1:start] == "[" and line[end:end + 1] == "]"
-        if extent or not HOIST_FROM <= value < 2**31:
-            return match.group(0)
-        sizes.append(value)
-        return f"s{len(sizes) - 1}"
+        def parameter(match: re.Match[str], every_token: bool = every_token,
+                      sizes: list[int] = sizes) -> str:
+            token, literal = match.group(1), match.group(2)
+            line, start, end = match.string, match.start(), match.end()
+            extent = line[start - 1:start] == "[" and line[end:end + 1] == "]"
+            value: int = tokens[int(token)] if token is not None else int(literal)
+            keep = str(int(value)) if token is not None else match.group(0)
+            if extent:
+                return keep
+            if not (token is not None and every_token) and not HOIST_FROM <= value < 2**31:
+                return keep
+            sizes.append(value)
+            return f"s{len(sizes) - 1}"
 
-    hoisted = "".join(line if line.lstrip().startswith("#") else _INT_LITERAL.sub(parameter, line)
-                      for line in body.splitlines(keepends=True))
-    if not sizes or TENSOR_ARG_BYTES * tensor_args + SIZE_ARG_BYTES * len(sizes) > \
-            ARG_BYTES_LIMIT:
-        return source, ()
-    params = "".join(f", const int s{k}" for k in range(len(sizes)))
-    return header + params + brace + hoisted, tuple(sizes)
+        hoisted = "".join(symint.plain_text(line) if line.lstrip().startswith("#") else
+                          symint.plain_text(_SIZE.sub(parameter, line))
+                          for line in body.splitlines(keepends=True))
+        if sizes and TENSOR_ARG_BYTES * tensor_args + SIZE_ARG_BYTES * len(sizes) <= \
+                ARG_BYTES_LIMIT:
+            params = "".join(f", const int s{k}" for k in range(len(sizes)))
+            return symint.plain_text(header) + params + brace + hoisted, tuple(sizes)
+        if not tokens:
+            break
+    return symint.plain_text(source), ()
 
 
 def _tensor(view: GraphView, name: str, kind: str) -> dict[str, object]:

@@ -6,7 +6,10 @@ work-item count and its output shapes as a polynomial in the symbolic dims
 the polynomial from the exact values at every point of the box and answers None
 unless it reproduces each of them exactly; `evaluate` computes it at run time.
 Expressions are plain text in ``plan.json``; the run-time reader accepts only
-integers, dim names, ``+``, ``-``, ``*``, ``**`` and exact ``/`` (never `eval`).
+integers, dim names, ``+``, ``-``, ``*``, ``**``, exact ``/``, ``cdiv``, ``fdiv`` and
+``fmod`` (never `eval`). Since the symbolic build DERIVES most quantities from the dims
+(`shapes.symint`, written by `render`), `fit` is the fallback for the rest (a size the
+generator computed through ``int()`` or NumPy) and the cross-check of nothing else.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 import numpy as np
+
+from egraph_compiler.ir.dims import Dim
 
 MAX_DEGREE = 2  # per dim: sizes are products of dims; attention's seq*seq is degree 2
 
@@ -130,6 +135,28 @@ def _render(dims: Sequence[str], monomials: Sequence[tuple[int, ...]],
     return text if denominator == 1 else f"({text}) / {denominator}"
 
 
+def render(dim: Dim) -> str:
+    """A dim expression derived by the symbolic build (`shapes.symint`) as text that
+    `evaluate` reads: floor division and remainder by a constant are ``fdiv(x, d)``
+    and ``fmod(x, d)``."""
+    if isinstance(dim, int):
+        return str(int(dim))
+    terms = []
+    for mono, coeff in dim.terms:
+        factors = []
+        for atom, power in mono:
+            if isinstance(atom, str):
+                text = atom
+            else:
+                kind, inner, divisor = atom
+                text = f"{'fdiv' if kind == '//' else 'fmod'}({render(inner)}, {divisor})"
+            factors.append(text if power == 1 else f"{text}**{power}")
+        body = "*".join(factors)
+        terms.append(str(coeff) if not body else body if coeff == 1 else
+                     f"-{body}" if coeff == -1 else f"{coeff}*{body}")
+    return (" + ".join(terms).replace("+ -", "- ")) or "0"
+
+
 def evaluate(expression: str, dims: Mapping[str, int]) -> int:
     """``expression`` (as `fit` writes it) at ``dims``; ValueError when the result is
     not an integer or the text holds anything else."""
@@ -144,11 +171,13 @@ def _eval(node: ast.AST, dims: Mapping[str, int]) -> Fraction:
         return Fraction(node.value)
     if isinstance(node, ast.Name) and node.id in dims:
         return Fraction(dims[node.id])
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "cdiv"
-            and len(node.args) == 2 and not node.keywords):
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in ("cdiv", "fdiv", "fmod") and len(node.args) == 2
+            and not node.keywords):
         num, den = (_eval(a, dims) for a in node.args)
-        if den > 0:
-            return Fraction(-(-num // den))
+        if den > 0 and num.denominator == 1 and den.denominator == 1:
+            return Fraction({"cdiv": -(-num // den), "fdiv": num // den,
+                             "fmod": num % den}[node.func.id])
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_eval(node.operand, dims)
     if isinstance(node, ast.BinOp):

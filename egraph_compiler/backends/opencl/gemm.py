@@ -34,11 +34,10 @@ loop only splits ``k`` into channel and tap with compile-time divisors (defines:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl.emit import Scope
@@ -144,7 +143,7 @@ def tiled(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
     m_size, n_size, k_size = problem.a.rows, problem.b.rows, problem.k
     wg, ks = tile.tile_threads, tile.slices  # the slot mapping below is per slice
     n_mt, n_nt = -(-m_size // tile.bm), -(-n_size // tile.bn)
-    batch_total = int(np.prod(problem.batch, dtype=np.int64))
+    batch_total = math.prod(problem.batch)
     split = tile.groups
     step_k = tile.bk * ks
     # each K group's range: whole steps, so only the last group is ragged
@@ -278,7 +277,7 @@ def split_k(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
     """Split-K across work-groups: the tiled kernel over ``tile.groups`` K ranges into
     a scratch buffer, then a launch that sums them and runs the epilogue (two launches of one block)."""
     m_size, n_size = problem.a.rows, problem.b.rows
-    batch_total = int(np.prod(problem.batch, dtype=np.int64))
+    batch_total = math.prod(problem.batch)
     gen.use_scratch(tile.groups * batch_total * m_size * n_size)
     partial = tiled(gen, problem, tile)
     gen.next_kernel()
@@ -303,7 +302,7 @@ def gemv(gen: _Gen, batch: tuple[int, ...], k_size: int, vector: Operand, matrix
     ``store(scope, r, value)``."""
     wg, rows = params.work_group, matrix.rows
     n_rt = -(-rows // params.columns)
-    groups = int(np.prod(batch, dtype=np.int64)) * n_rt
+    groups = math.prod(batch) * n_rt
     gen.defines += [f"GC {params.columns}", f"KS {params.slices}", f"WG {wg}"]
     s = Scope()
     s.emit("const int lid = get_local_id(0);")
@@ -415,7 +414,7 @@ def matmul_problem(gen: _Gen) -> tuple[Problem, dict[str, int]]:
         gen.epilogue(scope, value)
 
     sizes = {"m": m_size, "n": n_size, "k": k_size,
-             "batch": int(np.prod(batch, dtype=np.int64))}
+             "batch": math.prod(batch)}
     return Problem(batch, k_size, a, b, store), sizes
 
 
@@ -443,11 +442,11 @@ class ConvGeometry:
 
     @property
     def taps(self) -> int:
-        return int(np.prod(self.kernel, dtype=np.int64))
+        return math.prod(self.kernel)
 
     @property
     def columns(self) -> int:
-        return self.out_shape[0] * int(np.prod(self.out_shape[2:], dtype=np.int64))
+        return self.out_shape[0] * math.prod(self.out_shape[2:])
 
 
 def conv_problem(gen: _Gen, geo: ConvGeometry) -> tuple[Problem, dict[str, int]]:

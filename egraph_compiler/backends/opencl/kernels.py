@@ -51,6 +51,7 @@ CL_DEVICE_MEM_BASE_ADDR_ALIGN, which a plain offset does not need.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -267,7 +268,7 @@ class _Gen:
             derived = self.em.derived.get(value)
             shape = tuple(derived.shape) if derived is not None else self.view.shape(value)
             inputs[f"in{k}"] = (shape, value)
-        work_items = int(np.prod(self.shape.iteration_shape, dtype=np.int64))
+        work_items = math.prod(self.shape.iteration_shape)
         text, chosen = images.resolve("\n".join("  " + line for line in body.lines), inputs,
                                       work_items, self.block.images)
         header, pointers = self.signature(local, frozenset(chosen))
@@ -489,7 +490,7 @@ class _Gen:
         self.defines += [f"TC {tc}", f"TW {tw}"]
         n_ct, n_wt = _cdiv(cout, tc), _cdiv(out_shape[-1], tw)
         outer = out_shape[2:-1]
-        total = out_shape[0] * n_ct * int(np.prod(outer, dtype=np.int64)) * n_wt
+        total = out_shape[0] * n_ct * math.prod(outer) * n_wt
         s = Scope()
         s.emit("const int gid = get_global_id(0);")
         s.emit(f"if (gid >= {total}) return;")
@@ -609,7 +610,7 @@ class _Gen:
         tn = self.tile(self.params.matmul_tile_n, n_size)
         self.defines += [f"TM {tm}", f"TN {tn}"]
         n_mt, n_nt = _cdiv(m_size, tm), _cdiv(n_size, tn)
-        total = int(np.prod(batch, dtype=np.int64)) * n_mt * n_nt
+        total = math.prod(batch) * n_mt * n_nt
         s = Scope()
         s.emit("const int gid = get_global_id(0);")
         s.emit(f"if (gid >= {total}) return;")
@@ -696,7 +697,7 @@ class _Gen:
         extra = node.outputs[1] if len(node.outputs) > 1 else ""
         if extra and (extra in self.view.consumer_indices or extra in self.view.graph_outputs):
             raise ModelError("MaxPool's Indices output is not supported by the OpenCL backend")
-        total = int(np.prod(out_shape, dtype=np.int64))
+        total = math.prod(out_shape)
         s = Scope()
         s.emit("const int gid = get_global_id(0);")
         s.emit(f"if (gid >= {total}) return;")
@@ -809,8 +810,8 @@ class _Gen:
         else:
             axes, keep = reduce_axes(self.view, node)
         reduced = tuple(x_shape[a] for a in axes)
-        length = int(np.prod(reduced, dtype=np.int64))
-        total = int(np.prod(out_shape, dtype=np.int64))
+        length = math.prod(reduced)
+        total = math.prod(out_shape)
         kept_axes = [a for a in range(rank) if a not in axes]
 
         def input_index(out_idx: tuple[ix.IExpr, ...], r_idx: tuple[ix.IExpr, ...]
@@ -933,7 +934,7 @@ class _Gen:
         from the operator's generator in `ops_extra`, then the block's epilogue."""
         node = self.anchor()
         out_shape = self.view.shape(node.outputs[0])
-        total = int(np.prod(out_shape, dtype=np.int64))
+        total = math.prod(out_shape)
         s = Scope()
         s.emit("const int gid = get_global_id(0);")
         s.emit(f"if (gid >= {total}) return;")
@@ -1011,8 +1012,8 @@ class _Gen:
         reduced = tuple(x_shape[a] for a in axes)
         outer_axes = [a for a in range(rank) if a not in axes]
         outer = tuple(x_shape[a] for a in outer_axes)
-        length = int(np.prod(reduced, dtype=np.int64))
-        rows = int(np.prod(outer, dtype=np.int64))
+        length = math.prod(reduced)
+        rows = math.prod(outer)
         serial = self.serial_rows(length, rows)
         o_idx = ix.delinearize(self.ivar("o", rows), outer)
 
@@ -1111,8 +1112,8 @@ class _Gen:
         axes, _ = reduce_axes(view, view.nodes[reductions[0]])
         reduced = tuple(full[a] for a in axes)
         outer_axes = [a for a in range(len(full)) if a not in axes]
-        length = int(np.prod(reduced, dtype=np.int64))
-        rows = int(np.prod([full[a] for a in outer_axes], dtype=np.int64))
+        length = math.prod(reduced)
+        rows = math.prod([full[a] for a in outer_axes])
         serial = self.serial_rows(length, rows)
         row_shape = tuple(1 if a in axes else size for a, size in enumerate(full))
         o_idx = ix.delinearize(self.ivar("o", rows), tuple(full[a] for a in outer_axes))
@@ -1279,6 +1280,13 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
     if params.anchor_variant is not None:
         return key, [gen.pick(*shape)]
     return key, [tuned] if tuned is not None else candidates
+
+
+def anchor_shape(view: GraphView, block: Block, params: KernelParams) -> tuple:
+    """What `anchor_options` prices a conv/matmul block by: (sizes, direct_items,
+    tiled_ok, gemv_side, depthwise_ok, window_taps), the arguments of `cost.options`
+    (the symbolic build traces them: `crossover.py`)."""
+    return _Gen(view, block, params).anchor_shape()
 
 
 def generate(view: GraphView, block: Block, params: KernelParams) -> Kernel:

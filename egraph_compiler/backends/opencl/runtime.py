@@ -273,7 +273,8 @@ class CompiledModel:
         buffers = dict(self.buffers)
         for name, offset in box["offsets"].items():
             itemsize = np.dtype(tensors[name]["dtype"]).itemsize
-            buffers[name] = (self.arena, int(offset) // itemsize)
+            at = dimpoly.evaluate(offset, dims) if isinstance(offset, str) else int(offset)
+            buffers[name] = (self.arena, at // itemsize)
         launches = []
         for k, launch in enumerate(self.plan["versions"][version]["launches"]):
             kernel = self._kernels.get((version, k))

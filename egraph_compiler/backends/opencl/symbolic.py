@@ -1,18 +1,30 @@
 """One OpenCL artefact for every shape in the declared dim ranges (no ``--bind``).
 
-The kernels already take their sizes as arguments (`build.hoist_sizes`), so a kernel's
-text is the same at many shapes and only the values passed differ. The symbolic
-build compiles the backend (fusion, select, plan, kernels; the e-graph ran once,
-symbolically) at EVERY point of the declared ranges and groups the points:
+The backend (fusion, select, plan, kernels; the e-graph ran once, symbolically) runs
+at EVERY point of the declared ranges, on a graph whose dims are `shapes.symint.SymInt`s:
+each dim is its value there and carries its `DimExpr` from symbolic shape inference, so
+every size the kernel generator computes (extents, strides, work-item counts) and every
+offset the memory planner computes arrives with its DERIVATION over the dims. In the
+kernel text a derived size is a ``const int`` argument (`build.hoist_sizes`), whatever
+its value, so one kernel source serves every shape of a version. The points group into
 
 - **versions**: points whose launches have the same kernels, work-groups and
-  arguments (the same code). Where the best variant depends on a dim (row-serial
-  vs work-group rows at `KernelParams.row_serial_min_rows`, a reduction's work-group
-  by row length, a dim of 1 kept literal), the points split into several versions;
+  arguments (the same code). Where the generator's code depends on a dim (row-serial
+  vs work-group rows at `KernelParams.row_serial_min_rows`, a register tile clamped to
+  a short dim, a GEMV where a dim is 1), the points split into several versions;
 - **boxes**: the ranges are cut into boxes, each inside one version, on which every
-  size, work-item count and output dim is a polynomial in the dims (`dimpoly.fit`,
-  exact at every point of the box, not sampled), and every arena tensor is no
-  larger than at the box's upper corner, whose memory plan (offsets) the box uses.
+  size, work-item count and output dim has ONE expression exact at every point of
+  the box: a probe's derivation (checked at every point), else a polynomial fitted
+  to the values (`dimpoly.fit`, where the generator computed a size outside the
+  tracking: ``int()``, NumPy); the report counts both. A box's memory plan is the
+  upper corner's offsets as expressions, proved a valid placement on the whole box by
+  the shapes prover with the corner as its peak (`plan.symbolic`), else the corner's
+  numbers where no tensor outgrows its corner size.
+
+Where an anchor's variant depends on the dims, the cost model's own expressions are
+traced and Z3 decides, per box, that the version's variant is the cheapest at every
+shape of it (or names the crossover shape), and along a single varying dim solves the
+crossover intervals and checks the dispatch follows them (`crossover.py`).
 
 ``plan.json`` (version 3) holds the versions, and per box its condition, the
 expressions and the offsets; the run time binds the dims from the input shapes,
@@ -36,15 +48,19 @@ from typing import Any
 import numpy as np
 
 from egraph_compiler import shapes
-from egraph_compiler.backends.opencl import dimpoly
+from egraph_compiler.backends.opencl import cost, crossover, dimpoly
 from egraph_compiler.backends.opencl.build import Artefact, Assembled, assemble, write_files
-from egraph_compiler.backends.opencl.kernels import KernelParams
+from egraph_compiler.backends.opencl.kernels import KernelParams, anchor_shape
 from egraph_compiler.backends.opencl.planning import execution_plan
 from egraph_compiler.backends.static_checks import prepare_static_graph
 from egraph_compiler.fusion import ProfileDb
-from egraph_compiler.ir.dims import DimExpr
+from egraph_compiler.fusion.view import GraphView
+from egraph_compiler.ir.dims import Dim, DimExpr
 from egraph_compiler.ir.errors import DnnrError
 from egraph_compiler.ir.graph import Graph
+from egraph_compiler.plan.memory import ExecutionPlan, lifetimes
+from egraph_compiler.plan.symbolic import SymbolicPlacement, prove_placement
+from egraph_compiler.shapes import symint
 
 SYMBOLIC_PLAN_VERSION = 3
 # keep every window bounds check (`KernelParams.shape_stable`): code the same at more
@@ -102,25 +118,40 @@ class _Probe:
     signature: str
     built: Assembled
     numbers: dict[str, int]  # quantity name -> value at this point
+    # quantity name -> its derivation over the dims (`shapes.symint`), where the
+    # generator carried one (else the constant it computed at this point)
+    derived: dict[str, Dim] = dataclasses.field(default_factory=dict)
+    spans: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)  # arena lifetimes
+    plan: ExecutionPlan | None = None  # its anchors' costs are traced (`crossover`) per box
 
 
 def _probe(graph: Graph, dims: Sequence[str], point: Point, tables: object,
            profile_db: ProfileDb | None, params: KernelParams) -> _Probe:
-    bound = shapes.bind_symbols(graph, dict(zip(dims, point, strict=True)))
+    env = dict(zip(dims, point, strict=True))
+    # the dims are `SymInt`s: every size the backend computes carries its derivation
+    bound = symint.with_derivations(shapes.bind_symbols(graph, env), graph, env)
     static = prepare_static_graph(bound, "opencl")
-    plan, selection = execution_plan(static, tables, profile_db, params=params)
-    built = assemble(plan, params, selection)
+    # fusion's legality facts about the dims hold for every shape of the ranges or not at all
+    with shapes.prover.using_ranges({n: graph.symbols.get(n, (1, shapes.infer.DEFAULT_RANGE[1]))
+                                     for n in dims}):
+        plan, selection = execution_plan(static, tables, profile_db, params=params)
+    with symint.tracking():  # the kernel text marks where each derived size sits
+        built = assemble(plan, params, selection)
     doc = built.doc
     tensors = doc["tensors"]
-    numbers: dict[str, int] = {}
+    quantities: dict[str, int] = {}
     for k, launch in enumerate(doc["launches"]):
         for j, size in enumerate(launch["sizes"]):
-            numbers[f"size/{k}/{j}"] = int(size)
-        numbers[f"items/{k}"] = int(built.work_items[k])
+            quantities[f"size/{k}/{j}"] = size
+        quantities[f"items/{k}"] = built.work_items[k]
     for name in doc["outputs"]:
         for j, d in enumerate(tensors[name]["shape"]):
-            numbers[f"shape/{name}/{j}"] = int(d)
-    return _Probe("", built, numbers)
+            quantities[f"shape/{name}/{j}"] = d
+    for name, offset in plan.offsets.items():
+        quantities[f"offset/{name}"] = offset
+        quantities[f"nbytes/{name}"] = plan.sizes[name]
+    return _Probe("", built, {n: int(v) for n, v in quantities.items()},
+                  {n: symint.expr_of(v) for n, v in quantities.items()}, lifetimes(plan), plan)
 
 
 def _probe_or_explain(graph: Graph, dims: Sequence[str], point: Point, tables: object,
@@ -154,6 +185,7 @@ def _sign(probe: _Probe, computed: set[str]) -> None:
         if name in doc["tensors"]:
             for j, d in enumerate(doc["tensors"][name]["shape"]):
                 probe.numbers[f"shape/{name}/{j}"] = int(d)
+                probe.derived[f"shape/{name}/{j}"] = symint.expr_of(d)
 
 
 def dim_dependent_constants(probes: Sequence[_Probe]) -> set[str]:
@@ -217,6 +249,11 @@ class _Partition:
 
     def __init__(self, dims: Sequence[str], probes: Mapping[Point, _Probe]) -> None:
         self.dims, self.probes = list(dims), probes
+        # quantities that vary with the dims: derived (an expression a probe carried) /
+        # fitted (none carried; `dimpoly.fit` found one), by name, over all boxes
+        self.derivations: list[str] = []
+        self.fitted: list[str] = []
+        self.proved_boxes = 0  # boxes whose memory plan is over the dims (`placement`)
         # the values each dim takes (every one of its range, or every step-th)
         self.values = [sorted({p[k] for p in probes}) for k in range(len(dims))]
 
@@ -260,14 +297,32 @@ class _Partition:
         return axis, values[len(values) // 2]
 
     def fit(self, points: list[Point]) -> dict[str, str] | None:
+        """Every quantity's expression over the box of ``points``: the derivation a probe
+        carried (`shapes.symint`) that gives the exact value at EVERY point, else a
+        fitted polynomial (`dimpoly.fit`, for a size computed outside the tracking);
+        None when some quantity has neither (the box is cut)."""
         first = self.probes[points[0]].numbers
         expressions = {}
         for name in first:
+            if name.startswith(("offset/", "nbytes/")):
+                continue  # the memory plan: `placement`
+            found = self.derived(name, points)
+            if found is not None:
+                expressions[name] = found
+                continue
             text = dimpoly.fit(self.dims, points, [self.probes[p].numbers[name] for p in points])
             if text is None:
                 return None
+            self.fitted.append(name)
             expressions[name] = text
-        # the box uses its upper corner's offsets: no tensor may be larger elsewhere
+        placement = self.placement(points)
+        if placement is not None:  # offsets over the dims, proved valid on the box
+            self.proved_boxes += 1
+            expressions.update({f"offset/{n}": dimpoly.render(o)
+                                for n, o in placement.offsets.items()})
+            expressions["arena"] = str(placement.arena_bytes)
+            return expressions
+        # else the box uses its upper corner's offsets: no tensor may be larger elsewhere
         corner = self.probes[tuple(hi for _, hi in self.corner_box(points))].built.doc["tensors"]
         for p in points:
             for name, info in self.probes[p].built.doc["tensors"].items():
@@ -275,9 +330,48 @@ class _Partition:
                     return None
         return expressions
 
+    def placement(self, points: list[Point]) -> SymbolicPlacement | None:
+        """The upper corner's memory plan with its offsets and sizes over the dims
+        (`plan.symbolic`), when its sizes are exact at every point of the box and the
+        prover establishes the placement on the box's ranges."""
+        box = self.corner_box(points)
+        corner = self.probes[tuple(hi for _, hi in box)]
+        names = [n for n, t in corner.built.doc["tensors"].items() if t["kind"] == "arena"]
+        if any(f"offset/{n}" not in corner.derived for n in names):
+            return None
+        offsets, sizes = {}, {}
+        for name in names:
+            size = corner.derived[f"nbytes/{name}"]
+            if not all(_value(size, self.dims, p) == self.probes[p].numbers.get(f"nbytes/{name}")
+                       for p in points):
+                return None
+            offsets[name], sizes[name] = corner.derived[f"offset/{name}"], size
+        return prove_placement(offsets, sizes, corner.spans,
+                               dict(zip(self.dims, box, strict=True)))
+
+    def derived(self, name: str, points: list[Point]) -> str | None:
+        """The first derivation of ``name`` among the probes of ``points`` that is exact
+        at every one of them, as `dimpoly` text."""
+        tried: set[str] = set()
+        for p in points:
+            expr = self.probes[p].derived.get(name)
+            if expr is None or str(expr) in tried:
+                continue
+            tried.add(str(expr))
+            if all(_value(expr, self.dims, q) == self.probes[q].numbers[name] for q in points):
+                if isinstance(expr, DimExpr):
+                    self.derivations.append(name)
+                return dimpoly.render(expr)
+        return None
+
     def corner_box(self, points: list[Point]) -> Box:
         return tuple((min(p[k] for p in points), max(p[k] for p in points))
                      for k in range(len(self.dims)))
+
+
+def _value(expr: Dim, dims: Sequence[str], point: Point) -> int:
+    return expr.evaluate(dict(zip(dims, point, strict=True))) if isinstance(expr, DimExpr) \
+        else int(expr)
 
 
 def describe_box(dims: Sequence[str], box: Box, steps: Sequence[int] | None = None) -> str:
@@ -305,7 +399,8 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
     computed = dim_dependent_constants(list(probes.values()))
     for probe in probes.values():
         _sign(probe, computed)
-    leaves = _Partition(dims, probes).leaves(box)
+    partition = _Partition(dims, probes)
+    leaves = partition.leaves(box)
     versions = sorted({leaf.signature for leaf in leaves})
     sources: dict[str, str] = {}
     arrays: dict[str, np.ndarray] = {}
@@ -322,14 +417,20 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
     arena_bytes = 0
     for leaf in leaves:
         corner = probes[tuple(hi for _, hi in leaf.box)].built.doc
-        arena_bytes = max(arena_bytes, int(corner["arena_bytes"]))
+        symbolic_offsets = {n.removeprefix("offset/"): e for n, e in leaf.expressions.items()
+                            if n.startswith("offset/")}
+        box_arena = int(leaf.expressions.get("arena", corner["arena_bytes"]))
+        arena_bytes = max(arena_bytes, box_arena)
         launches = corner["launches"]
         box_docs.append({
             "condition": describe_box(dims, leaf.box, dim_steps),
             "box": {n: list(r) for n, r in zip(dims, leaf.box, strict=True)},
             "version": versions.index(leaf.signature),
-            "arena_bytes": corner["arena_bytes"],
-            "offsets": {n: t["offset"] for n, t in corner["tensors"].items() if t["kind"] == "arena"},
+            "arena_bytes": box_arena,
+            # byte offsets over the dims (proved on the box, `plan.symbolic`), or the
+            # upper corner's numbers
+            "offsets": symbolic_offsets or {n: t["offset"] for n, t in corner["tensors"].items()
+                                            if t["kind"] == "arena"},
             "sizes": [[leaf.expressions[f"size/{k}/{j}"] for j in range(len(la["sizes"]))]
                       for k, la in enumerate(launches)],
             "items": [leaf.expressions[f"items/{k}"] for k in range(len(launches))],
@@ -337,6 +438,7 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                                   for j in range(len(corner["tensors"][n]["shape"]))]
                               for n in [*corner["outputs"], *sorted(computed & set(corner["tensors"]))]},
         })
+    crossovers = _crossovers(dims, leaves, probes, versions, params)
     top = probes[tuple(hi for _, hi in box)].built.doc
     tensors: dict[str, dict[str, Any]] = {}
     for name in sorted(computed):
@@ -396,12 +498,133 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                       "choices": _choices(version_docs[k], version_docs, sources)}
                      for k, v in enumerate(versions)],
         "boxes": len(box_docs),
+        # per box, the quantities that vary with the dims: derived from the symbolic
+        # shapes by the generator (`shapes.symint`) or, where it computed one without
+        # them, fitted (`dimpoly.fit`)
+        "memory_plan": {"boxes_over_the_dims": partition.proved_boxes,
+                        "boxes_at_the_corner": len(box_docs) - partition.proved_boxes},
+        "expressions": {"derived": len(partition.derivations), "fitted": len(partition.fitted),
+                        "fitted_names": sorted(set(partition.fitted))[:20]},
         "computed_at_run_time": sorted(computed),
+        "crossovers": crossovers,
     }
     return Artefact(out_dir, len(top["launches"]), len(sources), int(top["operators"]),
                     arena_bytes, int(top["naive_bytes"]), int(top["lower_bound_bytes"]),
                     {n: str(i["reason"]) for n, i in images.items()}, None, top["select"],
                     dynamic)
+
+
+def _anchor_choices(probe: _Probe) -> dict[str, str]:
+    """anchor node name -> the variant its block runs at ``probe``'s shape."""
+    if probe.plan is None:
+        return {}
+    launched = {la["block"]: la["variant"] for la in probe.built.doc["launches"]}
+    nodes = probe.plan.fusion.graph.nodes
+    return {nodes[b.anchor].name: b.implementation or launched.get(b.id, "")
+            for b in probe.plan.fusion.blocks
+            if b.kind in ("conv", "matmul") and b.anchor is not None}
+
+
+def _varying_anchors(probes: Sequence[_Probe]) -> set[str]:
+    """The anchors whose variant differs between shapes: where the best variant depends
+    on a dim (the others run one variant everywhere and need no dispatch)."""
+    seen: dict[str, set[str]] = {}
+    for probe in probes:
+        for name, variant in _anchor_choices(probe).items():
+            seen.setdefault(name, set()).add(variant)
+    return {name for name, variants in seen.items() if len(variants) > 1}
+
+
+def _crossovers(dims: Sequence[str], leaves: Sequence[_Leaf], probes: Mapping[Point, _Probe],
+                versions: Sequence[str], params: KernelParams) -> dict[str, Any]:
+    """Per box and conv/matmul anchor whose variant depends on the dims: the cost model's
+    expressions traced at the box's upper corner and Z3's verdict on the box
+    (`crossover.decide`): the variant the version runs is proved cheapest at every
+    shape of the box, or the crossover shape where another option is cheaper."""
+    device = cost.DEVICES[params.device]
+    varying = _varying_anchors(list(probes.values()))
+    verdicts = []
+    for leaf in leaves:
+        probe = probes[tuple(hi for _, hi in leaf.box)]
+        if probe.plan is None or not varying:
+            continue
+        view = GraphView(probe.plan.fusion.graph)
+        choices = _anchor_choices(probe)
+        for block in probe.plan.fusion.blocks:
+            if block.kind not in ("conv", "matmul") or block.anchor is None or \
+                    view.nodes[block.anchor].name not in varying:
+                continue
+            with symint.recording() as branches:
+                shape = anchor_shape(view, block, params)
+            traced = crossover.trace_costs(device, shape, branches)
+            if traced is None:
+                continue
+            chosen = choices[view.nodes[block.anchor].name]
+            verdict = crossover.decide(traced, chosen, dict(zip(dims, leaf.box, strict=True)))
+            verdicts.append({"version": versions.index(leaf.signature), "block": block.id,
+                             "anchor": view.nodes[block.anchor].name,
+                             "condition": describe_box(dims, leaf.box), "variant": chosen,
+                             "options": len(traced.labels), "proved": verdict.proved,
+                             "note": verdict.note})
+    return {"anchors_with_a_dim_dependent_variant": len(varying),
+            "proved": sum(v["proved"] for v in verdicts),
+            "not_proved": sum(not v["proved"] for v in verdicts), "verdicts": verdicts,
+            "solved": _solved_crossovers(dims, probes, params) if varying else []}
+
+
+MAX_SOLVED_VALUES = 64  # a longer single dim: only the per-box verdicts (Z3 takes ~0.1 s a step)
+
+
+def _solved_crossovers(dims: Sequence[str], probes: Mapping[Point, _Probe],
+                       params: KernelParams) -> list[dict[str, Any]]:
+    """Where one dim varies (the others are fixed by their ranges): per anchor, the
+    intervals of that dim on which Z3 proves one variant cheapest over the traced cost
+    expressions (`crossover.solve_intervals`), and whether the artefact's versions run
+    that variant at every value of each interval (the dispatch follows the crossover)."""
+    varying = [k for k in range(len(dims)) if len({p[k] for p in probes}) > 1]
+    if len(varying) != 1:
+        return []
+    axis = varying[0]
+    values = sorted({p[axis] for p in probes})
+    if len(values) > MAX_SOLVED_VALUES or values != list(range(values[0], values[-1] + 1)):
+        return []
+    by_value = {p[axis]: probe for p, probe in probes.items()}
+    device = cost.DEVICES[params.device]
+    varying = _varying_anchors(list(by_value.values()))
+
+    def anchors(value: int) -> dict[str, tuple[Any, str]]:
+        """anchor node name -> (its traced costs, the variant the compile chose)."""
+        plan = by_value[value].plan
+        if plan is None:
+            return {}
+        view = GraphView(plan.fusion.graph)
+        found = {}
+        for block in plan.fusion.blocks:
+            if block.kind in ("conv", "matmul") and block.anchor is not None and \
+                    view.nodes[block.anchor].name in varying:
+                with symint.recording() as branches:
+                    shape = anchor_shape(view, block, params)
+                traced = crossover.trace_costs(device, shape, branches)
+                if traced is not None:
+                    found[view.nodes[block.anchor].name] = (
+                        traced, block.implementation or crossover.cheapest(traced))
+        return found
+
+    per_value = {v: anchors(v) for v in values}
+    solved = []
+    for name in sorted(per_value[values[0]]):
+        if name not in varying or not all(name in per_value[v] for v in values):
+            continue
+        intervals = crossover.solve_intervals(lambda v, n=name: per_value[v][n][0], dims[axis],
+                                              values[0], values[-1])
+        if intervals is None or len(intervals) < 2:
+            continue  # one variant over the whole range: no crossover to dispatch on
+        agrees = all(per_value[v][name][1] == i.variant for i in intervals
+                     for v in range(i.low, i.high + 1))
+        solved.append({"anchor": name, "dispatch_follows": agrees, "intervals": [
+            {"condition": f"{i.low} <= {dims[axis]} <= {i.high}", "variant": i.variant}
+            for i in intervals]})
+    return solved
 
 
 def _choices(version: dict, versions: Sequence[dict], sources: Mapping[str, str]) -> list[str]:
