@@ -32,7 +32,7 @@ from egraph_compiler.dsl import ast
 from egraph_compiler.dsl.normalize import SYMBOLIC_LIST_ATTRIBUTES
 from egraph_compiler.verify.builtin_ops import Transpose
 from egraph_compiler.verify.encode import SYMBOLIC_LIST, Cell, Dims, Encoder, Illformed
-from egraph_compiler.verify.evalexpr import NotApplicable
+from egraph_compiler.verify.evalexpr import NotApplicable, evaluate
 
 SYMBOLIC_FROM_RANK = 3  # below it, perms are enumerated (1 or 2 of them, and the absent [])
 
@@ -275,5 +275,30 @@ def sample_perms(canon: Any, sems: dict[str, Any], config: Any,
                     rank = rank_of(node.inputs[0], sems, config.rank_of, attrs)
                 except Exception:  # ill-ranked here: the trial is skipped anyway
                     continue
-                chosen[expr.name] = [int(a) for a in rng.permutation(rank)]
+                named = _named_perm(canon.guard, expr.name, config)
+                if named is None or len(named) != rank:
+                    # the identity a quarter of the time: guards that fix axes want it
+                    named = (list(range(rank)) if rng.random() < 0.25
+                             else [int(a) for a in rng.permutation(rank)])
+                chosen[expr.name] = named
     return chosen
+
+
+def _named_perm(guard: ast.Expr | None, var: str, config: Any) -> list[int] | None:
+    """The perm a guard conjunct ``?var == E`` names for these ranks (MatMul's
+    transpose rules swap the last two axes), if any: a random one rarely is it."""
+    from egraph_compiler.dsl.normalize import conjuncts
+    from egraph_compiler.verify.configs import _RankFacts
+
+    for c in conjuncts(guard):
+        if not (isinstance(c, ast.BinOp) and c.op == "==" and isinstance(c.lhs, ast.Var)
+                and c.lhs.name == var):
+            continue
+        try:
+            value = evaluate(c.rhs, {}, _RankFacts(config.rank_of))
+        except Exception:  # not decided by ranks alone
+            continue
+        if (isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value)
+                and sorted(value) == list(range(len(value)))):
+            return list(value)
+    return None
