@@ -188,7 +188,7 @@ def attribute_warnings(ruleset: ast.RuleSet) -> list[str]:
 # rank-free: a lower rank is a higher one with leading 1s, and each output element reads
 # one of its elements, so its verdict holds at every rank.
 
-RANK_LIMIT = 4  # a rule with an enumerated int-list attribute (a perm, axes) at every rank
+RANK_LIMIT = 4  # a rule with an enumerated int-list attribute (axes, Conv pads) at every rank
 WIDE_RANK_LIMIT = 6  # every other rule: its configurations grow linearly with the rank
 # the verifier enumerates every tensor variable's rank: at most this many combinations
 MAX_RANK_COMBINATIONS = 390_625  # 5 ** 8: eight tensor variables of any rank 0..RANK_LIMIT
