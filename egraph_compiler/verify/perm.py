@@ -43,6 +43,13 @@ def is_symbolic_list(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and any(isinstance(v, z3.ExprRef) for v in value)
 
 
+def _key(term: Any) -> tuple[int, int]:
+    """A term's identity: its context (a worker process makes a fresh one, whose ids
+    restart) and its id there. The registries below keep their terms, and so their
+    contexts, alive: neither number is reused while an entry exists."""
+    return id(term.ctx), term.get_id()
+
+
 def _term(value: Any) -> Any:
     return z3.IntVal(value) if isinstance(value, int) else value
 
@@ -53,20 +60,21 @@ def one_hot_perm(name: str, length: int) -> list[Any]:
     axis number is pushed down to those Booleans (`equals_axis`), so Z3 reasons about
     perms propositionally: an Int perm with `Distinct` took 14 s on transpose-fold's
     rank-6 index check, the one-hot one takes about a second."""
+    _forget_if_full()
     rows = [[z3.Bool(f"perm_{name}_{k}_{m}") for m in range(length)] for k in range(length)]
     out: list[Any] = []
     for row in rows:
         term: Any = z3.IntVal(length - 1)
         for m in range(length - 2, -1, -1):
             term = z3.If(row[m], m, term)
-        _ONE_HOT[term.get_id()] = (term, row)  # the term is kept: its id stays its own
+        _ONE_HOT[_key(term)] = (term, row)  # the term is kept: its id stays its own
         out.append(term)
     return out
 
 
 # a one-hot perm entry's term id -> (the term, its Booleans); Z3 shares equal terms, so
 # an entry rebuilt for another encoding of the same rule finds its row here
-_ONE_HOT: dict[int, tuple[Any, list[Any]]] = {}
+_ONE_HOT: dict[tuple[int, int], tuple[Any, list[Any]]] = {}
 
 
 def equals_axis(term: Any, m: int, memo: dict[tuple[int, int], Any] | None = None) -> Any:
@@ -80,8 +88,8 @@ def equals_axis(term: Any, m: int, memo: dict[tuple[int, int], Any] | None = Non
     key = (term.get_id(), m)
     if key in memo:
         return memo[key]
-    one_hot = _ONE_HOT.get(term.get_id())
-    chosen = _SELECTS.get(term.get_id())
+    one_hot = _ONE_HOT.get(_key(term))
+    chosen = _SELECTS.get(_key(term))
     if one_hot is not None and one_hot[0].eq(term):
         row = one_hot[1]
         out = row[m] if 0 <= m < len(row) else z3.BoolVal(False)
@@ -115,23 +123,32 @@ def select(values: Sequence[Any], index: Any) -> Any:
     out = _term(values[-1])
     for k in range(len(values) - 2, -1, -1):
         out = z3.If(equals_axis(index, k, memo), _term(values[k]), out)
-    _SELECTS[out.get_id()] = (out, index, list(values))
+    _SELECTS[_key(out)] = (out, index, list(values))
     return out
 
 
 # a selection's term id -> (the term, the index, the values): `equals_axis` reads it as
 # the exclusive choice it is
-_SELECTS: dict[int, tuple[Any, Any, list[Any]]] = {}
+_SELECTS: dict[tuple[int, int], tuple[Any, Any, list[Any]]] = {}
 
 
 # perms built by compose / invert -> the perms they were built from: the result is a
 # permutation exactly where those are (a composition or inverse of bijections is one),
 # which spares Z3 re-deriving it from the entries (19 s for compose at rank 6)
-_BUILT: dict[tuple[int, ...], tuple[list[Any], tuple[Sequence[Any], ...]]] = {}
+_BUILT: dict[tuple[tuple[int, int], ...], tuple[list[Any], tuple[Sequence[Any], ...]]] = {}
+# Forgetting entries is safe, only slower: each shortcut is equivalent, under the
+# permutation conditions every encoding states, to the plain reading of its terms.
+REGISTRY_LIMIT = 100_000
+
+
+def _forget_if_full() -> None:
+    for registry in (_ONE_HOT, _SELECTS, _BUILT):
+        if len(registry) > REGISTRY_LIMIT:
+            registry.clear()
 
 
 def _built_from(result: list[Any], *sources: Sequence[Any]) -> list[Any]:
-    key = tuple(_term(v).get_id() for v in result)
+    key = tuple(_key(_term(v)) for v in result)
     _BUILT[key] = (result, sources)  # the terms are kept: their ids stay their own
     return result
 
@@ -140,7 +157,7 @@ def is_permutation(p: Sequence[Any]) -> Any:
     """``p`` holds each of 0 .. len(p) - 1 once: every entry one axis, every axis taken
     by one entry (pseudo-Boolean over `equals_axis`)."""
     n = len(p)
-    built = _BUILT.get(tuple(_term(v).get_id() for v in p))
+    built = _BUILT.get(tuple(_key(_term(v)) for v in p))
     if built is not None and all(a.eq(_term(b)) for a, b in zip(built[0], p, strict=True)):
         return z3.And(*[is_permutation(source) for source in built[1]])
     memo: dict[tuple[int, int], Any] = {}
