@@ -259,6 +259,7 @@ def shrink(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, configs: l
                 with np.errstate(all="ignore"):
                     tensors[var] = Runner(sems, domain, {}, {}).cast(values)
             attrs = dict(config.attrs)
+            attrs.update(sample_perms(canon, sems, config, rng))
             attrs.update({name: float(rng.choice([1.0, 0.0, -1.0, 0.5, 2.0]))
                           for name in float_attrs if name not in attrs})
             smaller = attempt(tensors, attrs)
