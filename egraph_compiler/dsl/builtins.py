@@ -302,8 +302,8 @@ COST_CLAUSES: dict[str, str] = {
     "per_element": "N operations per output element (per_element(N); elementwise default N = 1).",
     "reduce": "One operation per input element.",
     "mac": "One multiply-accumulate per product term (Conv, MatMul).",
-    "movement": "Moves data only; becomes index arithmetic when fused (Slice, Concat).",
-    "free": "No work of its own.",
+    "movement": "Moves data only, no arithmetic; index arithmetic when fused (Slice, Concat, Cast).",
+    "free": "A view of its operand: no arithmetic, no bytes moved (Reshape, Squeeze, Identity).",
 }
 ANCHOR_CLAUSES: dict[str, str] = {
     "conv": "A tiled convolution kernel.", "matmul": "A tiled matrix-multiply kernel.",

@@ -63,9 +63,6 @@ SORTS = """
 (ruleset analysis)
 """
 
-# FactRow kinds
-FACT_KINDS = ("is_const", "nonneg", "positive", "nonzero")
-
 LOAD_RULES = """
 (union (V -1) (Absent))
 (union (LV -1) (TNil))

@@ -112,12 +112,6 @@ class OpSchema:
     def attrs(self) -> tuple[AttrDecl, ...]:
         return self.decl.attrs
 
-    def attr_kind(self, name: str) -> str:
-        for attr in self.decl.attrs:
-            if attr.name == name:
-                return attr.type
-        raise KeyError(name)
-
     def default(self, attr: AttrDecl) -> object:
         if attr.default is None:
             return ABSENT[attr.type]

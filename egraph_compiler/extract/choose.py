@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 from egraph_compiler.extract.view import EGraphView, ENode
 
-INF = float("inf")
 CAP = 1e300  # tree costs of deep DAGs explode; keep them finite and ordered
 
 

@@ -3,12 +3,12 @@
 - elementwise: one FLOP per output element per arithmetic op (broadcasting is
   counted on the output);
 - Conv / ConvTranspose / MatMul / Gemm: 2 x multiply-accumulates;
-- ``cost reduce`` operators (Reduce*, ArgMax/ArgMin, global pools): one FLOP per input
-  element; ``cost per_element(N)``: N per output element (rules/operators.dnnr);
-  windowed pools one per window element per output;
-- data movement only (Concat, Slice, Gather, Pad, Expand, ...): no FLOPs;
-- layout-only ops (Reshape, Squeeze, Unsqueeze, Flatten, Identity of a contiguous
-  tensor) cost a small fixed amount and no bytes; Transpose costs its bytes;
+- the rest as their ``cost`` clause in rules/operators.dnnr says (the registry's
+  `OpInfo.cost`): ``reduce`` one FLOP per input element, ``per_element(N)`` N per
+  output element (1 when undeclared); windowed pools one per window element per output;
+- ``cost movement`` (Concat, Slice, Transpose, Cast, ...): no FLOPs, only bytes;
+- ``cost free`` (Reshape, Squeeze, Unsqueeze, Flatten, Identity: views of a contiguous
+  tensor): a small fixed amount, no FLOPs and no bytes;
 - bytes moved = every input read + every output written;
 - constant-only subterms cost nothing: they are folded at compile time.
 """
@@ -26,12 +26,12 @@ from egraph_compiler.ir.graph import Graph
 
 Shape = tuple[Dim, ...]
 
-LAYOUT_ONLY = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
-MOVEMENT = frozenset({
-    "Transpose", "Concat", "Split", "Slice", "Gather", "GatherElements", "Pad", "Expand", "Tile",
-    "DepthToSpace", "SpaceToDepth", "Shape", "Size", "ConstantOfShape", "Cast", "Dropout",
-    "Resize", "Range", "NonZero",
-})
+
+
+def cost_clause(op: str) -> tuple[str, float]:
+    """``op``'s declared or derived ``cost`` (`ops.OpInfo.cost`); unknown ops: one per element."""
+    info = ops.current().get(op)
+    return info.cost if info is not None else ("per_element", 1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,7 @@ class CostModel:
     improve_seconds: float = 10.0  # budget of extraction's DAG-aware improvement pass
 
     def scalar(self, cost: Cost, op: str | None = None) -> float:
-        fixed = self.layout_cost if op in LAYOUT_ONLY else self.launch_cost if op else 0.0
+        fixed = (self.layout_cost if cost_clause(op)[0] == "free" else self.launch_cost) if op else 0.0
         return self.flop_weight * cost.flops + self.byte_weight * cost.bytes + fixed
 
 
@@ -110,7 +110,7 @@ def op_cost(
     """Cost of one op application; ``inputs`` holds (shape, dtype) per input, None
     for an absent one. An unknown shape counts as its largest known neighbour."""
     symbols = symbols or {}
-    if op in LAYOUT_ONLY:
+    if cost_clause(op)[0] == "free":
         return ZERO
     in_sizes = [numel(i[0], symbols, default) if i else 0.0 for i in inputs]
     out_size = numel(output[0], symbols, default)
@@ -124,7 +124,8 @@ def op_cost(
 
 
 def _flops(op, attrs, inputs, in_sizes, out_elems, output, symbols, default) -> float:
-    if op in MOVEMENT:
+    kind, amount = cost_clause(op)
+    if kind == "movement":
         return 0.0
     if op in ("Conv", "ConvTranspose", "ConvInteger", "QLinearConv"):
         w_index = 3 if op == "QLinearConv" else 1
@@ -150,9 +151,7 @@ def _flops(op, attrs, inputs, in_sizes, out_elems, output, symbols, default) -> 
         kernel = attrs.get("kernel_shape") or ()
         window = float(np.prod(kernel)) if kernel else 1.0
         return out_elems * window
-    info = ops.current().get(op)
-    kind, amount = (info.decl.cost if info is not None else None) or ("per_element", 1.0)
-    if kind == "reduce":  # the op's `cost` clause (rules/operators.dnnr)
+    if kind == "reduce":
         return float(in_sizes[0]) if in_sizes else out_elems
     return out_elems * (amount if kind == "per_element" else 1)
 

@@ -36,9 +36,8 @@ MAPPING_TYPES = (ONE_TO_ONE, REORGANIZE, SHUFFLE, ONE_TO_MANY, MANY_TO_MANY)
 
 FUSE, BREAK, PROFILE = "fuse", "break", "profile"
 
-# The shipped library's operators by role (`ops` derives them from the op declarations:
-# an ``anchor`` clause, scalar semantics, a reorganize/shuffle class or ``cost movement``).
-ELEMENTWISE_OPS = ops.shipped().with_role("elementwise")
+# The shipped library's anchors and layout operators (`ops` derives roles from the op
+# declarations); an operator declared only in a rule file: `role_of`.
 LAYOUT_OPS = ops.shipped().with_role("layout")
 ANCHOR_OPS = dict(ops.shipped().anchors())
 # Shape-only operators: evaluated at compile time, never a kernel.

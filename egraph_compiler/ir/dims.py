@@ -181,10 +181,6 @@ def dim_mod(a: Dim, divisor: int) -> Dim:
     return DimExpr._make({((("%", a, divisor), 1),): 1})
 
 
-def is_static(dim: Dim) -> bool:
-    return isinstance(dim, int)
-
-
 def shape_is_static(shape: tuple[Dim, ...] | None) -> bool:
     return shape is not None and all(isinstance(d, int) for d in shape)
 

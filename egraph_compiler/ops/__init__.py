@@ -3,7 +3,8 @@
 In: a dsl `RuleSet`. Out: a `Registry` of `OpInfo` — classes, output dtype, shape
 kind, value facts, cost, anchor kernel class, typed attributes with defaults — and
 `scalar`, the one compiler of ``op … = expr`` semantics to NumPy and C text;
-`evaluate`, constant folding (the importer's folder) over both.
+`evaluate`, constant folding (the importer's folder) over both; `quantised`, the float
+operator each integer operator (Q*Int, QLinear*) stands for.
 `current()` is the registry of the rule set being compiled (`using(rules)`), else the
 shipped library's.
 """

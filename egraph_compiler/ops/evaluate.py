@@ -98,34 +98,29 @@ def _axes(attrs: Attrs, rank: int, key: str = "axes") -> tuple[int, ...] | None:
     return tuple(_normalize_axis(int(a), rank) for a in axes)
 
 
+# ONNX's reductions as (x, axes, keepdims) -> result.
+_REDUCERS: dict[str, Callable[[Array, tuple[int, ...], bool], Array]] = {
+    "ReduceSum": lambda x, a, k: np.sum(x, axis=a, keepdims=k),
+    "ReduceMean": lambda x, a, k: np.mean(x, axis=a, keepdims=k),
+    "ReduceMax": lambda x, a, k: np.max(x, axis=a, keepdims=k),
+    "ReduceMin": lambda x, a, k: np.min(x, axis=a, keepdims=k),
+    "ReduceProd": lambda x, a, k: np.prod(x, axis=a, keepdims=k),
+    "ReduceL1": lambda x, a, k: np.sum(np.abs(x), axis=a, keepdims=k),
+    "ReduceL2": lambda x, a, k: np.sqrt(np.sum(x * x, axis=a, keepdims=k)),
+    "ReduceSumSquare": lambda x, a, k: np.sum(x * x, axis=a, keepdims=k),
+    "ReduceLogSum": lambda x, a, k: np.log(np.sum(x, axis=a, keepdims=k)),
+    "ReduceLogSumExp": lambda x, a, k: np.log(np.sum(np.exp(x), axis=a, keepdims=k)),
+}
+
+
 def _reduce(op: str, attrs: Attrs, x: Array) -> Array:
     axes = _axes(attrs, x.ndim)
     if not axes:
         if attrs.get("noop_with_empty_axes", 0):
             return x
         axes = tuple(range(x.ndim))
-    keep = bool(attrs.get("keepdims", 1))
     with np.errstate(all="ignore"):
-        if op == "ReduceSum":
-            out = np.sum(x, axis=axes, keepdims=keep)
-        elif op == "ReduceMean":
-            out = np.mean(x, axis=axes, keepdims=keep)
-        elif op == "ReduceMax":
-            out = np.max(x, axis=axes, keepdims=keep)
-        elif op == "ReduceMin":
-            out = np.min(x, axis=axes, keepdims=keep)
-        elif op == "ReduceProd":
-            out = np.prod(x, axis=axes, keepdims=keep)
-        elif op == "ReduceL1":
-            out = np.sum(np.abs(x), axis=axes, keepdims=keep)
-        elif op == "ReduceL2":
-            out = np.sqrt(np.sum(x * x, axis=axes, keepdims=keep))
-        elif op == "ReduceSumSquare":
-            out = np.sum(x * x, axis=axes, keepdims=keep)
-        elif op == "ReduceLogSum":
-            out = np.log(np.sum(x, axis=axes, keepdims=keep))
-        else:  # ReduceLogSumExp
-            out = np.log(np.sum(np.exp(x), axis=axes, keepdims=keep))
+        out = _REDUCERS[op](x, axes, bool(attrs.get("keepdims", 1)))
     return np.asarray(out).astype(x.dtype)
 
 
@@ -224,25 +219,24 @@ def _range(start: Array, limit: Array, delta: Array) -> Array:
     return (start.item() + np.arange(count) * delta.item()).astype(start.dtype)
 
 
-def _quantize(attrs: Attrs, x: Array, scale: Array, zero: Array | None) -> Array:
-    axis = _normalize_axis(int(attrs.get("axis", 1)), x.ndim) if scale.ndim else 0
+def _along_axis(attrs: Attrs, x: Array, scale: Array, zero: Array | None) -> tuple[Array, Array | int]:
+    """The scale and the zero point (int32) broadcastable against ``x``: per tensor, or
+    along ``axis`` where the scale is 1-D."""
     shape = [1] * x.ndim
     if scale.ndim:
-        shape[axis] = -1
-    dtype = zero.dtype if zero is not None else np.dtype("uint8")
-    z = zero.reshape(shape).astype(np.int32) if zero is not None else 0
-    info = np.iinfo(dtype)
-    q = np.round(x / scale.reshape(shape)) + z
-    return np.clip(q, info.min, info.max).astype(dtype)
+        shape[_normalize_axis(int(attrs.get("axis", 1)), x.ndim)] = -1
+    return scale.reshape(shape), zero.reshape(shape).astype(np.int32) if zero is not None else 0
+
+
+def _quantize(attrs: Attrs, x: Array, scale: Array, zero: Array | None) -> Array:
+    info = np.iinfo(zero.dtype if zero is not None else np.dtype("uint8"))
+    s, z = _along_axis(attrs, x, scale, zero)
+    return np.clip(np.round(x / s) + z, info.min, info.max).astype(info.dtype)
 
 
 def _dequantize(attrs: Attrs, x: Array, scale: Array, zero: Array | None) -> Array:
-    axis = _normalize_axis(int(attrs.get("axis", 1)), x.ndim) if scale.ndim else 0
-    shape = [1] * x.ndim
-    if scale.ndim:
-        shape[axis] = -1
-    z = zero.reshape(shape).astype(np.int32) if zero is not None else 0
-    return ((x.astype(np.int32) - z) * scale.reshape(shape)).astype(scale.dtype)
+    s, z = _along_axis(attrs, x, scale, zero)
+    return ((x.astype(np.int32) - z) * s).astype(scale.dtype)
 
 
 Evaluator = Callable[[Attrs, list[Array | None]], Array]
@@ -358,7 +352,7 @@ def _unsqueeze(attrs: Attrs, x: Array) -> Array:
 
 def _squeeze(attrs: Attrs, x: Array) -> Array:
     axes = _axes(attrs, x.ndim)
-    if axes is None:
+    if not axes:  # absent or empty: every axis of size 1
         axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
     return np.squeeze(x, axis=axes)
 
@@ -384,8 +378,8 @@ def _flatten(attrs: Attrs, x: Array) -> Array:
 
 
 def _transpose(attrs: Attrs, x: Array) -> Array:
-    perm = attrs.get("perm")
-    return np.transpose(x, None if perm is None else tuple(perm))
+    perm = attrs.get("perm")  # absent or empty: the axes reversed
+    return np.transpose(x, tuple(perm) if perm else None)
 
 
 def _matmul(a: Array, b: Array) -> Array:
@@ -437,9 +431,7 @@ WHOLE_TENSOR: dict[str, Evaluator] = {
     "Clip": lambda a, xs: _same_dtype(lambda x: _clip(a, x))(xs[0]),
     "Sum": _variadic(np.add), "Mean": _variadic(np.add, mean=True),
     "Max": _variadic(np.maximum), "Min": _variadic(np.minimum),
-    **{op: _reducer(op) for op in (
-        "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-        "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")},
+    **{op: _reducer(op) for op in _REDUCERS},
     "Cast": lambda a, xs: _cast(a, xs[0]),
     "CastLike": lambda a, xs: xs[0].astype(xs[1].dtype),
     "IsInf": lambda a, xs: np.isinf(xs[0]),

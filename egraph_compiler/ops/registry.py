@@ -9,7 +9,7 @@ the rule set it compiles with through `using`). Derivations, where a clause is a
   every such operator of the library is one_to_one);
 - shape: ``same`` for an elementwise op of one required operand, ``broadcast`` for more;
 - output dtype: that of the first operand;
-- cost: ``per_element(1)`` for an elementwise op;
+- cost: ``per_element(1)``;
 - role in generated code: ``anchor`` (an ``anchor`` clause), ``elementwise``,
   ``layout`` (reorganize/shuffle, or a ``cost movement`` op), else ``unsupported``.
 """
@@ -27,12 +27,7 @@ from typing import Any
 
 from egraph_compiler.dsl import ast
 
-SHAPE_KINDS = ("same", "broadcast")
-COST_KINDS = ("per_element", "reduce", "mac", "movement", "free")
-ANCHOR_KINDS = ("conv", "matmul", "pool", "reduce", "rownorm", "indexed")
-VALUE_FACTS = ("positive", "nonneg")
 OPERAND_ATTRIBUTE_SUFFIX = "_input"
-DTYPE_FORMS = ("fixed", "dtype", "like")
 # Built-in semantics (`= builtin NAME`) that name a scalar function the code generators
 # implement per element (dsl/builtins.py documents each); other built-ins are whole-tensor.
 ELEMENTWISE_BUILTINS = frozenset({
@@ -125,9 +120,7 @@ class OpInfo:
 
     @property
     def cost(self) -> tuple[str, float]:
-        if self.decl.cost is not None:
-            return self.decl.cost
-        return ("per_element", 1.0) if self.elementwise else ("free", 0.0)
+        return self.decl.cost or ("per_element", 1.0)
 
     @property
     def facts(self) -> frozenset[str]:

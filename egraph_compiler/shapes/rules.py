@@ -3,6 +3,10 @@
 A rule takes a `Context` and returns one `TensorType` per node output. Dims may be
 symbolic; a dim no rule can express becomes a fresh symbol, never a guess (for a term
 no model vouches for, `ctx.assume_valid` is False and such a dim makes the shape unknown).
+Flatten and Unsqueeze use the rule language's exact shape functions (`dsl.shape_builtins`);
+Reshape and Squeeze cannot: over a model assumed valid they give a fresh dim where the
+exact function must refuse (a -1 beside symbolic dims that do not cancel), honour
+allowzero, and take a squeezed symbolic dim to be 1, where a rule must prove it.
 """
 
 from __future__ import annotations
@@ -11,9 +15,11 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from egraph_compiler import ops
+from egraph_compiler.dsl import shape_builtins
 from egraph_compiler.ir.dims import Dim, dim_add, dim_floordiv, dim_mul
 from egraph_compiler.ir.graph import Node, TensorType
 from egraph_compiler.ir.onnx_types import dtype_from_onnx
+from egraph_compiler.ops.quantised import INTEGER_SIGNATURES, float_operands
 from egraph_compiler.shapes.prover import prove_le
 from egraph_compiler.shapes.symbolic import cancel_div, ceil_div, normalize_axis, product
 
@@ -21,14 +27,10 @@ Rule = Callable[["Context"], list[TensorType]]  # noqa: F821 (Context lives in i
 INT_MAX = 2**62  # slice bounds at or beyond this mean "to the end"
 
 # Operators rules/operators.dnnr does not declare (yet): their shape kind stays here.
-_UNDECLARED_SAME = frozenset({
-    "Hardmax", "MeanVarianceNormalization", "Shrink", "Trilu", "CastLike", "BitwiseNot",
-    "RandomNormalLike", "RandomUniformLike", "EyeLike", "LpNormalization",
-})
-_UNDECLARED_BROADCAST = frozenset({"BitwiseAnd", "BitwiseOr", "BitwiseXor"})
+_UNDECLARED_SAME = frozenset({"CastLike", "RandomNormalLike", "RandomUniformLike", "EyeLike"})
 # The shipped library's shape kinds (`ops` derives them from the op declarations).
 SAME_SHAPE = _UNDECLARED_SAME | {n for n, i in ops.shipped().ops.items() if i.shape == "same"}
-BROADCAST = _UNDECLARED_BROADCAST | {n for n, i in ops.shipped().ops.items() if i.shape == "broadcast"}
+BROADCAST = frozenset(n for n, i in ops.shipped().ops.items() if i.shape == "broadcast")
 
 
 def _dtype(ctx, default_input: int = 0) -> str:
@@ -80,10 +82,7 @@ def _matmul_shape(ctx, a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...
 
 
 def _matmul(ctx) -> list[TensorType]:
-    op = ctx.node.op
-    if op in ("QLinearMatMul", "QMatMulInt"):  # QMatMulInt: rules/quant.dnnr, QLinearMatMul's operands
-        return [TensorType(ctx.dtype(7), _matmul_shape(ctx, ctx.need_shape(0), ctx.need_shape(3)))]
-    dtype = "int32" if op == "MatMulInteger" else ctx.dtype(0)
+    dtype = "int32" if ctx.node.op == "MatMulInteger" else ctx.dtype(0)
     return [TensorType(dtype, _matmul_shape(ctx, ctx.need_shape(0), ctx.need_shape(1)))]
 
 
@@ -141,8 +140,7 @@ def _transposed_dim(ctx, i: int, size: Dim, stride: int, extent: int, pads, auto
 
 def _conv(ctx) -> list[TensorType]:
     op = ctx.node.op
-    w_index = 3 if op in ("QLinearConv", "QConvInt") else 1
-    x, w = ctx.need_shape(0), ctx.need_shape(w_index)
+    x, w = ctx.need_shape(0), ctx.need_shape(1)
     kernel = ctx.attrs.get("kernel_shape") or tuple(w[2:])
     if not all(isinstance(k, int) for k in kernel):
         raise ctx.error("kernel dims must be static")
@@ -153,11 +151,7 @@ def _conv(ctx) -> list[TensorType]:
     _same_dim(ctx, x[1], in_channels, "input channels")
     channels = dim_mul(w[1], ctx.attrs.get("group", 1)) if transposed else w[0]
     spatial = _window(ctx, tuple(x[2:]), tuple(kernel), transposed)
-    if op in ("QLinearConv", "QConvInt"):  # y_zero_point: 8th of QLinearConv, 11th of QConvInt
-        zero_point = 7 if op == "QLinearConv" else 10
-        dtype = ctx.dtype(zero_point) if ctx.has(zero_point) else "uint8"
-    else:
-        dtype = "int32" if op == "ConvInteger" else ctx.dtype(0)
+    dtype = "int32" if op == "ConvInteger" else ctx.dtype(0)
     return [TensorType(dtype, (x[0], channels, *spatial))]
 
 
@@ -176,12 +170,18 @@ def _global_pool(ctx) -> list[TensorType]:
     return [TensorType(ctx.dtype(0), (x[0], x[1], *(1,) * (len(x) - 2)))]
 
 
+def _exact(ctx, function, *args) -> tuple[Dim, ...]:
+    """A shape function of the rule language (`dsl.shape_builtins`), exact for every
+    input, so shape inference and the rules agree; where it fails the model is wrong."""
+    try:
+        return function(*args)
+    except ValueError as error:
+        raise ctx.error(str(error)) from None
+
+
 def _flatten(ctx) -> list[TensorType]:
-    x = ctx.need_shape(0)
-    axis = int(ctx.attrs.get("axis", 1))
-    # ONNX: axis in [-r, r], a negative one counts from the rank r (not r + 1)
-    axis = normalize_axis(axis + len(x) if axis < 0 else axis, len(x) + 1, ctx.where)
-    return [TensorType(ctx.dtype(0), (product(x[:axis]), product(x[axis:])))]
+    shape = _exact(ctx, shape_builtins.flatten_shape, ctx.need_shape(0), int(ctx.attrs.get("axis", 1)))
+    return [TensorType(ctx.dtype(0), shape)]
 
 
 def _reshape(ctx) -> list[TensorType]:
@@ -343,10 +343,7 @@ def _unsqueeze(ctx) -> list[TensorType]:
     x = ctx.need_shape(0)
     count = len(ctx.attrs.get("axes") or ctx.value(1) or ())
     axes = _axes_of(ctx, len(x) + count) or ()
-    out: list[Dim] = list(x)
-    for axis in sorted(axes):
-        out.insert(axis, 1)
-    return [TensorType(ctx.dtype(0), tuple(out))]
+    return [TensorType(ctx.dtype(0), _exact(ctx, shape_builtins.unsqueeze_shape, x, axes))]
 
 
 def _squeeze(ctx) -> list[TensorType]:
@@ -511,29 +508,14 @@ def _einsum(ctx) -> list[TensorType]:
     return [TensorType(ctx.dtype(0), tuple(sizes[c] for c in rhs))]
 
 
-def _quantised_int(ctx) -> list[TensorType]:
-    """rules/quant.dnnr's integer operators: the output has y_zero_point's dtype (the last input)."""
-    op = ctx.node.op
-    if op == "Requantize":
-        return [TensorType(ctx.dtype(4), ctx.shape(0))]
-    shape = ctx.broadcast([ctx.need_shape(0), ctx.need_shape(3)])  # QAddInt, QMulInt
-    return [TensorType(ctx.dtype(7), shape)]
-
-
-# rules/quant.dnnr's integer operators defined as Q(float op(DQ(...))): the float operator
-# and the positions of its operands (the values, not their scales and zero points).
-_QUANTISED_FLOAT_OP = {"QGemmInt": ("Gemm", (0, 3, 6)), "QAveragePoolInt": ("AveragePool", (0,)),
-                       "QGlobalAveragePoolInt": ("GlobalAveragePool", (0,)), "QConcatInt": ("Concat", (0, 3)),
-                       "QSoftmaxInt": ("Softmax", (0,)), "QClipInt": ("Clip", (0,))}
-
-
-def _quantised_float_op(ctx) -> list[TensorType]:
-    """The float operator's shape; the dtype of y_zero_point (the last input)."""
-    float_op, positions = _QUANTISED_FLOAT_OP[ctx.node.op]
+def _quantised(ctx) -> list[TensorType]:
+    """An integer operator (`ops.quantised`): its float operator's shape over the value
+    operands, the dtype of its output zero point (uint8 where absent)."""
     node = ctx.node
-    as_float = type(ctx)(ctx.state, Node(float_op, tuple(node.inputs[i] for i in positions), node.outputs[:1],
-                                         node.attrs, node.name))
-    return [TensorType(ctx.dtype(len(node.inputs) - 1), RULES[float_op](as_float)[0].shape)]
+    float_op, y_zero = INTEGER_SIGNATURES[node.op][0], INTEGER_SIGNATURES[node.op][4][1]
+    operands = tuple(node.inputs[i] if i < len(node.inputs) else "" for i in float_operands(node.op))
+    as_float = type(ctx)(ctx.state, Node(float_op, operands, node.outputs[:1], node.attrs, node.name))
+    return [TensorType(ctx.dtype(y_zero) if ctx.has(y_zero) else "uint8", RULES[float_op](as_float)[0].shape)]
 
 
 def _dynamic_quantize(ctx) -> list[TensorType]:
@@ -543,10 +525,8 @@ def _dynamic_quantize(ctx) -> list[TensorType]:
 RULES: dict[str, Rule] = {op: _same for op in SAME_SHAPE}
 RULES.update({op: _broadcast for op in BROADCAST})
 RULES.update({
-    "MatMul": _matmul, "MatMulInteger": _matmul, "QLinearMatMul": _matmul, "Gemm": _gemm,
-    "Conv": _conv, "ConvTranspose": _conv, "ConvInteger": _conv, "QLinearConv": _conv, "QConvInt": _conv,
-    "QMatMulInt": _matmul, "QAddInt": _quantised_int, "QMulInt": _quantised_int, "Requantize": _quantised_int,
-    **{op: _quantised_float_op for op in _QUANTISED_FLOAT_OP},
+    "MatMul": _matmul, "MatMulInteger": _matmul, "Gemm": _gemm,
+    "Conv": _conv, "ConvTranspose": _conv, "ConvInteger": _conv, **{op: _quantised for op in INTEGER_SIGNATURES},
     "MaxPool": _pool, "AveragePool": _pool, "LpPool": _pool,
     "GlobalAveragePool": _global_pool, "GlobalMaxPool": _global_pool, "GlobalLpPool": _global_pool,
     "Flatten": _flatten, "Reshape": _reshape, "Transpose": _transpose, "Concat": _concat,
@@ -596,9 +576,6 @@ VALUE_INPUTS: dict[str, tuple[int, ...]] = {
 }
 
 # -- real-model operators (issue 17): appended as one block ---------------------------------
-RULES["GeluTanh"] = _same
-
-
 def _gather_nd(ctx) -> list[TensorType]:
     """ONNX GatherND: indices[..., :m] address data[b:b+m]; out = indices[:-1] + data[b+m:]."""
     data, indices = ctx.need_shape(0), ctx.need_shape(1)

@@ -2,8 +2,9 @@
 
 Each built-in gives, for the SMT encoding, its result rank, its symbolic shape
 with well-formedness conditions and its element at a symbolic index; for the
-NumPy replay, a reference implementation; and the finite domain of each of its
-enumerated attributes for a given input rank (permutations, axes, flags).
+NumPy replay, a reference implementation (the compiler's own constant folding,
+`ops.evaluate`, of its ONNX operator wherever that exists); and the finite domain
+of each of its enumerated attributes for a given input rank (permutations, axes, flags).
 
 | name | inputs | attributes | meaning |
 |---|---|---|---|
@@ -42,6 +43,8 @@ import numpy as np
 import z3
 
 from egraph_compiler.dsl import ast
+from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.ops.evaluate import evaluate_node
 from egraph_compiler.verify import evalexpr
 from egraph_compiler.verify.encode import (
     SYMBOLIC_LIST,
@@ -66,6 +69,7 @@ class Undefined(Exception):
 
 class Builtin:
     name = ""
+    onnx = ""  # the ONNX operator whose evaluation in `ops.evaluate` is the NumPy reference
     integer_only = False
     reduces = False  # its encoding may call `Encoder.reduce` (then induction comes first)
 
@@ -83,7 +87,12 @@ class Builtin:
         raise NotImplementedError
 
     def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        raise NotImplementedError
+        """The compiler's own constant folding of `onnx` (one evaluator of each operator);
+        inputs it rejects are ill-formed for the replay."""
+        try:
+            return evaluate_node(self.onnx, attrs, inputs)[0]
+        except (ModelError, KeyError) as err:
+            raise Illformed(f"{self.name}: {err}") from err
 
 
 def _subsets(rank: int) -> list[list[int]]:
@@ -108,6 +117,7 @@ class Reduce(Builtin):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.name = f"reduce_{kind}"
+        self.onnx = f"Reduce{kind.capitalize()}"
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
         if attr == "axes":  # [] is absent: every axis, or none under noop_with_empty_axes
@@ -162,19 +172,9 @@ class Reduce(Builtin):
             value = value / z3.ToReal(z3.IntVal(count) if isinstance(count, int) else count)
         return value, defined
 
-    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        x = inputs[0]
-        axes = tuple(self.reduced_axes(attrs, x.ndim))
-        if not axes:
-            return np.array(x, copy=True)
-        keep = bool(attrs.get("keepdims", 1))
-        fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min,
-              "mean": np.mean}[self.kind]
-        return np.asarray(fn(x, axis=axes, keepdims=keep), dtype=x.dtype)
-
 
 class Transpose(Builtin):
-    name = "transpose"
+    name, onnx = "transpose", "Transpose"
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
         if attr == "perm":
@@ -206,12 +206,9 @@ class Transpose(Builtin):
             j[p] = idx[k]
         return enc.value_of(node.inputs[0], j)
 
-    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        return np.transpose(inputs[0], self.perm(attrs, inputs[0].ndim))
-
 
 class Squeeze(Builtin):
-    name = "squeeze"
+    name, onnx = "squeeze", "Squeeze"
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
         return _subsets(in_ranks[0]) if attr == "axes" else None
@@ -232,16 +229,9 @@ class Squeeze(Builtin):
         return enc.value_of(node.inputs[0], [0 if k in axes else next(rest)
                                              for k in range(rank)])
 
-    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        x = inputs[0]
-        axes = tuple(_axes(attrs, x.ndim))
-        if any(x.shape[a] != 1 for a in axes):
-            raise Illformed("squeeze of an axis whose size is not 1 (ONNX rejects the model)")
-        return np.squeeze(x, axis=axes)
-
 
 class Unsqueeze(Builtin):
-    name = "unsqueeze"
+    name, onnx = "unsqueeze", "Unsqueeze"
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
         return [[a] for a in range(in_ranks[0] + 1)] if attr == "axes" else None
@@ -262,13 +252,9 @@ class Unsqueeze(Builtin):
         axes = _axes(attrs, len(idx))
         return enc.value_of(node.inputs[0], [i for k, i in enumerate(idx) if k not in axes])
 
-    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        rank = inputs[0].ndim + len(attrs.get("axes") or [])
-        return np.expand_dims(inputs[0], tuple(_axes(attrs, rank)))
-
 
 class MatMul(Builtin):
-    name = "matmul"
+    name, onnx = "matmul", "MatMul"
     reduces = True
 
     # NumPy/ONNX: a 1-D left operand is a row [1, K] and a 1-D right one a column [K, 1],
@@ -309,9 +295,6 @@ class MatMul(Builtin):
             return dom.binop("*", va, vb), z3.And(da, db)
 
         return enc.reduce(node, idx, [a_dims[-1]], body, "sum")
-
-    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        return np.matmul(inputs[0], inputs[1])
 
 
 class BitShift(Builtin):
@@ -390,6 +373,7 @@ class Variadic(Elementwise):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.name = kind
+        self.onnx = kind.capitalize()
 
     def scalar(self, enc: Encoder, args: list[Any]) -> tuple[Any, Any]:
         dom = enc.domain
@@ -400,13 +384,6 @@ class Variadic(Elementwise):
         if self.kind == "mean":
             acc = dom.binop("/", acc, dom.const(len(args)))
         return acc, z3.BoolVal(True)
-
-    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        fold = {"sum": np.add, "mean": np.add, "max": np.maximum, "min": np.minimum}[self.kind]
-        acc = inputs[0]
-        for x in inputs[1:]:
-            acc = fold(acc, x)
-        return acc / len(inputs) if self.kind == "mean" else np.asarray(acc)
 
 
 class Pow(Elementwise):
@@ -447,19 +424,13 @@ class Pow(Elementwise):
             return np.asarray(np.power(a, b))
 
 
-# ONNX TensorProto element types the NumPy replay of `cast` knows
-_ONNX_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16,
-                6: np.int32, 7: np.int64, 9: np.bool_, 10: np.float16, 11: np.float64,
-                12: np.uint32, 13: np.uint64}
-
-
 class Cast(Elementwise):
     """ONNX Cast as an uninterpreted function ``cast(to, x)`` of the (symbolic) target
     type code and the element: the same conversion wherever it is applied, and
     nothing else known about it. Enough for rules that move a Cast across layout
     operators; a rule that needs what a conversion does stays unproved (sound)."""
 
-    name = "cast"
+    name, onnx = "cast", "Cast"
 
     def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
         (child,) = node.inputs[:1]
@@ -472,20 +443,13 @@ class Cast(Elementwise):
         fn = z3.Function(f"cast_{dom.name}", z3.IntSort(), dom.sort, dom.sort)
         return fn(code, x), defined
 
-    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        code = int(attrs.get("to", 0))
-        if code not in _ONNX_DTYPES:
-            raise Illformed(f"cast to ONNX type {code} is not replayed")
-        with np.errstate(all="ignore"):
-            return np.asarray(inputs[0].astype(_ONNX_DTYPES[code]))
-
 
 class Concat(Builtin):
     """ONNX Concat along ``axis`` (enumerated, negative axes included): inputs of one
     rank >= 1 whose dims agree off the axis; output index i reads input k at i minus
     the summed axis lengths of the inputs before k."""
 
-    name = "concat"
+    name, onnx = "concat", "Concat"
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
         if attr == "axis":
@@ -531,16 +495,6 @@ class Concat(Builtin):
             value, defined = z3.If(below, v, value), z3.If(below, d, defined)
         return value, defined
 
-    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        rank = inputs[0].ndim
-        if rank < 1 or any(x.ndim != rank for x in inputs):
-            raise Illformed("concat ranks")
-        axis = self.axis(attrs, rank)
-        if any(x.shape[:axis] + x.shape[axis + 1:] != inputs[0].shape[:axis]
-               + inputs[0].shape[axis + 1:] for x in inputs):
-            raise Illformed("concat shapes")
-        return np.concatenate(inputs, axis=axis)
-
 
 def _clamp(x: Any, lo: Any, hi: Any) -> Any:
     return z3.If(x < lo, lo, z3.If(x > hi, hi, x))
@@ -556,7 +510,7 @@ class Slice(Builtin):
     with a step other than 1 may be SPURIOUS. An absent ``axes`` ([]) is every axis
     with bounds of length rank."""
 
-    name = "slice"
+    name, onnx = "slice", "Slice"
     symbolic_lists = ("starts", "ends", "steps")
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
@@ -638,17 +592,10 @@ class Slice(Builtin):
         return enc.value_of(node.inputs[0], j)
 
     def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        x = inputs[0]
-        if x.ndim < 1:
-            raise Illformed("slice of a scalar")
         if any(v == SYMBOLIC_LIST for v in attrs.values()):
             raise Unsupported("slice bounds without values")
-        index = [slice(None)] * x.ndim
-        for axis, start, end, step in self.bounds(attrs, x.ndim):
-            if int(step) == 0:
-                raise Illformed("slice step 0")
-            index[axis] = slice(int(start), int(end), int(step))
-        return np.asarray(x[tuple(index)])
+        self.bounds(attrs, inputs[0].ndim)  # axes and bound lengths as the encoding takes them
+        return super().numpy(inputs, attrs)
 
 
 class BatchNorm(Builtin):
@@ -752,7 +699,7 @@ class Reshape(Builtin):
     or is the length of the ``vector(...)``. allowzero=1 is not modelled (dims are
     >= 1, so an empty tensor never occurs)."""
 
-    name = "reshape"
+    name, onnx = "reshape", "Reshape"
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
         if attr == "_out_rank":
@@ -801,16 +748,10 @@ class Reshape(Builtin):
         return row_major_read(enc, node.inputs[0], idx, in_dims, out_dims, offsets=exact)
 
     def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        x, target = inputs[0], inputs[1]
-        if target.ndim != 1 or np.any(target != np.round(target)):
-            raise Illformed("reshape target is not a 1-D int tensor")
-        dims = [int(v) for v in target]
-        if any(d < -1 for d in dims) or dims.count(-1) > 1:
-            raise Illformed("reshape target entries")
-        if any(d == 0 and k >= x.ndim for k, d in enumerate(dims)):
-            raise Illformed("a 0 past the input rank")
-        dims = [x.shape[k] if d == 0 else d for k, d in enumerate(dims)]
-        out = np.reshape(x, dims)
+        target = inputs[1]
+        if target.ndim != 1 or np.any(target != np.round(target)) or np.any(target < -1):
+            raise Illformed("reshape target is not a 1-D tensor of dims, 0 or -1")
+        out = super().numpy(inputs, attrs)
         if out.ndim != attrs.get("_out_rank", out.ndim):
             raise Illformed("reshape to another rank")
         return out
@@ -820,7 +761,7 @@ class Flatten(Builtin):
     """ONNX Flatten: ``[prod(dims[:axis]), prod(dims[axis:])]`` in row-major order
     (the `Reshape` index map); ``axis`` in [-rank, rank] is enumerated."""
 
-    name = "flatten"
+    name, onnx = "flatten", "Flatten"
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
         return list(range(-in_ranks[0], in_ranks[0] + 1)) if attr == "axis" else None
@@ -840,14 +781,6 @@ class Flatten(Builtin):
         in_dims, _ = enc.shape_of(node.inputs[0])
         out_dims, _ = enc.shape_of(node)
         return row_major_read(enc, node.inputs[0], idx, in_dims, out_dims)
-
-    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        x = inputs[0]
-        axis = int(attrs.get("axis", 1))
-        if not -x.ndim <= axis <= x.ndim:
-            raise Illformed("flatten axis")
-        cut = axis % x.ndim if axis < 0 else axis
-        return x.reshape(math.prod(x.shape[:cut]), math.prod(x.shape[cut:]))
 
 
 class ConstantOfShape(Builtin):
@@ -893,7 +826,7 @@ class Gemm(Builtin):
     """ONNX Gemm: ``alpha * A' B' + beta * C`` with ``A' = A^T`` if transA (likewise
     B), A and B of rank 2, C (optional) broadcast to the [M, N] result."""
 
-    name = "gemm"
+    name, onnx = "gemm", "Gemm"
     reduces = True
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
@@ -945,18 +878,13 @@ class Gemm(Builtin):
         return value, defined
 
     def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        a, b = inputs[0], inputs[1]
-        if a.ndim != 2 or b.ndim != 2:
+        if inputs[0].ndim != 2 or inputs[1].ndim != 2:
             raise Illformed("gemm ranks")
-        a = a.T if attrs.get("transA", 0) else a
-        b = b.T if attrs.get("transB", 0) else b
-        out = attrs.get("alpha", 1.0) * (a @ b)
-        if len(inputs) > 2:
-            c = inputs[2]
-            if np.broadcast_shapes(out.shape, c.shape) != out.shape:
-                raise Illformed("gemm C does not broadcast to the result")
-            out = out + attrs.get("beta", 1.0) * c
-        return np.asarray(out)
+        out = super().numpy(inputs, attrs)
+        if out.shape != (self._mk(inputs[0].shape, attrs.get("transA", 0))[0],
+                         self._mk(inputs[1].shape, attrs.get("transB", 0))[1]):
+            raise Illformed("gemm C does not broadcast to the result")
+        return out
 
 
 OPAQUE = "<opaque>"  # an enumerated attribute kept symbolic as a whole (its expression)
@@ -1087,7 +1015,7 @@ class Expand(Builtin):
     reads the input at the broadcast index. The shape operand's values are not
     modelled (a counterexample may be SPURIOUS); the target rank is enumerated."""
 
-    name = "expand"
+    name, onnx = "expand", "Expand"
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
         return [0, 1, 2, 3] if attr == "_out_rank" else None
@@ -1136,14 +1064,10 @@ class Expand(Builtin):
         return enc.value_of(node.inputs[0], project(in_dims, idx))
 
     def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        x, target = inputs[0], inputs[1]
+        target = inputs[1]
         if target.ndim != 1 or np.any(target != np.round(target)) or np.any(target < 1):
             raise Illformed("expand target is not a 1-D tensor of dims")
-        try:
-            shape = np.broadcast_shapes(x.shape, tuple(int(v) for v in target))
-        except ValueError as err:
-            raise Illformed(f"expand: {err}") from err
-        out = np.broadcast_to(x, shape).copy()
+        out = super().numpy(inputs, attrs)
         if out.ndim != attrs.get("_out_rank", out.ndim):
             raise Illformed("expand to another rank")
         return out
@@ -1161,6 +1085,7 @@ class Softmax(Builtin):
     def __init__(self, log: bool) -> None:
         self.log = log
         self.name = "log_softmax" if log else "softmax"
+        self.onnx = "LogSoftmax" if log else "Softmax"
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
         return list(range(-in_ranks[0], in_ranks[0])) if attr == "axis" else None
@@ -1206,14 +1131,6 @@ class Softmax(Builtin):
             return dom.binop("-", x, dom.call("log", (total,))), z3.And(defined, all_defined)
         return dom.binop("/", dom.call("exp", (x,)), total), z3.And(defined, all_defined)
 
-    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        x = inputs[0]
-        if x.ndim < 1:
-            raise Illformed("softmax of a scalar")
-        axis = self._axis(attrs, x.ndim)
-        shifted = x - np.max(x, axis=axis, keepdims=True)
-        total = np.sum(np.exp(shifted), axis=axis, keepdims=True)
-        return shifted - np.log(total) if self.log else np.exp(shifted) / total
 
 
 # after every class the quantisation encodings reuse (Builtin, Undefined, OPAQUE)

@@ -41,6 +41,8 @@ import numpy as np
 import z3
 
 from egraph_compiler.dsl import ast
+from egraph_compiler.ops import current as current_registry
+from egraph_compiler.ops.evaluate import evaluate_node
 from egraph_compiler.verify.builtin_ops import OPAQUE, Builtin, Undefined
 from egraph_compiler.verify.encode import Cell, Dims, Encoder, Illformed, Unsupported, stable_key
 from egraph_compiler.verify.lemmas import quantize_is_monotone
@@ -500,25 +502,20 @@ def _axes_agree(seen: ast.Pattern, definition: ast.Pattern) -> bool:
     return all(_axes_agree(x, y) for x, y in zip(seen.inputs, definition.inputs, strict=True))
 
 
-_FLOAT_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "Add": np.add, "Mul": np.multiply}
-_BUILTIN_OF = {"Conv": "conv", "MatMul": "matmul", "DequantizeLinear": "dequantize_linear",
-               "QuantizeLinear": "quantize_linear"}
-
-
 def _run_defined(p: ast.Pattern, tensors: dict[str, np.ndarray],
                  attrs: dict[str, Any]) -> np.ndarray:
     if isinstance(p, ast.PVar):
         return tensors[p.name]
     assert isinstance(p, ast.POp)
     inputs = [_run_defined(c, tensors, attrs) for c in p.inputs]
-    if p.op in _FLOAT_OPS:
-        return _FLOAT_OPS[p.op](*inputs)
+    own = {k: (v.value if isinstance(v, (ast.Str, ast.Num)) else attrs.get(k)) for k, v in p.attrs}
+    builtin_name = current_registry().ops[p.op].decl.builtin
+    if builtin_name is None:  # an operator of scalar semantics (Add, Mul): the compiler's folding
+        return evaluate_node(p.op, own, inputs)[0]
     from egraph_compiler.verify.builtin_ops import lookup_builtin  # defined after this module loads
 
-    builtin = lookup_builtin(_BUILTIN_OF[p.op])
+    builtin = lookup_builtin(builtin_name)
     assert builtin is not None
-    own = {k: (v.value if isinstance(v, (ast.Str, ast.Num)) else attrs.get(k)) for k, v in p.attrs}
     return builtin.numpy(inputs, own)
 
 
@@ -732,8 +729,6 @@ def _float_builtin(name: str) -> Builtin:
             "softmax": lambda: builtin_ops.Softmax(False)}[name]()
 
 
-_BUILTIN_OF.update({"Gemm": "gemm", "Concat": "concat", "Softmax": "softmax",
-                    "AveragePool": "average_pool", "GlobalAveragePool": "global_average_pool"})
 QUANT_BUILTINS.extend([
     GlobalAveragePool(), AveragePool(),
     _DefinedWith("qlinear_gemm", _qgemm_int, _gemm_rank, _float_builtin("gemm"), (0, 3, 6)),

@@ -14,10 +14,12 @@ from egraph_compiler.backends.hexagon import fallback
 from egraph_compiler.backends.opencl import spelling
 from egraph_compiler.backends.opencl.emit import ValueEmitter
 from egraph_compiler.dsl import ast
+from egraph_compiler.dsl.builtins import ANCHOR_CLAUSES as ANCHOR_KINDS
+from egraph_compiler.dsl.builtins import COST_CLAUSES as COST_KINDS
 from egraph_compiler.dsl.builtins import DTYPE_NAMES
+from egraph_compiler.dsl.builtins import FACT_CLAUSES as VALUE_FACTS
 from egraph_compiler.ir.onnx_types import dtype_from_onnx
 from egraph_compiler.ops.evaluate import WHOLE_TENSOR, evaluate_node
-from egraph_compiler.ops.registry import ANCHOR_KINDS, COST_KINDS, VALUE_FACTS
 from egraph_compiler.ops.scalar import evaluate, to_c
 from egraph_compiler.shapes.rules import rule_for
 
@@ -135,3 +137,22 @@ def test_every_anchor_class_has_one_opencl_generator() -> None:
     assert used <= set(ANCHOR_KINDS)
     missing = [kind for kind in ANCHOR_KINDS if not callable(getattr(kernels._Gen, kind, None))]
     assert not missing, f"anchor classes without an OpenCL generator: {missing}"
+
+
+def test_extraction_cost_is_the_declared_cost_clause(tmp_path) -> None:
+    """`extract.cost` keeps no operator sets: ``cost free`` (a view), ``cost movement``
+    (bytes, no FLOPs) and ``per_element(N)`` reach it from a rule file alone."""
+    from egraph_compiler import dsl
+    from egraph_compiler.extract.cost import ZERO, CostModel, op_cost
+
+    (tmp_path / "t.dnnr").write_text("".join(
+        f"op Test{kind.title()}(x) : one_to_one ili_fixed shape_determined  cost {clause}\n"
+        for kind, clause in (("view", "free"), ("move", "movement"), ("three", "per_element(3)"))))
+    operand = ((4, 5), "float32")
+    with ops.using(dsl.load_rules([tmp_path / "t.dnnr"])):
+        costs = {kind: op_cost(f"Test{kind.title()}", {}, [operand], operand) for kind in ("view", "move", "three")}
+        fixed = {kind: CostModel().scalar(ZERO, f"Test{kind.title()}") for kind in ("view", "move")}
+    assert costs["view"] == ZERO and fixed["view"] == CostModel().layout_cost
+    assert costs["move"].flops == 0 and costs["move"].bytes == 2 * 20 * 4
+    assert fixed["move"] == CostModel().launch_cost
+    assert costs["three"].flops == 3 * 20

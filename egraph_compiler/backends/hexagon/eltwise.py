@@ -29,8 +29,6 @@ from egraph_compiler.backends.hexagon.kernels import (
 )
 from egraph_compiler.backends.hexagon.quant import ELEMENTWISE_SHIFT, Requant, apply_requant
 
-DEPTHWISE_FAMILIES = ("vmpy", "scalar")
-
 
 @dataclass(frozen=True, slots=True)
 class QDepthwise:

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 
 from egraph_compiler.backends.hexagon.asm import Block, Insn
 
-SOFT_KINDS = ("new_store", "cur_load", "new_pred")
-
 
 @dataclass(frozen=True, slots=True)
 class Edge:

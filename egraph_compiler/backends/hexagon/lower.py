@@ -44,10 +44,11 @@ from egraph_compiler.backends.hexagon.kernels import (
     QMatMulAct,
 )
 from egraph_compiler.backends.hexagon.quant import ELEMENTWISE_SHIFT, requant_from_scales
-from egraph_compiler.dsl import shape_builtins
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.graph import Graph, Node
+from egraph_compiler.ir.graph import Graph, Node, TensorType
 from egraph_compiler.ops.evaluate import NEVER_FOLD, evaluate_node
+from egraph_compiler.ops.quantised import INTEGER_SIGNATURES as _INTEGER_SIGNATURES
+from egraph_compiler.shapes import infer_node
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,25 +148,6 @@ def _nhwc(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (shape[0], *shape[2:], shape[1]) if len(shape) == 4 else shape
 
 
-# Integer operators: the float operator each stands for, its quantised operands as (value,
-# scale, zero point) input positions, its weights (value, scale, zero point or None), its
-# bias position and its output's (scale, zero point) positions.
-_INTEGER_SIGNATURES: dict[str, tuple[str, tuple[tuple[int, int, int], ...], tuple[int, int, int | None] | None,
-                                     int | None, tuple[int, int]]] = {
-    "QLinearConv": ("Conv", ((0, 1, 2),), (3, 4, 5), 8, (6, 7)),
-    "QLinearMatMul": ("MatMul", ((0, 1, 2),), (3, 4, 5), None, (6, 7)),
-    "QConvInt": ("Conv", ((0, 1, 2),), (3, 4, 5), 6, (9, 10)),
-    "QMatMulInt": ("MatMul", ((0, 1, 2),), (3, 4, 5), None, (6, 7)),
-    "QAddInt": ("Add", ((0, 1, 2), (3, 4, 5)), None, None, (6, 7)),
-    "QMulInt": ("Mul", ((0, 1, 2), (3, 4, 5)), None, None, (6, 7)),
-    "Requantize": ("Identity", ((0, 1, 2),), None, None, (3, 4)),
-    "QGemmInt": ("Gemm", ((0, 1, 2),), (3, 4, 5), 6, (9, 10)),
-    "QAveragePoolInt": ("AveragePool", ((0, 1, 2),), None, None, (3, 4)),
-    "QGlobalAveragePoolInt": ("GlobalAveragePool", ((0, 1, 2),), None, None, (3, 4)),
-    "QConcatInt": ("Concat", ((0, 1, 2), (3, 4, 5)), None, None, (6, 7)),
-    "QSoftmaxInt": ("Softmax", ((0, 1, 2),), None, None, (3, 4)),
-    "QClipInt": ("Clip", ((0, 1, 2),), None, None, (1, 2)),
-}
 # The bias's (scale, zero point) positions of the integer operators that carry them.
 _BIAS_QUANT: dict[str, tuple[int, int]] = {"QConvInt": (7, 8), "QGemmInt": (7, 8)}
 _LAYOUT_OPS = ("Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
@@ -174,56 +156,26 @@ _LAYOUT_OPS = ("Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueez
 # operator on the integers themselves, as MaxPool / Concat / Max of integer tensors
 # (`lower_on_integers`). Left in QDQ form (no rule matched) they run in the float
 # fallback where it has the operator (MatMul, Add, Mul, Softmax, Relu) or are reported.
-_RULE_LOWERED_OPS = ("Conv", "MatMul", "Gemm", "Add", "Mul", "MaxPool", "AveragePool", "GlobalAveragePool",
-                     "Concat", "Softmax", "Relu", "Clip")
 # Operators rules/quant.dnnr writes over integer tensors (qdq-maxpool, qdq-concat-same, qdq-relu).
 _ON_INTEGERS = ("MaxPool", "Concat", "Max")
+_RULE_LOWERED_OPS = {signature[0] for signature in _INTEGER_SIGNATURES.values()} | {"MaxPool", "Relu"}
 
 
 def _layout_shape(known: dict[str, np.ndarray], node: Node, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Output shape of a layout operator (ONNX semantics, static shapes); ``known`` holds
-    the constant values (shape and axes operands)."""
-
-    def constant(name: str) -> np.ndarray:
-        if name not in known:
-            raise ModelError(f"hexagon backend: {node.op} {node.name}: {name} must be a constant")
-        return np.asarray(known[name])
-
-    op = node.op
-    if op in ("Identity", "Dropout"):
-        return shape
-    if op == "Transpose":
-        perm = node.attr("perm", tuple(reversed(range(len(shape)))))
-        return tuple(shape[int(p)] for p in perm)  # type: ignore[union-attr]
-    try:  # the rule language's shape functions (one definition of these shapes)
-        if op == "Flatten":
-            return shape_builtins.flatten_shape(shape, int(node.attr("axis", 1)))  # type: ignore[arg-type, return-value]
-        if op == "Reshape":
-            target = [int(v) for v in constant(node.inputs[1]).reshape(-1)]
-            if node.attr("allowzero", 0) and 0 in target:
-                raise ValueError("a zero-sized target (allowzero)")
-            return shape_builtins.reshape_shape(shape, target)  # type: ignore[return-value]
-        axes_value = node.inputs[1] if len(node.inputs) > 1 and node.inputs[1] else None
-        axes = [int(a) for a in (constant(axes_value).reshape(-1) if axes_value else node.attr("axes", ()))]  # type: ignore[union-attr]
-        if op == "Squeeze":
-            return shape_builtins.squeeze_shape(shape, axes)  # type: ignore[return-value]
-        return shape_builtins.unsqueeze_shape(shape, axes)  # type: ignore[return-value]
-    except ValueError as error:
-        raise ModelError(f"hexagon backend: {op} {node.name} of a {shape} tensor: {error}") from None
-
-
-def _float_shape(node: Node, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
-    op = node.op
-    if op == "MatMul":
-        return np.matmul(np.zeros(shapes[0], np.float32), np.zeros(shapes[1], np.float32)).shape
-    if op in ("Add", "Sub", "Mul", "Div", "Pow"):
-        return tuple(np.broadcast_shapes(*shapes))
-    if op == "ReduceMean":
-        rank = len(shapes[0])
-        axes = {int(a) % rank for a in node.attr("axes", range(rank))}  # type: ignore[union-attr]
-        keep = bool(node.attr("keepdims", 1))
-        return tuple(1 if i in axes else d for i, d in enumerate(shapes[0]) if keep or i not in axes)
-    return shapes[0]
+    """Output shape of a layout operator (the compiler's shape rule, static shapes); its
+    shape and axes operands must be among ``known`` (the constant values)."""
+    operands = {i: v for i, v in enumerate(node.inputs) if i and v}
+    for value in operands.values():
+        if value not in known:
+            raise ModelError(f"hexagon backend: {node.op} {node.name}: {value} must be a constant")
+    types = [TensorType("float32", shape)] + [
+        TensorType("int64", np.shape(known[v])) if v else None for v in node.inputs[1:]]
+    try:
+        (out,), _ = infer_node(node.op, node.attr_dict, types,
+                               constants={i: np.asarray(known[v]) for i, v in operands.items()})
+    except ModelError as error:
+        raise ModelError(f"hexagon backend: {node.op} {node.name} of a {shape} tensor: {error}") from None
+    return out.shape  # type: ignore[return-value]
 
 
 class _Lowering:
@@ -663,7 +615,9 @@ class _Lowering:
             raise ModelError(f"hexagon backend: {node.op} {node.name}: only the first output is supported")
         tensors = [self.float_input(node.name, i) for i in inputs]
         shapes = [self.out.shapes[t] for t in tensors]
-        shape = _float_shape(node, shapes)
+        outputs, _ = infer_node(node.op, attrs, [TensorType("float32", s) for s in shapes],
+                                num_outputs=len(node.outputs))  # the compiler's one shape rule
+        shape = outputs[0].shape
         y = self.new_tensor(node.outputs[0], shape, is_float=True)
         spec = FloatOp(node.op, tuple(shapes), tuple(int(d) for d in shape), tuple(sorted(attrs.items())))
         self.out.ops.append(IntOp(node.name, "float", spec, tuple(tensors), y))
