@@ -24,10 +24,11 @@ from egraph_compiler.verify.rule_check import verify_rule
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("patterns", nargs="+")
-    parser.add_argument("--paths", nargs="*", default=["rules"])
+    parser.add_argument("--paths", action="append", help="rule file or folder (repeatable; "
+                        "default: rules)")
     parser.add_argument("--timeout", type=float, default=30.0)
     args = parser.parse_args()
-    ruleset = dsl.load_rules(args.paths)
+    ruleset = dsl.load_rules(args.paths or ["rules"])
     sems = load_semantics(ruleset.ops)
     total = 0.0
     for rule in ruleset.rules:

@@ -270,6 +270,11 @@ class SymbolicTranspose(Transpose):
             return super().value(enc, node, attrs, idx)
         return enc.value_of(node.inputs[0], read_index(idx, perm))
 
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        if attrs.get("perm") == SYMBOLIC_LIST:  # no value drawn for it: nothing to replay
+            raise Illformed("a symbolic perm has no value to replay")
+        return super().numpy(inputs, attrs)
+
 
 def sample_perms(canon: Any, sems: dict[str, Any], config: Any,
                  rng: np.random.Generator) -> dict[str, list[int]]:
