@@ -424,10 +424,11 @@ def _dump_backend_stages(dumps: Dumps, graph: Graph, rules: RuleSet, db: Any,
     if not (dumps.wants("fusion") or dumps.wants("plan")):
         return
     from egraph_compiler.backends.opencl.cost import DEVICES, fusion_cost
+    from egraph_compiler.backends.opencl.planning import with_kernels
     from egraph_compiler.fusion import plan_fusion
     from egraph_compiler.plan import plan_memory
 
-    fusion_plan = plan_fusion(graph, rules, db, cost=fusion_cost(DEVICES[device]))
+    fusion_plan = plan_fusion(with_kernels(graph), rules, db, cost=fusion_cost(DEVICES[device]))
     dumps.write("fusion", lambda: dump.fusion_text(fusion_plan))
     dumps.write("plan", lambda: dump.plan_text(plan_memory(fusion_plan)))
 

@@ -225,6 +225,8 @@ class OpDecl:
     shape: str | None = None  # "same" | "broadcast" | "builtin NAME"
     cost: tuple[str, float] | None = None  # ("per_element", 1.0) | ("reduce", 0) | ...
     anchor: str | None = None  # conv | matmul | pool | reduce | rownorm
+    # Of NAME in ``shape builtin NAME`` (its diagnostics point there); else the declaration's.
+    shape_span: Span = NO_SPAN
 
 
 @dataclass(frozen=True, slots=True)

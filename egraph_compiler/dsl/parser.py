@@ -360,6 +360,9 @@ class _ToAst:
         dtype = outputs if isinstance(outputs, tuple) else None
         sem_expr = semantics[1] if semantics and semantics[0] == "expr" else None
         builtin = semantics[1] if semantics and semantics[0] == "builtin" else None
+        shape, shape_span = facts.get("shape"), self._span(meta)
+        if isinstance(shape, tuple):  # `shape builtin NAME`, with the span of NAME
+            shape, shape_span = shape
         return ast.OpDecl(
             name=str(name),
             params=tuple(params or ()),
@@ -376,9 +379,10 @@ class _ToAst:
             class_spans=(self._tok(mapping), self._tok(layout), self._tok(dynamism)),
             dtype=dtype,
             facts=facts.get("facts", ()),
-            shape=facts.get("shape"),
+            shape=shape,
             cost=facts.get("cost"),
             anchor=facts.get("anchor"),
+            shape_span=shape_span,
         )
 
     def params(self, meta: Meta, children: list[Any]) -> Any:
@@ -425,7 +429,7 @@ class _ToAst:
         return ("shape", str(children[0]))
 
     def clause_shape_builtin(self, meta: Meta, children: list[Any]) -> Any:
-        return ("shape", f"builtin {children[0]}")
+        return ("shape", (f"builtin {children[0]}", self._tok(children[0])))
 
     def clause_cost(self, meta: Meta, children: list[Any]) -> Any:
         kind, amount = children

@@ -47,6 +47,7 @@ from egraph_compiler.dsl.names import (
     walk_expr,
 )
 from egraph_compiler.dsl.parser import ParsedFile
+from egraph_compiler.dsl.shape_builtins import shape_builtin_names
 
 TENSOR = "tensor"
 ATTRIBUTE = "attribute"
@@ -179,6 +180,8 @@ class Checker:
             self.check_class(fact, FACT_CLAUSES, "value fact", op.span)
         if op.shape is not None and not op.shape.startswith("builtin "):
             self.check_class(op.shape, SHAPE_CLAUSES, "shape", op.span)
+        elif op.shape is not None:
+            self.check_shape_builtin(op)
         if op.cost is not None:
             self.check_class(op.cost[0], COST_CLAUSES, "cost", op.span)
         if op.anchor is not None:
@@ -192,6 +195,18 @@ class Checker:
         elif op.dtype is not None and op.dtype[1] not in DTYPE_NAMES:
             self.error(UnknownNameError, f"unknown output dtype '{op.dtype[1]}'", op.span,
                        suggest(op.dtype[1], DTYPE_NAMES))
+
+    def check_shape_builtin(self, op: ast.OpDecl) -> None:
+        """``shape builtin NAME`` names a shape function the shape stage has; otherwise
+        the operator would load and fail only when a model uses it."""
+        name = op.shape.removeprefix("builtin ") if op.shape else ""
+        known = shape_builtin_names()
+        if name in known:
+            return
+        hint = " ".join(filter(None, (suggest(name, known), "known shape builtins: " + ", ".join(known))))
+        span = op.shape_span if op.shape_span != ast.NO_SPAN else op.span
+        self.error(UnknownNameError, f"unknown shape builtin '{name}' in the declaration of {op.name}",
+                   span, hint)
 
     def check_unique(self, name: str, span: ast.Span, seen: dict[str, ast.Span], what: str) -> None:
         if name in seen:

@@ -9,8 +9,9 @@ attribute that called it fail (no match), as the other int-list built-ins do.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Protocol
 
-from egraph_compiler.ir.dims import Dim, DimExpr, dim_floordiv
+from egraph_compiler.ir.dims import Dim, DimExpr, dim_add, dim_floordiv, dim_mul
 
 
 def _axis(axis: int, rank: int) -> int:
@@ -126,3 +127,292 @@ def reshape_target(source: Sequence[Dim], result: Sequence[Dim]) -> tuple[int, .
     if reshape_shape(source, target) != tuple(result):
         raise ValueError("no constant Reshape target gives this shape")
     return tuple(target)
+
+
+# -- the names `shape builtin NAME` may give (`dnnr check` reports any other) -------------
+# The shape stage's general rules, implemented in `shapes/rules.py` (SHAPE_FUNCTIONS; the
+# rule language comes before that stage, so it knows them by name only —
+# tests/dsl/test_dsl_shape_builtins.py keeps the two in step), and the operator shape
+# functions below (`OPERATOR_SHAPES`, `CONTEXT_SHAPES`).
+GENERAL_SHAPE_RULES = (
+    "same", "broadcast", "matmul", "gemm", "conv", "pool", "global_pool", "reduce", "argreduce",
+    "flatten", "transpose", "concat", "gather", "unsqueeze", "squeeze", "expand", "tile", "pad",
+)
+
+
+def shape_builtin_names() -> tuple[str, ...]:
+    """Every name an op declaration's ``shape builtin NAME`` may use."""
+    return (*GENERAL_SHAPE_RULES, *OPERATOR_SHAPES, *CONTEXT_SHAPES)
+
+
+# -- operator shape functions (`shape builtin NAME` on an op declaration) ------------------
+# Each takes the operand shapes (None: absent), the node's attributes and the operand values
+# known at compile time (a flat tuple of dims, or None), and gives one shape per output; a
+# dim given as None is one no rule can tell (the shape stage makes it a fresh symbol).
+OutShape = tuple[Dim | None, ...]
+Operands = Sequence[tuple[Dim, ...] | None]
+Values = Sequence[tuple[Dim, ...] | None]
+
+
+def _value_dim(values: Values, index: int) -> Dim | None:
+    """The single value of operand ``index`` (a scalar or a one-element vector), if known."""
+    value = values[index] if index < len(values) else None
+    return value[0] if value is not None and len(value) == 1 else None
+
+
+def recurrent_shapes(shapes: Operands, attrs: dict, values: Values) -> list[OutShape]:
+    """RNN / GRU / LSTM (opset 14): Y [seq, dirs, batch, hidden] and the last states
+    [dirs, batch, hidden]; with layout=1 batch comes first: [batch, seq, dirs, hidden] and
+    [batch, dirs, hidden]."""
+    x, w = shapes[0], shapes[1]
+    if x is None or w is None or len(x) != 3 or len(w) != 3:
+        raise ValueError("X and W of a recurrent layer must be 3-D")
+    layout = int(attrs.get("layout", 0))
+    seq, batch = (x[1], x[0]) if layout else (x[0], x[1])
+    r = shapes[2] if len(shapes) > 2 else None
+    hidden = int(attrs["hidden_size"]) if attrs.get("hidden_size") is not None else \
+        (r[2] if r is not None and len(r) == 3 else None)
+    dirs = w[0]
+    if layout:
+        return [(batch, seq, dirs, hidden), (batch, dirs, hidden), (batch, dirs, hidden)]
+    return [(seq, dirs, batch, hidden), (dirs, batch, hidden), (dirs, batch, hidden)]
+
+
+def det_shape(shapes: Operands, attrs: dict, values: Values) -> list[OutShape]:
+    """Det: the batch axes of [..., M, M]."""
+    x = shapes[0]
+    if x is None or len(x) < 2:
+        raise ValueError("Det needs an input of rank >= 2")
+    return [tuple(x[:-2])]
+
+
+def col2im_shape(shapes: Operands, attrs: dict, values: Values) -> list[OutShape]:
+    """Col2Im: [N, C * prod(block), L] -> [N, C, *image_shape]."""
+    x, image = shapes[0], shapes[1]
+    if x is None or len(x) != 3 or image is None or len(image) != 1 or not isinstance(image[0], int):
+        raise ValueError("Col2Im needs a 3-D input and a 1-D image_shape of static length")
+    spatial = values[1] if len(values) > 1 and values[1] is not None else (None,) * image[0]
+    block = values[2] if len(values) > 2 else None
+    channels: Dim | None = None
+    if block is not None and all(isinstance(b, int) and b > 0 for b in block) \
+            and isinstance(x[1], int):
+        channels = x[1] // int(_prod(block))
+    return [(x[0], channels, *spatial)]
+
+
+def _dft_length(x: Sequence[Dim], axis: int, inverse: bool, onesided: bool, given: Dim | None) -> Dim | None:
+    if given is not None:
+        return given
+    n = x[axis]
+    if inverse and onesided:
+        return 2 * (n - 1) if isinstance(n, int) else None
+    return n
+
+
+def dft_shape(shapes: Operands, attrs: dict, values: Values) -> list[OutShape]:
+    """DFT: the signal axis becomes the transform length (n//2+1 bins when onesided, the
+    full length for an inverse onesided one), the last axis 2 (1 for that inverse)."""
+    x = shapes[0]
+    if x is None or len(x) < 2:
+        raise ValueError("DFT needs an input of rank >= 2")
+    inverse, onesided = bool(attrs.get("inverse", 0)), bool(attrs.get("onesided", 0))
+    last = 1 if inverse and onesided else 2
+    if len(shapes) > 2 and shapes[2] is not None:  # a run-time axis
+        if not onesided and _value_dim(values, 1) is None and shapes[1] is None:
+            return [(*x[:-1], 2)]  # the transform keeps every axis's length
+        return [(*([None] * (len(x) - 1)), last)]
+    axis = _axis(int(attrs.get("axis", 1)), len(x))
+    if axis == len(x) - 1:
+        raise ValueError("DFT's axis must not be the last (real/imaginary) axis")
+    length = _dft_length(x, axis, inverse, onesided, _value_dim(values, 1))
+    if onesided and not inverse:
+        length = length // 2 + 1 if isinstance(length, int) else None
+    return [tuple(length if k == axis else (last if k == len(x) - 1 else d)
+                  for k, d in enumerate(x))]
+
+
+def stft_shape(shapes: Operands, attrs: dict, values: Values) -> list[OutShape]:
+    """STFT: [batch, frames, bins, 2] with frames = (length - frame_length) // step + 1 and
+    bins = frame_length // 2 + 1 when onesided (the window's length when frame_length is absent)."""
+    signal = shapes[0]
+    if signal is None or len(signal) != 3:
+        raise ValueError("STFT needs a [batch, length, 1 or 2] signal")
+    step = _value_dim(values, 1)
+    frame = _value_dim(values, 3)
+    if frame is None and len(shapes) > 2 and shapes[2] is not None and len(shapes[2]) == 1:
+        frame = shapes[2][0]
+    elif frame is None and (len(shapes) < 4 or shapes[3] is None):
+        frame = signal[1]  # neither a window nor a frame length: one frame of the whole signal
+    frames = bins = None
+    if isinstance(step, int) and isinstance(frame, int) and isinstance(signal[1], int) and step > 0:
+        frames = (signal[1] - frame) // step + 1
+    if isinstance(frame, int):
+        bins = frame // 2 + 1 if int(attrs.get("onesided", 1)) else frame
+    return [(signal[0], frames, bins, 2)]
+
+
+def window_shape(shapes: Operands, attrs: dict, values: Values) -> list[OutShape]:
+    """Hann/Hamming/Blackman windows: [size]."""
+    return [(_value_dim(values, 0),)]
+
+
+def mel_weight_matrix_shape(shapes: Operands, attrs: dict, values: Values) -> list[OutShape]:
+    """MelWeightMatrix: [dft_length // 2 + 1, num_mel_bins]."""
+    length = _value_dim(values, 1)
+    return [(length // 2 + 1 if isinstance(length, int) else None, _value_dim(values, 0))]
+
+
+OPERATOR_SHAPES = {
+    "recurrent": recurrent_shapes, "det": det_shape, "col2im": col2im_shape, "dft": dft_shape,
+    "stft": stft_shape, "window": window_shape, "mel_weight_matrix": mel_weight_matrix_shape,
+}
+
+
+# --- opsb ---------------------------------------------------------------------------------
+# Output shapes of the vision and indexing operators (`shape builtin NAME` in
+# rules/operators.dnnr, block "opsb"). Each takes the shape stage's per-node context
+# (`ShapeContext`) and gives one (dtype, shape) per output. A dim that depends on a value
+# known only at run time (a box count, a crop size fed as an input) is a fresh symbol.
+
+
+class ShapeContext(Protocol):
+    """What a shape function reads: `shapes.infer.Context` provides it."""
+
+    attrs: dict[str, Any]
+    node: Any
+
+    def has(self, index: int) -> bool: ...
+    def shape(self, index: int) -> tuple[Dim, ...] | None: ...
+    def need_shape(self, index: int) -> tuple[Dim, ...]: ...
+    def dtype(self, index: int) -> str: ...
+    def value(self, index: int) -> tuple[Dim, ...] | None: ...
+    def const(self, index: int) -> Any: ...
+    def fresh(self) -> Dim: ...
+    def unknown(self) -> Exception: ...
+
+
+Typed = list[tuple[str, tuple[Dim, ...]]]
+
+
+def _static_length(ctx: ShapeContext, index: int) -> int:
+    """The length of the 1-D input ``index`` (a shape or size vector), which must be static."""
+    shape = ctx.need_shape(index)
+    if len(shape) != 1 or not isinstance(shape[0], int):
+        raise ctx.unknown()
+    return shape[0]
+
+
+def _values_or_fresh(ctx: ShapeContext, index: int) -> tuple[Dim, ...]:
+    """The value of a small int input (a shape), else one fresh dim per element."""
+    value = ctx.value(index)
+    if value is not None:
+        return tuple(value)
+    return tuple(ctx.fresh() for _ in range(_static_length(ctx, index)))
+
+
+def grid_sample_shape(ctx: ShapeContext) -> Typed:
+    """GridSample: (N, C) of x, then grid's spatial dims (grid is (N, *out, rank))."""
+    x, grid = ctx.need_shape(0), ctx.need_shape(1)
+    if len(grid) != len(x) or len(x) < 3:
+        raise ValueError(f"grid of rank {len(grid)} for an input of rank {len(x)}")
+    return [(ctx.dtype(0), (x[0], x[1], *grid[1:-1]))]
+
+
+def affine_grid_shape(ctx: ShapeContext) -> Typed:
+    """AffineGrid: size (N, C, *spatial) gives (N, *spatial, len(spatial))."""
+    size = _values_or_fresh(ctx, 1)
+    if len(size) not in (4, 5):
+        raise ValueError(f"size has {len(size)} entries (4 or 5 expected)")
+    return [(ctx.dtype(0), (size[0], *size[2:], len(size) - 2))]
+
+
+def roi_align_shape(ctx: ShapeContext) -> Typed:
+    """RoiAlign: (number of rois, C, output_height, output_width)."""
+    x, rois = ctx.need_shape(0), ctx.need_shape(1)
+    height, width = int(ctx.attrs.get("output_height", 1)), int(ctx.attrs.get("output_width", 1))
+    return [(ctx.dtype(0), (rois[0], x[1], height, width))]
+
+
+def max_roi_pool_shape(ctx: ShapeContext) -> Typed:
+    """MaxRoiPool: (number of rois, C, *pooled_shape)."""
+    x, rois = ctx.need_shape(0), ctx.need_shape(1)
+    pooled = tuple(int(d) for d in ctx.attrs["pooled_shape"])
+    return [(ctx.dtype(0), (rois[0], x[1], *pooled))]
+
+
+def max_unpool_shape(ctx: ShapeContext) -> Typed:
+    """MaxUnpool: output_shape's value, else (in - 1) * stride - pads + kernel per spatial dim."""
+    if ctx.has(2):
+        return [(ctx.dtype(0), _values_or_fresh(ctx, 2))]
+    x = ctx.need_shape(0)
+    spatial = len(x) - 2
+    kernel = [int(k) for k in ctx.attrs["kernel_shape"]]
+    strides = [int(s) for s in ctx.attrs.get("strides") or [1] * spatial]
+    pads = [int(p) for p in ctx.attrs.get("pads") or [0] * 2 * spatial]
+    out = [dim_add(dim_mul(x[2 + i], strides[i]), kernel[i] - strides[i] - pads[i] - pads[i + spatial])
+           for i in range(spatial)]
+    return [(ctx.dtype(0), (x[0], x[1], *out))]
+
+
+def one_hot_shape(ctx: ShapeContext) -> Typed:
+    """OneHot: indices' shape with depth inserted at axis (which counts in the output)."""
+    indices = ctx.need_shape(0)
+    depth_value = ctx.const(1)
+    depth: Dim = int(float(depth_value.reshape(-1)[0])) if depth_value is not None else ctx.fresh()
+    axis = _axis(int(ctx.attrs.get("axis", -1)), len(indices) + 1)
+    out = list(indices)
+    out.insert(axis, depth)
+    return [(ctx.dtype(2), tuple(out))]
+
+
+def compress_shape(ctx: ShapeContext) -> Typed:
+    """Compress: as many slices as condition has true values (a fresh dim), along axis or
+    of the flattened input."""
+    x = ctx.need_shape(0)
+    if ctx.attrs.get("axis") is None:
+        return [(ctx.dtype(0), (ctx.fresh(),))]
+    axis = _axis(int(ctx.attrs["axis"]), len(x))
+    return [(ctx.dtype(0), tuple(ctx.fresh() if i == axis else d for i, d in enumerate(x)))]
+
+
+def non_max_suppression_shape(ctx: ShapeContext) -> Typed:
+    """NonMaxSuppression: (number of kept boxes, 3) int64 rows."""
+    return [("int64", (ctx.fresh(), 3))]
+
+
+def unique_shape(ctx: ShapeContext) -> Typed:
+    """Unique: U unique values (slices along axis), their first indices, the inverse
+    indices (one per input element, or per slice) and counts; U is one fresh dim."""
+    x = ctx.need_shape(0)
+    count = ctx.fresh()
+    if ctx.attrs.get("axis") is None:
+        values: tuple[Dim, ...] = (count,)
+        inverse: Dim = _prod(x)
+    else:
+        axis = _axis(int(ctx.attrs["axis"]), len(x))
+        values = tuple(count if i == axis else d for i, d in enumerate(x))
+        inverse = x[axis]
+    return [(ctx.dtype(0), values), ("int64", (count,)), ("int64", (inverse,)), ("int64", (count,))]
+
+
+def center_crop_pad_shape(ctx: ShapeContext) -> Typed:
+    """CenterCropPad: input's shape with the dims of axes (all when absent) set to shape."""
+    x = ctx.need_shape(0)
+    target = _values_or_fresh(ctx, 1)
+    axes = [_axis(int(a), len(x)) for a in ctx.attrs.get("axes") or range(len(x))]
+    if len(axes) != len(target):
+        raise ValueError(f"shape has {len(target)} entries for {len(axes)} axes")
+    out = list(x)
+    for axis, size in zip(axes, target, strict=True):
+        out[axis] = size
+    return [(ctx.dtype(0), tuple(out))]
+
+
+# name (`shape builtin NAME`) -> function of the shape stage's context (the functions of
+# `OPERATOR_SHAPES` above take operand shapes and values instead)
+CONTEXT_SHAPES: dict[str, Any] = {
+    "grid_sample": grid_sample_shape, "affine_grid": affine_grid_shape, "roi_align": roi_align_shape,
+    "max_roi_pool": max_roi_pool_shape, "max_unpool": max_unpool_shape, "one_hot": one_hot_shape,
+    "compress": compress_shape, "non_max_suppression": non_max_suppression_shape,
+    "unique": unique_shape, "center_crop_pad": center_crop_pad_shape,
+}

@@ -21,6 +21,7 @@ the phases (kind ``rowgroup``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from egraph_compiler.fusion import index as ix
@@ -86,11 +87,13 @@ def forward_index(view: GraphView, node: Node, source: str,
 
 def _reaches_block(view: GraphView, nodes: frozenset[int], block_of: dict[int, int]) -> bool:
     """True when some path leaves ``nodes`` and comes back (through other nodes or
-    through an already formed block): fusing would create a cycle between blocks."""
-    limit = max(nodes)
+    through an already formed block): fusing would create a cycle between blocks
+    (TVM's and DNNFusion's reachability check on the block graph)."""
     members: dict[int, list[int]] = {}
     for node, block in block_of.items():
-        members.setdefault(block, []).append(node)
+        if node not in nodes:
+            members.setdefault(block, []).append(node)
+    limit = _descent_bound(max(nodes), members.values())
     seen: set[int] = set()
     frontier = [s for n in nodes for s in view.successors(n) if s not in nodes]
     while frontier:
@@ -107,6 +110,24 @@ def _reaches_block(view: GraphView, nodes: frozenset[int], block_of: dict[int, i
                 if succ not in seen and succ <= limit:
                     frontier.append(succ)
     return False
+
+
+def _descent_bound(highest: int, blocks: Iterable[list[int]]) -> int:
+    """The node index above which no path can come back to a node at or below ``highest``.
+
+    Node indices are topological, so an edge only climbs; a path descends only by
+    entering a formed block at one member and leaving it from a lower one. Pruning
+    at ``highest`` alone missed a path that climbs past it into a block spanning
+    back below it (a bidirectional recurrence whose two directions share a mask:
+    the mask's block holds the first step of one direction and the last of the
+    other). The bound grows over every block that starts at or below it (interval
+    chaining), so a node above it reaches only nodes and blocks above it."""
+    bound = highest
+    for low, high in sorted((min(b), max(b)) for b in blocks):
+        if low > bound:
+            break
+        bound = max(bound, high)
+    return bound
 
 
 def analyse(view: GraphView, nodes: frozenset[int],

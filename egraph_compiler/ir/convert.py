@@ -33,7 +33,8 @@ INTERNAL_OPS = frozenset({"Gelu", "GeluTanh"})
 # Operators of opsets 18+ that rules/operators.dnnr declares with their ONNX meaning: the
 # importer keeps them (there is no opset-17 schema to check them against) and the
 # exporter writes them at the input model's opset, which has them.
-LATER_OPSET_OPS = frozenset({"Mish", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"})
+LATER_OPSET_OPS = frozenset({"Mish", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot",
+                             "CenterCropPad", "DeformConv", "AffineGrid", "Col2Im", "GroupNormalization"})
 # Attributes the IR holds that opset 17 takes as inputs (see Graph's docstring).
 IR_ONLY_ATTRS: dict[str, frozenset[str]] = {
     "Unsqueeze": frozenset({"axes"}),
@@ -43,6 +44,11 @@ IR_ONLY_ATTRS: dict[str, frozenset[str]] = {
     "Slice": frozenset({"starts", "ends", "axes", "steps"}),
     "Pad": frozenset({"pads", "value", "axes"}),
     "Clip": frozenset({"min", "max"}),
+}
+# Attributes of opsets 18+ the IR keeps (declared in rules/operators.dnnr without a default,
+# so only a node that has them writes them back, at the input model's opset).
+LATER_OPSET_ATTRS: dict[str, frozenset[str]] = {
+    "Resize": frozenset({"axes", "antialias", "keep_aspect_ratio_policy"}),
 }
 # Attributes of later opsets that are harmless to drop at their default value.
 _DROPPABLE = {
@@ -151,9 +157,10 @@ class NodeConverter:
         noop = converted.attr("noop_with_empty_axes", 0)
         converted = _with(converted, attrs={"noop_with_empty_axes": None})
         axes = converted.attr("axes")
-        if len(converted.inputs) > 1:  # run-time axes: opset 17 has them only on ReduceSum
-            if node.op != "ReduceSum":
-                raise ModelError(f"{label}: {node.op} with run-time axes is not supported")
+        if len(converted.inputs) > 1:  # run-time axes (ReduceSum opset 13+, the others 18+)
+            if noop and node.op != "ReduceSum":  # the IR declares the flag on ReduceSum only
+                raise ModelError(f"{label}: {node.op} with run-time axes and noop_with_empty_axes=1 "
+                                 "is not supported (ReduceSum is)")
             return [_with(converted, attrs={"noop_with_empty_axes": noop or None})]
         if not axes and noop:
             self.ctx.alias[node.outputs[0]] = node.inputs[0]
@@ -164,9 +171,7 @@ class NodeConverter:
 
     def _convert_Split(self, node: Node, label: str) -> list[Node]:
         converted = self._move_to_attr(node, 1, "split", label)
-        if len(converted.inputs) > 1:
-            raise ModelError(f"{label}: Split with run-time sizes is not supported")
-        return [_with(converted, attrs={"num_outputs": None})]
+        return [_with(converted, attrs={"num_outputs": None})]  # run-time sizes stay an input
 
     def _convert_Slice(self, node: Node, label: str) -> list[Node]:
         if self.ctx.opset < 10:
@@ -184,7 +189,7 @@ class NodeConverter:
 
     def _convert_Pad(self, node: Node, label: str) -> list[Node]:
         mode = node.attr("mode", "constant")
-        if mode not in ("constant", "reflect", "edge"):
+        if mode not in ("constant", "reflect", "edge", "wrap"):  # wrap: opset 19
             raise ModelError(f"{label}: Pad mode {mode!r} is not supported")
         if self.ctx.opset < 11:
             value = float(node.attr("value", 0.0))
@@ -192,7 +197,7 @@ class NodeConverter:
         pads, axes = self._ints(node, 1), self._ints(node, 3)
         fill = self._const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros(1)
         if pads is None or fill is None or (len(node.inputs) > 3 and node.inputs[3] and axes is None):
-            raise ModelError(f"{label}: Pad with run-time pads is not supported")
+            return [node]  # run-time pads, fill or axes stay inputs (opset-18 form)
         attrs: dict[str, AttrValue] = {"pads": pads, "axes": axes}
         value = float(fill.reshape(-1)[0]) if fill.size else 0.0
         attrs["value"] = value if value else None
@@ -263,18 +268,20 @@ class NodeConverter:
             scales = np.asarray(node.attr("scales", ()), dtype=np.float32)
         else:
             scales = self._const(node.inputs[1])
-            if scales is None:
-                raise ModelError(f"{label}: Upsample with run-time scales is not supported")
+            if scales is None:  # run-time scales: the same Resize, reading them as they come
+                return [self._resize_asymmetric(node, node.inputs[1], label)]
         return [self._resize_asymmetric(node, scales.astype(np.float32), label)]
 
-    def _resize_asymmetric(self, node: Node, scales: np.ndarray, label: str) -> Node:
-        """Upsample / Resize-10 as opset-17 Resize: asymmetric coordinates, floor rounding."""
-        if np.any(scales < 1):
+    def _resize_asymmetric(self, node: Node, scales: np.ndarray | str, label: str) -> Node:
+        """Upsample / Resize-10 as opset-17 Resize: asymmetric coordinates, floor rounding
+        (``scales`` a constant, or the name of a run-time float32 value)."""
+        if not isinstance(scales, str) and np.any(scales < 1):
             raise ModelError(f"{label}: downsampling {node.op} before opset 11 is not supported")
         mode = str(node.attr("mode", "nearest"))
         if mode not in ("nearest", "linear"):
             raise ModelError(f"{label}: {node.op} mode {mode!r} is not supported")
-        scales_name = self.ctx.add_constant(f"{node.outputs[0]}_scales", scales)
+        scales_name = scales if isinstance(scales, str) else \
+            self.ctx.add_constant(f"{node.outputs[0]}_scales", scales)
         attrs = (("coordinate_transformation_mode", "asymmetric"), ("mode", mode), ("nearest_mode", "floor"))
         return Node("Resize", (node.inputs[0], "", scales_name), node.outputs, attrs, node.name)
 
@@ -284,11 +291,7 @@ class NodeConverter:
             if scales is None:
                 raise ModelError(f"{label}: Resize-10 with run-time scales is not supported")
             return [self._resize_asymmetric(node, scales.astype(np.float32), label)]
-        if node.attr("axes") is not None:
-            raise ModelError(f"{label}: Resize with 'axes' (opset 18) is not supported")
-        if node.attr("coordinate_transformation_mode") == "half_pixel_symmetric":
-            raise ModelError(f"{label}: Resize coordinate mode 'half_pixel_symmetric' is not supported")
-        return [node]
+        return [node]  # opset 18/19's axes, antialias, aspect policy and modes: the OpenCL backend checks them
 
     def _convert_Scatter(self, node: Node, label: str) -> list[Node]:
         return [_with(node, op="ScatterElements")]
@@ -316,6 +319,55 @@ class NodeConverter:
                              "type\n  hint: give the model's inputs their element types")
         return [_with(node, op="Cast", inputs=node.inputs[:1], attrs={"to": to})]
 
+    def _convert_DFT(self, node: Node, label: str) -> list[Node]:
+        """Opset 20 moved DFT's axis to an input (default -2): a constant one becomes the
+        IR's attribute; a run-time one stays as the third input (`axis_input`)."""
+        if self.ctx.opset < 20:
+            return [node]
+        axis = self._const(node.inputs[2]) if len(node.inputs) > 2 else None
+        if len(node.inputs) > 2 and node.inputs[2] and axis is None:
+            return [node]
+        value = -2 if axis is None else int(np.asarray(axis).reshape(-1)[0])
+        return [_with(node, inputs=node.inputs[:2], attrs={"axis": value})]
+
+    def _convert_Compress(self, node: Node, label: str) -> list[Node]:
+        """Compress by a constant condition is a Gather of the kept positions (static
+        output size; the OpenCL backend refuses a run-time condition)."""
+        condition = self._const(node.inputs[1])
+        if condition is None:
+            return [node]
+        kept = self.ctx.add_constant(f"{node.outputs[0]}_kept",
+                                     np.flatnonzero(condition.reshape(-1)).astype(np.int64))
+        axis = node.attr("axis")
+        if axis is not None:
+            return [Node("Gather", (node.inputs[0], kept), node.outputs, (("axis", int(axis)),), node.name)]
+        flat = self.ctx.fresh_value(f"{node.outputs[0]}_flat")
+        target = self.ctx.add_constant(f"{node.outputs[0]}_shape", np.asarray([-1], np.int64))
+        return [Node("Reshape", (node.inputs[0], target), (flat,), name=f"{node.name}_flatten"),
+                Node("Gather", (flat, kept), node.outputs, (("axis", 0),), node.name)]
+
+    def _convert_GridSample(self, node: Node, label: str) -> list[Node]:
+        """The mode explicitly: its default and names changed in opset 20 (bilinear → linear)."""
+        if node.attr("mode") is not None:
+            return [node]
+        return [_with(node, attrs={"mode": "linear" if self.ctx.opset >= 20 else "bilinear"})]
+
+    def _convert_RoiAlign(self, node: Node, label: str) -> list[Node]:
+        """Opset 10's RoiAlign samples as opset 16's "output_half_pixel" mode does."""
+        if self.ctx.opset >= 16:
+            return [node]
+        return [_with(node, attrs={"coordinate_transformation_mode": "output_half_pixel"})]
+
+    def _convert_EyeLike(self, node: Node, label: str) -> list[Node]:
+        """The output element type explicitly (the input's when ``dtype`` is absent)."""
+        if node.attr("dtype") is not None:
+            return [node]
+        dtype = self.ctx.elem_type(node.inputs[0])
+        if dtype is None:
+            raise ModelError(f"{label}: EyeLike's input '{node.inputs[0]}' has no known element "
+                             "type\n  hint: give the model's inputs their element types")
+        return [_with(node, attrs={"dtype": dtype})]
+
     def _convert_Constant(self, node: Node, label: str) -> list[Node]:
         if node.attr("sparse_value") is not None or node.attr("value_string") is not None \
                 or node.attr("value_strings") is not None:
@@ -333,7 +385,7 @@ def _opset17_attrs(node: Node, label: str) -> Node:
         raise ModelError(f"{label}: op {node.op} has no import support in dnnr") from None
     if schema.deprecated:
         raise ModelError(f"{label}: op {node.op} is deprecated and has no import support")
-    allowed = set(schema.attributes) | IR_ONLY_ATTRS.get(node.op, frozenset())
+    allowed = set(schema.attributes) | IR_ONLY_ATTRS.get(node.op, frozenset()) | LATER_OPSET_ATTRS.get(node.op, frozenset())
     dropped: dict[str, None] = {}
     for key, value in node.attrs:
         if key in allowed:

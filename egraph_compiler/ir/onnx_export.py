@@ -183,8 +183,14 @@ class _Exporter:
                 inputs.append(ints("steps", "steps"))
         elif op == "Pad" and "pads" in attrs:
             inputs = inputs[:1] + self._pad_inputs(node, attrs)
+        elif op == "Pad":  # run-time pads: the fill value and axes are inputs as well
+            attrs = {k: v for k, v in attrs.items() if k not in ("value", "axes")}
         elif op == "Clip":
             inputs = self._clip_inputs(node, attrs)
+        elif op == "DFT" and self.opset >= 20:  # opset 20 takes the axis as an input
+            if "axis" in attrs or len(inputs) < 3:
+                axis = attrs.pop("axis", 1)
+                inputs = (inputs + [""])[:2] + [self.constant(f"{node.name}_axis", np.asarray(axis, dtype=np.int64))]
         # An operator ONNX does not define (one declared only in a rule file) is written in
         # dnnr's own domain, so the model stays well-formed and says where it came from.
         proto = helper.make_node(op, inputs, list(node.outputs), name=node.name,

@@ -248,6 +248,8 @@ def _split(ctx) -> list[TensorType]:
     axis = normalize_axis(int(ctx.attrs.get("axis", 0)), len(x), ctx.where)
     count = len(ctx.node.outputs)
     sizes = ctx.attrs.get("split") or ctx.value(1)
+    if not sizes and ctx.has(1):  # sizes given at run time: each part's length is too
+        sizes = [ctx.fresh() for _ in range(count)]
     if not sizes:
         dim = x[axis]
         if isinstance(dim, int):
@@ -339,8 +341,23 @@ def _axes_of(ctx, rank: int) -> tuple[int, ...] | None:
     return tuple(normalize_axis(int(a), rank, ctx.where) for a in axes)
 
 
+def _runtime_axes_count(ctx) -> int | None:
+    """How many axes a run-time axes input names (its static length), or None when the
+    axes are known (an attribute, a tracked value, or absent). The dims they pick are not
+    known, so the output gets fresh dims; an unknown length leaves the rank unknown."""
+    if ctx.attrs.get("axes") is not None or not ctx.has(1) or ctx.value(1) is not None:
+        return None
+    length = ctx.need_shape(1)
+    if len(length) != 1 or not isinstance(length[0], int):
+        raise ctx.unknown()
+    return length[0]
+
+
 def _unsqueeze(ctx) -> list[TensorType]:
     x = ctx.need_shape(0)
+    runtime = _runtime_axes_count(ctx)
+    if runtime is not None:
+        return [TensorType(ctx.dtype(0), tuple(ctx.fresh() for _ in range(len(x) + runtime)))]
     count = len(ctx.attrs.get("axes") or ctx.value(1) or ())
     axes = _axes_of(ctx, len(x) + count) or ()
     return [TensorType(ctx.dtype(0), _exact(ctx, shape_builtins.unsqueeze_shape, x, axes))]
@@ -348,6 +365,9 @@ def _unsqueeze(ctx) -> list[TensorType]:
 
 def _squeeze(ctx) -> list[TensorType]:
     x = ctx.need_shape(0)
+    runtime = _runtime_axes_count(ctx)
+    if runtime is not None:
+        return [TensorType(ctx.dtype(0), tuple(ctx.fresh() for _ in range(len(x) - runtime)))]
     axes = _axes_of(ctx, len(x))
     if axes is None:  # only static 1s are removed: a symbolic dim is never assumed to be 1
         if not ctx.assume_valid and not all(isinstance(d, int) for d in x):
@@ -361,7 +381,12 @@ def _squeeze(ctx) -> list[TensorType]:
 
 def _reduce(ctx) -> list[TensorType]:
     x = ctx.need_shape(0)
-    axes = _axes_of(ctx, len(x))
+    runtime = _runtime_axes_count(ctx)
+    if runtime:  # which dims shrink to 1 (or go) is known only at run time
+        if ctx.attrs.get("keepdims", 1):
+            return [TensorType(ctx.dtype(0), tuple(1 if d == 1 else ctx.fresh() for d in x))]
+        return [TensorType(ctx.dtype(0), tuple(ctx.fresh() for _ in range(len(x) - runtime)))]
+    axes = () if runtime == 0 else _axes_of(ctx, len(x))  # an empty run-time list: no axes
     if not axes and ctx.attrs.get("noop_with_empty_axes", 0):
         return [TensorType(ctx.dtype(0), x)]
     if not axes:
@@ -449,6 +474,14 @@ def _pad(ctx) -> list[TensorType]:
 def _resize(ctx) -> list[TensorType]:
     x = ctx.need_shape(0)
     sizes = ctx.value(3)
+    axes = ctx.attrs.get("axes")  # opset 18: sizes or scales name only these axes
+    if axes is not None or ctx.attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+        picked = [normalize_axis(int(a), len(x), ctx.where) for a in (axes or range(len(x)))]
+        if sizes is not None and ctx.attrs.get("keep_aspect_ratio_policy", "stretch") == "stretch":
+            given = dict(zip(picked, sizes, strict=True))
+            return [TensorType(ctx.dtype(0), tuple(given.get(i, d) for i, d in enumerate(x)))]
+        # scales of some axes, or sizes fitted keeping the aspect ratio: fresh dims there
+        return [TensorType(ctx.dtype(0), tuple(ctx.fresh() if i in picked else d for i, d in enumerate(x)))]
     if sizes is not None:
         return [TensorType(ctx.dtype(0), tuple(sizes))]
     scales = ctx.const(2)
@@ -567,6 +600,9 @@ SHAPE_FUNCTIONS: dict[str, Rule] = {
     "flatten": _flatten, "transpose": _transpose, "concat": _concat, "gather": _gather,
     "unsqueeze": _unsqueeze, "squeeze": _squeeze, "expand": _expand, "tile": _tile, "pad": _pad,
 }
+# the vision and indexing operators' shape functions (dsl/shape_builtins.py, issue 17)
+SHAPE_FUNCTIONS.update({name: (lambda f: lambda ctx: [TensorType(d, s) for d, s in f(ctx)])(function)
+                        for name, function in shape_builtins.CONTEXT_SHAPES.items()})
 
 
 # Inputs whose *value* (a small int vector) the output shape is computed from: without
@@ -589,3 +625,27 @@ def _gather_nd(ctx) -> list[TensorType]:
 
 
 RULES["GatherND"] = _gather_nd
+
+
+# -- issue 17 item 6 (helper opsa): the operator shape functions of dsl/shape_builtins.py --------
+def _operator_shape(function) -> Rule:
+    """A `shape_builtins.OPERATOR_SHAPES` function as a rule: operand shapes, attributes and
+    known operand values in; an output dim it cannot tell becomes a fresh symbol."""
+    def rule(ctx) -> list[TensorType]:
+        count = len(ctx.node.inputs)
+        shapes = [ctx.shape(i) if ctx.has(i) else None for i in range(count)]
+        values = [ctx.value(i) for i in range(count)]
+        try:
+            outs = function(shapes, ctx.attrs, values)
+        except ValueError as error:
+            raise ctx.error(str(error)) from None
+        dtype = _dtype(ctx)
+        return [TensorType(dtype, tuple(ctx.fresh() if d is None else d for d in shape))
+                for shape in outs[:len(ctx.node.outputs)]]
+    return rule
+
+
+SHAPE_FUNCTIONS.update({name: _operator_shape(function)
+                        for name, function in shape_builtins.OPERATOR_SHAPES.items()})
+VALUE_INPUTS.update({"Col2Im": (1, 2), "DFT": (1,), "STFT": (1, 3), "HannWindow": (0,),
+                     "HammingWindow": (0,), "BlackmanWindow": (0,), "MelWeightMatrix": (0, 1)})

@@ -51,7 +51,8 @@ def test_operator_has_shape_dtype_cost_and_facts(name: str) -> None:
     if kind == "fixed":
         assert args[0] in DTYPE_NAMES
     inputs = ["float32"] * len(info.decl.params)
-    dtype = info.output_dtype(inputs, {"to": 1}, lambda code: dtype_from_onnx(code, name))
+    attrs = {args[0]: 1} if kind == "dtype" else {}  # the element-type attribute (Cast's `to`, EyeLike's `dtype`)
+    dtype = info.output_dtype(inputs, attrs, lambda code: dtype_from_onnx(code, name))
     names = {p.name for p in info.decl.params}
     assert dtype in DTYPE_NAMES or (kind == "like" and args[0] not in names), (name, info.dtype)
     assert info.cost[0] in COST_KINDS

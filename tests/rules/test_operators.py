@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 
 from egraph_compiler import dsl
 from egraph_compiler.dsl.ast import BinOp, Call, Expr, Name, Num, OpDecl, UnOp
-from egraph_compiler.ir.convert import IR_ONLY_ATTRS
+from egraph_compiler.ir.convert import IR_ONLY_ATTRS, LATER_OPSET_ATTRS
 from tests.modelzoo import LIGHT_DIR, LIGHT_MODELS, assert_close, run_ort
 from tests.rules.support import RULES
 
@@ -124,7 +124,7 @@ def test_attributes_match_onnx_opset_17(name: str) -> None:
     # the IR is opset-17 ONNX; an operator added later (Mish, opset 18) keeps its first form
     schema = onnx.defs.get_schema(name, 17) if onnx.defs.has(name, 17) else \
         onnx.defs.get_schema(name, 21)
-    allowed = set(schema.attributes) | IR_ONLY_ATTRS.get(name, frozenset())
+    allowed = set(schema.attributes) | IR_ONLY_ATTRS.get(name, frozenset()) | LATER_OPSET_ATTRS.get(name, frozenset())
     for attr in OPS[name].attrs:
         assert attr.name in allowed, f"{name}.{attr.name} is not an ONNX or IR attribute"
         if attr.name in schema.attributes and attr.default is not None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from egraph_compiler.backends.opencl import ops_vision
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl.emit import Scope, ctype
 from egraph_compiler.fusion import index as ix
@@ -60,14 +61,39 @@ def _zero(dtype: str) -> str:
     return sp.literal(0, dtype)
 
 
+def _runtime_scalar(gen: Any, scope: Scope, node: Node, position: int) -> str | None:
+    """The C value of operand ``position`` read in the kernel when it is given at run time
+    (not a constant), else None. For scalars that only enter index arithmetic (issue 17)."""
+    name = node.inputs[position] if position < len(node.inputs) else ""
+    if not name or name in gen.view.constants:
+        return None
+    return f"(long)({gen.em.value(scope, name, tuple(0 for _ in gen.view.shape(name)))})"
+
+
 def _cumsum(gen: Any, scope: Scope, node: Node, out: Index) -> str:
-    """CumSum: the sum of x along axis up to (or, reversed, from) the element."""
+    """CumSum: the sum of x along axis up to (or, reversed, from) the element. An axis
+    given at run time picks one of the rank's loops in the kernel."""
     x = node.inputs[0]
     shape, dtype = gen.view.shape(x), gen.view.dtype(x)
-    axis = _axis(node, _constant_int(gen, node, 1, "the axis", None), len(shape))
-    n = shape[axis]
     acc = gen.em.fresh("acc")
     scope.emit(f"{ctype(dtype)} {acc} = {_zero(dtype)};")
+    runtime = _runtime_scalar(gen, scope, node, 1)
+    if runtime is None:
+        _cumsum_along(gen, scope, node, out, _axis(node, _constant_int(gen, node, 1, "the axis", None),
+                                                   len(shape)), acc)
+        return acc
+    picked = gen.em.fresh("ax")
+    scope.emit(f"int {picked} = (int){runtime}; if ({picked} < 0) {picked} += {len(shape)};")
+    for axis in range(len(shape)):
+        branch = scope.child()
+        _cumsum_along(gen, branch, node, out, axis, acc)
+        scope.nest(f"{'else ' if axis else ''}if ({picked} == {axis})", branch)
+    return acc
+
+
+def _cumsum_along(gen: Any, scope: Scope, node: Node, out: Index, axis: int, acc: str) -> None:
+    x = node.inputs[0]
+    n = gen.view.shape(x)[axis]
     here = ix.render(out[axis])
     compare = ">" if node.attr("reverse", 0) else "<"
     compare += "" if node.attr("exclusive", 0) else "="
@@ -75,14 +101,13 @@ def _cumsum(gen: Any, scope: Scope, node: Node, out: Index) -> str:
     value = gen.em.value(body, x, _with_axis(out, axis, _loop_var("r", n)))
     body.emit(f"if (r {compare} {here}) {acc} += {value};")
     scope.nest(f"for (int r = 0; r < {n}; ++r)", body)
-    return acc
 
 
 def _trilu(gen: Any, scope: Scope, node: Node, out: Index) -> str:
     """Trilu: x where the column minus the row is >= k (upper) or <= k (lower), else 0."""
     x = node.inputs[0]
     dtype = gen.view.dtype(x)
-    k = _constant_int(gen, node, 1, "the diagonal k", 0)
+    k = _runtime_scalar(gen, scope, node, 1) or _constant_int(gen, node, 1, "the diagonal k", 0)
     row, col = ix.render(out[-2]), ix.render(out[-1])
     keep = f"(({col}) - ({row}) {'>=' if node.attr('upper', 1) else '<='} {k})"
     value = gen.em.value(scope, x, out)
@@ -244,6 +269,7 @@ GENERATORS: dict[str, Generator] = {
     "GatherElements": _gather_elements,
     "ScatterElements": _scatter_elements,
 }
+GENERATORS.update(ops_vision.GENERATORS)  # the vision and indexing operators (issue 17)
 
 
 def generate(gen: Any, scope: Scope, node: Node, out: Index) -> str:
@@ -253,3 +279,112 @@ def generate(gen: Any, scope: Scope, node: Node, out: Index) -> str:
         raise ModelError(f"node '{node.name}' ({node.op}) is declared `anchor indexed` but "
                          "backends/opencl/ops_extra.py has no generator for it")
     return generator(gen, scope, node, out)
+
+
+# -- issue 17 item 6 (helper opsa) ---------------------------------------------------------------
+def _reverse_sequence(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """ReverseSequence: x with the first sequence_lens[b] steps of each time line reversed
+    (the element at step t < len reads step len - 1 - t; later steps read themselves)."""
+    x, lengths = node.inputs[:2]
+    shape = gen.view.shape(x)
+    time_axis = _axis(node, int(node.attr("time_axis", 0)), len(shape))
+    batch_axis = _axis(node, int(node.attr("batch_axis", 1)), len(shape))
+    raw = gen.em.value(scope, lengths, (out[batch_axis],))
+    length, source = gen.em.fresh("len"), gen.em.fresh("src")
+    step = ix.render(out[time_axis])
+    # a valid model's lengths are in [0, steps]: the source step stays in range
+    scope.emit(f"int {length} = (int)({raw}); "
+               f"int {source} = ({step}) < {length} ? {length} - 1 - ({step}) : ({step});")
+    return gen.em.value(scope, x, _with_axis(out, time_axis, ix.IVar(source, 0, shape[time_axis] - 1)))
+
+
+# A work item keeps one whole matrix in private memory: past this size Det is refused.
+DET_MAX_SIZE = 32
+
+
+def _det(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """Det: Gaussian elimination with partial pivoting of one matrix per work item (the
+    determinant is the product of the pivots, negated per row swap)."""
+    x = node.inputs[0]
+    shape, dtype = gen.view.shape(x), gen.view.dtype(x)
+    size = shape[-1]
+    if not dtype.startswith("float"):
+        raise ModelError(f"node '{node.name}' (Det): {dtype} is not a float type")
+    if size > DET_MAX_SIZE:
+        raise ModelError(f"node '{node.name}' (Det): {size}x{size} matrices exceed the OpenCL "
+                         f"kernel's private-memory bound of {DET_MAX_SIZE}x{DET_MAX_SIZE}\n"
+                         "  hint: compile this model for the onnx target")
+    c = ctype(dtype)
+    a, det, k, i, j, p, t = (gen.em.fresh(n) for n in ("m", "det", "k", "i", "j", "p", "t"))
+    scope.emit(f"{c} {a}[{size * size}];")
+    body = scope.child()
+    row, col = ix.delinearize(_loop_var("r", size * size), (size, size))
+    body.emit(f"{a}[r] = {gen.em.value(body, x, (*out, row, col))};")
+    scope.nest(f"for (int r = 0; r < {size * size}; ++r)", body)
+    n = size
+    scope.emit(f"{c} {det} = {sp.literal(1, dtype)};")
+    scope.emit(
+        f"for (int {k} = 0; {k} < {n}; ++{k}) {{ int {p} = {k}; "
+        f"for (int {i} = {k} + 1; {i} < {n}; ++{i}) "
+        f"if (fabs({a}[{i} * {n} + {k}]) > fabs({a}[{p} * {n} + {k}])) {p} = {i}; "
+        f"if ({p} != {k}) {{ {det} = -{det}; for (int {j} = 0; {j} < {n}; ++{j}) {{ "
+        f"{c} {t} = {a}[{k} * {n} + {j}]; {a}[{k} * {n} + {j}] = {a}[{p} * {n} + {j}]; "
+        f"{a}[{p} * {n} + {j}] = {t}; }} }} "
+        f"{det} *= {a}[{k} * {n} + {k}]; "
+        f"if ({a}[{k} * {n} + {k}] != 0) for (int {i} = {k} + 1; {i} < {n}; ++{i}) {{ "
+        f"{c} {t} = {a}[{i} * {n} + {k}] / {a}[{k} * {n} + {k}]; "
+        f"for (int {j} = {k} + 1; {j} < {n}; ++{j}) {a}[{i} * {n} + {j}] -= {t} * {a}[{k} * {n} + {j}]; }} }}")
+    return det
+
+
+GENERATORS.update({"ReverseSequence": _reverse_sequence, "Det": _det})
+
+
+def _constant_ints(gen: Any, node: Node, position: int, what: str) -> list[int]:
+    value = gen.view.constants.get(node.inputs[position])
+    if value is None:
+        raise ModelError(f"node '{node.name}' ({node.op}): the OpenCL backend needs {what} "
+                         f"('{node.inputs[position]}') as a compile-time constant (the output "
+                         "shape is its value)\n  hint: make it an initializer")
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def _col2im(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """Col2Im: the sum of the column entries that land on this pixel. Block offset k puts
+    column l of a dim on pixel p = l * stride - pad_begin + k * dilation."""
+    x = node.inputs[0]
+    dtype = gen.view.dtype(x)
+    image = _constant_ints(gen, node, 1, "image_shape")
+    block = _constant_ints(gen, node, 2, "block_shape")
+    dims = len(image)
+    strides = list(node.attr("strides") or [1] * dims)
+    dilations = list(node.attr("dilations") or [1] * dims)
+    pads = list(node.attr("pads") or [0] * (2 * dims))
+    columns = [(image[i] + pads[i] + pads[i + dims] - dilations[i] * (block[i] - 1) - 1) // strides[i] + 1
+               for i in range(dims)]
+    per_block = int(np.prod(block))
+    acc = gen.em.fresh("acc")
+    scope.emit(f"{ctype(dtype)} {acc} = {_zero(dtype)};")
+    body = scope.child()
+    offsets = ix.delinearize(_loop_var("r", per_block), tuple(block))
+    column, valid = gen.em.fresh("col"), gen.em.fresh("ok")
+    body.emit(f"int {column} = 0; int {valid} = 1;")
+    for i in range(dims):
+        q = gen.em.fresh("q")
+        body.emit(f"int {q} = ({ix.render(out[2 + i])}) + {pads[i]} - ({ix.render(offsets[i])}) * {dilations[i]};")
+        body.emit(f"{valid} = {valid} && {q} >= 0 && {q} % {strides[i]} == 0 && "
+                  f"{q} / {strides[i]} < {columns[i]};")
+        body.emit(f"{column} = {column} * {columns[i]} + ({q} >= 0 ? {q} / {strides[i]} : 0);")
+    channel = gen.em.fresh("ch")
+    body.emit(f"int {channel} = ({ix.render(out[1])}) * {per_block} + r;")
+    inside = body.child()
+    total = int(np.prod(columns))
+    value = gen.em.value(inside, x, (out[0], ix.IVar(channel, 0, gen.view.shape(x)[1] - 1),
+                                     ix.IVar(column, 0, total - 1)))
+    inside.emit(f"{acc} += {value};")
+    body.nest(f"if ({valid})", inside)
+    scope.nest(f"for (int r = 0; r < {per_block}; ++r)", body)
+    return acc
+
+
+GENERATORS["Col2Im"] = _col2im

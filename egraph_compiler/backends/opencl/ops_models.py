@@ -111,6 +111,9 @@ def _check_resize(node: Node, mode: str, coordinates: str) -> None:
         raise ModelError(f"{where}: antialias=1 is not supported by the OpenCL backend")
     if node.attr("axes") is not None:
         raise ModelError(f"{where}: the axes attribute is not supported by the OpenCL backend")
+    if str(node.attr("keep_aspect_ratio_policy", "stretch")) != "stretch":
+        raise ModelError(f"{where}: keep_aspect_ratio_policy '{node.attr('keep_aspect_ratio_policy')}' "
+                         "is not supported by the OpenCL backend")
 
 
 def resize(em: ValueEmitter, scope: Scope, node: Node, out: str, index: Index) -> str:

@@ -3,15 +3,24 @@
 
 from __future__ import annotations
 
+from egraph_compiler import shapes
 from egraph_compiler.backends.opencl.cost import DEVICES, fusion_cost
 from egraph_compiler.backends.opencl.kernels import KernelParams
 from egraph_compiler.backends.opencl.pricing import pricing, symbolic_anchors
 from egraph_compiler.fusion import ProfileDb, plan_fusion
+from egraph_compiler.ir.decompose import decompose
 from egraph_compiler.ir.graph import Graph
 from egraph_compiler.plan import ExecutionPlan, plan_memory
 from egraph_compiler.select import Selection, select_layouts
 
 LAYOUT_POLICIES = ("pbqp", "local", "chain-dp", "per-tensor", "row-major")
+
+
+def with_kernels(graph: Graph) -> Graph:
+    """``graph`` with the operators the backend has no kernel for (RNN, DFT, ...) lowered to
+    ones it has (`ir.decompose`), shapes inferred again; ``graph`` itself when it has none."""
+    lowered = decompose(graph)
+    return graph if lowered is None else shapes.infer_shapes(lowered)
 
 
 def execution_plan(graph: Graph, tables: object = None, profile_db: ProfileDb | None = None,
@@ -30,6 +39,7 @@ def execution_plan(graph: Graph, tables: object = None, profile_db: ProfileDb | 
     if layouts not in LAYOUT_POLICIES:
         raise ValueError(f"layouts must be one of {', '.join(LAYOUT_POLICIES)}, not {layouts!r}")
     device = (params or KernelParams()).device
+    graph = with_kernels(graph)
     fusion_plan = plan_fusion(graph, tables, profile_db, fuse=fuse, layouts=layouts == "per-tensor",
                               cost=fusion_cost(DEVICES[device]))
     selection = None

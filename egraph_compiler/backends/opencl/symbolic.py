@@ -410,7 +410,8 @@ def _choices(version: dict, versions: Sequence[dict], sources: Mapping[str, str]
     1 stays a literal 0/1 in the code)."""
     notes = []
     for k, mine in enumerate(version["launches"]):
-        if len({v["launches"][k]["kernel"] for v in versions}) == 1:
+        # versions may differ in launch count (an RNN unrolled over a symbolic length)
+        if len({v["launches"][k]["kernel"] if k < len(v["launches"]) else None for v in versions}) == 1:
             continue
         defines = [line[len("#define "):] for line in sources[mine["kernel"]].splitlines()
                    if line.startswith("#define ") and "(" not in line.split()[1]]

@@ -1,7 +1,8 @@
 """backends/opencl/ops_extra.py: the `anchor indexed` operators' kernels on PoCL.
 
-onnx's node tests give CumSum's axis and Trilu's k as run-time inputs (which the OpenCL
-backend refuses by name); real models hold them as constants, which these cases do.
+onnx's node tests give CumSum's axis and Trilu's k as run-time inputs (the kernel reads
+them: tests/backends/opencl/test_ops_vision.py); real models hold them as constants, which
+these cases do.
 Each is compared with onnxruntime, alone and with an elementwise consumer fused into
 its epilogue.
 """

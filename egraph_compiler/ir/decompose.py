@@ -1,0 +1,483 @@
+"""Operators lowered to simpler ones, for a backend that has no kernel of their own.
+
+The onnx target writes RNN, GRU, LSTM, GroupNormalization, DFT, STFT, the window functions
+and MelWeightMatrix back whole (onnxruntime runs them). The OpenCL backend has no kernel for
+them, so before planning it replaces each by operators it compiles (`decompose`):
+
+- ``RNN`` / ``GRU`` / ``LSTM``: unrolled over the static sequence length, each direction
+  on its own (reverse: from the last step back), one MatMul of the whole input sequence
+  with W, then per step a MatMul with R and the gates as elementwise operators (every
+  activation ONNX lists, with ``activation_alpha`` / ``activation_beta``, ``clip``,
+  peepholes, ``input_forget``, ``linear_before_reset``, ``layout``). Run-time
+  ``sequence_lens`` mask each step (Where): a batch entry past its length keeps its state
+  and outputs zeros, which is also what makes a reverse direction start at its own last step;
+- ``GroupNormalization``: Reshape to [N, groups, -1], InstanceNormalization (one row per
+  group), Reshape back, scale and bias per channel;
+- ``DFT`` with a constant axis and length: a MatMul with a constant matrix (the transform
+  applied to the unit vectors, so onesided, inverse and irfft forms are the reference's);
+  ``STFT`` with a constant step and frame length: a Gather of the frames, the window, that DFT;
+- ``HannWindow`` / ``HammingWindow`` / ``BlackmanWindow`` / ``MelWeightMatrix`` whose inputs
+  are constants: folded to the constant they are.
+- ``Col2Im`` stays (its kernel is ``anchor indexed``, backends/opencl/ops_extra.py) when
+  image_shape and block_shape are constants.
+
+A node whose structure is not static (a symbolic sequence length; a run-time window size,
+DFT axis or length, STFT step or frame length, Col2Im shape) is refused with a `ModelError`
+naming the node, its operator and opset, and what would make it compile. Every operator has one function in `DECOMPOSERS`; the graph it
+returns has the new values untyped (the caller infers shapes again).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from egraph_compiler.ir.errors import ModelError
+from egraph_compiler.ir.graph import AttrValue, Graph, Node
+from egraph_compiler.ir.names import fresh_name
+
+
+class _Builder:
+    """Collects the nodes and constants a decomposition emits, with fresh value names."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.used = {v.name for v in graph.inputs} | set(graph.constants) | set(graph.types)
+        self.used |= {o for n in graph.nodes for o in n.outputs if o}
+        self.nodes: list[Node] = []
+        self.constants: dict[str, np.ndarray] = dict(graph.constants)
+        self.prefix = "d"
+        self.dtype_hint = "float32"  # the dtype of scalar constants a recurrence's gates use
+
+    def fresh(self, base: str) -> str:
+        return fresh_name(f"{self.prefix}/{base}", self.used)
+
+    def const(self, array: np.ndarray, base: str = "c") -> str:
+        name = self.fresh(base)
+        self.constants[name] = np.asarray(array)
+        return name
+
+    def op(self, op: str, inputs: Sequence[str], outputs: int | Sequence[str] = 1,
+           **attrs: AttrValue) -> str | list[str]:
+        names = [self.fresh(op.lower()) for _ in range(outputs)] if isinstance(outputs, int) \
+            else list(outputs)
+        self.nodes.append(Node(op, tuple(inputs), tuple(names), tuple(sorted(attrs.items())),
+                               name=names[0]))
+        return names[0] if len(names) == 1 else names
+
+    def shape(self, value: str, node: Node) -> tuple[int, ...]:
+        value_type = self.graph.types.get(value)
+        shape = value_type.shape if value_type is not None else None
+        if shape is None or not all(isinstance(d, int) for d in shape):
+            raise ModelError(f"{_label(node, self.graph.opset)}: the OpenCL target decomposes "
+                             f"{node.op} only with static shapes, and '{value}' has shape "
+                             f"{_text(shape)}\n  hint: bind the input dims (--bind NAME=INT)")
+        return tuple(int(d) for d in shape)
+
+    def dtype(self, value: str) -> str:
+        return self.graph.types[value].dtype
+
+    def constant_value(self, value: str) -> np.ndarray | None:
+        return self.graph.constants.get(value) if value else None
+
+    def rename_output(self, value: str, target: str) -> None:
+        """Make the node that computes ``value`` (emitted here, used nowhere yet) write ``target``."""
+        for k, node in enumerate(self.nodes):
+            if value in node.outputs:
+                outputs = tuple(target if o == value else o for o in node.outputs)
+                self.nodes[k] = dataclasses.replace(node, outputs=outputs)
+                return
+        raise AssertionError(f"{value} was not emitted by this decomposition")
+
+    # -- IR forms (constant axes, slice bounds and clip bounds are attributes) --------------
+    def gather(self, x: str, index: int, axis: int = 0) -> str:
+        return self.op("Gather", [x, self.const(np.asarray(index, dtype=np.int64), "index")], axis=axis)
+
+    def slice(self, x: str, start: int, end: int, axis: int) -> str:
+        return self.op("Slice", [x], starts=(start,), ends=(end,), axes=(axis,))
+
+    def unsqueeze(self, x: str, axis: int) -> str:
+        return self.op("Unsqueeze", [x], axes=(axis,))
+
+    def stack(self, pieces: Sequence[str], axis: int) -> str:
+        """The pieces, each given a new axis ``axis``, concatenated along it (a fresh value)."""
+        expanded = [self.unsqueeze(p, axis) for p in pieces]
+        return expanded[0] if len(expanded) == 1 else self.op("Concat", expanded, axis=axis)
+
+    def scalar(self, value: float, dtype: str) -> str:
+        return self.const(np.asarray(value, dtype=dtype), "s")
+
+
+def _text(shape: object) -> str:
+    return "unknown" if shape is None else f"[{', '.join(str(d) for d in shape)}]"  # type: ignore[attr-defined]
+
+
+def _label(node: Node, opset: int) -> str:
+    return f"node '{node.name}' ({node.op}, opset {opset})"
+
+
+def _refuse(b: _Builder, node: Node, what: str, hint: str) -> ModelError:
+    return ModelError(f"{_label(node, b.graph.opset)}: the OpenCL target {what}\n  hint: {hint}")
+
+
+# -- recurrent layers -------------------------------------------------------------------------
+_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+_DEFAULT_ACTIVATIONS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}
+# ONNX's recurrent activations (the RNN operators' doc): which take alpha / beta, and their defaults.
+_ALPHA = {"affine": 1.0, "leakyrelu": 0.01, "thresholdedrelu": 1.0, "scaledtanh": 1.0,
+          "hardsigmoid": 0.2, "elu": 1.0}
+_BETA = {"affine": 0.0, "scaledtanh": 1.0, "hardsigmoid": 0.5}
+_PLAIN = {"relu": "Relu", "tanh": "Tanh", "sigmoid": "Sigmoid", "softsign": "Softsign",
+          "softplus": "Softplus"}
+
+Activation = Callable[[_Builder, str], str]
+
+
+def _activations(node: Node, directions: int) -> list[list[Activation]]:
+    """Per direction, the activation functions (f, g[, h]) with their alpha and beta."""
+    names = list(node.attr("activations") or ()) or list(_DEFAULT_ACTIVATIONS[node.op]) * directions
+    per_direction = len(_DEFAULT_ACTIVATIONS[node.op])
+    if len(names) != per_direction * directions:
+        raise ModelError(f"node '{node.name}' ({node.op}): {len(names)} activations for "
+                         f"{directions} direction(s); ONNX wants {per_direction} per direction")
+    alphas = list(node.attr("activation_alpha") or ())
+    betas = list(node.attr("activation_beta") or ())
+    functions: list[Activation] = []
+    for name in names:
+        key = str(name).lower()
+        alpha = (alphas.pop(0) if alphas else _ALPHA[key]) if key in _ALPHA else None
+        beta = (betas.pop(0) if betas else _BETA[key]) if key in _BETA else None
+        functions.append(_activation(node, key, alpha, beta))
+    return [functions[d * per_direction:(d + 1) * per_direction] for d in range(directions)]
+
+
+def _activation(node: Node, key: str, alpha: float | None, beta: float | None) -> Activation:
+    if key in _PLAIN:
+        return lambda b, x: b.op(_PLAIN[key], [x])
+    if key in ("leakyrelu", "thresholdedrelu", "elu"):
+        op = {"leakyrelu": "LeakyRelu", "thresholdedrelu": "ThresholdedRelu", "elu": "Elu"}[key]
+        return lambda b, x: b.op(op, [x], alpha=float(alpha))
+    if key == "hardsigmoid":
+        return lambda b, x: b.op("HardSigmoid", [x], alpha=float(alpha), beta=float(beta))
+    if key == "affine":
+        return lambda b, x: b.op("Add", [b.op("Mul", [x, b.scalar(alpha, b.dtype_hint)]),
+                                         b.scalar(beta, b.dtype_hint)])
+    if key == "scaledtanh":
+        return lambda b, x: b.op("Mul", [b.op("Tanh", [b.op("Mul", [x, b.scalar(beta, b.dtype_hint)])]),
+                                         b.scalar(alpha, b.dtype_hint)])
+    raise ModelError(f"node '{node.name}' ({node.op}): activation '{key}' is not one of ONNX's "
+                     "recurrent activations")
+
+
+def _recurrent(b: _Builder, node: Node) -> None:
+    kind = node.op
+    gates = _GATES[kind]
+    inputs = list(node.inputs) + [""] * (8 - len(node.inputs))
+    x, w, r, bias, lengths, initial_h = inputs[:6]
+    initial_c, peephole = (inputs[6], inputs[7]) if kind == "LSTM" else ("", "")
+    dtype = b.dtype(x)
+    b.dtype_hint = dtype
+    batch_first = int(node.attr("layout", 0) or 0) == 1
+    if batch_first:  # the recurrence runs on [seq, batch, ...]
+        x = b.op("Transpose", [x], perm=(1, 0, 2))
+        initial_h = b.op("Transpose", [initial_h], perm=(1, 0, 2)) if initial_h else ""
+        initial_c = b.op("Transpose", [initial_c], perm=(1, 0, 2)) if initial_c else ""
+    shape = b.shape(inputs[0], node)
+    steps, batch = (shape[1], shape[0]) if batch_first else (shape[0], shape[1])
+    directions = b.shape(w, node)[0]
+    hidden = int(node.attr("hidden_size") or b.shape(r, node)[2])
+    direction = str(node.attr("direction", "forward") or "forward")
+    if direction not in ("forward", "reverse", "bidirectional"):
+        raise ModelError(f"node '{node.name}' ({kind}): direction '{direction}' is not ONNX's")
+    if directions != (2 if direction == "bidirectional" else 1):
+        raise ModelError(f"node '{node.name}' ({kind}): W has {directions} directions for "
+                         f"direction='{direction}'")
+    clip = node.attr("clip")
+    activations = _activations(node, directions)
+    zeros = b.const(np.zeros((batch, hidden), dtype=dtype), "zeros")
+    ys, last_h, last_c = [], [], []
+    for d in range(directions):
+        reverse = direction == "reverse" or d == 1
+        # step t counts for batch entry n while t < sequence_lens[n]; each direction has
+        # masks of its own (the fusion planner met a cycle when two directions shared them)
+        masks: list[str | None] = [None] * steps
+        for t in range(steps if lengths else 0):
+            t_value = b.const(np.asarray(t, dtype=b.dtype(lengths)), "t")
+            masks[t] = b.unsqueeze(b.op("Less", [t_value, lengths]), 1)
+        f = activations[d]
+
+        def clipped(value: str) -> str:
+            return b.op("Clip", [value], min=-float(clip), max=float(clip)) if clip is not None else value
+
+        w_t = b.op("Transpose", [b.gather(w, d)], perm=(1, 0))  # [input, gates*hidden]
+        r_t = b.op("Transpose", [b.gather(r, d)], perm=(1, 0))  # [hidden, gates*hidden]
+        size = gates * hidden
+        xw = b.op("MatMul", [x, w_t])  # the whole sequence at once: [seq, batch, gates*hidden]
+        r_bias = ""
+        if bias:
+            b_d = b.gather(bias, d)
+            w_bias, r_bias = b.slice(b_d, 0, size, 0), b.slice(b_d, size, 2 * size, 0)
+            # W's bias always adds to the input term; R's too except GRU's h gate
+            xw = b.op("Add", [xw, w_bias if kind == "GRU" else b.op("Add", [w_bias, r_bias])])
+        h = b.gather(initial_h, d) if initial_h else zeros
+        c = (b.gather(initial_c, d) if initial_c else zeros) if kind == "LSTM" else ""
+        peep = [b.slice(b.gather(peephole, d), k * hidden, (k + 1) * hidden, 0) for k in range(3)] \
+            if peephole else []
+        outputs: list[str] = [""] * steps
+        for t in (reversed(range(steps)) if reverse else range(steps)):
+            xt = b.gather(xw, t)  # [batch, gates*hidden]
+
+            def gate(value: str, k: int) -> str:
+                return b.slice(value, k * hidden, (k + 1) * hidden, 1)
+
+            if kind == "RNN":
+                new_h = f[0](b, clipped(b.op("Add", [xt, b.op("MatMul", [h, r_t])])))
+                new_c = ""
+            elif kind == "GRU":
+                new_h, new_c = _gru_step(b, node, xt, h, r_t, r_bias, hidden, f, clipped, gate), ""
+            else:
+                new_h, new_c = _lstm_step(b, node, xt, h, c, r_t, peep, f, clipped, gate)
+            mask = masks[t]
+            if mask is not None:  # past its length an entry keeps its state and outputs zeros
+                outputs[t] = b.op("Where", [mask, new_h, zeros])
+                new_h = b.op("Where", [mask, new_h, h])
+                new_c = b.op("Where", [mask, new_c, c]) if new_c else ""
+            else:
+                outputs[t] = new_h
+            h, c = new_h, new_c
+        ys.append(b.stack(outputs, 0))  # [seq, batch, hidden]
+        last_h.append(h)
+        last_c.append(c)
+    results = [b.stack(ys, 1), b.stack(last_h, 0)]  # [seq, dirs, batch, hidden], [dirs, batch, hidden]
+    if kind == "LSTM":
+        results.append(b.stack(last_c, 0))
+    if batch_first:
+        results = [b.op("Transpose", [results[0]], perm=(2, 0, 1, 3))] + \
+            [b.op("Transpose", [v], perm=(1, 0, 2)) for v in results[1:]]
+    for value, target in zip(results, node.outputs, strict=False):
+        if target:
+            b.rename_output(value, target)
+
+
+def _gru_step(b: _Builder, node: Node, xt: str, h: str, r_t: str, r_bias: str, hidden: int,
+              f: list[Activation], clipped: Callable[[str], str], gate: Callable[[str, int], str]) -> str:
+    """z = f(x Wz + h Rz + b), r = f(x Wr + h Rr + b), h~ = g(x Wh + (r h) Rh + b) or, with
+    linear_before_reset, g(x Wh + r (h Rh + Rbh)); h' = (1 - z) h~ + z h."""
+    before_reset = int(node.attr("linear_before_reset", 0) or 0)
+    hr = b.op("MatMul", [h, r_t])  # [batch, 3*hidden]
+    if r_bias:
+        hr = b.op("Add", [hr, r_bias])
+    z = f[0](b, clipped(b.op("Add", [gate(xt, 0), gate(hr, 0)])))
+    reset = f[0](b, clipped(b.op("Add", [gate(xt, 1), gate(hr, 1)])))
+    if before_reset:
+        recurrent = b.op("Mul", [reset, gate(hr, 2)])
+    else:
+        recurrent = b.op("MatMul", [b.op("Mul", [reset, h]), b.slice(r_t, 2 * hidden, 3 * hidden, 1)])
+        if r_bias:
+            recurrent = b.op("Add", [recurrent, b.slice(r_bias, 2 * hidden, 3 * hidden, 0)])
+    candidate = f[1](b, clipped(b.op("Add", [gate(xt, 2), recurrent])))
+    one = b.scalar(1.0, b.dtype_hint)
+    keep = b.op("Mul", [b.op("Sub", [one, z]), candidate])
+    return b.op("Add", [keep, b.op("Mul", [z, h])])
+
+
+def _lstm_step(b: _Builder, node: Node, xt: str, h: str, c: str, r_t: str, peep: list[str],
+               f: list[Activation], clipped: Callable[[str], str],
+               gate: Callable[[str, int], str]) -> tuple[str, str]:
+    """Gates i, o, f, c (ONNX's order), peepholes P = [Pi, Po, Pf]:
+    i = f(x Wi + h Ri + Pi c + b), f = f(x Wf + h Rf + Pf c + b) (1 - i with input_forget),
+    c' = f c + i g(x Wc + h Rc + b), o = f(x Wo + h Ro + Po c' + b), h' = o h(c')."""
+    pre = b.op("Add", [xt, b.op("MatMul", [h, r_t])])
+    i_pre, o_pre, f_pre, c_pre = (gate(pre, k) for k in range(4))
+    if peep:
+        i_pre = b.op("Add", [i_pre, b.op("Mul", [peep[0], c])])
+        f_pre = b.op("Add", [f_pre, b.op("Mul", [peep[2], c])])
+    i = f[0](b, clipped(i_pre))
+    if int(node.attr("input_forget", 0) or 0):
+        forget = b.op("Sub", [b.scalar(1.0, b.dtype_hint), i])
+    else:
+        forget = f[0](b, clipped(f_pre))
+    new_c = b.op("Add", [b.op("Mul", [forget, c]), b.op("Mul", [i, f[1](b, clipped(c_pre))])])
+    if peep:
+        o_pre = b.op("Add", [o_pre, b.op("Mul", [peep[1], new_c])])
+    o = f[0](b, clipped(o_pre))
+    return b.op("Mul", [o, f[2](b, new_c)]), new_c
+
+
+# -- normalisation ----------------------------------------------------------------------------
+def _group_normalization(b: _Builder, node: Node) -> None:
+    x, scale, bias = node.inputs[:3]
+    shape = b.shape(x, node)
+    groups = int(node.attr("num_groups"))
+    channels = shape[1]
+    if groups <= 0 or channels % groups:
+        raise ModelError(f"node '{node.name}' (GroupNormalization): {channels} channels do not "
+                         f"split into num_groups={groups}")
+    dtype = b.dtype(x)
+    rows = b.op("Reshape", [x, b.const(np.asarray([shape[0], groups, -1], dtype=np.int64), "shape")])
+    normalised = b.op("InstanceNormalization",
+                      [rows, b.const(np.ones(groups, dtype=dtype), "ones"),
+                       b.const(np.zeros(groups, dtype=dtype), "zeros")],
+                      epsilon=float(node.attr("epsilon", 1e-5)))
+    back = b.op("Reshape", [normalised, b.const(np.asarray(shape, dtype=np.int64), "shape")])
+    per_channel = np.asarray([channels] + [1] * (len(shape) - 2), dtype=np.int64)
+    scaled = b.op("Mul", [back, b.op("Reshape", [scale, b.const(per_channel, "shape")])])
+    b.op("Add", [scaled, b.op("Reshape", [bias, b.const(per_channel, "shape")])], outputs=[node.outputs[0]])
+
+
+# -- signal -----------------------------------------------------------------------------------
+def _dft(b: _Builder, node: Node) -> None:
+    x = node.inputs[0]
+    if len(node.inputs) > 2 and node.inputs[2]:
+        raise _refuse(b, node, "needs DFT's axis as a compile-time constant",
+                      "make the axis input an initializer (or write it as opset 17-19's attribute)")
+    length_input = node.inputs[1] if len(node.inputs) > 1 else ""
+    given = b.constant_value(length_input)
+    if length_input and given is None:
+        raise _refuse(b, node, "needs DFT's dft_length as a compile-time constant",
+                      "make dft_length an initializer")
+    shape = b.shape(x, node)
+    axis = int(node.attr("axis", 1)) % len(shape)
+    inverse, onesided = bool(node.attr("inverse", 0)), bool(node.attr("onesided", 0))
+    n = shape[axis]
+    length = int(np.asarray(given).reshape(-1)[0]) if given is not None else \
+        (2 * (n - 1) if inverse and onesided else n)
+    _dft_matmul(b, x, shape, b.dtype(x), axis, length, inverse, onesided, node.outputs[0])
+
+
+def _dft_matmul(b: _Builder, x: str, shape: tuple[int, ...], dtype: str, axis: int, length: int,
+                inverse: bool, onesided: bool, output: str) -> None:
+    """``output`` = the DFT of ``x`` along ``axis``: the axis and the parts axis moved last,
+    flattened, times the transform of the unit vectors, and moved back."""
+    rank = len(shape)
+    n, parts = shape[axis], shape[-1]
+    basis = np.eye(n * parts).reshape(n * parts, n, parts)
+    matrix = _dft_reference(basis, length, 1, inverse, onesided)  # [n*parts, m, parts_out]
+    m, parts_out = matrix.shape[1], matrix.shape[2]
+    others = [k for k in range(rank - 1) if k != axis]
+    perm = (*others, axis, rank - 1)
+    moved = b.op("Transpose", [x], perm=perm)
+    lead = [shape[k] for k in others]
+    flat = b.op("Reshape", [moved, b.const(np.asarray([*lead, n * parts], dtype=np.int64), "shape")])
+    product = b.op("MatMul", [flat, b.const(matrix.reshape(n * parts, m * parts_out).astype(dtype), "dft")])
+    unflat = b.op("Reshape", [product, b.const(np.asarray([*lead, m, parts_out], dtype=np.int64), "shape")])
+    inverse_perm = tuple(int(k) for k in np.argsort(perm))
+    b.op("Transpose", [unflat], outputs=[output], perm=inverse_perm)
+
+
+def _stft(b: _Builder, node: Node) -> None:
+    """Frames (a Gather of constant positions), times the window, then the onesided DFT of
+    each frame (`_dft_matmul`)."""
+    inputs = list(node.inputs) + [""] * (4 - len(node.inputs))
+    signal, step_input, window, length_input = inputs[:4]
+    step = b.constant_value(step_input)
+    if step is None or (length_input and b.constant_value(length_input) is None):
+        raise _refuse(b, node, "needs STFT's frame_step and frame_length as compile-time "
+                      "constants (the output shape is computed from them)",
+                      "make them initializers")
+    shape = b.shape(signal, node)
+    if length_input:
+        length = int(np.asarray(b.constant_value(length_input)).reshape(-1)[0])
+    else:
+        length = b.shape(window, node)[0] if window else shape[1]
+    hop = int(np.asarray(step).reshape(-1)[0])
+    frames = 1 + (shape[1] - length) // hop
+    if hop <= 0 or frames <= 0 or (window and b.shape(window, node)[0] != length):
+        raise ModelError(f"{_label(node, b.graph.opset)}: frame_step {hop}, frame_length {length} "
+                         f"and a signal of {shape[1]} samples give no frames (or the window's "
+                         "length differs from frame_length)")
+    positions = np.arange(frames)[:, None] * hop + np.arange(length)[None, :]
+    framed = b.op("Gather", [signal, b.const(positions.astype(np.int64), "frames")], axis=1)
+    if window:  # [batch, frames, length, parts] times the window along length
+        framed = b.op("Mul", [framed, b.op("Reshape", [window, b.const(np.asarray([length, 1], dtype=np.int64),
+                                                                                "shape")])])
+    onesided = bool(node.attr("onesided", 1))
+    _dft_matmul(b, framed, (shape[0], frames, length, shape[2]), b.dtype(signal), 2, length, False,
+                onesided, node.outputs[0])
+
+
+def _dft_reference(x: np.ndarray, length: int, axis: int, inverse: bool, onesided: bool) -> np.ndarray:
+    """ONNX DFT-17/20 on ``x`` (the reference's meaning): [..., 1 or 2] real or complex parts."""
+    signal = x[..., 0] if x.shape[-1] == 1 else x[..., 0] + 1j * x[..., 1]
+    if inverse and onesided:
+        return np.fft.irfft(signal, n=length, axis=axis)[..., np.newaxis]
+    result = np.fft.ifft(signal, n=length, axis=axis) if inverse else np.fft.fft(signal, n=length, axis=axis)
+    if onesided:
+        result = np.take(result, range(result.shape[axis] // 2 + 1), axis=axis)
+    return np.stack([result.real, result.imag], axis=-1)
+
+
+def _window(b: _Builder, node: Node) -> None:
+    size = b.constant_value(node.inputs[0])
+    if size is None:
+        raise _refuse(b, node, f"needs {node.op}'s size as a compile-time constant (its output "
+                      "shape is that value)", "make size an initializer")
+    n = int(np.asarray(size).reshape(-1)[0])
+    periodic = int(node.attr("periodic", 1))
+    denominator = n if periodic else n - 1
+    k = np.arange(n, dtype=np.float64)
+    phase = 2 * np.pi * k / denominator if denominator > 0 else np.zeros(n)
+    if node.op == "HannWindow":
+        window = 0.5 - 0.5 * np.cos(phase)
+    elif node.op == "HammingWindow":
+        window = 25 / 46 - (21 / 46) * np.cos(phase)
+    else:
+        window = 0.42 - 0.5 * np.cos(phase) + 0.08 * np.cos(2 * phase)
+    b.constants[node.outputs[0]] = window.astype(_output_dtype(node))
+
+
+def _mel_weight_matrix(b: _Builder, node: Node) -> None:
+    values = [b.constant_value(i) for i in node.inputs]
+    if any(v is None for v in values):
+        raise _refuse(b, node, "needs every MelWeightMatrix input as a compile-time constant (its "
+                      "output shape is computed from them)", "make the inputs initializers")
+    from onnx.reference.ops.op_mel_weight_matrix import MelWeightMatrix  # the spec's own definition
+
+    matrix = MelWeightMatrix._run(None, *values, output_datatype=int(node.attr("output_datatype", 1)))[0]  # type: ignore[arg-type]
+    b.constants[node.outputs[0]] = np.asarray(matrix).astype(_output_dtype(node))
+
+
+def _output_dtype(node: Node) -> np.dtype:
+    import onnx
+
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(int(node.attr("output_datatype", 1))))
+
+
+def _col2im(b: _Builder, node: Node) -> None:
+    """Kept for its kernel (`anchor indexed`) when image_shape and block_shape are constants."""
+    for position, what in ((1, "image_shape"), (2, "block_shape")):
+        if b.constant_value(node.inputs[position]) is None:
+            raise _refuse(b, node, f"needs Col2Im's {what} as a compile-time constant (the "
+                          "output shape is its value)", f"make {what} an initializer")
+    b.nodes.append(node)
+
+
+# Every operator the OpenCL backend lowers before planning, one function each.
+DECOMPOSERS: dict[str, Callable[[_Builder, Node], None]] = {
+    "RNN": _recurrent, "GRU": _recurrent, "LSTM": _recurrent,
+    "GroupNormalization": _group_normalization, "DFT": _dft,
+    "HannWindow": _window, "HammingWindow": _window, "BlackmanWindow": _window,
+    "MelWeightMatrix": _mel_weight_matrix,
+    "STFT": _stft,
+    "Col2Im": _col2im,
+}
+
+
+def decompose(graph: Graph) -> Graph | None:
+    """``graph`` with every operator of `DECOMPOSERS` replaced by simpler ones (new values
+    untyped: infer shapes again), or None when it has none."""
+    if not any(node.op in DECOMPOSERS for node in graph.nodes):
+        return None
+    b = _Builder(graph)
+    for index, node in enumerate(graph.nodes):
+        function = DECOMPOSERS.get(node.op)
+        if function is None:
+            b.nodes.append(node)
+            continue
+        b.prefix = node.name or f"{node.op}_{index}"
+        function(b, node)
+    produced_constants = set(b.constants) - set(graph.constants)
+    types = {k: v for k, v in graph.types.items() if k not in produced_constants}
+    return dataclasses.replace(graph, nodes=tuple(b.nodes), constants=b.constants, types=types)
