@@ -42,6 +42,8 @@ ELEMENT_FACTS = ("nonzero", "positive", "nonneg")
 COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 SHAPE_BUILTINS = ("reshape_shape", "reshape_target", "squeeze_shape", "unsqueeze_shape",
                   "flatten_shape")
+# permutation arithmetic the verifier encodes over symbolic perms (`verify/perm.py`)
+PERM_BUILTINS = ("compose", "invert", "is_identity", "permute")
 
 _ORDER: Mapping[str, Callable[[Any, Any], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
@@ -247,7 +249,7 @@ class _Evaluator:
         if builtin is None or builtin.category != "int_list":
             raise domain.unsupported(f)
         values = [self(a) for a in args]
-        if f in SHAPE_BUILTINS and _has_symbol(domain, values):
+        if (f in SHAPE_BUILTINS or f in PERM_BUILTINS) and _has_symbol(domain, values):
             result = domain.shape_builtin(f, values)
         else:
             result = _concrete_builtin(f, values)

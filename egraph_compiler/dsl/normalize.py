@@ -188,10 +188,16 @@ def attribute_warnings(ruleset: ast.RuleSet) -> list[str]:
 # rank-free: a lower rank is a higher one with leading 1s, and each output element reads
 # one of its elements, so its verdict holds at every rank.
 
-RANK_LIMIT = 4  # a rule with an enumerated int-list attribute (a perm, axes) at every rank
+RANK_LIMIT = 4  # a rule with an enumerated int-list attribute (axes, Conv pads) at every rank
 WIDE_RANK_LIMIT = 6  # every other rule: its configurations grow linearly with the rank
 # the verifier enumerates every tensor variable's rank: at most this many combinations
 MAX_RANK_COMBINATIONS = 390_625  # 5 ** 8: eight tensor variables of any rank 0..RANK_LIMIT
+# Int-list attributes the verifier encodes as one list of symbolic Ints at every rank
+# above RANK_LIMIT (`verify/perm.py`), keyed by the built-in encoding of the operator
+# declaring them: a rule whose only enumerated lists are these is verified, hence
+# applied, up to WIDE_RANK_LIMIT. A permutation is axis arithmetic; axes lists and
+# Conv geometry are still enumerated.
+SYMBOLIC_LIST_ATTRIBUTES: dict[str, frozenset[str]] = {"transpose": frozenset({"perm"})}
 RANK_SENSITIVE_CALLS = frozenset({"rank", "shape", "dim", "numel", "same_shape", "broadcastable"})
 
 
@@ -257,15 +263,19 @@ def _enumerates_lists(p: ast.Pattern, ops: dict[str, ast.OpDecl]) -> bool:
         return False
     decl = ops.get(p.op)
     types = {a.name: a.type for a in decl.attrs} if decl is not None else {}
-    if any(types.get(name) == "ints" and isinstance(value, ast.Var) for name, value in p.attrs):
+    symbolic = SYMBOLIC_LIST_ATTRIBUTES.get((decl.builtin or "").lower() if decl else "",
+                                            frozenset())
+    if any(types.get(name) == "ints" and isinstance(value, ast.Var) and name not in symbolic
+           for name, value in p.attrs):
         return True
     return any(_enumerates_lists(child, ops) for child in p.inputs)
 
 
 def rank_limit(normal: NormalRule, ops: dict[str, ast.OpDecl]) -> int:
     """The highest rank (of a variable no guard pins) at which ``normal`` is verified,
-    hence applied: `WIDE_RANK_LIMIT`, or `RANK_LIMIT` for a rule that enumerates a perm
-    or an axes list (issue 12 asks >= 6; Transpose at rank 6 is 720 perms per node)."""
+    hence applied: `WIDE_RANK_LIMIT`, or `RANK_LIMIT` for a rule that enumerates an axes
+    list or a Conv geometry (issue 12 asks >= 6; a perm is symbolic above RANK_LIMIT,
+    `SYMBOLIC_LIST_ATTRIBUTES`)."""
     if _enumerates_lists(normal.lhs, ops) or _enumerates_lists(normal.rhs, ops):
         return RANK_LIMIT
     if not rank_sensitive_vars(normal.lhs, normal.rhs, normal.guard, ops):

@@ -1138,11 +1138,12 @@ class Softmax(Builtin):
 
 # after every class the quantisation encodings reuse (Builtin, Undefined, OPAQUE)
 from egraph_compiler.verify.layer_norm import NORM_BUILTINS  # noqa: E402
+from egraph_compiler.verify.perm import SymbolicTranspose  # noqa: E402
 from egraph_compiler.verify.quant_ops import QUANT_BUILTINS  # noqa: E402
 
 BUILTINS: dict[str, Builtin] = {b.name: b for b in [
     Reduce("sum"), Reduce("prod"), Reduce("max"), Reduce("min"), Reduce("mean"),
-    Transpose(), Squeeze(), Unsqueeze(), MatMul(), BitShift(), Variadic("sum"),
+    SymbolicTranspose(), Squeeze(), Unsqueeze(), MatMul(), BitShift(), Variadic("sum"),
     Variadic("max"), Variadic("min"), Variadic("mean"), Pow(), BatchNorm(), Reshape(), Cast(),
     Concat(), Slice(), Expand(), Flatten(), ConstantOfShape(), Gemm(), Conv(), Softmax(False),
     Softmax(True), *QUANT_BUILTINS, *NORM_BUILTINS,

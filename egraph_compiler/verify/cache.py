@@ -23,7 +23,8 @@ from egraph_compiler.verify.verdict import Counterexample, TensorValue, Verdict
 # 2: Reshape target values, Flatten, Gemm, Conv, ConstantOfShape; 3: paired induction
 # (split lemma), QuantizeLinear's monotonicity, division as an inverse, resource limits
 # 4: one normal form with the e-graph (right-hand defaults), ranks to dsl.normalize.RANK_LIMIT
-VERIFIER_VERSION = "4"
+# 5: symbolic perms (Transpose rules to rank 6), the contraction normal form (`methods`)
+VERIFIER_VERSION = "5"
 
 
 def default_cache_dir() -> Path:
@@ -85,6 +86,6 @@ def verdict_from_json(data: dict[str, Any]) -> Verdict:
             cex["tier"], tuple(tensor(t) for t in cex["inputs"]),  # type: ignore[misc]
             tuple(tuple(a) for a in cex["attrs"]), tensor(cex["lhs"]), tensor(cex["rhs"]),
             cex["replay"], cex["explanation"])
-    for name in ("tiers", "notes"):
+    for name in ("tiers", "notes", "methods"):
         data[name] = tuple(data.get(name, ()))
     return Verdict(**data)

@@ -35,7 +35,7 @@ import numpy as np
 import z3
 
 from egraph_compiler.dsl import ast
-from egraph_compiler.verify import evalexpr
+from egraph_compiler.verify import contraction, evalexpr
 from egraph_compiler.verify.builtin_ops import Undefined
 from egraph_compiler.verify.configs import RANK_LIMIT, enumerate_configs, guard_refuted
 from egraph_compiler.verify.encode import (
@@ -106,6 +106,7 @@ class TierResult:
     message: str = ""
     counterexample: Counterexample | None = None
     seconds: float = 0.0
+    methods: tuple[str, ...] = ()  # proof methods besides the default (`contraction.METHOD`)
 
 
 @dataclass
@@ -306,6 +307,7 @@ def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
             return TierResult(tier, "failed", found.stage, found.explanation, cex,
                               time.monotonic() - start)
     applicable = False
+    methods: dict[str, None] = {}
     unknown: TierResult | None = None
     spurious: TierResult | None = None
     for config, role in configs:
@@ -327,6 +329,7 @@ def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
             continue
         applicable = True
         if outcome.status == "proved":
+            methods.update(dict.fromkeys(outcome.methods))
             continue
         outcome.seconds = time.monotonic() - start
         if outcome.status == "failed":
@@ -347,7 +350,7 @@ def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
     if unknown is not None:
         unknown.seconds = elapsed
         return unknown
-    return TierResult(tier, "proved", "", "", None, elapsed)
+    return TierResult(tier, "proved", "", "", None, elapsed, tuple(methods))
 
 
 _CONFIGS: dict[Any, tuple[dict[str, OpSemantics], list[tuple[Config, str]]]] = {}
@@ -433,6 +436,14 @@ def _check_applicable(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
                             "RHS shape differs from LHS shape or RHS is ill-formed", status)
     if not values_needed:
         return TierResult(tier, "proved")
+    if tier == "real" and contraction.applies(canon, sems):  # MatMul chains, every length
+        idx = [z3.Int(f"i{k}") for k in range(len(sides.lhs_dims))]
+        facts = (enc.background() + sides.wf_lhs + [sides.guard] + sides.wf_rhs
+                 + _dims_equal(sides)
+                 + [z3.And(i >= 0, i < d) for i, d in zip(idx, sides.lhs_dims, strict=True)])
+        quick = _Solver(2.0, budget)
+        if contraction.prove(canon, sems, enc, idx, facts, lambda f: quick.check(f)[0]):
+            return TierResult(tier, "proved", methods=(contraction.METHOD,))
     # reductions: an induction proof first, it is cheaper than unrolling (encoding the
     # unrolled sides costs more than the proof: try it before encoding them)
     proof: TierResult | None = None

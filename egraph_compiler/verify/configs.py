@@ -1,10 +1,9 @@
-"""The finite part of a rule's meaning, enumerated: a rank (0..3) for each tensor
-variable and a value for each attribute variable bound to a permutation, axes or
-flags. Dims, element values and float attributes stay symbolic.
-
-Enumerating permutations at rank <= 3 (at most 6 per variable) is exhaustive and
-cheaper than the one-hot encoding of DESIGN §4 at these ranks; layout rules are
-thereby checked at rank 3, where a wrongly ordered composition shows.
+"""The finite part of a rule's meaning, enumerated: a rank for each tensor variable
+(0..RANK_LIMIT, or to WIDE_RANK_LIMIT: `dsl.normalize.rank_limit`) and a value for each
+attribute variable bound to axes or flags. Dims, element values and float attributes
+stay symbolic, and so does a Transpose's perm from rank 3 on (one symbolic permutation
+per rank, `perm.py`); below that its perms are enumerated (at most 2, and the absent
+``[]``), which is exhaustive and cheaper at those ranks.
 """
 
 from __future__ import annotations

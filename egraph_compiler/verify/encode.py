@@ -187,8 +187,12 @@ class Encoder:
                 known = self.symbolic_attrs.get(expr.name)
                 if known is not None and len(known) != length:
                     raise Illformed(f"?{expr.name} has two lengths")
-                self.symbolic_attrs.setdefault(expr.name, [
-                    z3.Int(f"attr_{expr.name}_{k}") for k in range(length)])
+                if expr.name not in self.symbolic_attrs:
+                    # a built-in may shape its symbolic lists (a perm: one-hot, `perm.py`)
+                    make = getattr(builtin, "symbolic_list", None)
+                    self.symbolic_attrs[expr.name] = (
+                        make(expr.name, length) if make is not None
+                        else [z3.Int(f"attr_{expr.name}_{k}") for k in range(length)])
             elif isinstance(expr, ast.Var) and expr.name not in self.config.attr_of:
                 if types.get(name) not in ("float", "int", "tensor"):
                     raise Unsupported(f"attribute ?{expr.name} of {node.op} is not enumerable")

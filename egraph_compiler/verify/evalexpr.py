@@ -182,7 +182,13 @@ class Z3Domain(guard_eval.GuardDomain):
     def shape_builtin(self, name: str, args: Sequence[Any]) -> Any:
         if not getattr(self.facts, "symbolic_shape_builtins", True):
             raise NotApplicable(f"{name} over symbolic dims")
-        return SHAPE_BUILTINS[name](*args, require=self._require)
+        if name in SHAPE_BUILTINS:
+            return SHAPE_BUILTINS[name](*args, require=self._require)
+        from egraph_compiler.verify.perm import PERM_BUILTINS  # perm imports this module's users
+
+        if name in PERM_BUILTINS:
+            return PERM_BUILTINS[name](*args, require=self._require)
+        return super().shape_builtin(name, args)
 
     def unsupported(self, name: str) -> Exception:
         return Unsupported(f"the built-in {name}() has no verifier encoding")

@@ -12,6 +12,7 @@ from egraph_compiler.dsl import ast
 from egraph_compiler.verify.builtin_ops import Undefined
 from egraph_compiler.verify.encode import Config, DoesNotFire, Illformed, Unsupported
 from egraph_compiler.verify.normalize import CanonRule, boolean_vars
+from egraph_compiler.verify.perm import sample_perms
 from egraph_compiler.verify.replay import Runner, same
 from egraph_compiler.verify.scalar import Domain
 from egraph_compiler.verify.semantics import OpSemantics
@@ -125,6 +126,7 @@ def fuzz(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
                 with np.errstate(all="ignore"):
                     tensors[var] = Runner(sems, domain, {}, {}).cast(values)
         attrs = dict(config.attrs)
+        attrs.update(sample_perms(canon, sems, config, rng))  # symbolic perms: one drawn
         attrs.update({name: float(rng.choice([0.0, 1.0, -1.0, 0.5, 2.0]))
                       for name in _float_attr_vars(canon, sems) if name not in attrs})
         try:
@@ -257,6 +259,7 @@ def shrink(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, configs: l
                 with np.errstate(all="ignore"):
                     tensors[var] = Runner(sems, domain, {}, {}).cast(values)
             attrs = dict(config.attrs)
+            attrs.update(sample_perms(canon, sems, config, rng))
             attrs.update({name: float(rng.choice([1.0, 0.0, -1.0, 0.5, 2.0]))
                           for name in float_attrs if name not in attrs})
             smaller = attempt(tensors, attrs)

@@ -104,7 +104,7 @@ def verify_rule(rule: ast.Rule, sems: dict[str, OpSemantics], timeout_s: float =
     if exact_tier == "real" and "exact" not in rule.flags:
         notes.append("exact over the reals, not bit-exact in fp32 (not marked [exact])")
     return Verdict(rule.name, where, "proved", "", tuple(proved), "", None, "", False,
-                   tuple(notes), time.monotonic() - start)
+                   tuple(notes), time.monotonic() - start, methods=result.methods)
 
 
 def _congruent(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, timeout_s: float,

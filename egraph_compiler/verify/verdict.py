@@ -119,6 +119,9 @@ class Verdict:
     notes: tuple[str, ...] = ()
     seconds: float = 0.0
     cached: bool = False
+    # how the exact tier was proved where not by the default encoding (induction,
+    # unrolling): "contraction normal form" (`verify/contraction.py`)
+    methods: tuple[str, ...] = ()
     # what the e-graph adds to the rule's guard so that it applies only at the ranks
     # checked (`dsl.normalize.rank_limits`), "" when every variable is rank-free
     rank_guard: str = ""

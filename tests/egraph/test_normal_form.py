@@ -74,15 +74,17 @@ rule keep-alpha: LeakyRelu(Neg(?x), alpha=?a) => Neg(Neg(LeakyRelu(Neg(?x), alph
     assert _verdict(rules, tmp_path).ok
 
 
-@pytest.mark.parametrize(("rank", "fires"), [(RANK_LIMIT, True), (RANK_LIMIT + 1, False)])
-def test_a_rule_applies_only_at_the_ranks_it_was_verified_for(tmp_path, rank, fires):
+@pytest.mark.parametrize(("rank", "fires"), [(WIDE_RANK_LIMIT, True), (WIDE_RANK_LIMIT + 1, False)])
+def test_a_perm_rule_is_verified_and_applied_to_rank_six(tmp_path, rank, fires):
+    """Perms are symbolic from rank 3 on (`verify/perm.py`): one configuration covers
+    the 720 perms of rank 6, so Transpose rules are verified, hence applied, there."""
     rules = rules_from_text(tmp_path, """
 ruleset layout
 rule transpose-fold: Transpose(Transpose(?x, perm=?p), perm=?q) => Transpose(?x, perm=compose(?p, ?q))
     when len(?p) > 0 and len(?q) > 0
 """)
     v = _verdict(rules, tmp_path)
-    assert v.ok and v.rank_guard == f"rank(?x) <= {RANK_LIMIT}"
+    assert v.ok and v.rank_guard == f"rank(?x) <= {WIDE_RANK_LIMIT}" and WIDE_RANK_LIMIT >= 6
     shape = tuple(range(2, 2 + rank))
     perm = tuple(range(1, rank)) + (0,)
     once = tuple(shape[p] for p in perm)
@@ -91,6 +93,24 @@ rule transpose-fold: Transpose(Transpose(?x, perm=?p), perm=?q) => Transpose(?x,
               ["y"], types={"a": once, "y": tuple(once[p] for p in perm)})
     sat = egraph.saturate(g, rules)
     assert bool(sat.stats.rule_fires.get("transpose-fold", 0)) == fires
+
+
+@pytest.mark.parametrize(("rank", "fires"), [(RANK_LIMIT - 1, True), (RANK_LIMIT, False)])
+def test_an_axes_rule_applies_only_at_the_ranks_it_was_verified_for(tmp_path, rank, fires):
+    """An axes list is still enumerated, up to RANK_LIMIT (the input of Unsqueeze has
+    one axis less than its output)."""
+    rules = rules_from_text(tmp_path, """
+ruleset layout
+rule unsqueeze-neg: Unsqueeze(Neg(?x), axes=?a) => Neg(Unsqueeze(?x, axes=?a))
+""")
+    v = _verdict(rules, tmp_path)
+    assert v.ok and v.rank_guard == f"rank(?x) <= {RANK_LIMIT}"
+    shape = tuple(range(2, 2 + rank + 1))
+    g = graph({"x": shape},
+              [("Neg", ["x"], ["a"], {}), ("Unsqueeze", ["a"], ["y"], {"axes": (0,)})],
+              ["y"], types={"a": shape, "y": (1, *shape)})
+    sat = egraph.saturate(g, rules)
+    assert bool(sat.stats.rule_fires.get("unsqueeze-neg", 0)) == fires
 
 
 def test_elementwise_only_rules_have_no_rank_guard(tmp_path):

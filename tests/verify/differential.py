@@ -26,6 +26,7 @@ from egraph_compiler.verify.builtin_ops import OPAQUE, Undefined, load_semantics
 from egraph_compiler.verify.configs import enumerate_configs
 from egraph_compiler.verify.encode import SYMBOLIC_LIST, DoesNotFire, Illformed, Unsupported
 from egraph_compiler.verify.normalize import CanonRule, boolean_vars, canonical, list_used_vars
+from egraph_compiler.verify.perm import sample_perms
 from egraph_compiler.verify.replay import Runner
 from egraph_compiler.verify.scalar import Domain
 from tests.modelzoo import run_ort
@@ -122,6 +123,7 @@ def witness(rule: ast.Rule, ruleset: RuleSet, seed: int = 0) -> Witness | str:
         config = configs[attempt % min(len(configs), 24)] if attempt < 24 else configs[
             int(rng.integers(len(configs)))]
         attrs = dict(config.attrs)
+        attrs.update(sample_perms(canon, sems, config, rng))  # a perm symbolic at rank >= 3
         extra = _symbolic_attrs(canon, ruleset, rng, attrs)
         if extra is None:
             return "a symbolic int list attribute (not generated here)"

@@ -46,7 +46,7 @@ NOT_GENERATED: dict[str, str] = {
     "slice-full": "a symbolic int list attribute",
     "concat-slices": "a symbolic int list attribute",
     **{name: "no configuration" for name in (
-        "matmul-transposes", "bias-fold-conv",
+        "bias-fold-conv",
         "concat-conv-partition", "concat-conv-partition-nobias", "concat-depthwise-partition",
         "softmax-unflatten", "logsoftmax-unflatten")},
 }

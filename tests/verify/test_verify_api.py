@@ -38,10 +38,11 @@ def test_layout_rules_are_checked_at_rank_three(check) -> None:  # type: ignore[
                          f"rule wrong: {fold.format('compose(?q, ?p)')}", jobs=2)
     assert right.status == "proved", right
     assert right.tiers == ("real", "bf16", "fp16", "fp32")
-    # the two orders of composition agree up to rank 2: the counterexample has rank 3
+    # the two orders of composition agree up to rank 2: the counterexample has rank 3 or
+    # more (perms are drawn at random from rank 3 on, where they are symbolic)
     assert wrong.status == "failed" and wrong.counterexample is not None
     assert wrong.counterexample.replay == "CONFIRMED"
-    assert len(wrong.counterexample.inputs[0].shape) == 3
+    assert len(wrong.counterexample.inputs[0].shape) >= 3
 
 
 def test_absent_perms_make_the_unguarded_fold_wrong(check) -> None:  # type: ignore[no-untyped-def]
