@@ -283,21 +283,30 @@ class MatMul(Builtin):
     def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
         a_dims, _ = enc.shape_of(node.inputs[0])
         b_dims, _ = enc.shape_of(node.inputs[1])
-        row, col = len(a_dims) == 1, len(b_dims) == 1
-        full = list(idx) + ([0] if col else [])
-        if row:
-            full.insert(len(full) - 1, 0)
-        batch = full[:-2]
-        a_batch = project(a_dims[:-2], batch) if not row else []
-        b_batch = project(b_dims[:-2], batch) if not col else []
         dom = enc.domain
 
         def body(t: list[Any]) -> Cell:
-            va, da = enc.value_of(node.inputs[0], [t[0]] if row else a_batch + [full[-2], t[0]])
-            vb, db = enc.value_of(node.inputs[1], [t[0]] if col else b_batch + [t[0], full[-1]])
+            a_index, b_index = matmul_operand_indices(a_dims, b_dims, idx, t[0])
+            va, da = enc.value_of(node.inputs[0], a_index)
+            vb, db = enc.value_of(node.inputs[1], b_index)
             return dom.binop("*", va, vb), z3.And(da, db)
 
         return enc.reduce(node, idx, [a_dims[-1]], body, "sum")
+
+
+def matmul_operand_indices(a_dims: Dims, b_dims: Dims, idx: list[Any],
+                           k: Any) -> tuple[list[Any], list[Any]]:
+    """The elements of MatMul's operands that output element ``idx`` multiplies at
+    contracted index ``k``: a rank-1 operand is a row / a column whose added axis is
+    dropped; batch axes broadcast (ONNX MatMul = numpy.matmul)."""
+    row, col = len(a_dims) == 1, len(b_dims) == 1
+    full = list(idx) + ([0] if col else [])
+    if row:
+        full.insert(len(full) - 1, 0)
+    batch = full[:-2]
+    a_index = [k] if row else project(a_dims[:-2], batch) + [full[-2], k]
+    b_index = [k] if col else project(b_dims[:-2], batch) + [k, full[-1]]
+    return a_index, b_index
 
 
 class BitShift(Builtin):
@@ -1076,7 +1085,21 @@ class Expand(Builtin):
         return out
 
 
-class Softmax(Builtin):
+class OneAxis(Builtin):
+    """A built-in with one ``axis`` attribute in [-rank, rank), default -1 (Softmax,
+    LayerNormalization)."""
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        return list(range(-in_ranks[0], in_ranks[0])) if attr == "axis" else None
+
+    def _axis(self, attrs: dict[str, Any], rank: int) -> int:
+        axis = attrs.get("axis", -1)
+        if not isinstance(axis, int) or not -rank <= axis < rank:
+            raise Illformed(f"{self.onnx} axis out of range")
+        return axis % rank
+
+
+class Softmax(OneAxis):
     """ONNX (opset 13) Softmax / LogSoftmax along one axis: ``exp(x[i]) / S`` and
     ``x[i] - log(S)`` with ``S`` the sum of ``exp`` over the axis (``exp``/``log``
     uninterpreted with their axioms, see `scalar.Domain.axioms`). Over the reals, and
@@ -1089,16 +1112,6 @@ class Softmax(Builtin):
         self.log = log
         self.name = "log_softmax" if log else "softmax"
         self.onnx = "LogSoftmax" if log else "Softmax"
-
-    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
-        return list(range(-in_ranks[0], in_ranks[0])) if attr == "axis" else None
-
-    @staticmethod
-    def _axis(attrs: dict[str, Any], rank: int) -> int:
-        axis = attrs.get("axis", -1)
-        if not isinstance(axis, int) or not -rank <= axis < rank:
-            raise Illformed("softmax axis out of range")
-        return axis % rank
 
     def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
         if in_ranks[0] < 1:

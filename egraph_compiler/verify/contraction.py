@@ -34,7 +34,8 @@ from typing import Any
 import z3
 
 from egraph_compiler.dsl import ast
-from egraph_compiler.verify.encode import Encoder, project
+from egraph_compiler.verify.builtin_ops import matmul_operand_indices
+from egraph_compiler.verify.encode import Encoder
 from egraph_compiler.verify.semantics import OpSemantics
 
 METHOD = "contraction normal form"  # the proof method `dnnr verify --json` reports
@@ -90,21 +91,14 @@ class _Lowering:
             return self.lower(p.inputs[0], j)
         if builtin is None or builtin.name != "matmul" or len(p.inputs) != 2:
             raise NotAContraction(f"{p.op} is not a contraction")
-        # the index arithmetic of `builtin_ops.MatMul.value`: rank-1 operands are a row
-        # / a column whose added axis is dropped; batch axes broadcast
+        # the index arithmetic of `builtin_ops.MatMul.value`, shared
         a, b = p.inputs
         a_dims, _ = self.enc.shape_of(a)
         b_dims, _ = self.enc.shape_of(b)
-        row, col = len(a_dims) == 1, len(b_dims) == 1
-        full = list(idx) + ([0] if col else [])
-        if row:
-            full.insert(len(full) - 1, 0)
-        batch = full[:-2]
-        a_batch = project(a_dims[:-2], batch) if not row else []
-        b_batch = project(b_dims[:-2], batch) if not col else []
         t = self.fresh()
-        left = self.lower(a, [t] if row else a_batch + [full[-2], t])
-        right = self.lower(b, [t] if col else b_batch + [t, full[-1]])
+        a_index, b_index = matmul_operand_indices(a_dims, b_dims, list(idx), t)
+        left = self.lower(a, a_index)
+        right = self.lower(b, b_index)
         return Contraction([(t, a_dims[-1]), *left.bound, *right.bound],
                            left.factors + right.factors)
 

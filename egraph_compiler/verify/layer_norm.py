@@ -29,23 +29,14 @@ import numpy as np
 import z3
 
 from egraph_compiler.dsl import ast
-from egraph_compiler.verify.builtin_ops import Builtin, Undefined
+from egraph_compiler.verify.builtin_ops import Builtin, OneAxis, Undefined
 from egraph_compiler.verify.encode import Cell, Dims, Encoder, Illformed, Unsupported, project
 
 
-class LayerNorm(Builtin):
+class LayerNorm(OneAxis):
     name = "layer_norm"
+    onnx = "LayerNormalization"
     reduces = True
-
-    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
-        return list(range(-in_ranks[0], in_ranks[0])) if attr == "axis" else None
-
-    @staticmethod
-    def _axis(attrs: dict[str, Any], rank: int) -> int:
-        axis = attrs.get("axis", -1)
-        if not isinstance(axis, int) or not -rank <= axis < rank:
-            raise Illformed("LayerNormalization axis out of range")
-        return axis % rank
 
     def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
         if in_ranks[0] < 1:
