@@ -290,6 +290,7 @@ def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
     start = time.monotonic()
     budget = Budget.of_seconds(timeout_s)
     _FULL_FIRST.clear()
+    _PAIRED_FIRST.clear()
     _PROVED.clear()
     try:
         configs = _configs(canon, sems, max_rank, guard)
@@ -536,15 +537,31 @@ def _induction(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config
     built.update((mode, _induction_sides(canon, sems, tier, config, guard, mode, m))
                  for mode in ("base", "step"))
     prefix = built["prefix"].sides
+    paired: TierResult | None = None
+    if _PAIRED_FIRST:
+        # an earlier configuration of this tier needed the paired induction after the
+        # shared one failed (qdq-gemm-nobias: seconds of `unknown`): its configurations
+        # are alike, so the paired one goes first; the shared one still runs if it does
+        # not prove, so a verdict never depends on the order
+        paired = _paired_induction(canon, sems, tier, config, guard, built["prefix"], budget)
+        if paired.status == "proved":
+            return paired
     if not _same_index_space(prefix, prefix.enc.reductions):
         outcome = TierResult(tier, "unknown", "value", "holds for reduced lengths <= 4; the "
                              "reductions differ in their index spaces, so no induction")
     else:
         outcome = _shared_induction(tier, built, m, budget)
-    if outcome.status == "proved" or budget.exhausted(1.0):
+    if outcome.status == "proved" or paired is not None or budget.exhausted(1.0):
         return outcome
     paired = _paired_induction(canon, sems, tier, config, guard, built["prefix"], budget)
+    if paired.status == "proved" and _same_index_space(prefix, prefix.enc.reductions):
+        _PAIRED_FIRST.add(True)
     return paired if paired.status == "proved" else outcome
+
+
+# set (non-empty) in a tier of a rule (`check_tier` clears it) where the shared
+# induction failed and the paired one proved: later configurations try paired first.
+_PAIRED_FIRST: set[bool] = set()
 
 
 @dataclass
