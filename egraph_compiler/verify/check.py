@@ -540,23 +540,49 @@ def _induction(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config
     paired: TierResult | None = None
     if _PAIRED_FIRST:
         # an earlier configuration of this tier needed the paired induction after the
-        # shared one failed (qdq-gemm-nobias: seconds of `unknown`): its configurations
-        # are alike, so the paired one goes first; the shared one still runs if it does
-        # not prove, so a verdict never depends on the order
+        # shared one failed (the LayerNorm folds: 0.2 s of `unknown` each): its
+        # configurations are alike, so the paired one goes first; the shared one still
+        # runs if it does not prove, so a verdict never depends on the order
         paired = _paired_induction(canon, sems, tier, config, guard, built["prefix"], budget)
         if paired.status == "proved":
             return paired
-    if not _same_index_space(prefix, prefix.enc.reductions):
+    tried: list[TierResult] = []
+
+    def detour() -> None:
+        """Before the shared induction's first check with the function axioms (up to
+        INDUCTION_SECONDS of Z3 work): the paired induction, once. qdq-gemm-nobias's
+        step spends 11 s there to return unknown where the paired one proves in 0.03 s;
+        where the paired one fails (the BatchNorm folds) it costs a few hundredths."""
+        if paired is None and not tried:
+            tried.append(_paired_induction(canon, sems, tier, config, guard,
+                                           built["prefix"], budget))
+            if tried[0].status == "proved":
+                raise _Detour(tried[0])
+
+    same = _same_index_space(prefix, prefix.enc.reductions)
+    if not same:
         outcome = TierResult(tier, "unknown", "value", "holds for reduced lengths <= 4; the "
                              "reductions differ in their index spaces, so no induction")
     else:
-        outcome = _shared_induction(tier, built, m, budget)
-    if outcome.status == "proved" or paired is not None or budget.exhausted(1.0):
+        try:
+            outcome = _shared_induction(tier, built, m, budget, detour)
+        except _Detour as proof:
+            _PAIRED_FIRST.add(True)
+            return proof.result
+    if outcome.status == "proved" or paired is not None or tried or budget.exhausted(1.0):
         return outcome
     paired = _paired_induction(canon, sems, tier, config, guard, built["prefix"], budget)
-    if paired.status == "proved" and _same_index_space(prefix, prefix.enc.reductions):
+    if paired.status == "proved" and same:
         _PAIRED_FIRST.add(True)
     return paired if paired.status == "proved" else outcome
+
+
+class _Detour(Exception):
+    """The paired induction proved the configuration in the middle of the shared one."""
+
+    def __init__(self, result: TierResult) -> None:
+        super().__init__(result.status)
+        self.result = result
 
 
 # set (non-empty) in a tier of a rule (`check_tier` clears it) where the shared
@@ -612,7 +638,7 @@ _FULL_FIRST: set[tuple[str, int]] = set()
 
 
 def _closes(solver: _Solver, plain: list[Any], full: list[Any], goal: _Induction,
-            budget: Budget, where: str) -> str:
+            budget: Budget, where: str, before_full: Callable[[], None] = lambda: None) -> str:
     """"unsat" when ``goal`` follows from ``full`` (else Z3's answer), one half at a time
     (definedness, then value), each tried first, briefly, from ``plain``: the same
     assumptions without the axioms of exp, sqrt, inv ... (fewer assumptions: unsat there
@@ -620,9 +646,11 @@ def _closes(solver: _Solver, plain: list[Any], full: list[Any], goal: _Induction
     the axioms' nonlinear instances can send Z3 searching for minutes (the BatchNorm
     folds); definedness is where the axioms are needed (sqrt(v) != 0 iff v > 0): where
     the plain check of a half failed in an earlier configuration (`_FULL_FIRST`), the
-    full one goes first (the same two checks, in the other order)."""
+    full one goes first (the same two checks, in the other order). ``before_full`` runs
+    before each full check (`_induction`'s detour: it may raise to end the search)."""
     for k, part in enumerate(goal.parts):
         if (where, k) in _FULL_FIRST:
+            before_full()
             status, _ = solver.check(full + [z3.Not(part)])
             if status == "unsat":
                 continue
@@ -632,6 +660,7 @@ def _closes(solver: _Solver, plain: list[Any], full: list[Any], goal: _Induction
         status, _ = _Solver(PLAIN_SECONDS, budget).check(plain + [z3.Not(part)])
         if status == "unsat":
             continue
+        before_full()
         status, _ = solver.check(full + [z3.Not(part)])
         if status != "unsat":
             return status
@@ -640,19 +669,21 @@ def _closes(solver: _Solver, plain: list[Any], full: list[Any], goal: _Induction
 
 
 def _shared_induction(tier: str, built: dict[str, _Induction], m: Any,
-                      budget: Budget) -> TierResult:
+                      budget: Budget, before_full: Callable[[], None] = lambda: None
+                      ) -> TierResult:
     """All reductions share one enumeration; the hypothesis is the goal itself."""
     total = math.prod(built["prefix"].sides.enc.reductions[0].extents)
     solver = _Solver(INDUCTION_SECONDS, budget)
     base = built["base"]
-    status = _closes(solver, base.plain, base.assumptions, base, budget, "base")
+    status = _closes(solver, base.plain, base.assumptions, base, budget, "base", before_full)
     if status != "unsat":
         return TierResult(tier, "unknown", "value", "holds for reduced lengths <= 4; the "
                           f"induction base did not close (Z3: {status})")
     now, after = built["prefix"], built["step"]
     step = [m >= 1, m < total, now.goal]
     status = _closes(solver, now.plain + after.plain + step,
-                     now.assumptions + after.assumptions + step, after, budget, "step")
+                     now.assumptions + after.assumptions + step, after, budget, "step",
+                     before_full)
     if status != "unsat":
         return TierResult(tier, "unknown", "value", "holds for reduced lengths <= 4; the "
                           f"induction step did not close (Z3: {status})")
