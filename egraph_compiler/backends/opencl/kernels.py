@@ -1058,13 +1058,7 @@ class _Gen:
         index = full(r_idx)
         x = self.em.value(body, x_name, index)
         if layer_norm:
-            gamma = self.em.value(body, node.inputs[1], ops_models.parameter_index(
-                node, index, x_shape, self.view.shape(node.inputs[1])))
-            value = f"(({x} - center) * scale * {gamma})"
-            if len(node.inputs) > 2 and node.inputs[2]:
-                beta = self.em.value(body, node.inputs[2], ops_models.parameter_index(
-                    node, index, x_shape, self.view.shape(node.inputs[2])))
-                value = f"({value} + {beta})"
+            value = self._scale_shift(body, node, index, x_shape, f"({x} - center) * scale")
         elif node.op == "LogSoftmax":
             value = f"({x} - center - log_total)"
         else:
@@ -1074,22 +1068,29 @@ class _Gen:
         s.nest(loop, body)
         return self.finish(s, rows if serial else rows * local, local)
 
+    def _scale_shift(self, body: Scope, node: Node, index: tuple[ix.IExpr, ...],
+                     x_shape: tuple[int, ...], normalised: str) -> str:
+        """``normalised * scale + bias`` of a Layer/InstanceNormalization, its parameters
+        read where `ops_models.parameter_index` says (one place for both row forms)."""
+        def parameter(k: int) -> str:
+            return self.em.value(body, node.inputs[k], ops_models.parameter_index(
+                node, index, x_shape, self.view.shape(node.inputs[k])))
+
+        value = f"({normalised} * {parameter(1)})"
+        if len(node.inputs) > 2 and node.inputs[2]:
+            value = f"({value} + {parameter(2)})"
+        return value
+
     def _split_rownorm(self, node: Node, rows: int, length: int, groups: int, x_name: str,
                        x_shape: tuple[int, ...], index: tuple[ix.IExpr, ...]) -> Kernel:
         """`rownorm` with several work-groups per row (`rows.split_rownorm`)."""
         _, local = self.row_groups(rows, length)
-        layer_norm = node.op == "LayerNormalization"
+        layer_norm = node.op in ("LayerNormalization", "InstanceNormalization")
 
         def normalise(body: Scope) -> None:
             x = self.em.value(body, x_name, index)
             if layer_norm:
-                gamma = self.em.value(body, node.inputs[1], ix.broadcast_index(
-                    index, x_shape, self.view.shape(node.inputs[1])))
-                value = f"(({x} - center) * scale * {gamma})"
-                if len(node.inputs) > 2 and node.inputs[2]:
-                    beta = self.em.value(body, node.inputs[2], ix.broadcast_index(
-                        index, x_shape, self.view.shape(node.inputs[2])))
-                    value = f"({value} + {beta})"
+                value = self._scale_shift(body, node, index, x_shape, f"({x} - center) * scale")
             elif node.op == "LogSoftmax":
                 value = f"({x} - center - scale)"
             else:

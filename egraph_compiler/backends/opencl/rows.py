@@ -106,7 +106,7 @@ def split_rownorm(gen: _Gen, op: str, rows: int, length: int, groups: int, local
     computed from the element and the row statistics ``center`` and ``scale``
     (LayerNorm: mean and 1/σ; Softmax: max and 1/Σ; LogSoftmax: max and log Σ)."""
     chunk, groups = chunking(length, groups)
-    layer_norm = op == "LayerNormalization"
+    layer_norm = op in ("LayerNormalization", "InstanceNormalization")  # same row statistics
     gen.use_scratch(rows * groups * 2)
     s = Scope()
     _pass_one_header(gen, s, groups, local)

@@ -42,6 +42,12 @@ CASES = {
                                          epsilon=1e-3), [2, 3, 777], [2, 3, 777],
                         {"g": _rng.uniform(0.5, 1.5, 777).astype(np.float32),
                          "b": _rng.standard_normal(777).astype(np.float32)}),
+    # per-channel scale and bias: the split form once read them as LayerNorm's (and
+    # took InstanceNormalization for a Softmax)
+    "instancenorm": _model(helper.make_node("InstanceNormalization", ["x", "g", "b"], ["t"],
+                                            epsilon=1e-3), [1, 2, 40, 30], [1, 2, 40, 30],
+                           {"g": _rng.uniform(0.5, 1.5, 2).astype(np.float32),
+                            "b": _rng.standard_normal(2).astype(np.float32)}),
     "reduce-mean": _model(helper.make_node("ReduceMean", ["x", "axes"], ["t"], keepdims=1),
                           [1, 3, 41, 37], [1, 3, 1, 1], {"axes": np.array([2, 3], np.int64)}),
     "reduce-max": _model(helper.make_node("ReduceMax", ["x", "axes"], ["t"], keepdims=0),
