@@ -43,7 +43,7 @@ class _Job(NamedTuple):
     """One rule to verify in a worker, and where its special-value record goes."""
 
     rule: ast.Rule
-    ops: dict[str, ast.OpDecl]
+    ops: dict[str, ast.OpDecl] | None  # None: the parent's, inherited (`_INHERITED`)
     timeout_s: float
     suggest: bool
     machine: bool
@@ -53,13 +53,22 @@ class _Job(NamedTuple):
     special_values: bool  # compute the record here too (in parallel, not in the parent)
 
 
+# The operators of the rules being verified, set in the parent just before it forks its
+# workers: each worker inherits them instead of unpickling them with every rule (190
+# copies of the library's operators cost 6 CPU s, as much as 40 rules' proofs).
+_INHERITED: tuple[dict[str, ast.OpDecl], dict[str, OpSemantics]] | None = None
+
+
 def _work(job: _Job) -> tuple[Verdict, special_values.SpecialValues | None]:
     start = time.monotonic()
     check.SEED_OFFSET = job.seed_offset
     rule = job.rule
     sems = None
+    ops = job.ops if job.ops is not None or _INHERITED is None else _INHERITED[0]
+    job = job._replace(ops=ops)
     try:
-        sems = load_semantics(job.ops)
+        sems = (_INHERITED[1] if _INHERITED is not None and ops is _INHERITED[0]
+                else load_semantics(ops))
         verdict = verify_rule(rule, sems, job.timeout_s, job.suggest, job.machine)
     except Exception as err:  # a verifier bug must not hide the other verdicts
         verdict = Verdict(rule.name, str(rule.span), "unknown", "semantics", (),
@@ -87,9 +96,19 @@ def _run_all(work: list[_Job], jobs: int) -> list[tuple[Verdict, special_values.
     # heuristics follow its internal term ids, so a verdict must depend neither on the
     # rules checked before it nor on what this process did with Z3 before (in a test
     # worker that had run other Z3 checks, a 3 s proof ran out of its 150 s).
+    global _INHERITED
+    ops = work[0].ops
+    shared = ops is not None and all(w.ops is ops for w in work)
+    if shared:
+        _INHERITED = (ops, load_semantics(ops))
+        work = [w._replace(ops=None) for w in work]
     context = multiprocessing.get_context("fork")
-    with context.Pool(processes=max(1, jobs), initializer=_fresh_z3_context, maxtasksperchild=1) as pool:
-        return pool.map(_work, work, chunksize=1)
+    try:
+        with context.Pool(processes=max(1, jobs), initializer=_fresh_z3_context,
+                          maxtasksperchild=1) as pool:
+            return pool.map(_work, work, chunksize=1)
+    finally:
+        _INHERITED = None
 
 
 def _expected_cost(rule: ast.Rule, sems: dict[str, OpSemantics]) -> int:
