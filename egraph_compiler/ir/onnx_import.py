@@ -358,11 +358,9 @@ class _Importer:
     def _finish(self, inputs: tuple[Value, ...], outputs: tuple[Value, ...], nodes: list[Node]) -> Graph:
         used = {i for n in nodes for i in n.inputs if i} | {o.name for o in outputs}
         constants = {k: v for k, v in self.constants.items() if k in used}
-        output_values = []
-        for out in outputs:
-            if out.name in constants:
-                raise ModelError(f"graph output {out.name!r} is a constant; dnnr needs at least one computed output")
-            output_values.append(out)
+        # a graph output may be a constant (legal ONNX, even for every output): the onnx
+        # target writes it as an initializer, OpenCL serves it from the artefact's weights
+        output_values = list(outputs)
         types: dict[str, TensorType] = {v.name: v.type for v in inputs}
         for name, array in constants.items():
             types[name] = TensorType(str(array.dtype), tuple(int(d) for d in array.shape))
