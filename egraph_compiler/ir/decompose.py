@@ -18,6 +18,9 @@ them, so before planning it replaces each by operators it compiles (`decompose`)
   ``STFT`` with a constant step and frame length: a Gather of the frames, the window, that DFT;
 - ``HannWindow`` / ``HammingWindow`` / ``BlackmanWindow`` / ``MelWeightMatrix`` whose inputs
   are constants: folded to the constant they are.
+- ``LayerNormalization`` whose Mean or InvStdDev output is used: Y stays a
+  LayerNormalization (the rownorm kernel), the statistics are ReduceMean / Sub / Mul /
+  Sqrt / Reciprocal beside it;
 - ``Col2Im`` stays (its kernel is ``anchor indexed``, backends/opencl/ops_extra.py) when
   image_shape and block_shape are constants.
 
@@ -327,6 +330,31 @@ def _group_normalization(b: _Builder, node: Node) -> None:
     b.op("Add", [scaled, b.op("Reshape", [bias, b.const(per_channel, "shape")])], outputs=[node.outputs[0]])
 
 
+def _layer_normalization(b: _Builder, node: Node) -> None:
+    """LayerNormalization whose Mean or InvStdDev output is used: the rownorm kernel writes
+    Y alone, so Y stays a LayerNormalization and the statistics are computed beside it
+    (ReduceMean over axis.., in float32 as stash_type=1 asks; onnx's function body)."""
+    x = node.inputs[0]
+    rank = len(b.shape(x, node))
+    axis = int(node.attr("axis", -1))
+    if not -rank <= axis < rank:
+        raise ModelError(f"node '{node.name}' (LayerNormalization): axis {axis} is out of range "
+                         f"for rank {rank}")
+    if int(node.attr("stash_type", 1)) != 1:
+        raise _refuse(b, node, "computes LayerNormalization's statistics in float32 only "
+                      "(stash_type=1)", "export with stash_type=1 (the default)")
+    axes = tuple(range(axis % rank, rank))
+    y, mean_out, inverse_out = (*node.outputs, "", "")[:3]
+    b.nodes.append(dataclasses.replace(node, outputs=(y,)))
+    stashed = x if b.dtype(x) == "float32" else b.op("Cast", [x], to=1)
+    mean = b.op("ReduceMean", [stashed], [mean_out or b.fresh("mean")], axes=axes, keepdims=1)
+    centred = b.op("Sub", [stashed, mean])
+    variance = b.op("ReduceMean", [b.op("Mul", [centred, centred])], axes=axes, keepdims=1)
+    epsilon = b.scalar(float(node.attr("epsilon", 1e-5)), "float32")
+    b.op("Reciprocal", [b.op("Sqrt", [b.op("Add", [variance, epsilon])])],
+         [inverse_out or b.fresh("inv_std_dev")])
+
+
 # -- signal -----------------------------------------------------------------------------------
 def _dft(b: _Builder, node: Node) -> None:
     x = node.inputs[0]
@@ -462,18 +490,27 @@ DECOMPOSERS: dict[str, Callable[[_Builder, Node], None]] = {
     "MelWeightMatrix": _mel_weight_matrix,
     "STFT": _stft,
     "Col2Im": _col2im,
+    "LayerNormalization": _layer_normalization,
 }
+# Operators decomposed only in some forms (the others keep their kernel as they are).
+_ONLY_WHEN: dict[str, Callable[[Node], bool]] = {
+    "LayerNormalization": lambda node: any(node.outputs[1:]),  # Mean / InvStdDev used
+}
+
+
+def _decomposed(node: Node) -> bool:
+    return node.op in DECOMPOSERS and _ONLY_WHEN.get(node.op, lambda _: True)(node)
 
 
 def decompose(graph: Graph) -> Graph | None:
     """``graph`` with every operator of `DECOMPOSERS` replaced by simpler ones (new values
     untyped: infer shapes again), or None when it has none."""
-    if not any(node.op in DECOMPOSERS for node in graph.nodes):
+    if not any(_decomposed(node) for node in graph.nodes):
         return None
     b = _Builder(graph)
     for index, node in enumerate(graph.nodes):
         function = DECOMPOSERS.get(node.op)
-        if function is None:
+        if function is None or not _decomposed(node):
             b.nodes.append(node)
             continue
         b.prefix = node.name or f"{node.op}_{index}"
