@@ -416,3 +416,17 @@ CONTEXT_SHAPES: dict[str, Any] = {
     "compress": compress_shape, "non_max_suppression": non_max_suppression_shape,
     "unique": unique_shape, "center_crop_pad": center_crop_pad_shape,
 }
+
+
+# --- opsk ---------------------------------------------------------------------------------
+def top_k_indices_shape(ctx: ShapeContext) -> Typed:
+    """TopKIndices (dnnr-internal, TopK's indices output): x's shape with k along axis."""
+    x = ctx.need_shape(0)
+    k = ctx.value(1)
+    axis = _axis(int(ctx.attrs.get("axis", -1)), len(x))
+    out = list(x)
+    out[axis] = k[0] if k is not None else ctx.fresh()
+    return [("int64", tuple(out))]
+
+
+CONTEXT_SHAPES["top_k_indices"] = top_k_indices_shape

@@ -21,6 +21,9 @@ them, so before planning it replaces each by operators it compiles (`decompose`)
 - ``LayerNormalization`` whose Mean or InvStdDev output is used: Y stays a
   LayerNormalization (the rownorm kernel), the statistics are ReduceMean / Sub / Mul /
   Sqrt / Reciprocal beside it;
+- ``MeanVarianceNormalization``: its function body (ReduceMean, Sub, Sqrt, Div);
+- ``TopK`` whose indices are used: TopK for the values and the dnnr-internal TopKIndices
+  (rules/operators.dnnr, block "opsk") for the indices;
 - ``Col2Im`` stays (its kernel is ``anchor indexed``, backends/opencl/ops_extra.py) when
   image_shape and block_shape are constants.
 
@@ -355,6 +358,29 @@ def _layer_normalization(b: _Builder, node: Node) -> None:
          [inverse_out or b.fresh("inv_std_dev")])
 
 
+def _top_k(b: _Builder, node: Node) -> None:
+    """TopK whose indices are used: TopK writes the values, the dnnr-internal TopKIndices
+    (the same selection) the indices, since an OpenCL kernel writes one output."""
+    values, indices = (*node.outputs, "")[:2]
+    if values:
+        b.nodes.append(dataclasses.replace(node, outputs=(values,)))
+    b.nodes.append(dataclasses.replace(node, op="TopKIndices", outputs=(indices,),
+                                       name=f"{node.name}/indices"))
+
+
+def _mean_variance_normalization(b: _Builder, node: Node) -> None:
+    """MeanVarianceNormalization: onnx's function body, (x - E[x]) / (sqrt(E[x²] - E[x]²)
+    + 1e-9) over axes (default 0, 2, 3)."""
+    x = node.inputs[0]
+    rank = len(b.shape(x, node))
+    axes = tuple(sorted(int(a) % rank for a in (node.attr("axes") or (0, 2, 3))))  # type: ignore[union-attr]
+    mean = b.op("ReduceMean", [x], axes=axes, keepdims=1)
+    mean_of_squares = b.op("ReduceMean", [b.op("Mul", [x, x])], axes=axes, keepdims=1)
+    variance = b.op("Sub", [mean_of_squares, b.op("Mul", [mean, mean])])
+    deviation = b.op("Add", [b.op("Sqrt", [variance]), b.scalar(1e-9, b.dtype(x))])
+    b.op("Div", [b.op("Sub", [x, mean]), deviation], outputs=[node.outputs[0]])
+
+
 # -- signal -----------------------------------------------------------------------------------
 def _dft(b: _Builder, node: Node) -> None:
     x = node.inputs[0]
@@ -491,10 +517,13 @@ DECOMPOSERS: dict[str, Callable[[_Builder, Node], None]] = {
     "STFT": _stft,
     "Col2Im": _col2im,
     "LayerNormalization": _layer_normalization,
+    "TopK": _top_k,
+    "MeanVarianceNormalization": _mean_variance_normalization,
 }
 # Operators decomposed only in some forms (the others keep their kernel as they are).
 _ONLY_WHEN: dict[str, Callable[[Node], bool]] = {
     "LayerNormalization": lambda node: any(node.outputs[1:]),  # Mean / InvStdDev used
+    "TopK": lambda node: len(node.outputs) > 1 and bool(node.outputs[1]),  # indices used
 }
 
 

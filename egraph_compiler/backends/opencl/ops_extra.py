@@ -270,7 +270,7 @@ GENERATORS: dict[str, Generator] = {
     "ScatterElements": _scatter_elements,
 }
 GENERATORS.update(ops_vision.GENERATORS)  # the vision and indexing operators (issue 17)
-GENERATORS.update(ops_nn.GENERATORS)  # ConvTranspose, TopK, ConstantOfShape, Depth/SpaceToDepth
+GENERATORS.update(ops_nn.GENERATORS)  # ConvTranspose, TopK, DepthToSpace, SpaceToDepth
 
 
 def generate(gen: Any, scope: Scope, node: Node, out: Index) -> str:

@@ -1,4 +1,4 @@
-"""OpenCL code for ConvTranspose, TopK, ConstantOfShape, DepthToSpace and SpaceToDepth
+"""OpenCL code for ConvTranspose, TopK, DepthToSpace and SpaceToDepth
 (issue 17 item 6; rules/operators.dnnr, block "opsk"): ``anchor indexed`` generators in
 the style of `ops_extra`, each computing one output element from its index;
 `ops_extra.GENERATORS` takes them in.
@@ -156,14 +156,6 @@ def _top_k_indices(gen: Any, scope: Scope, node: Node, out: Index) -> str:
     return gen.em.assign(scope, "int64", f"(long){_top_k_select(gen, scope, node, out)[1]}")
 
 
-def _constant_of_shape(gen: Any, scope: Scope, node: Node, out: Index) -> str:
-    """ConstantOfShape: the fill value everywhere (0.0f when value is absent)."""
-    dtype = gen.view.dtype(node.outputs[0])
-    value = node.attr("value")
-    fill = np.asarray(value.to_numpy()).reshape(-1)[0] if value is not None else 0  # type: ignore[union-attr]
-    return gen.em.assign(scope, dtype, sp.literal(fill.item() if hasattr(fill, "item") else fill, dtype))
-
-
 def _depth_to_space(gen: Any, scope: Scope, node: Node, out: Index) -> str:
     """DepthToSpace: out[n, c, h, w] reads channel (bh, bw, c) (DCR) or (c, bh, bw) (CRD)
     at [h / b, w / b], bh = h % b, bw = w % b."""
@@ -196,7 +188,6 @@ GENERATORS: dict[str, Generator] = {
     "ConvTranspose": _conv_transpose,
     "TopK": _top_k,
     "TopKIndices": _top_k_indices,
-    "ConstantOfShape": _constant_of_shape,
     "DepthToSpace": _depth_to_space,
     "SpaceToDepth": _space_to_depth,
 }
