@@ -21,6 +21,9 @@ them, so before planning it replaces each by operators it compiles (`decompose`)
 - ``LayerNormalization`` whose Mean or InvStdDev output is used: Y stays a
   LayerNormalization (the rownorm kernel), the statistics are ReduceMean / Sub / Mul /
   Sqrt / Reciprocal beside it;
+- ``MaxPool`` of 8- or 16-bit integers: Cast to float32, MaxPool, Cast back (exact);
+- ``DynamicQuantizeLinear``: its function body (ReduceMin/ReduceMax, Div, Round, Clip,
+  Cast to uint8);
 - ``MeanVarianceNormalization``: its function body (ReduceMean, Sub, Sqrt, Div);
 - ``TopK`` whose indices are used: TopK for the values and the dnnr-internal TopKIndices
   (rules/operators.dnnr, block "opsk") for the indices;
@@ -381,6 +384,41 @@ def _mean_variance_normalization(b: _Builder, node: Node) -> None:
     b.op("Div", [b.op("Sub", [x, mean]), deviation], outputs=[node.outputs[0]])
 
 
+def _dynamic_quantize_linear(b: _Builder, node: Node) -> None:
+    """DynamicQuantizeLinear: onnx's function body. The range [min(x, 0), max(x, 0)] over
+    255 is the scale, the zero point -min / scale saturated to [0, 255] and rounded half to
+    even, y = saturate(round(x / scale) + zero point), both as uint8."""
+    x = node.inputs[0]
+    rank = len(b.shape(x, node))
+    everything = tuple(range(rank))
+    zero = b.scalar(0.0, "float32")
+    low = b.op("Min", [b.op("ReduceMin", [x], axes=everything, keepdims=0), zero])
+    high = b.op("Max", [b.op("ReduceMax", [x], axes=everything, keepdims=0), zero])
+    y, scale_out, zero_out = (*node.outputs, "", "")[:3]
+    scale = b.op("Div", [b.op("Sub", [high, low]), b.scalar(255.0, "float32")], [scale_out or b.fresh("scale")])
+    shift = b.op("Round", [b.op("Clip", [b.op("Sub", [zero, b.op("Div", [low, scale])])], min=0.0, max=255.0)])
+    if zero_out:
+        b.op("Cast", [shift], [zero_out], to=2)  # uint8
+    quantised = b.op("Clip", [b.op("Add", [b.op("Round", [b.op("Div", [x, scale])]), shift])], min=0.0, max=255.0)
+    if y:
+        b.op("Cast", [quantised], [y], to=2)
+
+
+# 8- and 16-bit integers are exact in float32, and max is monotone: MaxPool over them is
+# the float32 MaxPool of their conversion (the pool kernels are generated for float32)
+_EXACT_IN_FLOAT32 = {"int8": 3, "uint8": 2, "int16": 5, "uint16": 4}  # dtype -> ONNX type code
+
+
+def _integer_max_pool(b: _Builder, node: Node) -> None:
+    """MaxPool of 8/16-bit integers: Cast to float32, MaxPool, Cast back (exact)."""
+    x = node.inputs[0]
+    values, *rest = node.outputs
+    pooled = b.fresh("pooled")
+    b.nodes.append(dataclasses.replace(node, inputs=(b.op("Cast", [x], to=1), *node.inputs[1:]),
+                                       outputs=(pooled, *rest)))
+    b.op("Cast", [pooled], [values], to=_EXACT_IN_FLOAT32[b.dtype(x)])
+
+
 # -- signal -----------------------------------------------------------------------------------
 def _dft(b: _Builder, node: Node) -> None:
     x = node.inputs[0]
@@ -519,27 +557,31 @@ DECOMPOSERS: dict[str, Callable[[_Builder, Node], None]] = {
     "LayerNormalization": _layer_normalization,
     "TopK": _top_k,
     "MeanVarianceNormalization": _mean_variance_normalization,
+    "DynamicQuantizeLinear": _dynamic_quantize_linear,
+    "MaxPool": _integer_max_pool,
 }
 # Operators decomposed only in some forms (the others keep their kernel as they are).
-_ONLY_WHEN: dict[str, Callable[[Node], bool]] = {
-    "LayerNormalization": lambda node: any(node.outputs[1:]),  # Mean / InvStdDev used
-    "TopK": lambda node: len(node.outputs) > 1 and bool(node.outputs[1]),  # indices used
+_ONLY_WHEN: dict[str, Callable[[Graph, Node], bool]] = {
+    "LayerNormalization": lambda _, node: any(node.outputs[1:]),  # Mean / InvStdDev used
+    "TopK": lambda _, node: len(node.outputs) > 1 and bool(node.outputs[1]),  # indices used
+    "MaxPool": lambda graph, node: node.inputs[0] in graph.types
+    and graph.types[node.inputs[0]].dtype in _EXACT_IN_FLOAT32,
 }
 
 
-def _decomposed(node: Node) -> bool:
-    return node.op in DECOMPOSERS and _ONLY_WHEN.get(node.op, lambda _: True)(node)
+def _decomposed(graph: Graph, node: Node) -> bool:
+    return node.op in DECOMPOSERS and _ONLY_WHEN.get(node.op, lambda _, __: True)(graph, node)
 
 
 def decompose(graph: Graph) -> Graph | None:
     """``graph`` with every operator of `DECOMPOSERS` replaced by simpler ones (new values
     untyped: infer shapes again), or None when it has none."""
-    if not any(_decomposed(node) for node in graph.nodes):
+    if not any(_decomposed(graph, node) for node in graph.nodes):
         return None
     b = _Builder(graph)
     for index, node in enumerate(graph.nodes):
         function = DECOMPOSERS.get(node.op)
-        if function is None or not _decomposed(node):
+        if function is None or not _decomposed(graph, node):
             b.nodes.append(node)
             continue
         b.prefix = node.name or f"{node.op}_{index}"
