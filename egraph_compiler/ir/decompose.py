@@ -21,7 +21,8 @@ them, so before planning it replaces each by operators it compiles (`decompose`)
 - ``LayerNormalization`` whose Mean or InvStdDev output is used: Y stays a
   LayerNormalization (the rownorm kernel), the statistics are ReduceMean / Sub / Mul /
   Sqrt / Reciprocal beside it;
-- ``MaxPool`` of 8- or 16-bit integers: Cast to float32, MaxPool, Cast back (exact);
+- ``MaxPool`` of 8- or 16-bit integers: Cast to float32, MaxPool, Cast back (exact); one
+  whose Indices output is used: MaxPool and the dnnr-internal MaxPoolIndices beside it;
 - ``DynamicQuantizeLinear``: its function body (ReduceMin/ReduceMax, Div, Round, Clip,
   Cast to uint8);
 - ``MeanVarianceNormalization``: its function body (ReduceMean, Sub, Sqrt, Div);
@@ -409,14 +410,21 @@ def _dynamic_quantize_linear(b: _Builder, node: Node) -> None:
 _EXACT_IN_FLOAT32 = {"int8": 3, "uint8": 2, "int16": 5, "uint16": 4}  # dtype -> ONNX type code
 
 
-def _integer_max_pool(b: _Builder, node: Node) -> None:
-    """MaxPool of 8/16-bit integers: Cast to float32, MaxPool, Cast back (exact)."""
+def _max_pool(b: _Builder, node: Node) -> None:
+    """MaxPool of 8/16-bit integers: Cast to float32, MaxPool, Cast back (exact). MaxPool
+    whose Indices output is used: MaxPool for the values and the dnnr-internal
+    MaxPoolIndices (the same window walk) for the indices, since a kernel writes one output."""
     x = node.inputs[0]
-    values, *rest = node.outputs
-    pooled = b.fresh("pooled")
-    b.nodes.append(dataclasses.replace(node, inputs=(b.op("Cast", [x], to=1), *node.inputs[1:]),
-                                       outputs=(pooled, *rest)))
-    b.op("Cast", [pooled], [values], to=_EXACT_IN_FLOAT32[b.dtype(x)])
+    values, indices = (*node.outputs, "")[:2]
+    integer = b.dtype(x) in _EXACT_IN_FLOAT32
+    pooled = b.fresh("pooled") if integer else values
+    source = b.op("Cast", [x], to=1) if integer else x
+    b.nodes.append(dataclasses.replace(node, inputs=(source,), outputs=(pooled,)))
+    if integer:
+        b.op("Cast", [pooled], [values], to=_EXACT_IN_FLOAT32[b.dtype(x)])
+    if indices:
+        b.nodes.append(dataclasses.replace(node, op="MaxPoolIndices", inputs=(pooled, source),
+                                           outputs=(indices,), name=f"{node.name}/indices"))
 
 
 # -- signal -----------------------------------------------------------------------------------
@@ -558,14 +566,14 @@ DECOMPOSERS: dict[str, Callable[[_Builder, Node], None]] = {
     "TopK": _top_k,
     "MeanVarianceNormalization": _mean_variance_normalization,
     "DynamicQuantizeLinear": _dynamic_quantize_linear,
-    "MaxPool": _integer_max_pool,
+    "MaxPool": _max_pool,
 }
 # Operators decomposed only in some forms (the others keep their kernel as they are).
 _ONLY_WHEN: dict[str, Callable[[Graph, Node], bool]] = {
     "LayerNormalization": lambda _, node: any(node.outputs[1:]),  # Mean / InvStdDev used
     "TopK": lambda _, node: len(node.outputs) > 1 and bool(node.outputs[1]),  # indices used
-    "MaxPool": lambda graph, node: node.inputs[0] in graph.types
-    and graph.types[node.inputs[0]].dtype in _EXACT_IN_FLOAT32,
+    "MaxPool": lambda graph, node: (len(node.outputs) > 1 and bool(node.outputs[1])) or (
+        node.inputs[0] in graph.types and graph.types[node.inputs[0]].dtype in _EXACT_IN_FLOAT32),
 }
 
 

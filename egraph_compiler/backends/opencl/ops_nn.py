@@ -1,4 +1,4 @@
-"""OpenCL code for ConvTranspose, TopK, DepthToSpace and SpaceToDepth
+"""OpenCL code for ConvTranspose, TopK, MaxPool's indices, DepthToSpace and SpaceToDepth
 (issue 17 item 6; rules/operators.dnnr, block "opsk"): ``anchor indexed`` generators in
 the style of `ops_extra`, each computing one output element from its index;
 `ops_extra.GENERATORS` takes them in.
@@ -9,7 +9,8 @@ scattered taps land on it (input position ``i`` and tap ``k`` reach output
 TopK's output element ``j`` along the axis is the ``j``-th best element of its line
 (ties: the lower index first, as ONNX says), found by ``j + 1`` selection passes over
 the line; its indices output is the dnnr-internal TopKIndices (`ir.decompose` splits a
-TopK whose indices are used), which runs the same selection.
+TopK whose indices are used), which runs the same selection; MaxPool's Indices output is
+the dnnr-internal MaxPoolIndices, likewise.
 """
 
 from __future__ import annotations
@@ -115,6 +116,71 @@ def _conv_transpose(gen: Any, scope: Scope, node: Node, out: Index) -> str:
     return em.assign(scope, dtype, f"({ctype(dtype)}){acc}")
 
 
+def window_pad_begin(node: Node, in_size: list[int], kernel: list[int], strides: list[int],
+                    dilations: list[int]) -> list[int]:
+    """The leading pad of each spatial dim of a Conv or pooling window (explicit pads, or
+    SAME_UPPER/LOWER's split of the total padding that keeps ceil(in / stride) outputs)."""
+    dims = len(in_size)
+    auto_pad = str(node.attr("auto_pad", "NOTSET"))
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        begin = []
+        for i in range(dims):
+            total = max((-(-in_size[i] // strides[i]) - 1) * strides[i]
+                        + (kernel[i] - 1) * dilations[i] + 1 - in_size[i], 0)
+            begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
+        return begin
+    pads = node.attr("pads")
+    if auto_pad == "VALID" or not pads:
+        return [0] * dims
+    return [int(p) for p in pads[:dims]]  # type: ignore[index]
+
+
+def _max_pool_indices(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """MaxPoolIndices (dnnr-internal, MaxPool's Indices output; operand 0 is the pooled values,
+    read only for the shape): the flat index into x of the window's first maximum, row-major
+    (storage_order=1: a 2-D image's column-major position), onnx's reference."""
+    x = node.inputs[1]
+    shape = gen.view.shape(x)
+    dims = len(shape) - 2
+    kernel = _ints(node, "kernel_shape", [1] * dims)
+    strides = _ints(node, "strides", [1] * dims)
+    dilations = _ints(node, "dilations", [1] * dims)
+    begin = window_pad_begin(node, list(shape[2:]), kernel, strides, dilations)
+    column_major = int(node.attr("storage_order", 0)) == 1
+    if column_major and dims != 2:
+        raise ModelError(f"node '{node.name}' (MaxPool): storage_order=1 on a {dims}-D image "
+                         "(ONNX defines it for 2-D)")
+    em = gen.em
+    best, at, tap = em.fresh("best"), em.fresh("at"), em.fresh("tap")
+    scope.emit(f"float {best} = 0.0f; long {at} = -1;")
+    taps = int(np.prod(kernel))
+    body = scope.child()
+    offsets = ix.delinearize(_loop_var(tap, taps), tuple(kernel))
+    conditions, positions = [], []
+    for i in range(dims):
+        p = em.fresh("p")
+        body.emit(f"const int {p} = ({ix.render(out[2 + i])}) * {strides[i]} - {begin[i]} + "
+                  f"({ix.render(offsets[i])}) * {dilations[i]};")
+        conditions.append(f"{p} >= 0 && {p} < {shape[2 + i]}")
+        positions.append(p)
+    inside = body.child()
+    value = em.value(inside, x, (out[0], out[1], *(ix.IVar(p, 0, shape[2 + i] - 1)
+                                                    for i, p in enumerate(positions))))
+    if column_major:
+        spatial = f"{positions[0]} + {positions[1]} * {shape[2]}"
+    else:
+        spatial = positions[0]
+        for i in range(1, dims):
+            spatial = f"({spatial}) * {shape[2 + i]} + {positions[i]}"
+    image = int(np.prod(shape[2:]))
+    inside.emit(f"if ({at} < 0 || (float){value} > {best}) {{ {best} = (float){value}; "
+                f"{at} = (long)(({ix.render(out[0])}) * {shape[1]} + ({ix.render(out[1])})) * {image} + "
+                f"({spatial}); }}")
+    body.nest(f"if ({' && '.join(conditions)})", inside)
+    scope.nest(f"for (int {tap} = 0; {tap} < {taps}; ++{tap})", body)
+    return at
+
+
 def _top_k_select(gen: Any, scope: Scope, node: Node, out: Index) -> tuple[str, str]:
     """(value, index) C variables of the element of x that is ``out``'s rank along the
     axis: rank 0 the largest (smallest with largest=0), ties broken by the lower index."""
@@ -188,6 +254,7 @@ GENERATORS: dict[str, Generator] = {
     "ConvTranspose": _conv_transpose,
     "TopK": _top_k,
     "TopKIndices": _top_k_indices,
+    "MaxPoolIndices": _max_pool_indices,
     "DepthToSpace": _depth_to_space,
     "SpaceToDepth": _space_to_depth,
 }

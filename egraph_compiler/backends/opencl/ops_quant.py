@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from egraph_compiler.backends.opencl.emit import Scope, ctype
+from egraph_compiler.backends.opencl.ops_nn import window_pad_begin
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Node
@@ -78,25 +79,6 @@ def _matmul_sum(gen: Any, scope: Scope, node: Node, out: Index, a: str, b: str,
     return acc
 
 
-def _conv_pad_begin(node: Node, in_size: list[int], kernel: list[int], strides: list[int],
-                    dilations: list[int]) -> list[int]:
-    """The leading pad of each spatial dim (explicit pads, or SAME_UPPER/LOWER's split of
-    the total padding that keeps ceil(in / stride) outputs)."""
-    dims = len(in_size)
-    auto_pad = str(node.attr("auto_pad", "NOTSET"))
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        begin = []
-        for i in range(dims):
-            total = max((-(-in_size[i] // strides[i]) - 1) * strides[i]
-                        + (kernel[i] - 1) * dilations[i] + 1 - in_size[i], 0)
-            begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
-        return begin
-    pads = node.attr("pads")
-    if auto_pad == "VALID" or not pads:
-        return [0] * dims
-    return [int(p) for p in pads[:dims]]  # type: ignore[index]
-
-
 def _ints(node: Node, name: str, default: list[int]) -> list[int]:
     given = node.attr(name)
     return [int(v) for v in given] if given else default  # type: ignore[union-attr]
@@ -113,7 +95,7 @@ def _conv_sum(gen: Any, scope: Scope, node: Node, out: Index, x: str, w: str,
     kernel = list(w_shape[2:])
     strides = _ints(node, "strides", [1] * dims)
     dilations = _ints(node, "dilations", [1] * dims)
-    begin = _conv_pad_begin(node, list(shape[2:]), kernel, strides, dilations)
+    begin = window_pad_begin(node, list(shape[2:]), kernel, strides, dilations)
     em = gen.em
     n, oc = out[0], out[1]
     x_offset, w_offset, acc, first = em.fresh("xz"), em.fresh("wz"), em.fresh("acc"), em.fresh("ic0")

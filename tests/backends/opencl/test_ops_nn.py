@@ -1,6 +1,7 @@
 """backends/opencl/ops_nn.py and the OpenCL decompositions of issue 17 item 6 on PoCL:
 ConvTranspose, TopK (values and indices), DepthToSpace, SpaceToDepth, ConstantOfShape (folded),
-LayerNormalization's Mean/InvStdDev outputs, MeanVarianceNormalization, a scalar
+LayerNormalization's Mean/InvStdDev outputs, MaxPool of int8 and its Indices output,
+MeanVarianceNormalization, DynamicQuantizeLinear, a scalar
 constant output (Size) and a model whose only output is a constant.
 
 onnx's node tests feed TopK's k and ConstantOfShape's shape at run time (OpenCL then
@@ -105,6 +106,20 @@ CASES = [
     ("mean_variance_normalization", 13,
      [helper.make_node("MeanVarianceNormalization", ["x"], ["y"], axes=[0, 2])],
      {"x": _image(3, 2, 4)}, {}, ["y"]),
+    ("max_pool_int8_with_indices_column_major", 12,
+     [helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 2], strides=[2, 1],
+                       pads=[1, 0, 1, 1], storage_order=1)],
+     {"x": RNG.integers(-128, 128, (2, 3, 5, 4)).astype(np.int8)}, {}, ["y", "i"]),
+    ("max_pool_indices_same_upper_1d", 12,
+     [helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[4], strides=[2], auto_pad="SAME_UPPER")],
+     {"x": _image(1, 2, 9)}, {}, ["y", "i"]),
+    ("max_pool_indices_dilations_3d", 12,
+     [helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2, 2], dilations=[1, 2, 1],
+                       pads=[0, 1, 0, 1, 1, 0])],
+     {"x": _image(1, 2, 3, 4, 3)}, {}, ["y", "i"]),
+    ("dynamic_quantize_linear", 17,
+     [helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zero"])],
+     {"x": _image(3, 4)}, {}, ["y", "scale", "zero"]),
     ("size_scalar_output", 17, [helper.make_node("Size", ["x"], ["n"]), helper.make_node("Neg", ["x"], ["y"])],
      {"x": _image(3, 4)}, {}, ["n", "y"]),
     ("constant_only_output", 17,
@@ -116,7 +131,7 @@ CASES = [
 def test_every_generator_is_an_indexed_operator_with_a_case() -> None:
     declared = {name for name, kind in ops.shipped().anchors().items() if kind == "indexed"}
     assert set(ops_nn.GENERATORS) <= declared
-    covered = {n.op_type for c in CASES for n in c[2]} | {"TopKIndices"}  # TopK's indices
+    covered = {n.op_type for c in CASES for n in c[2]} | {"TopKIndices", "MaxPoolIndices"}  # split off
     assert set(ops_nn.GENERATORS) <= covered
 
 
