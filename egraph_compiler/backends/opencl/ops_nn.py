@@ -1,4 +1,4 @@
-"""OpenCL code for ConvTranspose, TopK, MaxPool's indices, DepthToSpace and SpaceToDepth
+"""OpenCL code for ConvTranspose, TopK, MaxPool's indices, LpPool, DepthToSpace and SpaceToDepth
 (issue 17 item 6; rules/operators.dnnr, block "opsk"): ``anchor indexed`` generators in
 the style of `ops_extra`, each computing one output element from its index;
 `ops_extra.GENERATORS` takes them in.
@@ -181,6 +181,41 @@ def _max_pool_indices(gen: Any, scope: Scope, node: Node, out: Index) -> str:
     return at
 
 
+def _lp_pool(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """LpPool: (Σ |x|^p)^(1/p) over the window's taps inside x (padding contributes 0)."""
+    x = node.inputs[0]
+    shape, dtype = gen.view.shape(x), gen.view.dtype(x)
+    if not dtype.startswith("float"):
+        raise ModelError(f"node '{node.name}' (LpPool): {dtype} is not a float type")
+    dims = len(shape) - 2
+    kernel = _ints(node, "kernel_shape", [1] * dims)
+    strides = _ints(node, "strides", [1] * dims)
+    dilations = _ints(node, "dilations", [1] * dims)
+    begin = window_pad_begin(node, list(shape[2:]), kernel, strides, dilations)
+    p = float(node.attr("p", 2))
+    em = gen.em
+    acc, tap = em.fresh("acc"), em.fresh("tap")
+    scope.emit(f"float {acc} = 0.0f;")
+    taps = int(np.prod(kernel))
+    body = scope.child()
+    offsets = ix.delinearize(_loop_var(tap, taps), tuple(kernel))
+    conditions, positions = [], []
+    for i in range(dims):
+        q = em.fresh("p")
+        body.emit(f"const int {q} = ({ix.render(out[2 + i])}) * {strides[i]} - {begin[i]} + "
+                  f"({ix.render(offsets[i])}) * {dilations[i]};")
+        conditions.append(f"{q} >= 0 && {q} < {shape[2 + i]}")
+        positions.append(ix.IVar(q, 0, shape[2 + i] - 1))
+    inside = body.child()
+    value = f"fabs((float){em.value(inside, x, (out[0], out[1], *positions))})"
+    term = {1.0: value, 2.0: f"{value} * {value}"}.get(p, f"pow({value}, {p!r}f)")
+    inside.emit(f"{acc} += {term};")
+    body.nest(f"if ({' && '.join(conditions)})", inside)
+    scope.nest(f"for (int {tap} = 0; {tap} < {taps}; ++{tap})", body)
+    total = {1.0: acc, 2.0: f"sqrt({acc})"}.get(p, f"pow({acc}, {1.0 / p!r}f)")
+    return em.assign(scope, dtype, f"({ctype(dtype)}){total}")
+
+
 def _top_k_select(gen: Any, scope: Scope, node: Node, out: Index) -> tuple[str, str]:
     """(value, index) C variables of the element of x that is ``out``'s rank along the
     axis: rank 0 the largest (smallest with largest=0), ties broken by the lower index."""
@@ -255,6 +290,7 @@ GENERATORS: dict[str, Generator] = {
     "TopK": _top_k,
     "TopKIndices": _top_k_indices,
     "MaxPoolIndices": _max_pool_indices,
+    "LpPool": _lp_pool,
     "DepthToSpace": _depth_to_space,
     "SpaceToDepth": _space_to_depth,
 }

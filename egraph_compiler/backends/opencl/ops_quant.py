@@ -1,5 +1,5 @@
-"""OpenCL code for the integer operators MatMulInteger, ConvInteger, QLinearMatMul and
-QLinearConv (issue 17 item 6; rules/operators.dnnr, block "opsk"): ``anchor indexed``
+"""OpenCL code for the integer operators MatMulInteger, ConvInteger, QLinearMatMul,
+QLinearConv, QuantizeLinear and DequantizeLinear (issue 17 item 6; rules/operators.dnnr, block "opsk"): ``anchor indexed``
 generators in the style of `ops_extra`, one output element per work item;
 `ops_extra.GENERATORS` takes them in.
 
@@ -171,7 +171,48 @@ def _qlinear_conv(gen: Any, scope: Scope, node: Node, out: Index) -> str:
     return _requantize(gen, scope, node, acc, scale, y_zero)
 
 
+def _per_axis(gen: Any, scope: Scope, node: Node, name: str, out: Index, what: str) -> str:
+    """A scale or zero point of Quantize/DequantizeLinear: a scalar, or a 1-D tensor along
+    ``axis`` (per channel); "0" when absent."""
+    if not name or gen.view.numel(name) == 1:  # per tensor: the axis plays no part
+        return _per_index(gen, scope, node, name, 0, what)
+    rank = len(gen.view.shape(node.inputs[0]))
+    axis = int(node.attr("axis", 1))
+    if not -rank <= axis < rank:
+        raise ModelError(f"node '{node.name}' ({node.op}): axis {axis} is out of range for rank {rank}")
+    return _per_index(gen, scope, node, name, out[axis % rank], what)
+
+
+def _quantize_linear(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """QuantizeLinear: saturate(rint(x / y_scale) + y_zero_point), the reference's float32
+    division and half-to-even rounding."""
+    x, scale, zero = node.inputs[0], _input(node, 1), _input(node, 2)
+    dtype = gen.view.dtype(node.outputs[0])
+    if dtype not in _LIMITS:
+        raise ModelError(f"node '{node.name}' (QuantizeLinear): output type {dtype} is not a "
+                         "quantised integer type the OpenCL backend supports")
+    low, high = _LIMITS[dtype]
+    value = gen.em.value(scope, x, out)
+    shifted = (f"rint((float){value} / (float){_per_axis(gen, scope, node, scale, out, 'y_scale')}) + "
+               f"(float){_per_axis(gen, scope, node, zero, out, 'y_zero_point')}")
+    return gen.em.assign(scope, dtype, f"({ctype(dtype)})clamp({shifted}, {float(low)!r}f, {float(high)!r}f)")
+
+
+def _dequantize_linear(gen: Any, scope: Scope, node: Node, out: Index) -> str:
+    """DequantizeLinear: (x - x_zero_point) * x_scale in float32."""
+    x, scale, zero = node.inputs[0], _input(node, 1), _input(node, 2)
+    dtype = gen.view.dtype(node.outputs[0])
+    if dtype != "float32":
+        raise ModelError(f"node '{node.name}' (DequantizeLinear): a {dtype} scale is not supported "
+                         "by the OpenCL backend (float32 is)")
+    value = gen.em.value(scope, x, out)
+    return gen.em.assign(scope, dtype, f"((float){value} - (float){_per_axis(gen, scope, node, zero, out, 'x_zero_point')})"
+                         f" * (float){_per_axis(gen, scope, node, scale, out, 'x_scale')}")
+
+
 GENERATORS: dict[str, Generator] = {
+    "QuantizeLinear": _quantize_linear,
+    "DequantizeLinear": _dequantize_linear,
     "MatMulInteger": _matmul_integer,
     "ConvInteger": _conv_integer,
     "QLinearMatMul": _qlinear_matmul,

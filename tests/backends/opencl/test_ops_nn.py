@@ -1,6 +1,6 @@
 """backends/opencl/ops_nn.py and the OpenCL decompositions of issue 17 item 6 on PoCL:
 ConvTranspose, TopK (values and indices), DepthToSpace, SpaceToDepth, ConstantOfShape (folded),
-LayerNormalization's Mean/InvStdDev outputs, MaxPool of int8 and its Indices output,
+LpPool, LayerNormalization's Mean/InvStdDev outputs, MaxPool of int8 and its Indices output,
 MeanVarianceNormalization, DynamicQuantizeLinear, a scalar
 constant output (Size) and a model whose only output is a constant.
 
@@ -117,6 +117,9 @@ CASES = [
      [helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2, 2], dilations=[1, 2, 1],
                        pads=[0, 1, 0, 1, 1, 0])],
      {"x": _image(1, 2, 3, 4, 3)}, {}, ["y", "i"]),
+    ("lp_pool_p3_pads_strides", 17,
+     [helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 3], p=3, pads=[1, 1, 0, 1], strides=[2, 1])],
+     {"x": _image(1, 2, 5, 4)}, {}, ["y"]),
     ("dynamic_quantize_linear", 17,
      [helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zero"])],
      {"x": _image(3, 4)}, {}, ["y", "scale", "zero"]),

@@ -1,5 +1,5 @@
-"""backends/opencl/ops_quant.py on PoCL: MatMulInteger, ConvInteger, QLinearMatMul and
-QLinearConv compared exactly (integers: no tolerance) with a NumPy model of ONNX's integer
+"""backends/opencl/ops_quant.py on PoCL: MatMulInteger, ConvInteger, QLinearMatMul,
+QLinearConv, QuantizeLinear and DequantizeLinear compared exactly (integers: no tolerance) with a NumPy model of ONNX's integer
 arithmetic written here, and with onnxruntime.
 
 The NumPy model: operands minus zero points in int32, an int32 matmul / convolution (the
@@ -139,3 +139,31 @@ def test_conv_integer_and_qlinear_conv(attrs: dict, pads: list[int], tmp_path: P
     np.testing.assert_array_equal(got, model)
     if want is not None:
         np.testing.assert_array_equal(got, want)
+
+
+def test_quantize_then_dequantize_per_channel(tmp_path: Path) -> None:
+    """QuantizeLinear (int8, per channel along axis 1, ties rounded half to even) feeding
+    DequantizeLinear, against the NumPy model and onnxruntime."""
+    scale = np.asarray([0.5, 0.25, 2.0], np.float32)
+    x = (RNG.integers(-600, 600, (2, 3, 4)).astype(np.float32) * 0.25)  # many exact .5 ties
+    zero = np.asarray([3, -2, 0], np.int8)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1)]
+    inputs = [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)]
+    graph = helper.make_graph(nodes, "qdq", inputs, [helper.make_empty_tensor_value_info("q"),
+                                                     helper.make_empty_tensor_value_info("y")],
+                              [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zero, "z")])
+    model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    static = static_graph(model, {"x": x})
+    with ops.using(ops.shipped()):
+        compile_graph(static, tmp_path)
+    got = load(tmp_path).run({"x": x})
+    per_channel = (1, 3, 1)
+    quantised = np.clip(np.rint(x / scale.reshape(per_channel)) + zero.reshape(per_channel), -128, 127).astype(np.int8)
+    assert np.any(quantised == 127) and np.any(quantised == -128)
+    np.testing.assert_array_equal(got["q"], quantised)
+    np.testing.assert_array_equal(got["q"], want[0])
+    restored = (quantised.astype(np.float32) - zero.reshape(per_channel)) * scale.reshape(per_channel)
+    np.testing.assert_array_equal(got["y"], restored)
+    np.testing.assert_allclose(got["y"], want[1], rtol=0, atol=0)
