@@ -751,6 +751,9 @@ class _Gen:
             for d in range(spatial):
                 lo = f"({ix.render(idx[2 + d])} * {strides[d]} - {begin[d]})"
                 hi_lim = x_shape[2 + d] + pads[d + spatial]
+                if dil[d] > 1:  # the taps (every dil-th position) before the padded end
+                    terms.append(f"min({kernel[d]}, ({hi_lim} - {lo} + {dil[d] - 1}) / {dil[d]})")
+                    continue
                 terms.append(f"(min({lo} + {(kernel[d] - 1) * dil[d] + 1}, {hi_lim}) - max({lo}, "
                              f"{-begin[d]}))")
             return f"(accv / (float)({' * '.join(terms)}))"

@@ -53,6 +53,10 @@ INT_OPS = {
     "Add": "({0} + {1})", "Sub": "({0} - {1})", "Mul": "({0} * {1})", "Div": "({0} / {1})",
     "Neg": "(-{0})", "Abs": "abs({0})", "Identity": "{0}", "Dropout": "{0}",
     "Relu": "max({0}, ({T})0)", "Sign": "(({0} > 0) - ({0} < 0))",
+    # an integer base (numpy's power, then astype): pow in double, exact integers rounded
+    # where the exponent is integral (pow's last-ulp error), truncated otherwise
+    "Pow": "(({T})(((double){1}) == floor((double){1}) ? rint(pow((double){0}, (double){1}))"
+           " : pow((double){0}, (double){1})))",
 }
 # Variadic operators: a binary step folded over all operands.
 VARIADIC = {"Sum": "({0} + {1})", "Max": "fmax({0}, {1})", "Min": "fmin({0}, {1})",

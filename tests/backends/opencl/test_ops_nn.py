@@ -1,6 +1,6 @@
 """backends/opencl/ops_nn.py and the OpenCL decompositions of issue 17 item 6 on PoCL:
 ConvTranspose, TopK (values and indices), DepthToSpace, SpaceToDepth, ConstantOfShape (folded),
-LpPool, LayerNormalization's Mean/InvStdDev outputs, MaxPool of int8 and its Indices output,
+LpPool, AveragePool's dilations, integer Pow, LayerNormalization's Mean/InvStdDev outputs, MaxPool of int8 and its Indices output,
 MeanVarianceNormalization, DynamicQuantizeLinear, a scalar
 constant output (Size) and a model whose only output is a constant.
 
@@ -120,6 +120,15 @@ CASES = [
     ("lp_pool_p3_pads_strides", 17,
      [helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 3], p=3, pads=[1, 1, 0, 1], strides=[2, 1])],
      {"x": _image(1, 2, 5, 4)}, {}, ["y"]),
+    ("pow_int64_int64_exact", 17, [helper.make_node("Pow", ["x", "e"], ["y"])],
+     {"x": np.asarray([[3, -7, 2], [11, 5, -2]], np.int64)},
+     {"e": np.asarray([20, 15, 40], np.int64)}, ["y"]),  # 3^20, (-7)^15, 2^40: past float32
+    ("pow_int32_float_exponent_truncates", 17, [helper.make_node("Pow", ["x", "e"], ["y"])],
+     {"x": np.asarray([2, 3, 10, 7], np.int32)}, {"e": np.asarray([2.5, 0.5, 3.0, -1.0], np.float32)}, ["y"]),
+    ("average_pool_dilations_count_include_pad", 19,
+     [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], dilations=[2, 2], pads=[1, 2, 2, 1],
+                       count_include_pad=1, ceil_mode=1, strides=[2, 1])],
+     {"x": _image(1, 2, 7, 6)}, {}, ["y"]),
     ("dynamic_quantize_linear", 17,
      [helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zero"])],
      {"x": _image(3, 4)}, {}, ["y", "scale", "zero"]),
