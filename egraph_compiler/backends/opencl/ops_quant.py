@@ -172,15 +172,24 @@ def _qlinear_conv(gen: Any, scope: Scope, node: Node, out: Index) -> str:
 
 
 def _per_axis(gen: Any, scope: Scope, node: Node, name: str, out: Index, what: str) -> str:
-    """A scale or zero point of Quantize/DequantizeLinear: a scalar, or a 1-D tensor along
-    ``axis`` (per channel); "0" when absent."""
+    """A scale or zero point of Quantize/DequantizeLinear: a scalar, a 1-D tensor along
+    ``axis`` (per channel), or with ``block_size`` (opset 21) x's rank with one value per
+    block of ``block_size`` elements along ``axis``; "0" when absent."""
     if not name or gen.view.numel(name) == 1:  # per tensor: the axis plays no part
         return _per_index(gen, scope, node, name, 0, what)
     rank = len(gen.view.shape(node.inputs[0]))
     axis = int(node.attr("axis", 1))
     if not -rank <= axis < rank:
         raise ModelError(f"node '{node.name}' ({node.op}): axis {axis} is out of range for rank {rank}")
-    return _per_index(gen, scope, node, name, out[axis % rank], what)
+    axis %= rank
+    block = int(node.attr("block_size", 0) or 0)
+    if block > 0:
+        if len(gen.view.shape(name)) != rank:
+            raise ModelError(f"node '{node.name}' ({node.op}): blocked {what} '{name}' must have "
+                             f"x's rank {rank}")
+        return gen.em.value(scope, name, tuple(ix.floordiv(v, block) if k == axis else v
+                                               for k, v in enumerate(out)))
+    return _per_index(gen, scope, node, name, out[axis], what)
 
 
 def _quantize_linear(gen: Any, scope: Scope, node: Node, out: Index) -> str:

@@ -167,3 +167,24 @@ def test_quantize_then_dequantize_per_channel(tmp_path: Path) -> None:
     restored = (quantised.astype(np.float32) - zero.reshape(per_channel)) * scale.reshape(per_channel)
     np.testing.assert_array_equal(got["y"], restored)
     np.testing.assert_allclose(got["y"], want[1], rtol=0, atol=0)
+
+
+def test_blocked_dequantize_linear_opset_21(tmp_path: Path) -> None:
+    """block_size (opset 21): one scale and zero point per block of 3 along axis 1."""
+    x = _ints(np.uint8, 2, 7, 3)
+    scale = RNG.uniform(0.01, 1.0, (2, 3, 3)).astype(np.float32)  # ceil(7 / 3) blocks
+    zero = _ints(np.uint8, 2, 3, 3)
+    node = helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], axis=1, block_size=3)
+    inputs = [helper.make_tensor_value_info("x", onnx.TensorProto.UINT8, x.shape)]
+    graph = helper.make_graph([node], "blocked", inputs, [helper.make_empty_tensor_value_info("y")],
+                              [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zero, "z")])
+    model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))
+    static = static_graph(model, {"x": x})
+    with ops.using(ops.shipped()):
+        compile_graph(static, tmp_path)
+    got = load(tmp_path).run({"x": x})["y"]
+    expand = np.repeat(np.arange(3), 3)[:7]  # the block of each position along axis 1
+    model_y = (x.astype(np.float32) - zero[:, expand].astype(np.float32)) * scale[:, expand]
+    np.testing.assert_array_equal(got, model_y)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
