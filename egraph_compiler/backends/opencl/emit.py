@@ -94,7 +94,8 @@ class ValueEmitter:
             shape = tuple(array.shape) if array is not None else self.view.shape(name)
             dtype = str(array.dtype) if array is not None else self.view.dtype(name)
             offset = ix.render(ix.physical_offset(index, shape, self.layouts.get(name)))
-            load = f"{self.params[name]}[{offset}]"
+            load = f"{self.params[name]}[{offset}]" if dtype != "float16" else \
+                f"vload_half({offset}, {self.params[name]})"  # halves computed in float
             constant = array is not None or name in self.view.constants
             if constant and images.candidate(shape, dtype):  # the kernel decides (images.py)
                 row = ix.render(ix.linearize(index[:-1], shape[:-1]))

@@ -254,7 +254,7 @@ class _Gen:
                 continue
             derived = self.em.derived.get(value)
             dtype = str(derived.dtype) if derived is not None else self.view.dtype(value)
-            pointer = f"__global {qual}{ctype(dtype)}*"
+            pointer = f"__global {qual}{sp.STORAGE_TYPES.get(dtype, ctype(dtype))}*"
             params.append(f"{pointer} {name}_buf, const ulong {name}_off")
             pointers.append(f"{pointer} restrict {name} = {name}_buf + {name}_off;")
         defines = "".join(f"#define {d}\n" for d in self.defines)
@@ -320,7 +320,14 @@ class _Gen:
             self.em.pinned[out] = var
         for value, store in self.stores.items():
             offset = self.store_offset(value, self.shape.forward[value])
-            scope.emit(f"{store}[{offset}] = {self.em.pinned[value]};")
+            scope.emit(self.store_line(value, store, offset, self.em.pinned[value]))
+
+    def store_line(self, value: str, store: str, offset: str, expr: str) -> str:
+        """``expr`` written to element ``offset`` of output ``value``: a float16 tensor holds
+        halves, computed in float and converted on the way out (`spelling.STORAGE_TYPES`)."""
+        if self.view.dtype(value) == "float16":
+            return f"vstore_half({expr}, {offset}, {store});"
+        return f"{store}[{offset}] = {expr};"
 
     def store_offset(self, value: str, index: tuple[ix.IExpr, ...]) -> str:
         """Where element ``index`` of an output goes, in the layout the plan chose."""
@@ -352,7 +359,7 @@ class _Gen:
             flat = self.ivar("gid", numel)
             index = ix.delinearize(flat, self.view.shape(value))
             result = self.em.value(body, value, index)
-            body.emit(f"{store}[{self.store_offset(value, index)}] = {result};")
+            body.emit(self.store_line(value, store, self.store_offset(value, index), result))
             if body is not scope:
                 scope.nest(f"if (gid < {numel})", body)
         return self.finish(scope, total, local)
@@ -1147,7 +1154,7 @@ class _Gen:
             if view.shape(value) == row_shape:
                 done = Scope(s)
                 offset = self.store_offset(value, row_index)
-                done.emit(f"{store}[{offset}] = {self.em.value(done, value, row_index)};")
+                done.emit(self.store_line(value, store, offset, self.em.value(done, value, row_index)))
                 if serial:
                     s.lines.extend(done.lines)
                 else:
@@ -1155,7 +1162,7 @@ class _Gen:
             else:
                 offset = self.store_offset(value, element_index)
                 result = self.em.value(per_element, value, element_index)
-                per_element.emit(f"{store}[{offset}] = {result};")
+                per_element.emit(self.store_line(value, store, offset, result))
         if per_element.lines:
             s.nest(loop, per_element)
         return self.finish(s, rows if serial else rows * local, local)

@@ -20,7 +20,11 @@ C_TYPES = {
     "float32": "float", "float64": "double", "int64": "long", "int32": "int",
     "int16": "short", "int8": "char", "uint8": "uchar", "uint16": "ushort", "uint32": "uint",
     "uint64": "ulong", "bool": "uchar",
+    "float16": "float",  # computed in float; stored as half (STORAGE_TYPES)
 }
+# Element types whose buffers hold another C type than their arithmetic: float16 tensors
+# are read with vload_half and written with vstore_half (no cl_khr_fp16 needed).
+STORAGE_TYPES = {"float16": "half"}
 
 # How OpenCL C writes the scalar built-ins of ``op … = expr`` semantics: every operator
 # with such semantics is generated from it (`ops.scalar.to_c`); `FLOAT_OPS` holds only
@@ -67,7 +71,7 @@ VARIADIC_INT = {"Sum": "({0} + {1})", "Max": "max({0}, {1})", "Min": "min({0}, {
 
 def literal(value: float | int, dtype: str) -> str:
     """A C literal of ``dtype``."""
-    if dtype in ("float32", "float64"):
+    if dtype in ("float32", "float64", "float16"):
         value = float(value)
         if math.isnan(value):
             return "NAN"
@@ -76,7 +80,7 @@ def literal(value: float | int, dtype: str) -> str:
         text = repr(value)
         if "e" not in text and "." not in text:
             text += ".0"
-        return f"{text}f" if dtype == "float32" else text
+        return text if dtype == "float64" else f"{text}f"
     if dtype == "bool":
         return "1" if value else "0"
     if dtype not in C_TYPES:  # float16, bfloat16, …: a clear refusal, not a KeyError

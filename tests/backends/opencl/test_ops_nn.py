@@ -1,7 +1,8 @@
 """backends/opencl/ops_nn.py and the OpenCL decompositions of issue 17 item 6 on PoCL:
 ConvTranspose, TopK (values and indices), DepthToSpace, SpaceToDepth, ConstantOfShape (folded),
 LpPool, AveragePool's dilations, integer Pow, LayerNormalization's Mean/InvStdDev outputs, MaxPool of int8 and its Indices output,
-MeanVarianceNormalization, DynamicQuantizeLinear, a scalar
+MeanVarianceNormalization, DynamicQuantizeLinear, float16 tensors (halves computed in float),
+a scalar
 constant output (Size) and a model whose only output is a constant.
 
 onnx's node tests feed TopK's k and ConstantOfShape's shape at run time (OpenCL then
@@ -129,6 +130,14 @@ CASES = [
      [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], dilations=[2, 2], pads=[1, 2, 2, 1],
                        count_include_pad=1, ceil_mode=1, strides=[2, 1])],
      {"x": _image(1, 2, 7, 6)}, {}, ["y"]),
+    ("float16_elementwise_halves", 17,
+     [helper.make_node("Max", ["x", "y"], ["m"]), helper.make_node("Mod", ["m", "y"], ["c"], fmod=1),
+      helper.make_node("IsNaN", ["z"], ["nan"])],
+     {"x": np.asarray([[1.5, 0.3, -3.0, 65504.0], [-0.1, 2.0, 5.5, -np.inf]], np.float16),
+      "y": np.asarray([0.25, -1.0, 7.0, 1e-3], np.float16),
+      "z": np.asarray([np.nan, 1.0, -np.inf, 0.0], np.float16)}, {}, ["c", "nan"]),
+    ("float16_reduce_max", 17, [helper.make_node("ReduceMax", ["x"], ["y"], axes=[1], keepdims=1)],
+     {"x": _image(3, 5, 2).astype(np.float16)}, {}, ["y"]),
     ("dynamic_quantize_linear", 17,
      [helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zero"])],
      {"x": _image(3, 4)}, {}, ["y", "scale", "zero"]),
