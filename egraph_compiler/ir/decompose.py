@@ -21,7 +21,8 @@ them, so before planning it replaces each by operators it compiles (`decompose`)
 - ``LayerNormalization`` whose Mean or InvStdDev output is used: Y stays a
   LayerNormalization (the rownorm kernel), the statistics are ReduceMean / Sub / Mul /
   Sqrt / Reciprocal beside it;
-- ``MaxPool`` of 8- or 16-bit integers: Cast to float32, MaxPool, Cast back (exact); one
+- ``MaxPool`` of 8- or 16-bit integers or float16: Cast to float32, MaxPool, Cast back
+  (exact); one
   whose Indices output is used: MaxPool and the dnnr-internal MaxPoolIndices beside it;
 - ``DynamicQuantizeLinear``: its function body (ReduceMin/ReduceMax, Div, Round, Clip,
   Cast to uint8);
@@ -405,14 +406,14 @@ def _dynamic_quantize_linear(b: _Builder, node: Node) -> None:
         b.op("Cast", [quantised], [y], to=2)
 
 
-# 8- and 16-bit integers are exact in float32, and max is monotone: MaxPool over them is
-# the float32 MaxPool of their conversion (the pool kernels are generated for float32)
-_EXACT_IN_FLOAT32 = {"int8": 3, "uint8": 2, "int16": 5, "uint16": 4}  # dtype -> ONNX type code
+# 8- and 16-bit integers and float16 are exact in float32, and max is monotone: MaxPool over
+# them is the float32 MaxPool of their conversion (the pool kernels are generated for float32)
+_EXACT_IN_FLOAT32 = {"int8": 3, "uint8": 2, "int16": 5, "uint16": 4, "float16": 10}  # ONNX type codes
 
 
 def _max_pool(b: _Builder, node: Node) -> None:
-    """MaxPool of 8/16-bit integers: Cast to float32, MaxPool, Cast back (exact). MaxPool
-    whose Indices output is used: MaxPool for the values and the dnnr-internal
+    """MaxPool of 8/16-bit integers or float16: Cast to float32, MaxPool, Cast back (exact).
+    MaxPool whose Indices output is used: MaxPool for the values and the dnnr-internal
     MaxPoolIndices (the same window walk) for the indices, since a kernel writes one output."""
     x = node.inputs[0]
     values, indices = (*node.outputs, "")[:2]
