@@ -102,6 +102,7 @@ def _conv_transpose(gen: Any, scope: Scope, node: Node, out: Index) -> str:
         position = em.fresh("p")
         body.emit(f"const int {position} = {q} / {strides[i]};")
         positions.append(ix.IVar(position, 0, shape[2 + i] - 1))
+    # the tap's position is decided once; only a tap that lands here walks the channels
     inside = body.child()
     input_channel = em.fresh("ic")
     inside.emit(f"const int {input_channel} = {first} + {channel};")
@@ -109,10 +110,10 @@ def _conv_transpose(gen: Any, scope: Scope, node: Node, out: Index) -> str:
     value = em.value(inside, x, (n, ic, *positions))
     weight = em.value(inside, w, (ic, ix.IVar(local, 0, per_group_out - 1), *offsets))
     inside.emit(f"{acc} += (float){value} * (float){weight};")
-    body.nest(f"if ({valid})", inside)
-    loop = scope.child()
-    loop.nest(f"for (int {tap} = 0; {tap} < {taps}; ++{tap})", body)
-    scope.nest(f"for (int {channel} = 0; {channel} < {per_group_in}; ++{channel})", loop)
+    channels = body.child()
+    channels.nest(f"for (int {channel} = 0; {channel} < {per_group_in}; ++{channel})", inside)
+    body.nest(f"if ({valid})", channels)
+    scope.nest(f"for (int {tap} = 0; {tap} < {taps}; ++{tap})", body)
     return em.assign(scope, dtype, f"({ctype(dtype)}){acc}")
 
 

@@ -120,10 +120,11 @@ def _conv_sum(gen: Any, scope: Scope, node: Node, out: Index, x: str, w: str,
     wv = em.value(inside, w, (oc, ix.IVar(channel, 0, per_group_in - 1) if per_group_in > 1 else 0,
                               *offsets))
     inside.emit(f"{acc} += ((int){xv} - {x_offset}) * ((int){wv} - {w_offset});")
-    body.nest(f"if ({' && '.join(conditions)})", inside)
-    loop = scope.child()
-    loop.nest(f"for (int {tap} = 0; {tap} < {taps}; ++{tap})", body)
-    scope.nest(f"for (int {channel} = 0; {channel} < {per_group_in}; ++{channel})", loop)
+    # the tap's position is decided once; only a tap inside x walks the channels
+    channels = body.child()
+    channels.nest(f"for (int {channel} = 0; {channel} < {per_group_in}; ++{channel})", inside)
+    body.nest(f"if ({' && '.join(conditions)})", channels)
+    scope.nest(f"for (int {tap} = 0; {tap} < {taps}; ++{tap})", body)
     return acc
 
 
