@@ -186,7 +186,7 @@ def winograd(gen: _Gen, geo: ConvGeometry, params: Winograd) -> Kernel | None:
     s.emit("const int w_co = mt * WBM + mm;")
     s.emit(f"const bool w_in = w_co < {cout};")
     s.emit(f"const int w_cc = w_in ? w_co : {cout - 1};")
-    s.emit(f"float acc[16][WTM][WTN];")
+    s.emit("float acc[16][WTM][WTN];")
     s.emit(UNROLL + "for (int e = 0; e < 16; ++e) " + UNROLL + "for (int i = 0; i < WTM; ++i) " +
            UNROLL + "for (int j = 0; j < WTN; ++j) acc[e][i][j] = 0.0f;")
     step = Scope(s)
