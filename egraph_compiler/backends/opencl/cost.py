@@ -139,7 +139,14 @@ DEPTHWISES = (Depthwise(1, 4), Depthwise(1, 8), Depthwise(2, 4), Depthwise(2, 8)
 WINOGRADS = (Winograd(32, 32, 8, 2, 2), Winograd(16, 32, 8, 1, 2), Winograd(32, 32, 8, 4, 2),
              Winograd(32, 64, 4, 2, 4), Winograd(16, 16, 16, 1, 1),
              Winograd(32, 32, 8, 2, 2, 4), Winograd(32, 32, 8, 2, 2, 8),
-             Winograd(16, 32, 8, 1, 2, 4))
+             Winograd(16, 32, 8, 1, 2, 4),
+             # the batched-GEMM form: the 16 products as one batched tiled GEMM
+             Winograd(64, 64, 16, 4, 4, batched=True, contiguous=True),
+             Winograd(64, 32, 16, 4, 2, batched=True, contiguous=True),
+             Winograd(128, 64, 8, 8, 4, batched=True),
+             Winograd(128, 128, 8, 8, 8, batched=True, contiguous=True),
+             Winograd(32, 32, 16, 4, 4, batched=True, contiguous=True, slices=4),
+             Winograd(64, 32, 16, 4, 4, batched=True, contiguous=True, slices=2))
 # a work-group per block of rows, a work-item per column (CPU: PoCL vectorises it)
 DEPTHWISE_LANES = (Depthwise(4, 1, True), Depthwise(7, 1, True), Depthwise(14, 1, True),
                    Depthwise(28, 1, True))
@@ -181,7 +188,9 @@ class Option:
             return f"window {p.channels}x{p.rows}x{p.width}"
         if isinstance(self.params, Winograd):
             p = self.params
-            return f"winograd {p.bm}x{p.bn}x{p.bk} per-item {p.tm}x{p.tn}" + \
+            return ("winograd-gemm " if p.batched else "winograd ") + \
+                f"{p.bm}x{p.bn}x{p.bk} per-item {p.tm}x{p.tn}" + (" vec" if p.contiguous else "") + \
+                (f" split-k {p.slices}" if p.slices > 1 else "") + \
                 (f" k-groups {p.groups}" if p.groups > 1 else "")
         if isinstance(self.params, RowSplit):
             return f"row-split {self.params.groups}"
@@ -346,6 +355,16 @@ def _winograd_options(device: DeviceModel, cout: int, columns: int, cin: int,
     slots = device.compute_units * device.groups_per_unit
     result = []
     for shape in WINOGRADS:
+        if shape.batched and shape.valid():
+            # the tiled GEMM's price for 16 products, plus V and M written and read
+            # back through scratch and two more launches
+            gemm = [o for o in options(device, cout, n_tiles, cin, 16, 1, True, None,
+                                       tiles=(shape.tile(),)) if o.variant == "tiled"]
+            if gemm:
+                moved = 4.0 * 2 * 16 * (cin + cout) * n_tiles
+                result.append(Option("winograd", shape, gemm[0].estimate_us + 2 * device.launch_us +
+                                     moved / (device.bandwidth_gbs * 1e3 * device.efficiency["row"])))
+            continue
         if not shape.valid() or (shape.bm > 16 and cout <= shape.bm // 2) or \
                 (shape.bn > 16 and n_tiles <= shape.bn // 2):
             continue

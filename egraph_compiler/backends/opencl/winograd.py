@@ -41,7 +41,7 @@ from egraph_compiler.backends.opencl.emit import Scope
 from egraph_compiler.fusion import index as ix
 
 if TYPE_CHECKING:
-    from egraph_compiler.backends.opencl.gemm import ConvGeometry
+    from egraph_compiler.backends.opencl.gemm import ConvGeometry, Tile
     from egraph_compiler.backends.opencl.kernels import Kernel, _Gen
 
 UNROLL = "__attribute__((opencl_unroll_hint)) "
@@ -62,17 +62,33 @@ class Winograd:
     tm: int
     tn: int
     groups: int = 1
+    # the batched-GEMM formulation (three launches through scratch: input transform,
+    # 16 products by `gemm.tiled` with this tile, output transform); ``contiguous`` and
+    # ``slices`` as `gemm.Tile`'s
+    batched: bool = False
+    contiguous: bool = False
+    slices: int = 1
 
     @property
     def work_group(self) -> int:
-        return (self.bm // self.tm) * (self.bn // self.tn)
+        return (self.bm // self.tm) * (self.bn // self.tn) * self.slices
+
+    def tile(self) -> Tile:
+        """The batched form's GEMM tile."""
+        from egraph_compiler.backends.opencl.gemm import Tile
+
+        return Tile(self.bm, self.bn, self.bk, self.tm, self.tn, self.contiguous, self.slices)
 
     def valid(self) -> bool:
-        """Each work-item transforms patches of one tile (``wg % bn``) and loads weights
-        of one output channel (``wg % bm``), the same number each; local memory within
-        NVIDIA's 48 KiB; 16·tm·tn accumulators within 128 registers."""
+        """Batched: a valid `gemm.Tile`, one K group. Fused: each work-item transforms
+        patches of one tile (``wg % bn``) and loads weights of one output channel
+        (``wg % bm``), the same number each; local memory within NVIDIA's 48 KiB;
+        16·tm·tn accumulators within 128 registers."""
+        if self.batched:
+            return self.groups == 1 and self.tile().valid()
         wg = self.work_group
-        return (self.bm % self.tm == 0 and self.bn % self.tn == 0 and wg <= 256 and
+        return (not self.contiguous and self.slices == 1 and
+                self.bm % self.tm == 0 and self.bn % self.tn == 0 and wg <= 256 and
                 wg % self.bn == 0 and (self.bk * self.bn) % wg == 0 and wg % self.bm == 0 and
                 16 * self.bk * (self.bm + self.bn) * 4 <= 40 * 1024 and
                 16 * self.tm * self.tn <= 128 and self.groups >= 1)
@@ -140,6 +156,8 @@ def winograd(gen: _Gen, geo: ConvGeometry, params: Winograd) -> Kernel | None:
     u_name = _derive_weights(gen, w_name)
     if u_name is None:
         return None
+    if params.batched:
+        return _batched(gen, geo, params, x_name, u_name, bias)
     batch, cout, out_h, out_w = geo.out_shape
     cin, (in_h, in_w) = geo.x_shape[1], geo.x_shape[2:]
     th, tw = -(-out_h // 2), -(-out_w // 2)
@@ -289,6 +307,101 @@ def winograd(gen: _Gen, geo: ConvGeometry, params: Winograd) -> Kernel | None:
     t.emit(f"for (int kg = 0; kg < {split}; ++kg) sum += {gen.scratch_param}[kg * {total} + gid];")
     _store(gen, geo, t, bias, "sum")
     return replace(first, then=gen.finish(t, total, gen.params.work_group))
+
+
+def _patch(gen: _Gen, s: Scope, geo: ConvGeometry, x_name: str, tile: str, channel: ix.IExpr,
+           ok: list[str]) -> list[str]:
+    """Load the 4×4 input patch of tile ``tile`` (a flat tile index variable) in
+    ``channel`` into ``d{a}{b}`` (zero outside the input or where ``ok`` fails) and
+    return ``Bᵀ d B``'s 16 expressions."""
+    batch, _, out_h, out_w = geo.out_shape
+    in_h, in_w = geo.x_shape[2:]
+    th, tw = -(-out_h // 2), -(-out_w // 2)
+    s.emit(f"int tc = {tile};")
+    s.emit(f"const int t_x = tc % {tw}; tc /= {tw};")
+    s.emit(f"const int t_y = tc % {th}; const int t_n = tc / {th};")
+    patch = []
+    for a in range(4):
+        s.emit(f"const int h{a} = t_y * 2 - {geo.begin[0]} + {a};")
+        s.emit(f"const int ch{a} = h{a} < 0 ? 0 : (h{a} < {in_h} ? h{a} : {in_h - 1});")
+        s.emit(f"const int w{a} = t_x * 2 - {geo.begin[1]} + {a};")
+        s.emit(f"const int cw{a} = w{a} < 0 ? 0 : (w{a} < {in_w} ? w{a} : {in_w - 1});")
+    for a in range(4):
+        row = []
+        for b in range(4):
+            h_var, w_var = ix.IVar(f"ch{a}", 0, in_h - 1), ix.IVar(f"cw{b}", 0, in_w - 1)
+            value = gen.em.value(s, x_name, (gen.ivar("t_n", batch), channel, h_var, w_var))
+            conds = ok + ([f"h{a} >= 0"] if geo.begin[0] > a else []) + [f"h{a} < {in_h}"] + \
+                ([f"w{b} >= 0"] if geo.begin[1] > b else []) + [f"w{b} < {in_w}"]
+            s.emit(f"const float d{a}{b} = ({' && '.join(conds)}) ? {value} : 0.0f;")
+            row.append(f"d{a}{b}")
+        patch.append(row)
+    return _input_transform(patch)
+
+
+def _batched(gen: _Gen, geo: ConvGeometry, params: Winograd, x_name: str, u_name: str,
+             bias: str | None) -> Kernel:
+    """The batched-GEMM formulation: ``V[e][ci][t]`` (scratch, offset 0) from a
+    work-item per (input channel, tile); ``M[e][co][t] = Σ_ci U[e][ci][co]·V[e][ci][t]``
+    (scratch, after V) by `gemm.tiled` over a batch of 16; ``Y = Aᵀ M A`` from a
+    work-item per (output channel, tile), through the epilogue."""
+    from egraph_compiler.backends.opencl import gemm
+
+    batch, cout, out_h, out_w = geo.out_shape
+    cin = geo.x_shape[1]
+    n_tiles = tiles(geo)
+    v_size, m_offset = 16 * cin * n_tiles, 16 * cin * n_tiles
+    gen.use_scratch(v_size + 16 * cout * n_tiles)
+    scr = gen.scratch_param
+    s = Scope()
+    s.emit("const int gid = get_global_id(0);")
+    s.emit(f"if (gid >= {cin * n_tiles}) return;")
+    s.emit(f"const int ci = gid / {n_tiles}; const int t = gid % {n_tiles};")
+    for e, expr in enumerate(_patch(gen, s, geo, x_name, "t", gen.ivar("ci", cin), [])):
+        s.emit(f"{scr}[{e * cin * n_tiles} + gid] = {expr};")
+    first = gen.finish(s, cin * n_tiles, gen.params.work_group)
+    gen.next_kernel()
+    u_param = gen.em.params[u_name]
+
+    def u_load(scope: Scope, slot: str, row: str, k: str) -> str:
+        return f"{u_param}[(b0 * {cin} + {k}) * {cout} + {row}]"
+
+    def v_load(scope: Scope, slot: str, row: str, k: str) -> str:
+        return f"{scr}[(b0 * {cin} + {k}) * {n_tiles} + {row}]"
+
+    def none(scope: Scope, slot: str, row: str) -> None:
+        return None
+
+    def m_store(scope: Scope, m: str, n: str, value: str) -> None:
+        scope.emit(f"{scr}[{m_offset} + (b0 * {cout} + {m}) * {n_tiles} + {n}] = {value};")
+
+    problem = gemm.Problem((16,), cin, gemm.Operand(cout, False, none, u_load),
+                           gemm.Operand(n_tiles, False, none, v_load), m_store)
+    second = gemm.tiled(gen, problem, params.tile())
+    gen.next_kernel()
+    t = Scope()
+    t.emit("const int gid = get_global_id(0);")
+    t.emit(f"if (gid >= {cout * n_tiles}) return;")
+    t.emit(f"const int co = gid / {n_tiles}; int tt = gid % {n_tiles};")
+    t.emit(f"const int ox = (tt % {-(-out_w // 2)}) * 2; tt /= {-(-out_w // 2)};")
+    t.emit(f"const int oy = (tt % {-(-out_h // 2)}) * 2; const int nb = tt / {-(-out_h // 2)};")
+    t.emit("float mv[16];")
+    t.emit(UNROLL + f"for (int e = 0; e < 16; ++e) mv[e] = {scr}[{m_offset} + "
+           f"e * {cout * n_tiles} + gid];")
+    t.emit("float r0[4], r1[4];")
+    t.emit(UNROLL + "for (int c = 0; c < 4; ++c) { r0[c] = mv[c] + mv[4 + c] + mv[8 + c]; "
+           "r1[c] = mv[4 + c] - mv[8 + c] - mv[12 + c]; }")
+    t.emit("float y[4];")
+    t.emit("y[0] = r0[0] + r0[1] + r0[2]; y[1] = r0[1] - r0[2] - r0[3];")
+    t.emit("y[2] = r1[0] + r1[1] + r1[2]; y[3] = r1[1] - r1[2] - r1[3];")
+    out = Scope(t)
+    out.emit("const int oh = oy + q / 2; const int ow = ox + q % 2;")
+    done = Scope(out)
+    _store(gen, geo, done, bias, "y[q]")
+    out.nest(f"if (oh < {out_h} && ow < {out_w})", done)
+    t.nest("for (int q = 0; q < 4; ++q)", out)
+    third = gen.finish(t, cout * n_tiles, gen.params.work_group)
+    return replace(first, then=replace(second, then=third))
 
 
 def k_stop_expr(split: int, cin: int) -> str:

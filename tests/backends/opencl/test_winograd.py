@@ -40,7 +40,8 @@ SHAPES = {
     "deep-ragged-k": _conv(1, 40, (5, 6), 24, 3, 1, 1),
     "asymmetric-pads-residual": _asymmetric(),
 }
-BLOCKS = (Winograd(32, 32, 8, 2, 2), Winograd(16, 16, 16, 1, 1), Winograd(32, 32, 8, 2, 2, 4))
+BLOCKS = (Winograd(32, 32, 8, 2, 2), Winograd(16, 16, 16, 1, 1), Winograd(32, 32, 8, 2, 2, 4),
+          Winograd(32, 32, 16, 4, 4, batched=True, contiguous=True, slices=4))
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
@@ -55,8 +56,9 @@ def test_winograd_matches_onnxruntime(shape: str, block: Winograd, tmp_path: Pat
     compiled = load(tmp_path)
     launches = compiled.plan["launches"]
     assert len({launch["block"] for launch in launches}) == 1, "prologue and epilogue fused"
-    assert [launch["variant"] for launch in launches][0].startswith("winograd ")
-    assert len(launches) == (2 if block.groups > 1 else 1), "K groups: a second launch"
+    assert launches[0]["variant"].startswith(("winograd ", "winograd-gemm "))
+    assert len(launches) == (3 if block.batched else 2 if block.groups > 1 else 1), \
+        "K groups: a second launch; batched: transform, GEMM, transform"
     actual, expected = compiled.run(feeds)["y"], run_ort(model, feeds)["y"]
     relative = np.max(np.abs(actual - expected)) / np.max(np.abs(expected))
     assert relative <= 1e-4, f"{shape}: max error {relative:.2e} of the largest output"
