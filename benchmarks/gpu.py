@@ -441,22 +441,30 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
                     result["dnnr_out"] = outputs["y"]
                     blocks = meta[label]["blocks"]
                     anchor_ms = 0.0
+                    # per block: a block may take several launches (split-K's sum
+                    # pass, Winograd's transforms, row-split's passes), whose times add
+                    by_block: dict[int, tuple[float, dict[str, Any]]] = {}
                     for s, launch in zip(seconds, compiled.plan["launches"], strict=True):
-                        info = dict(blocks[str(launch["block"])])
-                        if launch.get("pass", 0):  # a block's second launch: a sum pass
-                            info["flops"] = 0
+                        total, first = by_block.get(int(launch["block"]), (0.0, launch))
+                        by_block[int(launch["block"])] = (total + s, first)
+                    for block_id, (s, launch) in by_block.items():
+                        info = blocks[str(block_id)]
+                        passes = sum(1 for other in compiled.plan["launches"]
+                                     if int(other["block"]) == block_id)
+                        what = f"{'+'.join(launch['ops'])[:30]}" + \
+                            (f" ({passes} launches)" if passes > 1 else "")
                         if not info["flops"] and info["bytes"] >= (1 << 20):
                             memory_shares.append((info["bytes"] / s / 1e9 / peak_gbs, s))
                             memory_lines.append(
-                                f"{target.name:<24}{'+'.join(launch['ops'])[:34]:<36}"
+                                f"{target.name:<24}{what[:44]:<46}"
                                 f"{launch['kind']:<10}{s * 1e3:8.3f}"
                                 f"{info['bytes'] / s / 1e9:9.0f}"
                                 f"{100 * info['bytes'] / s / 1e9 / peak_gbs:6.1f}%")
                         if info["flops"]:
                             anchor_ms += s * 1e3
                             kernel_lines.append(
-                                f"{target.name:<24}{'+'.join(launch['ops'])[:34]:<36}"
-                                f"{launch.get('variant', '')[:30]:<32}{s * 1e3:8.3f}"
+                                f"{target.name:<24}{what[:44]:<46}"
+                                f"{launch.get('variant', '')[:44]:<46}{s * 1e3:8.3f}"
                                 f"{info['flops'] / s / 1e9:10.0f}"
                                 f"{100 * info['flops'] / s / 1e9 / peak_gflops:7.1f}%"
                                 f"{info['bytes'] / s / 1e9:9.0f}"
@@ -483,7 +491,9 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
               f"{r['fused_e2e_ms']:.2f} | {r['unfused_kernels_ms']:.2f} | {r['eager']:.2f} | "
               f"{r.get('cuda_graph', float('nan')):.2f} | {r.get('compile', float('nan')):.2f} | "
               f"{100 * r['anchor_share']:.0f} % | {r['rel_err']:.1e} |")
-    print("\nconv/matmul kernels (fused): ms, GFLOP/s, % of FP32 peak, GB/s, % of memory peak")
+    print("\nconv/matmul blocks (fused; a block's launches summed): ms, GFLOP/s (the "
+          "direct conv's/matmul's FLOPs, whatever the algorithm), % of FP32 peak, GB/s, "
+          "% of memory peak")
     for line in kernel_lines:
         print(line)
     print("\nmemory-bound kernels (no conv/matmul) moving 1 MiB or more: ms, GB/s, "
