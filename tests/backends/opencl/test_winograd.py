@@ -40,7 +40,7 @@ SHAPES = {
     "deep-ragged-k": _conv(1, 40, (5, 6), 24, 3, 1, 1),
     "asymmetric-pads-residual": _asymmetric(),
 }
-BLOCKS = (Winograd(32, 32, 8, 2, 2), Winograd(16, 16, 16, 1, 1), Winograd(32, 32, 8, 2, 2, 4),
+BLOCKS = (Winograd(32, 32, 8, 2, 2), Winograd(16, 32, 8, 1, 2, 4),
           Winograd(32, 32, 16, 4, 4, batched=True, contiguous=True, slices=4))
 
 
