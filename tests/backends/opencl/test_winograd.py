@@ -92,3 +92,23 @@ def test_gpu_cost_model_offers_winograd_only_where_it_applies() -> None:
 
 def test_every_listed_winograd_shape_is_valid() -> None:
     assert all(shape.valid() for shape in cost.WINOGRADS)
+
+
+def test_tuning_space_and_database_carry_winograd() -> None:
+    from egraph_compiler.backends.opencl.kernel_search import (
+        _space,
+        features,
+        option_from_json,
+        option_to_json,
+        tile_space,
+    )
+
+    params = KernelParams.for_device("gpu")
+    key = "Conv m128 n6272 k1152 b1"
+    _, space = _space(key, "Conv", params, tile_space(), 9, True, 28)
+    shapes = [o for o in space if o.variant == "winograd"]
+    assert shapes and all(len(features(o)) == len(features(space[0])) for o in shapes)
+    _, without = _space(key, "Conv", params, tile_space(), 9, False, 28)
+    assert not any(o.variant == "winograd" for o in without)
+    for option in shapes:
+        assert option_from_json(option_to_json(option), "db").params == option.params
