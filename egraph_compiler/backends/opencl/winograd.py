@@ -226,8 +226,8 @@ def winograd(gen: _Gen, geo: ConvGeometry, params: Winograd) -> Kernel | None:
         body.emit("const int ci = k0 + kk;")
         ok = ["t_in"]
         if ragged:
-            body.emit(f"const int cc = ci < {k_stop_expr(split, cin)} ? ci : {cin - 1};")
-            ok.append(f"ci < {k_stop_expr(split, cin)}")
+            body.emit(f"const int cc = ci < {_k_stop(split, cin)} ? ci : {cin - 1};")
+            ok.append(f"ci < {_k_stop(split, cin)}")
             channel = ix.IVar("cc", 0, cin - 1)
         else:
             channel = gen.ivar("ci", cin)
@@ -252,7 +252,7 @@ def winograd(gen: _Gen, geo: ConvGeometry, params: Winograd) -> Kernel | None:
     load.emit("const int ci = k0 + kk;")
     cond = "w_in"
     if ragged:
-        cond += f" && ci < {k_stop_expr(split, cin)}"
+        cond += f" && ci < {_k_stop(split, cin)}"
         load.emit(f"const int cc = ci < {cin} ? ci : {cin - 1};")
         index = f"(e * {cin} + cc) * {cout} + w_cc"
     else:
@@ -414,7 +414,7 @@ def _batched(gen: _Gen, geo: ConvGeometry, params: Winograd, x_name: str, u_name
     return replace(first, then=replace(second, then=third))
 
 
-def k_stop_expr(split: int, cin: int) -> str:
+def _k_stop(split: int, cin: int) -> str:
     """The end of this work-group's input channels (``k_stop`` with K groups)."""
     return "k_stop" if split > 1 else str(cin)
 
