@@ -1,9 +1,9 @@
 """backends/opencl/ops_nn.py and the OpenCL decompositions of issue 17 item 6 on PoCL:
-ConvTranspose, TopK (values and indices), DepthToSpace, SpaceToDepth, ConstantOfShape (folded),
-LpPool, AveragePool's dilations, integer Pow, LayerNormalization's Mean/InvStdDev outputs, MaxPool of int8 and its Indices output,
-MeanVarianceNormalization, DynamicQuantizeLinear, float16 tensors (halves computed in float),
-a scalar
-constant output (Size) and a model whose only output is a constant.
+ConvTranspose, TopK (values and indices), DepthToSpace, SpaceToDepth, ConstantOfShape
+(folded), LpPool, AveragePool's dilations, integer Pow, LayerNormalization's Mean/InvStdDev
+outputs, MaxPool of int8 / float16 and its Indices output, MeanVarianceNormalization,
+DynamicQuantizeLinear, float16 tensors (halves computed in float), a scalar constant output
+(Size) and a model whose only output is a constant.
 
 onnx's node tests feed TopK's k and ConstantOfShape's shape at run time (OpenCL then
 refuses them: the output shape is not static); real models hold them as constants, which
