@@ -597,9 +597,6 @@ SHAPE_FUNCTIONS: dict[str, Rule] = {
 RULES.update({op: SHAPE_FUNCTIONS[name] for op, info in ops.shipped().ops.items()
               if op not in RULES and (info.shape or "").startswith("builtin ")
               and (name := (info.shape or "").removeprefix("builtin ")) in SHAPE_FUNCTIONS})
-# the vision and indexing operators' shape functions (dsl/shape_builtins.py, issue 17)
-SHAPE_FUNCTIONS.update({name: (lambda f: lambda ctx: [TensorType(d, s) for d, s in f(ctx)])(function)
-                        for name, function in shape_builtins.CONTEXT_SHAPES.items()})
 
 
 # Inputs whose *value* (a small int vector) the output shape is computed from: without
@@ -624,21 +621,17 @@ def _gather_nd(ctx) -> list[TensorType]:
 RULES["GatherND"] = _gather_nd
 
 
-# -- issue 17 item 6 (helper opsa): the operator shape functions of dsl/shape_builtins.py --------
+# -- the operator shape functions of dsl/shape_builtins.py (issue 17) ---------------------------
 def _operator_shape(function) -> Rule:
-    """A `shape_builtins.OPERATOR_SHAPES` function as a rule: operand shapes, attributes and
-    known operand values in; an output dim it cannot tell becomes a fresh symbol."""
+    """A `shape_builtins.OPERATOR_SHAPES` function as a rule: a dim it cannot tell becomes a
+    fresh symbol; a ValueError is the model's error at this node."""
     def rule(ctx) -> list[TensorType]:
-        count = len(ctx.node.inputs)
-        shapes = [ctx.shape(i) if ctx.has(i) else None for i in range(count)]
-        values = [ctx.value(i) for i in range(count)]
         try:
-            outs = function(shapes, ctx.attrs, values)
+            outs = function(ctx)
         except ValueError as error:
             raise ctx.error(str(error)) from None
-        dtype = _dtype(ctx)
         return [TensorType(dtype, tuple(ctx.fresh() if d is None else d for d in shape))
-                for shape in outs[:len(ctx.node.outputs)]]
+                for dtype, shape in outs[:len(ctx.node.outputs)]]
     return rule
 
 
