@@ -150,7 +150,7 @@ def _defined(state: State, name: str) -> bool:
 
 # ------------------------------------------------------------------ forward transfers
 # Each returns True when it moved an output from undef to a fact. The shape itself is
-# the op's forward rule (`rules.RULES`); the class decides when it may fire and what
+# the op's forward rule (`rules.rule_for`); the class decides when it may fire and what
 # the output's value map is made of.
 
 def _forward_inputs_shapes(state: State, node: Node) -> bool:

@@ -82,8 +82,7 @@ def _matmul_shape(ctx, a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...
 
 
 def _matmul(ctx) -> list[TensorType]:
-    dtype = "int32" if ctx.node.op == "MatMulInteger" else ctx.dtype(0)
-    return [TensorType(dtype, _matmul_shape(ctx, ctx.need_shape(0), ctx.need_shape(1)))]
+    return [TensorType(ctx.dtype(0), _matmul_shape(ctx, ctx.need_shape(0), ctx.need_shape(1)))]
 
 
 def _gemm(ctx) -> list[TensorType]:
@@ -151,8 +150,7 @@ def _conv(ctx) -> list[TensorType]:
     _same_dim(ctx, x[1], in_channels, "input channels")
     channels = dim_mul(w[1], ctx.attrs.get("group", 1)) if transposed else w[0]
     spatial = _window(ctx, tuple(x[2:]), tuple(kernel), transposed)
-    dtype = "int32" if op == "ConvInteger" else ctx.dtype(0)
-    return [TensorType(dtype, (x[0], channels, *spatial))]
+    return [TensorType(ctx.dtype(0), (x[0], channels, *spatial))]
 
 
 def _pool(ctx) -> list[TensorType]:
@@ -548,16 +546,16 @@ def _quantised(ctx) -> list[TensorType]:
     float_op, y_zero = INTEGER_SIGNATURES[node.op][0], INTEGER_SIGNATURES[node.op][4][1]
     operands = tuple(node.inputs[i] if i < len(node.inputs) else "" for i in float_operands(node.op))
     as_float = type(ctx)(ctx.state, Node(float_op, operands, node.outputs[:1], node.attrs, node.name))
-    return [TensorType(ctx.dtype(y_zero) if ctx.has(y_zero) else "uint8", RULES[float_op](as_float)[0].shape)]
+    return [TensorType(ctx.dtype(y_zero) if ctx.has(y_zero) else "uint8", rule_for(float_op)(as_float)[0].shape)]
 
 
 def _dynamic_quantize(ctx) -> list[TensorType]:
     return [TensorType("uint8", ctx.shape(0)), TensorType("float32", ()), TensorType("uint8", ())]
 
 
-RULES: dict[str, Rule] = {op: _same for op in SAME_SHAPE}
-RULES.update({op: _broadcast for op in BROADCAST})
-RULES.update({
+# The operators whose shape function is their own, not one their declaration names.
+RULES: dict[str, Rule] = {
+    **{op: _same for op in _UNDECLARED_SAME},
     **{op: _quantised for op in INTEGER_SIGNATURES},
     "Reshape": _reshape,
     "Split": _split, "Slice": _slice, "GatherElements": _gather_elements,
@@ -566,23 +564,22 @@ RULES.update({
     "Resize": _resize, "LayerNormalization": _layer_norm, "TopK": _topk,
     "NonZero": _nonzero, "DepthToSpace": _depth_space, "SpaceToDepth": _depth_space,
     "DynamicQuantizeLinear": _dynamic_quantize, "Einsum": _einsum,
-})
+}
 
 
-def rule_for(op: str) -> Rule | None:
-    """The shape rule of ``op``: its own, else the kind the active registry declares or
-    derives (an elementwise operator declared only in a rule file broadcasts)."""
+def rule_for(op: str, info: ops.OpInfo | None = None) -> Rule | None:
+    """The shape rule of ``op``: its own, else the shape its declaration (``info``, by default
+    the active registry's) names or implies: ``same``, ``broadcast`` (an elementwise operator
+    declared only in a rule file broadcasts) or ``builtin NAME``, in the declared dtype."""
     rule = RULES.get(op)
     if rule is not None:
         return rule
-    info = ops.current().get(op)
+    info = info if info is not None else ops.current().get(op)
     kind = (info.shape if info is not None else None) or ""
-    if kind.startswith("builtin "):  # `shape builtin NAME`: one of the documented functions
-        function = SHAPE_FUNCTIONS.get(kind.removeprefix("builtin "))
-        if function is None or info is None or info.decl.dtype is None:
-            return function
-        return lambda ctx: [TensorType(_dtype(ctx), t.shape) for t in function(ctx)]  # the declared dtype
-    return {"same": _same, "broadcast": _broadcast}.get(kind)
+    function = SHAPE_FUNCTIONS.get(kind.removeprefix("builtin "))
+    if function is None or info is None or info.decl.dtype is None or not kind.startswith("builtin "):
+        return function
+    return lambda ctx: [TensorType(_dtype(ctx), t.shape) for t in function(ctx)]  # the declared dtype
 
 
 # The shape functions an op declaration may name (`shape builtin NAME`, rules/README.md).
@@ -592,11 +589,6 @@ SHAPE_FUNCTIONS: dict[str, Rule] = {
     "flatten": _flatten, "transpose": _transpose, "concat": _concat, "gather": _gather,
     "unsqueeze": _unsqueeze, "squeeze": _squeeze, "expand": _expand, "tile": _tile, "pad": _pad,
 }
-# The shipped operators declaring one of these (MatMul, Conv, the Reduce* family, ...); those
-# naming a `shape_builtins.OPERATOR_SHAPES` function (below) are found by `rule_for`.
-RULES.update({op: SHAPE_FUNCTIONS[name] for op, info in ops.shipped().ops.items()
-              if op not in RULES and (info.shape or "").startswith("builtin ")
-              and (name := (info.shape or "").removeprefix("builtin ")) in SHAPE_FUNCTIONS})
 
 
 # Inputs whose *value* (a small int vector) the output shape is computed from: without
