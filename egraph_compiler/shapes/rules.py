@@ -27,7 +27,7 @@ Rule = Callable[["Context"], list[TensorType]]  # noqa: F821 (Context lives in i
 INT_MAX = 2**62  # slice bounds at or beyond this mean "to the end"
 
 # Operators rules/operators.dnnr does not declare (yet): their shape kind stays here.
-_UNDECLARED_SAME = frozenset({"CastLike", "RandomNormalLike", "RandomUniformLike", "EyeLike"})
+_UNDECLARED_SAME = frozenset({"CastLike", "RandomNormalLike", "RandomUniformLike"})
 # The shipped library's shape kinds (`ops` derives them from the op declarations).
 SAME_SHAPE = _UNDECLARED_SAME | {n for n, i in ops.shipped().ops.items() if i.shape == "same"}
 BROADCAST = frozenset(n for n, i in ops.shipped().ops.items() if i.shape == "broadcast")
@@ -324,10 +324,6 @@ def _gather_elements(ctx) -> list[TensorType]:
     return [TensorType(ctx.dtype(0), ctx.need_shape(1))]
 
 
-def _scatter(ctx) -> list[TensorType]:
-    return [TensorType(ctx.dtype(0), ctx.need_shape(0))]
-
-
 def _axes_of(ctx, rank: int) -> tuple[int, ...] | None:
     axes = ctx.attrs.get("axes")
     if axes is None and ctx.has(1):
@@ -558,8 +554,7 @@ RULES: dict[str, Rule] = {
     **{op: _same for op in _UNDECLARED_SAME},
     **{op: _quantised for op in INTEGER_SIGNATURES},
     "Reshape": _reshape,
-    "Split": _split, "Slice": _slice, "GatherElements": _gather_elements,
-    "ScatterElements": _scatter, "ScatterND": _scatter, "Shape": _shape, "Size": _size,
+    "Split": _split, "Slice": _slice, "GatherElements": _gather_elements, "Shape": _shape, "Size": _size,
     "ConstantOfShape": _constant_of_shape, "Range": _range,
     "Resize": _resize, "LayerNormalization": _layer_norm, "TopK": _topk,
     "NonZero": _nonzero, "DepthToSpace": _depth_space, "SpaceToDepth": _depth_space,
