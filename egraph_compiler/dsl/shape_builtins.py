@@ -137,6 +137,9 @@ def reshape_target(source: Sequence[Dim], result: Sequence[Dim]) -> tuple[int, .
 GENERAL_SHAPE_RULES = (
     "same", "broadcast", "matmul", "gemm", "conv", "pool", "global_pool", "reduce", "argreduce",
     "flatten", "transpose", "concat", "gather", "unsqueeze", "squeeze", "expand", "tile", "pad",
+    "reshape", "split", "slice", "gather_elements", "shape", "size", "constant_of_shape", "range",
+    "resize", "layer_norm", "topk", "nonzero", "depth_to_space", "space_to_depth",
+    "dynamic_quantize_linear", "einsum", "gather_nd",
 )
 
 

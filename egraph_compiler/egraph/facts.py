@@ -130,7 +130,7 @@ def analysis_program(schemas: dict[str, OpSchema]) -> tuple[str, dict[str, Shape
         if (shapes.rule_for(name, info) or elementwise) and params:
             oracle = ShapeOracle(
                 name, schema, tuple(required) + tuple(i for i, p in enumerate(params) if p.variadic),
-                tuple(i for i in shapes.VALUE_INPUTS.get(name, ()) if i < len(params)),
+                tuple(i for i in shapes.value_inputs(name, info) if i < len(params)),
             )
             oracles[name] = oracle
             out.append(_oracle_rules(oracle, term, xs, attrs))

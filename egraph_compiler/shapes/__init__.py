@@ -19,8 +19,8 @@ the e-graph's guards call it, so a guard holds only when its dim fact is proved.
 For terms no model vouches for (those e-graph rewrites build), `infer_term_shape(op,
 attrs, input_shapes, values=)` and `broadcast_shape(shapes)` answer None where the rules
 cannot tell without assuming validity. What a caller needs to know about the rules:
-`rule_for(op, info)` (the op's rule, None without one), `VALUE_INPUTS` (op -> inputs whose
-int value the output shape is computed from).
+`rule_for(op, info)` (the op's rule, None without one), `value_inputs(op, info)` (the inputs
+whose int value the output shape is computed from).
 """
 
 from egraph_compiler.shapes.infer import (
@@ -42,10 +42,10 @@ from egraph_compiler.shapes.prover import (
 )
 from egraph_compiler.shapes.rdp import census as rdp_census
 from egraph_compiler.shapes.rdp import declared_classes
-from egraph_compiler.shapes.rules import VALUE_INPUTS, rule_for
+from egraph_compiler.shapes.rules import rule_for, value_inputs
 
 __all__ = [
-    "VALUE_INPUTS", "bind_symbols", "broadcast_shape", "rule_for",
+    "bind_symbols", "broadcast_shape", "rule_for", "value_inputs",
     "declared_classes", "dim_ranges", "rdp_census", "decide", "prove_ne", "using_ranges",
     "infer_node", "infer_shapes", "infer_term_shape", "prove_divisible", "prove_eq", "prove_le", "prove_lt",
 ]

@@ -404,7 +404,7 @@ def census(graph: Any, dynamism: Mapping[str, str] | None) -> dict[str, dict[str
 
 def _values_known(graph: Any, node: Node) -> bool:
     """Every value-carrying input of ``node`` has a value map free of nac elements."""
-    for index in rules.VALUE_INPUTS.get(node.op, ()):
+    for index in rules.value_inputs(node.op):
         if index >= len(node.inputs) or not node.inputs[index]:
             continue
         value = graph.shape_values.get(node.inputs[index])

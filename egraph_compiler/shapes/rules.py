@@ -33,14 +33,18 @@ SAME_SHAPE = _UNDECLARED_SAME | {n for n, i in ops.shipped().ops.items() if i.sh
 BROADCAST = frozenset(n for n, i in ops.shipped().ops.items() if i.shape == "broadcast")
 
 
-def _dtype(ctx, default_input: int = 0) -> str:
-    """The output dtype the registry declares (``-> bool``, ``-> dtype(to)``, ``like(x)``)."""
+def _declared_dtype(ctx) -> str | None:
+    """The output dtype the registry declares (``-> bool``, ``-> dtype(to)``, ``like(x)``), or
+    None where the declaration cannot tell (``like`` a tensor attribute, no declaration)."""
     info = ops.current().get(ctx.node.op)
     if info is None:
-        return ctx.dtype(1) if ctx.node.op == "CastLike" else ctx.dtype(default_input)
+        return ctx.dtype(1) if ctx.node.op == "CastLike" else None
     dtypes = [ctx.dtype(i) if ctx.has(i) else None for i in range(len(ctx.node.inputs))]
-    return info.output_dtype(dtypes, ctx.attrs, lambda code: dtype_from_onnx(code, ctx.where)) \
-        or ctx.dtype(default_input)
+    return info.output_dtype(dtypes, ctx.attrs, lambda code: dtype_from_onnx(code, ctx.where))
+
+
+def _dtype(ctx) -> str:
+    return _declared_dtype(ctx) or ctx.dtype(0)
 
 
 def _same(ctx) -> list[TensorType]:
@@ -507,11 +511,15 @@ def _nonzero(ctx) -> list[TensorType]:
     return [TensorType("int64", (len(ctx.need_shape(0)), ctx.fresh()))]
 
 
-def _depth_space(ctx) -> list[TensorType]:
+def _depth_to_space(ctx) -> list[TensorType]:
     n, c, h, w = ctx.need_shape(0)
     block = int(ctx.attrs["blocksize"])
-    if ctx.node.op == "DepthToSpace":
-        return [TensorType(ctx.dtype(0), (n, dim_floordiv(c, block * block), dim_mul(h, block), dim_mul(w, block)))]
+    return [TensorType(ctx.dtype(0), (n, dim_floordiv(c, block * block), dim_mul(h, block), dim_mul(w, block)))]
+
+
+def _space_to_depth(ctx) -> list[TensorType]:
+    n, c, h, w = ctx.need_shape(0)
+    block = int(ctx.attrs["blocksize"])
     return [TensorType(ctx.dtype(0), (n, dim_mul(c, block * block), dim_floordiv(h, block), dim_floordiv(w, block)))]
 
 
@@ -549,16 +557,10 @@ def _dynamic_quantize(ctx) -> list[TensorType]:
     return [TensorType("uint8", ctx.shape(0)), TensorType("float32", ()), TensorType("uint8", ())]
 
 
-# The operators whose shape function is their own, not one their declaration names.
+# The operators whose shape rule is not one their declaration names: those no rule file
+# declares, and the integer operators (their float operator's shape, `ops.quantised`).
 RULES: dict[str, Rule] = {
-    **{op: _same for op in _UNDECLARED_SAME},
-    **{op: _quantised for op in INTEGER_SIGNATURES},
-    "Reshape": _reshape,
-    "Split": _split, "Slice": _slice, "GatherElements": _gather_elements, "Shape": _shape, "Size": _size,
-    "ConstantOfShape": _constant_of_shape, "Range": _range,
-    "Resize": _resize, "LayerNormalization": _layer_norm, "TopK": _topk,
-    "NonZero": _nonzero, "DepthToSpace": _depth_space, "SpaceToDepth": _depth_space,
-    "DynamicQuantizeLinear": _dynamic_quantize, "Einsum": _einsum,
+    **{op: _same for op in _UNDECLARED_SAME}, **{op: _quantised for op in INTEGER_SIGNATURES},
 }
 
 
@@ -574,7 +576,7 @@ def rule_for(op: str, info: ops.OpInfo | None = None) -> Rule | None:
     function = SHAPE_FUNCTIONS.get(kind.removeprefix("builtin "))
     if function is None or info is None or info.decl.dtype is None or not kind.startswith("builtin "):
         return function
-    return lambda ctx: [TensorType(_dtype(ctx), t.shape) for t in function(ctx)]  # the declared dtype
+    return lambda ctx: [TensorType(_declared_dtype(ctx) or t.dtype, t.shape) for t in function(ctx)]
 
 
 # The shape functions an op declaration may name (`shape builtin NAME`, rules/README.md).
@@ -583,14 +585,28 @@ SHAPE_FUNCTIONS: dict[str, Rule] = {
     "pool": _pool, "global_pool": _global_pool, "reduce": _reduce, "argreduce": _argreduce,
     "flatten": _flatten, "transpose": _transpose, "concat": _concat, "gather": _gather,
     "unsqueeze": _unsqueeze, "squeeze": _squeeze, "expand": _expand, "tile": _tile, "pad": _pad,
+    "reshape": _reshape, "split": _split, "slice": _slice, "gather_elements": _gather_elements,
+    "shape": _shape, "size": _size, "constant_of_shape": _constant_of_shape, "range": _range,
+    "resize": _resize, "layer_norm": _layer_norm, "topk": _topk, "nonzero": _nonzero,
+    "depth_to_space": _depth_to_space, "space_to_depth": _space_to_depth,
+    "dynamic_quantize_linear": _dynamic_quantize, "einsum": _einsum,
 }
 
 
-# Inputs whose *value* (a small int vector) the output shape is computed from: without
-# it a rule can only make fresh dims. Other inputs matter by their shapes alone.
-VALUE_INPUTS: dict[str, tuple[int, ...]] = {
-    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "TopK": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
+# The inputs whose *value* (a small int vector) a shape function computes the output shape
+# from: without it the rule can only make fresh dims. Other inputs matter by their shapes.
+_VALUE_INPUTS: dict[str, tuple[int, ...]] = {
+    "reshape": (1,), "expand": (1,), "tile": (1,), "topk": (1,), "constant_of_shape": (0,),
+    "range": (0, 1, 2), "col2im": (1, 2), "dft": (1,), "stft": (1, 3), "window": (0,), "mel_weight_matrix": (0, 1),
 }
+
+
+def value_inputs(op: str, info: ops.OpInfo | None = None) -> tuple[int, ...]:
+    """The inputs of ``op`` (declared by ``info``, else in the active registry) whose value
+    its shape function reads."""
+    info = info if info is not None else ops.current().get(op)
+    return _VALUE_INPUTS.get(((info.shape if info is not None else None) or "").removeprefix("builtin "), ())
+
 
 # -- real-model operators (issue 17): appended as one block ---------------------------------
 def _gather_nd(ctx) -> list[TensorType]:
@@ -605,7 +621,7 @@ def _gather_nd(ctx) -> list[TensorType]:
     return [TensorType(ctx.dtype(0), tuple(indices[:-1]) + tuple(data[batch_dims + depth:]))]
 
 
-RULES["GatherND"] = _gather_nd
+SHAPE_FUNCTIONS["gather_nd"] = _gather_nd
 
 
 # -- the operator shape functions of dsl/shape_builtins.py (issue 17) ---------------------------
@@ -624,5 +640,3 @@ def _operator_shape(function) -> Rule:
 
 SHAPE_FUNCTIONS.update({name: _operator_shape(function)
                         for name, function in shape_builtins.OPERATOR_SHAPES.items()})
-VALUE_INPUTS.update({"Col2Im": (1, 2), "DFT": (1,), "STFT": (1, 3), "HannWindow": (0,),
-                     "HammingWindow": (0,), "BlackmanWindow": (0,), "MelWeightMatrix": (0, 1)})
