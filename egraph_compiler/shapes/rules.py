@@ -50,10 +50,7 @@ def _dtype(ctx) -> str:
 def _same(ctx) -> list[TensorType]:
     node = ctx.node
     dtype = _dtype(ctx)
-    shape = ctx.shape(0)
-    if node.op == "PRelu" and shape is not None and ctx.shape(1) is not None:
-        shape = ctx.broadcast([shape, ctx.shape(1)])
-    out = [TensorType(dtype, shape)]
+    out = [TensorType(dtype, ctx.shape(0))]
     if node.op == "BatchNormalization":
         out += [TensorType(dtype, (ctx.need_shape(1)[0],))] * (len(node.outputs) - 1)
     return out
