@@ -350,15 +350,21 @@ def _is_two(constant: np.ndarray | None) -> bool:
 
 
 def _from_semantics(node: Node, args: list[str], in_dtype: str, any_dtype: bool = False) -> str:
-    """C text of an operator's declared scalar semantics (`ops.scalar.to_c`); only over
-    floats unless ``any_dtype`` (a comparison reads any operand type)."""
+    """C text of an operator's declared scalar semantics (`ops.scalar.to_c`): over floats,
+    over integers where it needs only integer arithmetic (`spelling.INT_SPELLING`), over any
+    operand type with ``any_dtype`` (a comparison)."""
     info = ops.current().get(node.op)
     builtin = sp.SPELLING.functions.get(info.decl.builtin or "") if info is not None else None
     if builtin is not None and in_dtype.startswith("float"):  # `= builtin tan`: a scalar function
         return builtin.format(*args)
-    if info is None or info.semantics is None or not (any_dtype or in_dtype.startswith("float")):
-        raise ModelError(f"the OpenCL backend cannot generate {node.op} for {in_dtype}")
-    attrs = {name: info.attr(node.attr_dict, name) for name in info.defaults}
-    numbers = {k: float(v) for k, v in attrs.items() if isinstance(v, (int, float))}
-    operands = dict(zip((p.name for p in info.decl.params), args, strict=False))
-    return to_c(info.semantics, operands, numbers, sp.SPELLING)
+    spelling = sp.SPELLING if any_dtype or in_dtype.startswith("float") else sp.INT_SPELLING
+    attrs = {name: info.attr(node.attr_dict, name) for name in info.defaults} if info is not None else {}
+    numbers = {k: float(v) for k, v in attrs.items() if isinstance(v, (int, float))
+               and (spelling is sp.SPELLING or float(v).is_integer())}  # else unbound: refused below
+    try:
+        if info is None or info.semantics is None:
+            raise ValueError("no scalar semantics")
+        operands = dict(zip((p.name for p in info.decl.params), args, strict=False))
+        return to_c(info.semantics, operands, numbers, spelling)
+    except (KeyError, ValueError):
+        raise ModelError(f"the OpenCL backend cannot generate {node.op} for {in_dtype}") from None
