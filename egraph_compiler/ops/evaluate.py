@@ -21,6 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from egraph_compiler.dsl import shape_builtins
 from egraph_compiler.ir import onnx_import
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import AttrValue, TensorAttr
@@ -345,9 +346,7 @@ def _shape(attrs: Attrs, x: Array) -> Array:
 
 
 def _unsqueeze(attrs: Attrs, x: Array) -> Array:
-    rank = x.ndim + len(attrs["axes"])
-    axes = sorted(_normalize_axis(int(a), rank) for a in attrs["axes"])
-    return np.expand_dims(x, tuple(axes))
+    return x.reshape(shape_builtins.unsqueeze_shape(x.shape, attrs["axes"]))
 
 
 def _squeeze(attrs: Attrs, x: Array) -> Array:
@@ -372,9 +371,7 @@ def _expand(x: Array, shape: Array) -> Array:
 
 
 def _flatten(attrs: Attrs, x: Array) -> Array:
-    axis = int(attrs.get("axis", 1))
-    axis = axis + x.ndim if axis < 0 else axis
-    return x.reshape(int(np.prod(x.shape[:axis])), -1)
+    return x.reshape(shape_builtins.flatten_shape(x.shape, int(attrs.get("axis", 1))))
 
 
 def _transpose(attrs: Attrs, x: Array) -> Array:
