@@ -43,3 +43,35 @@ def test_integer_elementwise_operators_are_generated_from_their_semantics(tmp_pa
     s = -q + a
     y = opencl.load(tmp_path / "out").run({"a": a, "b": b})["y"]
     np.testing.assert_array_equal(y, s * s)
+
+
+def _run(tmp: Path, nodes: list, inputs: dict[str, np.ndarray], outputs: dict[str, int]) -> dict[str, np.ndarray]:
+    graph = helper.make_graph(
+        nodes, "builtins",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape) for n, x in inputs.items()],
+        [helper.make_tensor_value_info(n, t, SHAPE) for n, t in outputs.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp / "model.onnx")
+    result = pipeline.compile_model(tmp / "model.onnx", target="opencl")
+    pipeline.write_artefact(result, "opencl", tmp / "out")
+    return opencl.load(tmp / "out").run(inputs)
+
+
+def test_bitwise_and_variadic_builtins_are_spelled_by_builtin_name(tmp_path: Path) -> None:
+    """The OpenCL spellings of ``= builtin bitwise_*`` and ``sum|max|min|mean`` (integer and float)."""
+    rng = np.random.default_rng(1)
+    a, b, c = (rng.integers(-1000, 1000, SHAPE).astype(np.int32) for _ in range(3))
+    f, g, h = (rng.uniform(-4, 4, SHAPE).astype(np.float32) for _ in range(3))
+    nodes = [helper.make_node("BitwiseAnd", ["a", "b"], ["and_"]), helper.make_node("BitwiseOr", ["and_", "c"], ["or_"]),
+             helper.make_node("BitwiseXor", ["or_", "a"], ["xor_"]), helper.make_node("BitwiseNot", ["xor_"], ["bits"]),
+             helper.make_node("Max", ["a", "b", "c"], ["imax"]), helper.make_node("Min", ["a", "b", "c"], ["imin"]),
+             helper.make_node("Sum", ["f", "g", "h"], ["fsum"]), helper.make_node("Mean", ["f", "g", "h"], ["fmean"]),
+             helper.make_node("Max", ["f", "g", "h"], ["fmax"])]
+    ints, floats = TensorProto.INT32, TensorProto.FLOAT
+    got = _run(tmp_path, nodes, {"a": a, "b": b, "c": c, "f": f, "g": g, "h": h},
+               {"bits": ints, "imax": ints, "imin": ints, "fsum": floats, "fmean": floats, "fmax": floats})
+    np.testing.assert_array_equal(got["bits"], ~(((a & b) | c) ^ a))
+    np.testing.assert_array_equal(got["imax"], np.maximum(np.maximum(a, b), c))
+    np.testing.assert_array_equal(got["imin"], np.minimum(np.minimum(a, b), c))
+    np.testing.assert_allclose(got["fsum"], f + g + h, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got["fmean"], (f + g + h) / 3, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got["fmax"], np.maximum(np.maximum(f, g), h))
