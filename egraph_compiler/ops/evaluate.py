@@ -427,7 +427,6 @@ WHOLE_TENSOR: dict[str, Evaluator] = {
     "Max": _variadic(np.maximum), "Min": _variadic(np.minimum),
     **{op: _reducer(op) for op in _REDUCERS},
     "Cast": lambda a, xs: _cast(a, xs[0]),
-    "CastLike": lambda a, xs: xs[0].astype(xs[1].dtype),
     "IsInf": lambda a, xs: np.isinf(xs[0]) & np.where(xs[0] > 0, bool(a.get("detect_positive", 1)),
                                                       bool(a.get("detect_negative", 1))),
     "Mod": lambda a, xs: _mod(a, xs[0], xs[1]),

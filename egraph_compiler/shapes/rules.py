@@ -27,7 +27,7 @@ Rule = Callable[["Context"], list[TensorType]]  # noqa: F821 (Context lives in i
 INT_MAX = 2**62  # slice bounds at or beyond this mean "to the end"
 
 # Operators rules/operators.dnnr does not declare (yet): their shape kind stays here.
-_UNDECLARED_SAME = frozenset({"CastLike", "RandomNormalLike", "RandomUniformLike"})
+_UNDECLARED_SAME = frozenset({"RandomNormalLike", "RandomUniformLike"})
 # The shipped library's shape kinds (`ops` derives them from the op declarations).
 SAME_SHAPE = _UNDECLARED_SAME | {n for n, i in ops.shipped().ops.items() if i.shape == "same"}
 BROADCAST = frozenset(n for n, i in ops.shipped().ops.items() if i.shape == "broadcast")
@@ -38,7 +38,7 @@ def _declared_dtype(ctx) -> str | None:
     None where the declaration cannot tell (``like`` a tensor attribute, no declaration)."""
     info = ops.current().get(ctx.node.op)
     if info is None:
-        return ctx.dtype(1) if ctx.node.op == "CastLike" else None
+        return None
     dtypes = [ctx.dtype(i) if ctx.has(i) else None for i in range(len(ctx.node.inputs))]
     return info.output_dtype(dtypes, ctx.attrs, lambda code: dtype_from_onnx(code, ctx.where))
 
