@@ -16,12 +16,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from egraph_compiler import ops, shapes
+from egraph_compiler.dsl import ast
 from egraph_compiler.egraph.schema import ABSENT, ATTR_SORT, OpSchema
 from egraph_compiler.ir.dims import Dim
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.onnx_types import dtype_from_onnx
 
-SIGN_PRESERVING = {"Add", "Mul"}  # positive op positive is positive; same for nonneg
+
+def _sign_preserving(info: ops.OpInfo) -> bool:
+    """Positive (nonneg) operands give a positive (nonneg) result: semantics ``a + b`` or ``a * b``."""
+    e, names = info.semantics, {p.name for p in info.decl.params}
+    return isinstance(e, ast.BinOp) and e.op in ("+", "*") and len(names) == 2 and \
+        {getattr(e.lhs, "name", None), getattr(e.rhs, "name", None)} == names
 
 
 def _onnx_dtype_table() -> str:
@@ -104,7 +110,7 @@ def analysis_program(schemas: dict[str, OpSchema]) -> tuple[str, dict[str, Shape
         # sign facts
         for fact in sorted(info.facts):
             out.append(f"(rule ((= e {term})) (({fact} e)) :ruleset analysis)")
-        if name in SIGN_PRESERVING and len(tensor) == 2:
+        if _sign_preserving(info) and len(tensor) == 2:
             for fact in ("positive", "nonneg"):
                 out.append(
                     f"(rule ((= e {term}) ({fact} {xs[0]}) ({fact} {xs[1]})) (({fact} e)) "
