@@ -1,0 +1,331 @@
+"""OpenCL for graphs whose sizes depend on the VALUES of graph inputs (issue 17 item 6).
+
+A Reshape whose target, a Slice whose bounds, a Resize whose scales, a window whose
+length… arrive as graph inputs has output sizes nobody knows before the run. The
+OpenCL backend generates code for static shapes, so such a graph is compiled in two
+steps, the way onnxruntime, TVM Relax and torch.compile treat a shape they cannot
+prove at compile time (a guard on the values, a specialisation per value set):
+
+- compile time (`value_inputs`, `write_deferred`): the optimised graph is kept
+  (``specialise.onnx``), with the inputs whose values decide a size and, per input,
+  the node that needs it. ``plan.json`` (version 4) says so; no kernel is generated.
+- run time (`SpecialisingModel`): at the first run with given values (and input dims),
+  those inputs become constants, shapes are inferred again and the backend runs as
+  for any static graph (fusion → select → plan → kernels, a fraction of a second on
+  small graphs); the compiled model is cached keyed by the values and the input
+  shapes, so a run with the same values launches the cached kernels at once. Every
+  specialisation is recorded (`SpecialisingModel.specialisations`).
+
+Which inputs: every graph input reached backwards from an operand of a node whose
+output shape is not static, through values shape inference could not tell, as long
+as each value on the way could be a shape value (rank ≤ 1, at most
+`shapes.infer.VALUE_LIMIT` elements: the sizes shape inference tracks). A size that
+depends on a large tensor's contents (NonZero, Unique…) has no such input, and the
+graph is refused as before, by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from egraph_compiler.backends.opencl.build import Artefact
+from egraph_compiler.ir.dims import DimExpr, shape_is_static
+from egraph_compiler.ir.errors import DnnrError
+from egraph_compiler.ir.graph import Graph
+
+SPECIALISE_PLAN_VERSION = 4  # `runtime.SPECIALISE_PLAN_VERSION`
+GRAPH_FILE = "specialise.onnx"
+PROFILE_FILE = "specialise-profile.json"
+# a value input larger than this would make every run a new compile: refused instead
+VALUE_INPUT_LIMIT = 4096
+
+
+def _is_static(graph: Graph, name: str) -> bool:
+    tensor_type = graph.types.get(name)
+    return name in graph.constants or (tensor_type is not None and tensor_type.shape is not None
+                                       and shape_is_static(tensor_type.shape))
+
+
+def _could_be_shape_value(graph: Graph, name: str) -> bool:
+    """A value small enough to be a size vector (rank ≤ 1, ≤ VALUE_LIMIT elements)."""
+    from egraph_compiler.shapes.infer import VALUE_LIMIT
+
+    tensor_type = graph.types.get(name)
+    if tensor_type is None or tensor_type.shape is None or len(tensor_type.shape) > 1:
+        return False
+    if not all(isinstance(d, int) for d in tensor_type.shape):
+        return False
+    return int(np.prod(tensor_type.shape, dtype=np.int64)) <= VALUE_LIMIT
+
+
+def value_inputs(graph: Graph) -> dict[str, str]:
+    """The graph inputs whose values decide a size in ``graph`` (shapes inferred, input
+    dims bound), each with the node that needs it; empty when every shape is static."""
+    unknown = [node for node in graph.nodes
+               if any(o and not _is_static(graph, o) for o in node.outputs)]
+    if not unknown:
+        return {}
+    inputs = {v.name for v in graph.inputs}
+    producer = graph.producer()
+    found: dict[str, str] = {}
+    for node in unknown:
+        where = f"node '{node.name}' ({node.op})"
+        stack = [name for name in node.inputs if name]
+        seen: set[str] = set()
+        while stack:
+            name = stack.pop()
+            if name in seen or name in graph.constants or name in graph.shape_values:
+                continue  # known at compile time (a constant, or a tracked value: Shape(x))
+            seen.add(name)
+            if not _could_be_shape_value(graph, name):
+                continue  # data, or a size no value of a small input decides
+            if name in inputs:
+                found.setdefault(name, where)
+            elif name in producer:
+                stack.extend(i for i in producer[name].inputs if i)
+    return dict(sorted(found.items()))
+
+
+def check_value_inputs(graph: Graph, needed: Mapping[str, str]) -> None:
+    """Refuse, by name, a value input too large to specialise on at every run."""
+    for name in needed:
+        tensor_type = graph.types[name]
+        size = int(np.prod(tensor_type.shape or (), dtype=np.int64))
+        if size > VALUE_INPUT_LIMIT:
+            raise DnnrError(f"error: input '{name}' ({size} elements) decides a size of "
+                            f"{needed[name]}; the OpenCL target specialises on such values at run "
+                            f"time only up to {VALUE_INPUT_LIMIT} elements")
+
+
+def _params_json(params: Any) -> dict[str, Any]:
+    """The scalar fields of ``params`` (`KernelParams`); forced variants and tuned choices
+    are not carried over to the run-time compile (a clear refusal names them)."""
+    from egraph_compiler.backends.opencl.kernels import KernelParams
+
+    params = params or KernelParams()
+    default = KernelParams()
+    carried: dict[str, Any] = {}
+    for item in dataclasses.fields(params):
+        value = getattr(params, item.name)
+        if isinstance(value, (bool, int, float, str)):
+            carried[item.name] = value
+        elif value != getattr(default, item.name):
+            raise DnnrError(f"error: an OpenCL artefact specialised at run time cannot carry the "
+                            f"kernel option {item.name}={value!r} yet\n  hint: compile without it, or "
+                            "make the inputs that decide sizes constants")
+    return carried
+
+
+def _rules_record(tables: Any) -> dict[str, Any] | None:
+    """The rule files the run-time compile must load again (their digest, to refuse
+    changed files), or None for the shipped library's tables."""
+    files = getattr(tables, "files", None)
+    if not files:
+        return None
+    return {"files": list(files), "sha256": _files_digest(files)}
+
+
+def _files_digest(files: list[str]) -> str:
+    digest = hashlib.sha256()
+    for name in files:
+        try:
+            digest.update(Path(name).read_bytes())
+        except OSError as error:
+            raise DnnrError(f"error: cannot read rule file {name}: {error.strerror}") from None
+    return digest.hexdigest()
+
+
+def write_deferred(graph: Graph, out_dir: str | Path, needed: Mapping[str, str], tables: Any = None,
+                   profile_db: Any = None, fuse: bool = True, layouts: str = "pbqp",
+                   params: Any = None) -> Artefact:
+    """An artefact compiled at run time for the values of ``needed``'s inputs: the graph,
+    the options of this compile and the value inputs with their reasons."""
+    from egraph_compiler import ir
+
+    check_value_inputs(graph, needed)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / GRAPH_FILE).write_bytes(ir.to_onnx(graph).SerializeToString())
+    if profile_db is not None:
+        profile_db.save(out / PROFILE_FILE)
+    tensors = {v.name: {"kind": "input", "dtype": v.type.dtype, "shape": _dims(v.type.shape)}
+               for v in graph.inputs}
+    tensors.update({v.name: {"kind": "output", "dtype": v.type.dtype, "shape": _dims(v.type.shape)}
+                    for v in graph.outputs if v.name not in tensors})
+    doc = {
+        "version": SPECIALISE_PLAN_VERSION, "graph": graph.name, "model": GRAPH_FILE,
+        "inputs": [v.name for v in graph.inputs], "outputs": [v.name for v in graph.outputs],
+        "tensors": tensors, "value_inputs": dict(needed),
+        "dims": {name: list(r) for name, r in sorted(graph.symbols.items())
+                 if any(name in _symbols(v.type.shape) for v in graph.inputs)},
+        "options": {"fuse": fuse, "layouts": layouts, "params": _params_json(params),
+                    "profile": PROFILE_FILE if profile_db is not None else None,
+                    "rules": _rules_record(tables)},
+    }
+    (out / "plan.json").write_text(json.dumps(doc, indent=1) + "\n")
+    described = {"value_inputs": dict(needed),
+                 "why": "sizes depend on these inputs' values: the kernels are generated at "
+                        "the first run with each set of values and cached"}
+    return Artefact(out, 0, 0, len(graph.nodes), 0, 0, 0, specialised=described)
+
+
+def _dims(shape: Any) -> list[Any] | None:
+    return None if shape is None else [d if isinstance(d, int) else str(d) for d in shape]
+
+
+def _symbols(shape: Any) -> set[str]:
+    return {s for d in shape or () if isinstance(d, DimExpr) for s in d.symbols()}
+
+
+def specialised_graph(graph: Graph, values: Mapping[str, np.ndarray],
+                      shapes_given: Mapping[str, tuple[int, ...]]) -> Graph:
+    """``graph`` with its symbolic input dims bound to ``shapes_given`` and the inputs of
+    ``values`` made constants (their operands held as attributes), shapes inferred."""
+    from egraph_compiler import shapes
+    from egraph_compiler.ops.evaluate import with_constant_operands_as_attrs
+
+    bindings: dict[str, int] = {}
+    for value in graph.inputs:
+        given = shapes_given.get(value.name)
+        for dim, size in zip(value.type.shape or (), given or (), strict=False):
+            if isinstance(dim, DimExpr) and str(dim) in dim.symbols():
+                bindings.setdefault(str(dim), int(size))
+    if bindings:
+        graph = shapes.bind_symbols(graph, bindings)
+    constants = {**graph.constants, **values}
+    nodes = tuple(with_constant_operands_as_attrs(node, constants) for node in graph.nodes)
+    graph = dataclasses.replace(graph, inputs=tuple(v for v in graph.inputs if v.name not in values),
+                                nodes=nodes, constants=constants, types={}, shape_values={})
+    return shapes.infer_shapes(graph)
+
+
+class SpecialisingModel:
+    """A loaded version-4 artefact: ``run(inputs)`` compiles the backend for the values of
+    its value inputs (and the input shapes) at the first run with them, then runs the
+    cached `CompiledModel`."""
+
+    def __init__(self, out_dir: str | Path, device: str | None = None,
+                 images: bool | None = None) -> None:
+        self.out = Path(out_dir)
+        self.plan = json.loads((self.out / "plan.json").read_text())
+        self.device, self.images = device, images
+        self.value_inputs: dict[str, str] = self.plan["value_inputs"]
+        self._compiled: dict[str, Any] = {}  # key digest -> CompiledModel
+        self._graph: Graph | None = None
+        self._rules: Any = None
+        self._workdir = Path(tempfile.mkdtemp(prefix="dnnr-specialised-"))
+        self.specialisations: list[dict[str, Any]] = []  # one per compile, in order
+        self.last: Any = None  # the CompiledModel of the last run
+
+    # what a loaded CompiledModel offers, answered by the last specialisation
+    @property
+    def kernel_names(self) -> list[str]:
+        return self.last.kernel_names if self.last is not None else []
+
+    def time_launches(self, repeats: int = 3) -> list[float]:
+        if self.last is None:
+            raise DnnrError("error: run the model once before timing it (its kernels are "
+                            "generated at the first run with its value inputs)")
+        return list(self.last.time_launches(repeats))
+
+    def key(self, inputs: Mapping[str, np.ndarray]) -> str:
+        """What a specialisation depends on: the values of the value inputs (dtype, shape
+        and bytes) and every input's shape."""
+        digest = hashlib.sha256()
+        for name in self.plan["inputs"]:
+            array = np.asarray(inputs[name]) if name in inputs else None
+            if array is None:
+                raise DnnrError(f"error: missing input '{name}'")
+            digest.update(f"{name}:{array.dtype}:{list(array.shape)};".encode())
+            if name in self.value_inputs:
+                digest.update(np.ascontiguousarray(array).tobytes())
+        return digest.hexdigest()[:16]
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        key = self.key(inputs)
+        model = self._compiled.get(key)
+        if model is None:
+            model = self._compiled[key] = self._specialise(inputs, key)
+        self.last = model
+        return model.run({n: a for n, a in inputs.items() if n not in self.value_inputs})
+
+    def _load_rules(self) -> Any:
+        record = self.plan["options"]["rules"]
+        if record is None:
+            return None
+        if self._rules is None:
+            from egraph_compiler import dsl
+
+            if _files_digest(record["files"]) != record["sha256"]:
+                raise DnnrError(f"error: the rule files {self.out} was compiled with have changed "
+                                "since; its kernels are generated at run time with them\n"
+                                "  hint: compile the artefact again")
+            self._rules = dsl.load_rules(record["files"])
+        return self._rules
+
+    def _specialise(self, inputs: Mapping[str, np.ndarray], key: str) -> Any:
+        from egraph_compiler import ir, ops
+        from egraph_compiler.backends import opencl
+        from egraph_compiler.backends.opencl.kernels import KernelParams
+        from egraph_compiler.backends.static_checks import prepare_static_graph
+        from egraph_compiler.fusion import ProfileDb
+
+        began = time.perf_counter()
+        rules = self._load_rules()
+        options = self.plan["options"]
+        tensors = self.plan["tensors"]
+        self._check_dims(inputs)
+        with ops.using(rules) if rules is not None else _no_context():
+            if self._graph is None:
+                from egraph_compiler import shapes
+
+                self._graph = shapes.infer_shapes(ir.load_onnx(self.out / self.plan["model"]))
+            values = {name: np.asarray(inputs[name], dtype=tensors[name]["dtype"])
+                      for name in self.value_inputs}
+            graph = specialised_graph(self._graph, values,
+                                      {n: np.shape(a) for n, a in inputs.items()})
+            left = value_inputs(graph)
+            if left or any(not _is_static(graph, n) for n in graph.types):
+                raise DnnrError(f"error: {self.out}: sizes still unknown after specialising on "
+                                f"{', '.join(self.value_inputs)}"
+                                + (f" (they also depend on {', '.join(left)})" if left else ""))
+            graph = prepare_static_graph(graph, "opencl")
+            db = ProfileDb.load(self.out / options["profile"]) if options["profile"] else None
+            params = KernelParams(**options["params"])
+            target = self._workdir / key
+            artefact = opencl.compile_graph(graph, target, fuse=options["fuse"], tables=rules,
+                                            profile_db=db, layouts=options["layouts"], params=params)
+        model = opencl.load(target, self.device, self.images)
+        self.specialisations.append({
+            "key": key, "seconds": round(time.perf_counter() - began, 4),
+            "values": {n: np.asarray(values[n]).tolist() for n in self.value_inputs},
+            "launches": artefact.kernels, "distinct_kernels": artefact.distinct_kernels})
+        return model
+
+    def _check_dims(self, inputs: Mapping[str, np.ndarray]) -> None:
+        """Each symbolic input dim inside its compiled range (``--dim``)."""
+        for name in self.plan["inputs"]:
+            declared = self.plan["tensors"][name]["shape"] or []
+            for axis, (want, got) in enumerate(zip(declared, np.shape(inputs[name]), strict=False)):
+                if isinstance(want, str) and want in self.plan["dims"]:
+                    low, high = self.plan["dims"][want]
+                    if not low <= got <= high:
+                        raise DnnrError(f"error: input '{name}' dim {axis} ({want}) is {got}, outside "
+                                        f"the compiled range {want}={low}..{high}")
+
+
+class _no_context:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
