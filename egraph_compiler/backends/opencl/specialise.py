@@ -191,6 +191,7 @@ def specialised_graph(graph: Graph, values: Mapping[str, np.ndarray],
     """``graph`` with its symbolic input dims bound to ``shapes_given`` and the inputs of
     ``values`` made constants (their operands held as attributes), shapes inferred."""
     from egraph_compiler import shapes
+    from egraph_compiler.fusion.planner import fold_compile_time
     from egraph_compiler.ops.evaluate import with_constant_operands_as_attrs
 
     bindings: dict[str, int] = {}
@@ -205,7 +206,15 @@ def specialised_graph(graph: Graph, values: Mapping[str, np.ndarray],
     nodes = tuple(with_constant_operands_as_attrs(node, constants) for node in graph.nodes)
     graph = dataclasses.replace(graph, inputs=tuple(v for v in graph.inputs if v.name not in values),
                                 nodes=nodes, constants=constants, types={}, shape_values={})
-    return shapes.infer_shapes(graph)
+    graph = shapes.infer_shapes(graph)
+    # a size computed from the values through operators shape inference does not track
+    # (an expanded CenterCropPad's Max/Div chain): evaluate what is now constant, again
+    # until nothing is left to fold
+    while True:
+        folded = fold_compile_time(graph)
+        if len(folded.nodes) == len(graph.nodes):
+            return graph
+        graph = shapes.infer_shapes(dataclasses.replace(folded, types={}, shape_values={}))
 
 
 class SpecialisingModel:
