@@ -366,8 +366,14 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
         params = KernelParams.for_device(kernel_device)
         if db is not None:
             params = dataclasses.replace(params, tuned=tuned_options(db, tuned_device))
-        artefact = build_symbolic(graph, out, tables=result.rules, profile_db=db, params=params,
-                                  progress=progress, steps=dim_steps)
+        from egraph_compiler.backends.opencl.specialise import value_inputs, write_deferred
+
+        needed = value_inputs(graph)
+        if needed:  # sizes decided by input values too: dims and values bound at run time
+            artefact = write_deferred(graph, out, needed, result.rules, db, params=params)
+        else:
+            artefact = build_symbolic(graph, out, tables=result.rules, profile_db=db, params=params,
+                                      progress=progress, steps=dim_steps)
     elif target == "opencl":
         graph = prepare_static_graph(static_graph(result.graph, bindings, target), target)
         from egraph_compiler.backends import opencl
@@ -392,7 +398,7 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
     # paths name the final directory, not the temporary one they were written in
     info = {k: (_moved(v, out, final) if isinstance(v, Path) else v)
             for k, v in dataclasses.asdict(artefact).items()
-            if k not in ("report", "select") and not (k == "dynamic" and v is None)}
+            if k not in ("report", "select") and not (k in ("dynamic", "specialised") and v is None)}
     result.report.select = getattr(artefact, "select", None) or {}
     result.report.target = {"name": target, **info}
     return graph

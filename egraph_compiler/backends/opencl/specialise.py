@@ -55,6 +55,17 @@ def _is_static(graph: Graph, name: str) -> bool:
                                        and shape_is_static(tensor_type.shape))
 
 
+def _size_unknown(graph: Graph, name: str, input_dims: set[str]) -> bool:
+    """Whether shape inference could not tell ``name``'s shape from the input dims: no
+    shape, or a dim over a fresh symbol (``d0``…) rather than the inputs' own dims."""
+    if name in graph.constants:
+        return False
+    tensor_type = graph.types.get(name)
+    if tensor_type is None or tensor_type.shape is None:
+        return True
+    return any(isinstance(d, DimExpr) and not d.symbols() <= input_dims for d in tensor_type.shape)
+
+
 def _could_be_shape_value(graph: Graph, name: str) -> bool:
     """A value small enough to be a size vector (rank ≤ 1, ≤ VALUE_LIMIT elements)."""
     from egraph_compiler.shapes.infer import VALUE_LIMIT
@@ -68,10 +79,11 @@ def _could_be_shape_value(graph: Graph, name: str) -> bool:
 
 
 def value_inputs(graph: Graph) -> dict[str, str]:
-    """The graph inputs whose values decide a size in ``graph`` (shapes inferred, input
-    dims bound), each with the node that needs it; empty when every shape is static."""
+    """The graph inputs whose values decide a size in ``graph`` (shapes inferred), each
+    with the node that needs it; empty when every size follows from the input dims."""
+    input_dims = {s for v in graph.inputs for s in _symbols(v.type.shape)}
     unknown = [node for node in graph.nodes
-               if any(o and not _is_static(graph, o) for o in node.outputs)]
+               if any(o and _size_unknown(graph, o, input_dims) for o in node.outputs)]
     if not unknown:
         return {}
     inputs = {v.name for v in graph.inputs}
