@@ -82,8 +82,10 @@ def value_inputs(graph: Graph) -> dict[str, str]:
     """The graph inputs whose values decide a size in ``graph`` (shapes inferred), each
     with the node that needs it; empty when every size follows from the input dims."""
     input_dims = {s for v in graph.inputs for s in _symbols(v.type.shape)}
+    # an output nobody reads (an RNN's unused state) needs no size
+    read = {i for node in graph.nodes for i in node.inputs} | {v.name for v in graph.outputs}
     unknown = [node for node in graph.nodes
-               if any(o and _size_unknown(graph, o, input_dims) for o in node.outputs)]
+               if any(o in read and _size_unknown(graph, o, input_dims) for o in node.outputs)]
     if not unknown:
         return {}
     inputs = {v.name for v in graph.inputs}
