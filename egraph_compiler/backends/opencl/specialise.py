@@ -47,6 +47,7 @@ GRAPH_FILE = "specialise.onnx"
 PROFILE_FILE = "specialise-profile.json"
 # a value input larger than this would make every run a new compile: refused instead
 VALUE_INPUT_LIMIT = 4096
+EXECUTION_DETERMINED = "execution_determined"  # the rule files' dynamism class
 
 
 def _is_static(graph: Graph, name: str) -> bool:
@@ -78,14 +79,24 @@ def _could_be_shape_value(graph: Graph, name: str) -> bool:
     return int(np.prod(tensor_type.shape, dtype=np.int64)) <= VALUE_LIMIT
 
 
+def _dynamism(op: str) -> str | None:
+    from egraph_compiler.ops import current
+
+    info = current().get(op)
+    return str(info.decl.dynamism) if info is not None else None
+
+
 def value_inputs(graph: Graph) -> dict[str, str]:
     """The graph inputs whose values decide a size in ``graph`` (shapes inferred), each
     with the node that needs it; empty when every size follows from the input dims."""
     input_dims = {s for v in graph.inputs for s in _symbols(v.type.shape)}
     # an output nobody reads (an RNN's unused state) needs no size
     read = {i for node in graph.nodes for i in node.inputs} | {v.name for v in graph.outputs}
+    # sizes an operator computes from its data (SoD²'s execution_determined: NonZero,
+    # Unique, Compress…) are not a function of small input values: refused as before
     unknown = [node for node in graph.nodes
-               if any(o in read and _size_unknown(graph, o, input_dims) for o in node.outputs)]
+               if any(o in read and _size_unknown(graph, o, input_dims) for o in node.outputs)
+               and _dynamism(node.op) != EXECUTION_DETERMINED]
     if not unknown:
         return {}
     inputs = {v.name for v in graph.inputs}
