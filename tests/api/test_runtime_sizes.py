@@ -32,8 +32,9 @@ def _reshape_by_input() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def test_symbolic_dim_and_value_input_specialise_at_run_time(tmp_path: Path) -> None:
+def test_symbolic_dim_and_value_input_specialise_at_run_time(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     """API and `dnnr run` on one artefact (one compile: saturation is the slow part)."""
+    monkeypatch.setenv("DNNR_CACHE_DIR", str(tmp_path / "cache"))  # its own on-disk cache
     model = _reshape_by_input()
     compiled = compile(model, target="opencl", out_dir=tmp_path / "out", dims={"batch": (1, 4)})
     report = json.loads((tmp_path / "out" / "report.json").read_text())
@@ -47,7 +48,7 @@ def test_symbolic_dim_and_value_input_specialise_at_run_time(tmp_path: Path) -> 
     x = rng.standard_normal((5, 12)).astype(np.float32)  # batch outside --dim's range
     with pytest.raises(DnnrError, match=r"\(batch\) is 5, outside the compiled range batch=1\.\.4"):
         compiled.run({"x": x, "shape": np.array([5, 12, 1], np.int64)})
-    # `dnnr run` on the same artefact: a fresh process specialises again and says so
+    # `dnnr run` on the same artefact: a fresh process specialises (these values are new) and says so
     feeds = {"x": np.ones((2, 12), np.float32), "shape": np.array([2, 2, 6], np.int64)}
     for name, array in feeds.items():
         np.save(tmp_path / f"{name}.npy", array)

@@ -29,6 +29,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
+import shutil
 import tempfile
 import time
 from collections.abc import Mapping
@@ -256,7 +258,7 @@ class SpecialisingModel:
         self._compiled: dict[str, Any] = {}  # key digest -> CompiledModel
         self._graph: Graph | None = None
         self._rules: Any = None
-        self._workdir = Path(tempfile.mkdtemp(prefix="dnnr-specialised-"))
+        self._cache = _cache_folder(self.out, self.plan)
         self.specialisations: list[dict[str, Any]] = []  # one per compile, in order
         self.last: Any = None  # the CompiledModel of the last run
 
@@ -307,13 +309,48 @@ class SpecialisingModel:
         return self._rules
 
     def _specialise(self, inputs: Mapping[str, np.ndarray], key: str) -> Any:
+        """The compiled model for ``inputs``' values: from the on-disk cache when an
+        earlier process compiled it, else compiled now and stored there."""
+        from egraph_compiler.backends import opencl
+
+        began = time.perf_counter()
+        values = {n: np.asarray(inputs[n]).tolist() for n in self.value_inputs}
+        stored = self._cache / key if self._cache is not None else None
+        if stored is not None and (stored / "plan.json").is_file():
+            try:
+                model = opencl.load(stored, self.device, self.images)
+            except DnnrError:  # written by another dnnr version, or damaged: compile again
+                shutil.rmtree(stored, ignore_errors=True)
+            else:
+                self.specialisations.append({
+                    "key": key, "seconds": round(time.perf_counter() - began, 4), "values": values,
+                    "launches": len(model.plan["launches"]), "cached": True})
+                return model
+        work = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=self._cache)) if self._cache is not None \
+            else Path(tempfile.mkdtemp(prefix="dnnr-specialised-"))
+        launches = self._compile(inputs, work)
+        target = work
+        if stored is not None:
+            try:
+                work.replace(stored)  # atomic: another process reading sees all or nothing
+                target = stored
+            except OSError:  # another process stored it first
+                target = stored if (stored / "plan.json").is_file() else work
+        model = opencl.load(target, self.device, self.images)
+        self.specialisations.append({
+            "key": key, "seconds": round(time.perf_counter() - began, 4), "values": values,
+            "launches": launches, "cached": False})
+        return model
+
+    def _compile(self, inputs: Mapping[str, np.ndarray], target: Path) -> int:
+        """Specialise the graph for ``inputs`` and write its static artefact into
+        ``target``; the launches per run."""
         from egraph_compiler import ir, ops
         from egraph_compiler.backends import opencl
         from egraph_compiler.backends.opencl.kernels import KernelParams
         from egraph_compiler.backends.static_checks import prepare_static_graph
         from egraph_compiler.fusion import ProfileDb
 
-        began = time.perf_counter()
         rules = self._load_rules()
         options = self.plan["options"]
         tensors = self.plan["tensors"]
@@ -335,15 +372,9 @@ class SpecialisingModel:
             graph = prepare_static_graph(graph, "opencl")
             db = ProfileDb.load(self.out / options["profile"]) if options["profile"] else None
             params = KernelParams(**options["params"])
-            target = self._workdir / key
             artefact = opencl.compile_graph(graph, target, fuse=options["fuse"], tables=rules,
                                             profile_db=db, layouts=options["layouts"], params=params)
-        model = opencl.load(target, self.device, self.images)
-        self.specialisations.append({
-            "key": key, "seconds": round(time.perf_counter() - began, 4),
-            "values": {n: np.asarray(values[n]).tolist() for n in self.value_inputs},
-            "launches": artefact.kernels, "distinct_kernels": artefact.distinct_kernels})
-        return model
+        return artefact.kernels
 
     def _check_dims(self, inputs: Mapping[str, np.ndarray]) -> None:
         """Each symbolic input dim inside its compiled range (``--dim``)."""
@@ -363,3 +394,19 @@ class _no_context:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def _cache_folder(out: Path, plan: Mapping[str, Any]) -> Path | None:
+    """Where this artefact's specialisations are kept between processes: the user's cache
+    (``$DNNR_CACHE_DIR``, else ``$XDG_CACHE_HOME/dnnr``, else ``~/.cache/dnnr``), named by
+    the digest of the artefact's plan and graph; None when that folder cannot be made."""
+    digest = hashlib.sha256(json.dumps(plan, sort_keys=True).encode())
+    try:
+        digest.update((out / plan["model"]).read_bytes())
+        env, xdg = os.environ.get("DNNR_CACHE_DIR"), os.environ.get("XDG_CACHE_HOME")
+        base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+        folder = (Path(env) if env else base / "dnnr") / "opencl-specialised" / digest.hexdigest()[:24]
+        folder.mkdir(parents=True, exist_ok=True)
+    except (OSError, RuntimeError):  # no home folder, or a read-only one
+        return None
+    return folder

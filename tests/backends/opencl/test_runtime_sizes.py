@@ -71,6 +71,12 @@ def _feeds(shape: list[int], start: int, end: int, pads: list[int], axis: int) -
             "pads": np.array(pads, np.int64), "raxes": np.array([axis], np.int64)}
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """Specialisations are cached on disk across processes: each test has its own cache."""
+    monkeypatch.setenv("DNNR_CACHE_DIR", str(tmp_path / "cache"))
+
+
 def test_sizes_from_input_values_run_on_opencl_and_match_onnxruntime(tmp_path) -> None:
     artefact, loaded, outputs = _compile(SHAPE_OPS, tmp_path)
     # the data input is not specialised on; every input that decides a size is, with its node
@@ -90,6 +96,11 @@ def test_sizes_from_input_values_run_on_opencl_and_match_onnxruntime(tmp_path) -
     # the data's values are not part of the key: new data, same values, no compile
     _check(SHAPE_OPS, loaded, outputs, {**first, "x": -first["x"]})
     assert len(loaded.specialisations) == 2
+    assert not any(done["cached"] for done in loaded.specialisations)
+    # a new load (another process) finds the compile in the on-disk cache
+    again = opencl.load(tmp_path / "out")
+    _check(SHAPE_OPS, again, outputs, second)
+    assert again.specialisations[0]["cached"] and again.specialisations[0]["launches"] > 0
 
 
 def test_window_onehot_and_resize_sizes_from_inputs(tmp_path) -> None:
