@@ -386,7 +386,8 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
             params = dataclasses.replace(params, tuned=tuned_options(db, tuned_device))
         artefact = opencl.compile_graph(graph, out, tables=result.rules, profile_db=db,
                                         params=params, symbolic=_declared_symbols(result.graph))
-        _dump_backend_stages(result.dumps, graph, result.rules, db, params.device)
+        if artefact.specialised is None:  # else fusion and plan happen at run time
+            _dump_backend_stages(result.dumps, graph, result.rules, db, params.device)
     else:
         if profile_db is not None:
             raise ir.DnnrError("error: --profile-db only applies to --target opencl")
