@@ -33,6 +33,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,9 @@ GRAPH_FILE = "specialise.onnx"
 PROFILE_FILE = "specialise-profile.json"
 # a value input larger than this would make every run a new compile: refused instead
 VALUE_INPUT_LIMIT = 4096
-EXECUTION_DETERMINED = "execution_determined"  # the rule files' dynamism class
+EXECUTION_DETERMINED = "execution_determined"
+# specialisations kept loaded (device buffers, kernels) per model; older ones reload from disk
+LOADED_LIMIT = 16  # the rule files' dynamism class
 
 
 def _is_static(graph: Graph, name: str) -> bool:
@@ -255,7 +258,7 @@ class SpecialisingModel:
         self.plan = json.loads((self.out / "plan.json").read_text())
         self.device, self.images = device, images
         self.value_inputs: dict[str, str] = self.plan["value_inputs"]
-        self._compiled: dict[str, Any] = {}  # key digest -> CompiledModel
+        self._compiled: OrderedDict[str, Any] = OrderedDict()  # key digest -> CompiledModel
         self._graph: Graph | None = None
         self._rules: Any = None
         self._cache = _cache_folder(self.out, self.plan)
@@ -291,6 +294,9 @@ class SpecialisingModel:
         model = self._compiled.get(key)
         if model is None:
             model = self._compiled[key] = self._specialise(inputs, key)
+            if len(self._compiled) > LOADED_LIMIT:  # the least recently run goes (disk keeps it)
+                self._compiled.popitem(last=False)
+        self._compiled.move_to_end(key)
         self.last = model
         return model.run({n: a for n, a in inputs.items() if n not in self.value_inputs})
 
