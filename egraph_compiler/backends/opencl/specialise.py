@@ -2,9 +2,11 @@
 
 A Reshape whose target, a Slice whose bounds, a Resize whose scales, a window whose
 length… arrive as graph inputs has output sizes nobody knows before the run. The
-OpenCL backend generates code for static shapes, so such a graph is compiled in two
-steps, the way onnxruntime, TVM Relax and torch.compile treat a shape they cannot
-prove at compile time (a guard on the values, a specialisation per value set):
+OpenCL backend generates code for static shapes, so such a graph is compiled the way
+torch.compile treats an int input it cannot keep symbolic: a guard on the value, a
+compile per value set, a cache of them. (onnxruntime sizes every kernel at run time
+and TVM Relax evaluates symbolic shape functions at run time; both need kernels
+written for any size, which dnnr's generator does not produce for every operator.)
 
 - compile time (`value_inputs`, `write_deferred`): the optimised graph is kept
   (``specialise.onnx``), with the inputs whose values decide a size and, per input,
@@ -13,15 +15,18 @@ prove at compile time (a guard on the values, a specialisation per value set):
   those inputs become constants, shapes are inferred again and the backend runs as
   for any static graph (fusion → select → plan → kernels, a fraction of a second on
   small graphs); the compiled model is cached keyed by the values and the input
-  shapes, so a run with the same values launches the cached kernels at once. Every
-  specialisation is recorded (`SpecialisingModel.specialisations`).
+  shapes, so a run with the same values launches the cached kernels at once, in
+  memory (`LOADED_LIMIT` per model) and on disk for later processes (`_cache_folder`).
+  Every specialisation is recorded (`SpecialisingModel.specialisations`).
 
 Which inputs: every graph input reached backwards from an operand of a node whose
 output shape is not static, through values shape inference could not tell, as long
 as each value on the way could be a shape value (rank ≤ 1, at most
 `shapes.infer.VALUE_LIMIT` elements: the sizes shape inference tracks). A size that
-depends on a large tensor's contents (NonZero, Unique…) has no such input, and the
-graph is refused as before, by name.
+depends on a tensor's contents (the ``execution_determined`` operators: NonZero,
+Unique, Compress, NonMaxSuppression) is not looked at, and the graph is refused as
+before, by name. A small 1-D data operand of such a node (OneHot's
+indices) is specialised on too: correct, but compiled once per distinct value.
 """
 
 from __future__ import annotations
@@ -45,14 +50,12 @@ from egraph_compiler.ir.dims import DimExpr, shape_is_static
 from egraph_compiler.ir.errors import DnnrError
 from egraph_compiler.ir.graph import Graph
 
-SPECIALISE_PLAN_VERSION = 4  # `runtime.SPECIALISE_PLAN_VERSION`
+SPECIALISE_PLAN_VERSION = 4  # plan.json of a deferred artefact (static: 2, symbolic: 3)
 GRAPH_FILE = "specialise.onnx"
 PROFILE_FILE = "specialise-profile.json"
-# a value input larger than this would make every run a new compile: refused instead
-VALUE_INPUT_LIMIT = 4096
-EXECUTION_DETERMINED = "execution_determined"
+EXECUTION_DETERMINED = "execution_determined"  # the rule files' dynamism class
 # specialisations kept loaded (device buffers, kernels) per model; older ones reload from disk
-LOADED_LIMIT = 16  # the rule files' dynamism class
+LOADED_LIMIT = 16
 
 
 def _is_static(graph: Graph, name: str) -> bool:
@@ -125,17 +128,6 @@ def value_inputs(graph: Graph) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
-def check_value_inputs(graph: Graph, needed: Mapping[str, str]) -> None:
-    """Refuse, by name, a value input too large to specialise on at every run."""
-    for name in needed:
-        tensor_type = graph.types[name]
-        size = int(np.prod(tensor_type.shape or (), dtype=np.int64))
-        if size > VALUE_INPUT_LIMIT:
-            raise DnnrError(f"error: input '{name}' ({size} elements) decides a size of "
-                            f"{needed[name]}; the OpenCL target specialises on such values at run "
-                            f"time only up to {VALUE_INPUT_LIMIT} elements")
-
-
 def _params_json(params: Any) -> dict[str, Any]:
     """The scalar fields of ``params`` (`KernelParams`); forced variants and tuned choices
     are not carried over to the run-time compile (a clear refusal names them)."""
@@ -181,7 +173,6 @@ def write_deferred(graph: Graph, out_dir: str | Path, needed: Mapping[str, str],
     the options of this compile and the value inputs with their reasons."""
     from egraph_compiler import ir
 
-    check_value_inputs(graph, needed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / GRAPH_FILE).write_bytes(ir.to_onnx(graph).SerializeToString())
