@@ -238,13 +238,20 @@ def specialised_graph(graph: Graph, values: Mapping[str, np.ndarray],
         graph = shapes.infer_shapes(dataclasses.replace(folded, types={}, shape_values={}))
 
 
+def compile_for_values(out_dir: str | Path, inputs: Mapping[str, np.ndarray], target: str | Path) -> int:
+    """Compile the deferred artefact ``out_dir`` for ``inputs`` into ``target`` (kernels
+    generated, nothing built on a device or cached): what its first run with them
+    compiles, so a caller can see a refusal early. The launches per run."""
+    return SpecialisingModel(out_dir, cache=False)._compile(inputs, Path(target))
+
+
 class SpecialisingModel:
     """A loaded version-4 artefact: ``run(inputs)`` compiles the backend for the values of
     its value inputs (and the input shapes) at the first run with them, then runs the
     cached `CompiledModel`."""
 
     def __init__(self, out_dir: str | Path, device: str | None = None,
-                 images: bool | None = None) -> None:
+                 images: bool | None = None, *, cache: bool = True) -> None:
         self.out = Path(out_dir)
         self.plan = json.loads((self.out / "plan.json").read_text())
         self.device, self.images = device, images
@@ -252,7 +259,7 @@ class SpecialisingModel:
         self._compiled: OrderedDict[str, Any] = OrderedDict()  # key digest -> CompiledModel
         self._graph: Graph | None = None
         self._rules: Any = None
-        self._cache = _cache_folder(self.out, self.plan)
+        self._cache = _cache_folder(self.out, self.plan) if cache else None
         self.specialisations: list[dict[str, Any]] = []  # one per compile, in order
         self.last: Any = None  # the CompiledModel of the last run
 
