@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 
 from egraph_compiler import ir, shapes
 from egraph_compiler.backends import opencl
-from egraph_compiler.backends.opencl.specialise import SpecialisingModel
+from egraph_compiler.backends.opencl.specialise import SpecialisingModel, compile_for_values
 
 FLOAT, INT64 = TensorProto.FLOAT, TensorProto.INT64
 
@@ -85,6 +85,11 @@ def test_sizes_from_input_values_run_on_opencl_and_match_onnxruntime(tmp_path) -
     assert "Reshape" in artefact.specialised["value_inputs"]["shape"]
     assert json.loads((tmp_path / "out" / "plan.json").read_text())["version"] == 4
     assert isinstance(loaded, SpecialisingModel) and artefact.kernels == 0
+    # what the first run compiles, without a device (a refusal shows before any run)
+    assert compile_for_values(tmp_path / "out", _feeds([4, 6], 1, 5, [0, 1, 0, 0, 2, 1], 2),
+                              tmp_path / "probe") > 0
+    with pytest.raises(ir.DnnrError, match="Reshape"):  # 24 elements do not make 5 x 5
+        compile_for_values(tmp_path / "out", _feeds([5, 5], 1, 5, [0] * 6, 2), tmp_path / "bad")
     first = _feeds([4, 6], 1, 5, [0, 1, 0, 0, 2, 1], 2)
     _check(SHAPE_OPS, loaded, outputs, first)
     assert len(loaded.specialisations) == 1 and loaded.specialisations[0]["launches"] > 0
