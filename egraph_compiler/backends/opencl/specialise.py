@@ -332,7 +332,11 @@ class SpecialisingModel:
                 return model
         work = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=self._cache)) if self._cache is not None \
             else Path(tempfile.mkdtemp(prefix="dnnr-specialised-"))
-        launches = self._compile(inputs, work)
+        try:
+            launches = self._compile(inputs, work)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
         target = work
         if stored is not None:
             try:
@@ -378,6 +382,14 @@ class SpecialisingModel:
             params = KernelParams(**options["params"])
             artefact = opencl.compile_graph(graph, target, fuse=options["fuse"], tables=rules,
                                             profile_db=db, layouts=options["layouts"], params=params)
+        written = json.loads((target / "plan.json").read_text())["tensors"]
+        folded = [v.name for v in graph.outputs if written.get(v.name, {}).get("kind") == "constant"
+                  and v.name not in self._graph.constants and v.name not in self.value_inputs]
+        if folded:  # as the importer refuses a constant output: no device computes it
+            raise DnnrError(f"error: output '{folded[0]}' folds to a constant once the values of "
+                            f"{', '.join(self.value_inputs)} are known; dnnr needs computed outputs "
+                            "(nothing would run on the OpenCL device for it)\n  hint: compute it "
+                            "with numpy, or compile for the onnx target")
         return artefact.kernels
 
     def _check_dims(self, inputs: Mapping[str, np.ndarray]) -> None:

@@ -110,23 +110,25 @@ def test_sizes_from_input_values_run_on_opencl_and_match_onnxruntime(tmp_path) -
 
 def test_window_onehot_and_resize_sizes_from_inputs(tmp_path) -> None:
     model = _model(
-        [helper.make_node("HannWindow", ["size"], ["w"]),
+        [helper.make_node("HannWindow", ["size"], ["window"]),
+         helper.make_node("Mul", ["window", "gain"], ["w"]),
          helper.make_node("OneHot", ["indices", "depth", "values"], ["o"], axis=1),
          helper.make_node("Resize", ["img", "", "scales"], ["z"], mode="linear")],
         [helper.make_tensor_value_info("size", INT64, []),
+         helper.make_tensor_value_info("gain", FLOAT, [1, 1]),
          helper.make_tensor_value_info("indices", INT64, [2, 3]),
          helper.make_tensor_value_info("depth", INT64, [1]),
          helper.make_tensor_value_info("values", FLOAT, [2]),
          helper.make_tensor_value_info("img", FLOAT, [1, 1, 3, 4]),
          helper.make_tensor_value_info("scales", FLOAT, [4])],
-        [_out("w", 1), _out("o", 3), _out("z", 4)])
+        [_out("w", 2), _out("o", 3), _out("z", 4)])
     artefact, loaded, outputs = _compile(model, tmp_path)
     needed = set(artefact.specialised["value_inputs"])
-    assert {"size", "depth", "scales"} <= needed and not needed & {"indices", "img"}
+    assert {"size", "depth", "scales"} <= needed and not needed & {"indices", "img", "gain"}
     rng = np.random.default_rng(1)
     for size, depth, scales in ((10, 5, [1, 1, 2, 1.5]), (7, 3, [1, 1, 0.5, 0.75])):
         _check(model, loaded, outputs, {
-            "size": np.array(size, np.int64), "indices": rng.integers(-depth, depth, (2, 3)),
+            "size": np.array(size, np.int64), "gain": np.full((1, 1), 1.5, np.float32), "indices": rng.integers(-depth, depth, (2, 3)),
             "depth": np.array([depth], np.int64), "values": np.array([0.5, 2.0], np.float32),
             "img": rng.standard_normal((1, 1, 3, 4)).astype(np.float32),
             "scales": np.array(scales, np.float32)})
@@ -156,3 +158,13 @@ def test_size_from_a_large_tensors_contents_is_still_refused_by_name(tmp_path) -
                    [_out("y", 2, INT64)])
     with pytest.raises(ir.DnnrError, match="NonZero"):
         _compile(model, tmp_path)
+
+
+def test_an_output_that_folds_to_a_constant_is_refused(tmp_path) -> None:
+    """A window that is itself the output is a constant once its length is known: nothing
+    would run on the device, so it is refused as the importer refuses a constant output."""
+    model = _model([helper.make_node("HannWindow", ["size"], ["w"])],
+                   [helper.make_tensor_value_info("size", INT64, [])], [_out("w", 1)])
+    _, loaded, _ = _compile(model, tmp_path)
+    with pytest.raises(ir.DnnrError, match=r"output 'w' folds to a constant once the values of size"):
+        loaded.run({"size": np.array(8, np.int64)})
