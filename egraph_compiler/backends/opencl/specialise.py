@@ -94,6 +94,13 @@ def _dynamism(op: str) -> str | None:
     return str(info.decl.dynamism) if info is not None else None
 
 
+def _attribute_operands(op: str) -> tuple[int, ...]:
+    from egraph_compiler.ops import current
+
+    info = current().get(op)
+    return tuple(position for position, _, _ in info.operand_attributes) if info is not None else ()
+
+
 def value_inputs(graph: Graph) -> dict[str, str]:
     """The graph inputs whose values decide a size in ``graph`` (shapes inferred), each
     with the node that needs it; empty when every size follows from the input dims."""
@@ -112,7 +119,10 @@ def value_inputs(graph: Graph) -> dict[str, str]:
     found: dict[str, str] = {}
     for node in unknown:
         where = f"node '{node.name}' ({node.op})"
-        stack = [name for name in node.inputs if name]
+        # an operator with operands the IR holds as attributes (Split's sizes, Slice's
+        # bounds, axes, pads) has its sizes decided by those alone, not by its data
+        held = _attribute_operands(node.op)
+        stack = [name for k, name in enumerate(node.inputs) if name and (not held or k in held)]
         seen: set[str] = set()
         while stack:
             name = stack.pop()
@@ -383,7 +393,9 @@ class SpecialisingModel:
             artefact = opencl.compile_graph(graph, target, fuse=options["fuse"], tables=rules,
                                             profile_db=db, layouts=options["layouts"], params=params)
         written = json.loads((target / "plan.json").read_text())["tensors"]
+        # (an empty output is no computation: a zero-sized tensor is a constant anyway)
         folded = [v.name for v in graph.outputs if written.get(v.name, {}).get("kind") == "constant"
+                  and int(np.prod(written[v.name]["shape"], dtype=np.int64)) > 0
                   and v.name not in self._graph.constants and v.name not in self.value_inputs]
         if folded:  # as the importer refuses a constant output: no device computes it
             raise DnnrError(f"error: output '{folded[0]}' folds to a constant once the values of "
