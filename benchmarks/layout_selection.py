@@ -221,8 +221,8 @@ def bench_hexagon(args: argparse.Namespace, work: Path) -> None:
     if not toolchain.have_toolchain():
         print("  skipped: clang/qemu-hexagon missing")
         return
-    models = [(name, _static(model, {"batch": 1, "height": 9, "width": 7}))
-              for name, model in _hexagon_models()]
+    models: list[tuple[str, onnx.ModelProto, dict | None]] = [
+        (name, _static(model, {"batch": 1, "height": 9, "width": 7}), None) for name, model in _hexagon_models()]
     if args.dnnr_corpus:  # the corpus CNNs the Hexagon backend lowers, at their first stored shape
         from tests.corpus import build, check
         from tests.select.test_corpus import HEXAGON_MODELS
@@ -230,11 +230,11 @@ def bench_hexagon(args: argparse.Namespace, work: Path) -> None:
         folder = build.build(build.names_in("suite"), log=lambda _: None)
         for corpus_name in HEXAGON_MODELS:
             entry = check.load(folder, corpus_name, "ts")
-            models.append((entry.id, with_static_inputs(onnx.load(entry.path), entry.feeds(0))))
-    for name, model in models:
+            models.append((entry.id, with_static_inputs(onnx.load(entry.path), entry.feeds(0)), entry.feeds(0)))
+    for name, model, feeds in models:
         tmp = work / f"hex_{name}"
         tmp.mkdir(parents=True, exist_ok=True)
-        path = _quantise(model, tmp, seed=2)
+        path = _quantise(model, tmp, seed=2, feeds=feeds)
         graph = _through_quant_rules(path)
         info = _real_input(onnx.load(path))
         x = np.random.default_rng(3).standard_normal(

@@ -1,0 +1,74 @@
+"""Pad and a non-channel Concat on the integers (issue 14: EfficientNet's stem Pad and
+ViT's class-token Concat stopped the corpus models before selection). Each QDQ model runs
+in qemu against onnxruntime (within 1 LSB, as `test_models`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from egraph_compiler import pipeline
+from egraph_compiler.backends.hexagon.lower import lower_qdq
+
+from .conftest import needs_toolchain
+from .test_models import _compare, _quantise
+
+h = onnx.helper
+
+
+def _model(nodes: list, inputs: list, output: tuple[str, list[int]], constants: dict[str, np.ndarray]
+           ) -> onnx.ModelProto:
+    graph = h.make_graph(nodes, "m", inputs, [h.make_tensor_value_info(output[0], onnx.TensorProto.FLOAT, output[1])],
+                         [onnx.numpy_helper.from_array(v, k) for k, v in constants.items()])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+def pad_add_model(mode: str) -> onnx.ModelProto:
+    """x → Pad(mode; pads differ per side) → Add(constant): not a Conv, which takes a
+    constant Pad into its own pads (rules/algebra.dnnr)."""
+    rng = np.random.default_rng(7)
+    constants = {"pads": np.array([0, 0, 1, 0, 0, 0, 2, 1], np.int64),
+                 "bias": (rng.standard_normal((1, 4, 1, 1)) / 4).astype(np.float32)}
+    nodes = [h.make_node("Pad", ["x", "pads"], ["p"], mode=mode),
+             h.make_node("Add", ["p", "bias"], ["y"])]
+    return _model(nodes, [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 6, 5])],
+                  ("y", [1, 4, 9, 6]), constants)
+
+
+def token_concat_model() -> onnx.ModelProto:
+    """x → MatMul → Concat(class token, ·, axis=1) → Add(position): ViT's embedding."""
+    rng = np.random.default_rng(8)
+    constants = {"w": (rng.standard_normal((8, 8)) / 3).astype(np.float32),
+                 "cls": rng.standard_normal((1, 1, 8)).astype(np.float32),
+                 "pos": (rng.standard_normal((1, 4, 8)) / 2).astype(np.float32)}
+    nodes = [h.make_node("MatMul", ["x", "w"], ["m"]),
+             h.make_node("Concat", ["cls", "m"], ["c"], axis=1),
+             h.make_node("Add", ["c", "pos"], ["y"])]
+    return _model(nodes, [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8])],
+                  ("y", [1, 4, 8]), constants)
+
+
+def _kinds(path: str) -> list[str]:
+    return [op.kind for op in lower_qdq(pipeline.compile_model(path, target="hexagon").graph).ops]
+
+
+@needs_toolchain
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+def test_pad_runs_on_the_integers(tmp_path, mode):
+    path = _quantise(pad_add_model(mode), tmp_path, seed=2)
+    kinds = _kinds(path)
+    assert "pad" in kinds and "float" not in kinds, kinds
+    worst, equal = _compare(path, tmp_path, seed=3)
+    assert worst <= 1, f"{worst} LSB"
+    assert equal > 0.9
+
+
+@needs_toolchain
+def test_token_concat_runs_on_the_integers(tmp_path):
+    path = _quantise(token_concat_model(), tmp_path, seed=2)
+    kinds = _kinds(path)
+    assert "concat" in kinds and "float" not in kinds, kinds
+    worst, equal = _compare(path, tmp_path, seed=3)
+    assert worst <= 1, f"{worst} LSB"
+    assert equal > 0.9
