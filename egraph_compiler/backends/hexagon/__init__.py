@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
+from egraph_compiler.backends.hexagon import padding as _padding  # noqa: F401  (registers the Pad kernel)
 from egraph_compiler.backends.hexagon import toolchain
 from egraph_compiler.backends.hexagon.fallback import FLOAT_C
 from egraph_compiler.backends.hexagon.kinds import kernel
-from egraph_compiler.backends.hexagon import padding as _padding  # noqa: F401  (registers the Pad kernel)
 from egraph_compiler.backends.hexagon.lower import IntOp, Lowered, lower_qdq
 from egraph_compiler.backends.hexagon.program import Program, Step, build_program
 from egraph_compiler.backends.hexagon.select import Choice, Option, choose, symbolic_gemms
