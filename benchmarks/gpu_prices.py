@@ -111,10 +111,11 @@ def main() -> None:
     for reuse in (1, 4, 16, 64, 256, 512):
         items = channels * reuse
         out = cl.Buffer(context, mf.WRITE_ONLY, items * 4)
-        buffer_ms = _event_ms(queue, lambda: program.taps_buffer(queue, (items,), None, w_buffer, out,
-                                                                  np.int32(reuse)), 20)  # noqa: B023
-        image_ms = _event_ms(queue, lambda: program.taps_image(queue, (items,), None, w_image, out,
-                                                                np.int32(reuse)), 20)  # noqa: B023
+        args = ((items,), None)
+        buffer_ms = _event_ms(queue, lambda a=args, o=out, r=reuse: program.taps_buffer(
+            queue, *a, w_buffer, o, np.int32(r)), 20)
+        image_ms = _event_ms(queue, lambda a=args, o=out, r=reuse: program.taps_image(
+            queue, *a, w_image, o, np.int32(r)), 20)
         check_b = np.empty(items, np.float32)
         program.taps_buffer(queue, (items,), None, w_buffer, out, np.int32(reuse))
         cl.enqueue_copy(queue, check_b, out)

@@ -781,8 +781,15 @@ def _lower_op(low: _Lowering, node: Node, inputs: list[str], y_name: str, yq: QP
             sh, sw = (int(v) for v in node.attr("strides", (1, 1)))
             pads = tuple(int(v) for v in node.attr("pads", (0, 0, 0, 0)))
         oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
-        if node.attr("ceil_mode", 0):
-            raise ModelError(f"hexagon backend: {op} {node.name} with ceil_mode is not supported")
+        if node.attr("ceil_mode", 0) and ((h + pads[0] + pads[2] - kh) % sh or (w + pads[1] + pads[3] - kw) % sw):
+            # ceil_mode adds partial windows, clipped to the input (onnxruntime and torch count
+            # only the clipped window's elements). One unpadded window at least as large as the
+            # input is the input itself, a global pool (HF EfficientNet's AvgPool2d(1280,
+            # ceil_mode=True) over a small map); other partial windows are refused.
+            if any(pads) or kh < h or kw < w or -(-(h - kh) // sh) + 1 != 1 or -(-(w - kw) // sw) + 1 != 1:
+                raise ModelError(f"hexagon backend: {op} {node.name} with ceil_mode adding a partial window "
+                                 "is not supported")
+            kh, kw, sh, sw, oh, ow = h, w, 1, 1, 1, 1
         geometry = ConvGeometry(b, h, w, c, (kh, kw), (sh, sw), (pads[0], pads[1]), (1, 1), (oh, ow))
         if op == "MaxPool":
             if (xq.scale, xq.zero_point) != (yq.scale, yq.zero_point):
