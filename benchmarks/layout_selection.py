@@ -1,7 +1,7 @@
 """Layout/implementation selection benchmark: the PBQP against the local and chain-DP choices.
 
     python benchmarks/layout_selection.py [--repeats N] [--models a,b,...|none] [--all] [--corpus DIR]
-                                [--dnnr-corpus] [--no-opencl] [--no-hexagon]
+                                [--dnnr-corpus] [--no-opencl] [--no-hexagon] [--hexagon-models a,b]
 
 OpenCL (PoCL): per model, the PBQP's size (one node per block: anchor kernel variant ×
 stored layouts), solver, objective (µs of the cost model) with its lower bound, the
@@ -228,7 +228,8 @@ def bench_hexagon(args: argparse.Namespace, work: Path) -> None:
         from tests.select.test_corpus import HEXAGON_MODELS
 
         folder = build.build(build.names_in("suite"), log=lambda _: None)
-        for corpus_name in HEXAGON_MODELS:
+        wanted = [m for m in args.hexagon_models.split(",") if m] or list(HEXAGON_MODELS)
+        for corpus_name in (m for m in HEXAGON_MODELS if m in wanted):
             entry = check.load(folder, corpus_name, "ts")
             models.append((entry.id, with_static_inputs(onnx.load(entry.path), entry.feeds(0)), entry.feeds(0)))
     for name, model, feeds in models:
@@ -275,6 +276,7 @@ def main() -> None:
     parser.add_argument("--dnnr-corpus", action="store_true")
     parser.add_argument("--no-opencl", action="store_true")
     parser.add_argument("--no-hexagon", action="store_true")
+    parser.add_argument("--hexagon-models", default="", help="with --dnnr-corpus: only these corpus models on Hexagon")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if not args.no_opencl:
