@@ -99,3 +99,23 @@ def test_auto_pad_convs_and_whole_map_ceil_pool_run_on_the_integers(tmp_path):
     worst, equal = _compare(path, tmp_path, seed=3, expose=(("c1_DequantizeLinear_Output", [1, 6, 5, 5]),))
     assert worst <= 1, f"{worst} LSB"
     assert equal > 0.9
+
+
+def depthwise_model(channels: int) -> onnx.ModelProto:
+    rng = np.random.default_rng(1)
+    constants = {"w": (rng.standard_normal((channels, 1, 3, 3)) / 3).astype(np.float32),
+                 "b": np.zeros(channels, np.float32)}
+    nodes = [h.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[3, 3], group=channels, pads=[1, 1, 1, 1])]
+    return _model(nodes, [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, channels, 2, 2])],
+                  ("y", [1, channels, 2, 2]), constants)
+
+
+@needs_toolchain
+@pytest.mark.xfail(strict=True, reason="found by EfficientNet (144 channels): the vmpy depthwise kernel "
+                   "(eltwise.depthwise_c) writes channels 0-3 of every pixel after the first wrong when the "
+                   "channels exceed 128 and are not a multiple of it (the scalar family is exact); "
+                   "EfficientNet then also faults in qemu")
+def test_depthwise_vmpy_of_144_channels_matches_onnxruntime(tmp_path):
+    path = _quantise(depthwise_model(144), tmp_path, seed=2)
+    worst, _ = _compare(path, tmp_path, seed=3)
+    assert worst <= 1, f"{worst} LSB"
