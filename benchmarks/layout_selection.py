@@ -257,7 +257,10 @@ def bench_hexagon(args: argparse.Namespace, work: Path) -> None:
             if decisions not in seen:
                 meta = json.loads((tmp / policy / "meta.json").read_text())
                 stdin = hexagon._to_device(x, meta["inputs"][info.name])
-                seen[decisions] = str(_executed_packets(tmp / policy / "model.elf", stdin))
+                try:
+                    seen[decisions] = str(_executed_packets(tmp / policy / "model.elf", stdin))
+                except toolchain.ToolchainError as error:  # the artefact faults: say so, go on
+                    seen[decisions] = f"qemu failed ({str(error).splitlines()[0][-40:]})"
                 packets.append(seen[decisions])
             else:
                 packets.append("same")
