@@ -212,6 +212,10 @@ def compile_model(
         rules, report.fp = apply_fp_policy(rules, fp, special_value_changes(rules) if fp == "strict" else None)
     with _stage(report, "import", progress), ops.using(rules):
         graph = ir.load_onnx(model, ops.evaluate)
+        if target == "hexagon":  # QConvInt has explicit pads only (backends/hexagon/explicit_pads.py)
+            from egraph_compiler.backends.hexagon.explicit_pads import explicit_pads
+
+            graph = explicit_pads(graph)
     report.nodes_before = onnx_op_counts(_read_onnx(model))
     dumps = dumps or Dumps()
     dumps.write("import", lambda: dump.graph_text(graph))
