@@ -386,7 +386,9 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                    progress: Callable[[str], None] | None = None,
                    steps: Mapping[str, int] | None = None) -> Artefact:
     """Write the symbolic artefact of ``graph`` (symbolic input dims) into ``out_dir``."""
-    params = dataclasses.replace(params or KernelParams(), shape_stable=SHAPE_STABLE)
+    # sizes are kernel arguments whatever the device class's default (`KernelParams.for_device`)
+    params = dataclasses.replace(params or KernelParams(), shape_stable=SHAPE_STABLE,
+                                 hoist_sizes=True)
     dims = symbolic_dims(graph)
     ranges = compile_ranges(graph, dims, steps)
     box: Box = tuple(ranges[n][:2] for n in dims)
