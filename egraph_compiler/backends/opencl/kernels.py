@@ -457,6 +457,7 @@ class _Gen:
             kernel = cpu_conv.conv_lanes(self, geo, option.params)  # type: ignore[arg-type]
             if kernel is not None:
                 return kernel
+            self.variant = "direct"  # where it does not apply: the kernel generated
         if option.variant == "window":
             kernel = win.window(self, geo, option.params)  # type: ignore[arg-type]
             if kernel is not None:
