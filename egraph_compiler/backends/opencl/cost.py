@@ -10,6 +10,8 @@ them; `choose` takes the cheapest by this model today):
 - ``gemv``: split-K inside a work-group for a single output row (`gemm.Gemv`);
 - row kernels (`row_options`): ``row`` or ``row-split`` (several work-groups per row,
   `rows.RowSplit`), for rows few and long;
+- ``conv-lanes`` (CPU class only): a pointwise conv as a GEMM whose vector lanes are
+  consecutive output pixels (`cpu_conv.py`), where PoCL vectorises the work-group;
 - ``depthwise``: a 2-D depthwise conv's ``rows × width`` output block per work-item
   over a register window (`depthwise.Depthwise`); its efficiency grows with the
   multiply-adds per loaded element, ``rows·width·taps / window``, saturating at
