@@ -117,3 +117,10 @@ def test_bound_cpu_compiles_keep_sizes_as_literals() -> None:
     0.60 ms); the symbolic build turns size arguments back on (`symbolic.py`)."""
     assert not KernelParams.for_device("cpu").hoist_sizes
     assert not KernelParams.for_device("gpu").hoist_sizes
+
+
+def test_conv_lanes_option_round_trips_through_the_tuning_database() -> None:
+    from egraph_compiler.backends.opencl.kernel_search import option_from_json, option_to_json
+
+    option = cost.Option(VARIANT, LanesConv(24, 32), 0.0)
+    assert option_from_json(option_to_json(option), "db") == option
