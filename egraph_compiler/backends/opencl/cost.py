@@ -106,7 +106,7 @@ DEVICES = {
                                    "window": 0.5, "conv-lanes": 0.5},
                        lanes_group_us=0.2, registers=32, spill_penalty=6.0, gemv_columns=16,
                        depthwise_reuse_full=6.0, launch_us=30.0, prologue_gflops=300.0,
-                       direct_tap_penalty=25.0, window_reuse_full=8.0),
+                       direct_tap_penalty=25.0),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
                        items_per_unit=1024, groups_per_unit=4,
                        efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6,
