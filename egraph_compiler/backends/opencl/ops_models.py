@@ -73,8 +73,9 @@ _COORDINATES: dict[str, Callable[[str, float, int, int], str]] = {
         f"(({i} + 0.5f) / {s!r}f - 0.5f)" if m > 1 else "0.0f",
     "align_corners": lambda i, s, n, m: f"({i} * {(n - 1) / (m - 1) if m > 1 else 0.0!r}f)",
     "asymmetric": lambda i, s, n, m: f"({i} / {s!r}f)",
+    # ONNX: offset + (i + 0.5) / scale - 0.5, the offset keeping the centre (not divided)
     "half_pixel_symmetric": lambda i, s, n, m:
-        f"(({n / 2.0 * (1.0 - m / (n * s))!r}f + {i} + 0.5f) / {s!r}f - 0.5f)",
+        f"({n / 2.0 * (1.0 - m / (n * s))!r}f + ({i} + 0.5f) / {s!r}f - 0.5f)",
 }
 # nearest_mode: the integer source index of a float coordinate
 _NEAREST = {
