@@ -10,6 +10,8 @@ them; `choose` takes the cheapest by this model today):
 - ``gemv``: split-K inside a work-group for a single output row (`gemm.Gemv`);
 - row kernels (`row_options`): ``row`` or ``row-split`` (several work-groups per row,
   `rows.RowSplit`), for rows few and long;
+- ``conv-lanes`` (CPU class only): a pointwise conv as a GEMM whose vector lanes are
+  consecutive output pixels (`cpu_conv.py`), where PoCL vectorises the work-group;
 - ``depthwise``: a 2-D depthwise conv's ``rows × width`` output block per work-item
   over a register window (`depthwise.Depthwise`); its efficiency grows with the
   multiply-adds per loaded element, ``rows·width·taps / window``, saturating at
@@ -47,6 +49,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from egraph_compiler.backends.opencl.cpu_conv import CHUNK_MADS, LANES_CONVS, LanesConv
+from egraph_compiler.backends.opencl.cpu_conv import VARIANT as VARIANT_LANES_CONV
 from egraph_compiler.backends.opencl.depthwise import Depthwise, lanes_group
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.rows import RowSplit, chunking
@@ -99,7 +103,7 @@ DEVICES = {
                        items_per_unit=64, groups_per_unit=1,
                        efficiency={"direct": 0.25, "tiled": 0.04, "gemv": 0.02,
                                    "depthwise": 0.1, "depthwise-lanes": 0.25, "row": 0.5,
-                                   "window": 0.5},
+                                   "window": 0.5, "conv-lanes": 0.5},
                        lanes_group_us=0.2, registers=32, spill_penalty=6.0, gemv_columns=16,
                        depthwise_reuse_full=6.0, launch_us=30.0, prologue_gflops=300.0,
                        direct_tap_penalty=25.0),
@@ -167,7 +171,7 @@ class Option:
     """One way to generate an anchor: ``variant`` with ``params``, and its estimate."""
 
     variant: str
-    params: Tile | Gemv | Direct | Depthwise | RowSplit | Window | Winograd | None
+    params: Tile | Gemv | Direct | Depthwise | RowSplit | Window | Winograd | LanesConv | None
     estimate_us: float
 
     def describe(self) -> str:
@@ -194,6 +198,8 @@ class Option:
                 (f" k-groups {p.groups}" if p.groups > 1 else "")
         if isinstance(self.params, RowSplit):
             return f"row-split {self.params.groups}"
+        if isinstance(self.params, LanesConv):
+            return self.params.describe()
         return self.variant
 
 
@@ -303,6 +309,8 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
             fill = _fill(items, device.compute_units * device.items_per_unit)
             result.append(Option("window", shape, padded / (peak * eff["window"] * reuse *
                                                             (0.5 + 0.5 * lanes) * fill)))
+    if window_taps and "conv-lanes" in eff:
+        result += _lanes_conv_options(device, flops, m, n, k, window_taps)
     if depthwise:
         # a work-item's block reuses each loaded window element for
         # rows·width·taps / window multiply-adds (a square kernel, stride 1 assumed)
@@ -336,6 +344,34 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                 estimate = padded / (peak * eff["depthwise-lanes"]) + \
                     groups * device.lanes_group_us / device.compute_units
                 result.append(Option("depthwise", Depthwise(rows, 1, True), estimate))
+    return result
+
+
+def _lanes_conv_options(device: DeviceModel, flops: float, m: int, n: int, k: int,
+                        taps: int) -> list[Option]:
+    """``conv-lanes`` (`cpu_conv.py`) for a pointwise conv, on a device whose
+    work-groups are vectorised over their items: consecutive output pixels across the
+    vector lanes, ``channels`` accumulators per item, ``channels`` multiply-adds per
+    loaded element (full rate from ``window_reuse_full``); each work-group costs
+    ``lanes_group_us``. Offered only where it measured faster than ``direct`` (PoCL,
+    ResNet-50's 1×1 convs): the pixels fill whole runs (masked lanes ran slower) and
+    the input channels fit one straight-line chunk (a barrier per chunk ran slower)."""
+    if taps != 1:
+        return []
+    peak, eff = device.peak_gflops * 1e3, device.efficiency["conv-lanes"]
+    result = []
+    for shape in LANES_CONVS:
+        channels = min(shape.channels, m)
+        if n % shape.pixels or k * channels > CHUNK_MADS:
+            continue
+        if channels != shape.channels and LanesConv(channels, shape.pixels) in LANES_CONVS:
+            continue  # the same kernel as a smaller block listed
+        groups = _cdiv(m, channels) * (n // shape.pixels)
+        padded = flops * _cdiv(m, channels) * channels / m
+        reuse = min(1.0, channels / device.window_reuse_full)
+        estimate = padded / (peak * eff * reuse) + \
+            groups * device.lanes_group_us / device.compute_units
+        result.append(Option(VARIANT_LANES_CONV, LanesConv(channels, shape.pixels), estimate))
     return result
 
 

@@ -57,7 +57,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from egraph_compiler.backends.opencl import cost, gemm, images, ops_extra, ops_models
+from egraph_compiler.backends.opencl import cost, cpu_conv, gemm, images, ops_extra, ops_models
 from egraph_compiler.backends.opencl import depthwise as dw
 from egraph_compiler.backends.opencl import rows as row_split
 from egraph_compiler.backends.opencl import spelling as sp
@@ -142,7 +142,10 @@ class KernelParams:
                                 device="gpu", hoist_sizes=False)
         if device != "cpu":
             raise ValueError(f"unknown OpenCL device class '{device}' (cpu or gpu)")
-        return KernelParams()
+        # a bound compile for PoCL: sizes stay literals (constant-folded index
+        # divisions; BERT-tiny's kernels ran 1.12 -> 0.60 ms). The symbolic build
+        # (`symbolic.build_symbolic`) turns hoisting back on: its sizes vary per run
+        return KernelParams(hoist_sizes=False)
 
 
 @dataclass(frozen=True)
@@ -473,6 +476,11 @@ class _Gen:
         option = self.pick(*self.anchor_shape())
         if option.variant == "depthwise":
             return dw.depthwise(self, geo, option.params)  # type: ignore[arg-type]
+        if option.variant == cpu_conv.VARIANT:  # CPU devices only (`cost.options`)
+            kernel = cpu_conv.conv_lanes(self, geo, option.params)  # type: ignore[arg-type]
+            if kernel is not None:
+                return kernel
+            self.variant = "direct"  # where it does not apply: the kernel generated
         if option.variant == "window":
             kernel = win.window(self, geo, option.params)  # type: ignore[arg-type]
             if kernel is not None:

@@ -386,7 +386,11 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                    progress: Callable[[str], None] | None = None,
                    steps: Mapping[str, int] | None = None) -> Artefact:
     """Write the symbolic artefact of ``graph`` (symbolic input dims) into ``out_dir``."""
-    params = dataclasses.replace(params or KernelParams(), shape_stable=SHAPE_STABLE)
+    # the CPU class keeps sizes as kernel arguments here, as before bound CPU compiles
+    # turned them into literals (`KernelParams.for_device`); other classes as given
+    base = params or KernelParams()
+    params = dataclasses.replace(base, shape_stable=SHAPE_STABLE,
+                                 hoist_sizes=base.hoist_sizes or base.device == "cpu")
     dims = symbolic_dims(graph)
     ranges = compile_ranges(graph, dims, steps)
     box: Box = tuple(ranges[n][:2] for n in dims)
