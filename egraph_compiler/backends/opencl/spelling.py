@@ -35,10 +35,11 @@ SPELLING = Spelling(
         "tanh": "tanh({0})", "erf": "erf({0})", "sin": "sin({0})", "cos": "cos({0})",
         "floor": "floor({0})", "ceil": "ceil({0})", "round": "rint({0})",
         "sign": "(({0} > 0) ? 1.0f : (({0} < 0) ? -1.0f : 0.0f))",
-        # fmin/fmax's results (NaN loses) without the builtins, which are calls on PoCL
-        # and keep its work-item loops scalar (HardSwish epilogues ran 2-5× slower)
-        "min": "((({0}) < ({1}) || ({1}) != ({1})) ? ({0}) : ({1}))",
-        "max": "((({0}) > ({1}) || ({1}) != ({1})) ? ({0}) : ({1}))",
+        # NumPy's minimum/maximum (a NaN operand wins, as `ops.scalar` and onnxruntime
+        # say) as comparisons, not fmin/fmax: those lose NaN, and are calls on PoCL that
+        # keep its work-item loops scalar (HardSwish epilogues ran 2-5× slower)
+        "min": "((({0}) < ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))",
+        "max": "((({0}) > ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))",
         # the elementwise built-ins of `= builtin NAME` operators
         "tan": "tan({0})", "asin": "asin({0})", "acos": "acos({0})", "atan": "atan({0})", "sinh": "sinh({0})",
         "cosh": "cosh({0})", "asinh": "asinh({0})", "acosh": "acosh({0})", "atanh": "atanh({0})",
@@ -48,8 +49,9 @@ SPELLING = Spelling(
 
 FLOAT_OPS = {
     "Pow": "pow((float){0}, (float){1})",
-    # not fmax: builtins are calls on PoCL (see kernels._clamp_high); NaN gives 0 either way
-    "Relu": "(({0} > 0.0f) ? {0} : 0.0f)",
+    # not fmax: builtins are calls on PoCL (see kernels._clamp_high); NaN stays NaN,
+    # as onnxruntime's Relu and NumPy's maximum(x, 0) give
+    "Relu": "(({0} < 0.0f) ? 0.0f : {0})",
     "IsNaN": "(isnan({0}) ? 1 : 0)",
     "BatchNormalization": "(({0} - {3}) * rsqrt({4} + {a:epsilon}) * {1} + {2})",
 }
@@ -69,7 +71,8 @@ INT_OPS = {"Abs": "abs({0})", "Relu": "max({0}, ({T})0)", "Sign": "(({0} > 0) - 
            "Pow": "(({T})(((double){1}) == floor((double){1}) ? rint(pow((double){0}, (double){1}))"
                   " : pow((double){0}, (double){1})))"}
 # The variadic built-ins: a binary step folded over all operands (mean: then divided).
-VARIADIC = {"sum": "({0} + {1})", "max": "fmax({0}, {1})", "min": "fmin({0}, {1})", "mean": "({0} + {1})"}
+VARIADIC = {"sum": "({0} + {1})", "max": SPELLING.functions["max"], "min": SPELLING.functions["min"],
+            "mean": "({0} + {1})"}
 VARIADIC_INT = {"sum": "({0} + {1})", "max": "max({0}, {1})", "min": "min({0}, {1})", "mean": "({0} + {1})"}
 
 
