@@ -190,6 +190,50 @@ def recording() -> Iterator[list[tuple[Dim, str, Dim, bool]]]:
         _FACTS.reset(handle)
 
 
+@contextlib.contextmanager
+def unrecorded() -> Iterator[None]:
+    """Comparisons inside are not noted by an enclosing `recording()`: a cache lookup
+    that compares a key with one made at another shape (equal values, other
+    derivations) decides nothing about this shape's path."""
+    handle = _FACTS.set(None)
+    try:
+        yield
+    finally:
+        _FACTS.reset(handle)
+
+
+_PLAIN = {"<": int.__lt__, "<=": int.__le__, ">": int.__gt__, ">=": int.__ge__,
+          "==": int.__eq__, "!=": int.__ne__}
+
+
+def everywhere(op: str, a: int, b: int) -> bool:
+    """``a op b`` for an OPTIONAL specialisation (an index simplification, a dim of 1
+    dropped): for plain ints, their comparison; where a `SymInt` takes part and dim
+    ranges are active (`prover.using_ranges`), True only when the prover establishes it
+    at every shape of the ranges, so the generated code is the same at all of them and
+    the comparison is no part of the path (`recording`). Outside active ranges the
+    value decides, as a plain comparison would."""
+    if not (isinstance(a, SymInt) or isinstance(b, SymInt)):
+        return _PLAIN[op](int(a), int(b))
+    from egraph_compiler.shapes.prover import _ACTIVE_RANGES, decide
+
+    if not _ACTIVE_RANGES.get():
+        return bool({"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b,
+                     "!=": a != b}[op])
+    if not _PLAIN[op](int(a), int(b)):
+        return False
+    return decide(op, expr_of(a), expr_of(b)) is True
+
+
+def pinned(value: int) -> int:
+    """``value`` as a plain int for code that depends on it exactly (a register tile
+    as long as a short dim): inside `recording()` the path notes ``value == its
+    value here``, so a symbolic build compiles this code for this value only."""
+    if isinstance(value, SymInt):
+        value.__eq__(int(value))
+    return int(value)
+
+
 def untoken(text: str, tokens: list[SymInt]) -> str:
     """``text`` with every token replaced by its value's digits."""
     return TOKEN.sub(lambda m: str(int(tokens[int(m.group(1))])), text)

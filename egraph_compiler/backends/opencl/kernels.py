@@ -76,6 +76,8 @@ from egraph_compiler.fusion.structure import (
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Node
+from egraph_compiler.shapes import prover
+from egraph_compiler.shapes.symint import SymInt, everywhere, pinned
 
 UNROLL = "__attribute__((opencl_unroll_hint)) "
 # pool windows of at most this many taps are emitted straight-line (`_Gen._window`)
@@ -333,11 +335,20 @@ class _Gen:
     def tile(self, tile: int, size: int) -> int:
         """A register tile along a dim of ``size``: no larger than the dim. (Keeping it
         whatever the dim made symbolic artefacts' code the same at more shapes, and
-        MobileNetV2's late convs up to 40 % slower: the versions keep the clamp.)"""
-        return max(1, min(tile, size))
+        MobileNetV2's late convs up to 40 % slower: the versions keep the clamp.)
+        A dim of a symbolic build (`symint.SymInt`) below the tile at some shapes: its
+        largest value where it stays below the tile everywhere (rows past the dim are
+        masked), else this exact value, a version per short length (`symint.pinned`)."""
+        if not isinstance(size, SymInt) or everywhere("<=", tile, size):
+            return max(1, min(tile, size))
+        high = prover.bounds(size.expr, prover.active_ranges())[1]
+        if high is not None and high < tile:
+            return max(1, int(high))
+        return tile if size >= tile else max(1, pinned(size))
 
     def ivar(self, name: str, size: int) -> ix.IExpr:
-        return ix.IVar(name, 0, size - 1) if size > 1 else 0
+        # a dim of 1 drops its index only where it is 1 at every shape (`symint.everywhere`)
+        return 0 if everywhere("<=", size, 1) else ix.IVar(name, 0, size - 1)
 
     # -- pointwise ----------------------------------------------------------------------
     def pointwise(self) -> Kernel:
