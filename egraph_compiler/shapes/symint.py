@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextvars import ContextVar
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from egraph_compiler.ir.dims import Dim, DimExpr, dim_add, dim_floordiv, dim_mod, dim_mul
 from egraph_compiler.ir.graph import Graph, TensorType, Value
@@ -232,6 +232,46 @@ def pinned(value: int) -> int:
     if isinstance(value, SymInt):
         value.__eq__(int(value))
     return int(value)
+
+
+def bit_length(value: int) -> int:
+    """``int.bit_length`` of ``value`` (a power-of-two work-group for a row of this
+    length): inside `recording()` the path notes the power-of-two interval it falls in,
+    which a plain ``bit_length`` (no expression for it) would not."""
+    bits = int(value).bit_length()
+    if isinstance(value, SymInt) and bits > 0:
+        value.__ge__(1 << (bits - 1))
+        value.__lt__(1 << bits)
+    return bits
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A decision the backend made in floating point over sizes derived from the dims
+    (a cost model's pick), which comparisons of `SymInt`s do not see: ``decide(dims)``
+    re-makes it at any shape, and the path holds where it gives ``label`` again."""
+
+    what: str
+    label: str
+    decide: Callable[[Mapping[str, int]], str]
+    signature: str  # what ``decide`` evaluates (its sizes' derivations)
+
+    @property
+    def key(self) -> Hashable:
+        return ("choice", self.what, self.signature, self.label)
+
+    def holds(self, env: Mapping[str, int]) -> bool:
+        return self.decide(env) == self.label
+
+    def __str__(self) -> str:
+        return f"{self.what} runs {self.label}"
+
+
+def note_choice(choice: Choice) -> None:
+    """Add ``choice`` to the path of the enclosing `recording()` (none: nothing)."""
+    facts = _FACTS.get()
+    if facts is not None:
+        facts.append(choice)  # type: ignore[arg-type]
 
 
 def untoken(text: str, tokens: list[SymInt]) -> str:

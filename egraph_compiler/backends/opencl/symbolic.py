@@ -359,6 +359,13 @@ class _Partition:
             self.materialize(points)
             return None if len({self.probes[p].signature for p in points}) > 1 else \
                 self.fit(points)
+        if corner.compiled:  # its own plan: build_symbolic reads its offsets
+            for p in points:
+                for name, info in self.probes[p].built.doc["tensors"].items():
+                    if info["kind"] == "arena" and info["nbytes"] > \
+                            corner.built.doc["tensors"][name]["nbytes"]:
+                        return None
+            return expressions
         for p in points:
             numbers = self.probes[p].numbers
             if any(numbers[f"nbytes/{n}"] > corner.numbers[f"nbytes/{n}"] for n in arena):

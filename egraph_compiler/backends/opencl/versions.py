@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from egraph_compiler.ir.dims import Dim, DimExpr
 from egraph_compiler.shapes import prover
+from egraph_compiler.shapes.symint import Choice
 
 Point = tuple[int, ...]
 Fact = tuple[Dim, str, Dim, bool]  # `symint.recording`: left, operator, right, outcome
@@ -61,27 +62,8 @@ class Atom:
         return f"{self.left} {self.op} {self.right}"
 
 
-@dataclass(frozen=True)
-class ChoiceAtom:
-    """An anchor's variant as the cost model picks it: ``pick(env)`` is the label
-    `cost.choose` gives at the shape ``env`` (the anchor's sizes evaluated from their
-    derivations over the dims, in floating point as the compile prices them, which
-    `symint.recording` does not see), and the atom holds where it is ``label``."""
-
-    anchor: str
-    label: str
-    pick: Callable[[Mapping[str, int]], str]
-    signature: str  # the derivations ``pick`` evaluates: one atom per anchor shape
-
-    @property
-    def key(self) -> Hashable:
-        return ("choice", self.anchor, self.signature, self.label)
-
-    def holds(self, env: Mapping[str, int]) -> bool:
-        return self.pick(env) == self.label
-
-    def __str__(self) -> str:
-        return f"{self.anchor} runs {self.label}"
+# an anchor's or a row kernel's variant as the cost model picks it (`symint.Choice`)
+ChoiceAtom = Choice
 
 
 def _value(dim: Dim, env: Mapping[str, int]) -> int:
