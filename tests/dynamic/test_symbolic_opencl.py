@@ -111,7 +111,7 @@ def test_plan_holds_expressions_versions_and_peak_arena(bert) -> None:  # noqa: 
     # one compile per path of the backend (and one check per region), not per shape
     regions = dynamic["regions"]
     assert dynamic["shapes"] == 24
-    assert dynamic["shapes_compiled"] == regions["paths"] + regions["checked"] < 24
+    assert regions["paths"] + regions["checked"] <= dynamic["shapes_compiled"] < 24
     assert regions["compiled_every_shape"] == 0
     assert sum(r["shapes"] for r in regions["conditions"]) == 24
     # sizes derived from the symbolic shapes (`shapes.symint`), fitted only where the
