@@ -266,8 +266,19 @@ def delinearize(flat: IExpr, shape: tuple[int, ...]) -> tuple[IExpr, ...]:
     """Multi-index of a flat row-major offset (the split dependency)."""
     out: list[IExpr] = []
     stride = 1
-    for size in reversed(shape):
-        out.append(0 if everywhere("==", size, 1) else mod(floordiv(flat, stride), size))
+    lo, hi = value_range(flat)
+    # a symbolic build: the leading index of an offset inside the tensor needs no
+    # modulo (``flat // stride < size``), which its range, a quotient by a dim with
+    # no expression, would not show the prover
+    symbolic = bool(_ACTIVE_RANGES.get())
+    for k, size in enumerate(reversed(shape)):
+        if everywhere("==", size, 1):
+            out.append(0)
+        elif symbolic and k == len(shape) - 1 and everywhere(">=", lo, 0) and \
+                everywhere("<", hi, stride * size):
+            out.append(floordiv(flat, stride))
+        else:
+            out.append(mod(floordiv(flat, stride), size))
         stride *= size
     return tuple(reversed(out))
 
