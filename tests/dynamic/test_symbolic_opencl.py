@@ -5,6 +5,7 @@ dim names (`dimpoly`), its versions are dispatched on the dims at run time."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -114,6 +115,10 @@ def test_plan_holds_expressions_versions_and_peak_arena(bert) -> None:  # noqa: 
     assert regions["paths"] + regions["checked"] <= dynamic["shapes_compiled"] < 24
     assert regions["compiled_every_shape"] == 0
     assert sum(r["shapes"] for r in regions["conditions"]) == 24
+    # the row-serial vs work-group-tree crossover is a condition of the dispatch
+    # (`KernelParams.row_serial_min_rows`: 64 rows of 4*batch*seq)
+    assert any(re.fullmatch(r"4\*batch\*seq (>=|<) 64", c)
+               for r in regions["conditions"] for c in r["condition"])
     # sizes derived from the symbolic shapes (`shapes.symint`), fitted only where the
     # generator computed one outside them; memory plans over the dims, proved per box
     assert dynamic["expressions"]["derived"] > 20 * dynamic["expressions"]["fitted"]

@@ -1,12 +1,22 @@
 """One OpenCL artefact for every shape in the declared dim ranges (no ``--bind``).
 
 The backend (fusion, select, plan, kernels; the e-graph ran once, symbolically) runs
-at EVERY point of the declared ranges, on a graph whose dims are `shapes.symint.SymInt`s:
-each dim is its value there and carries its `DimExpr` from symbolic shape inference, so
-every size the kernel generator computes (extents, strides, work-item counts) and every
-offset the memory planner computes arrives with its DERIVATION over the dims. In the
-kernel text a derived size is a ``const int`` argument (`build.hoist_sizes`), whatever
-its value, so one kernel source serves every shape of a version. The points group into
+on a graph whose dims are `shapes.symint.SymInt`s: each dim is its value at one shape
+and carries its `DimExpr` from symbolic shape inference, so every size the kernel
+generator computes (extents, strides, work-item counts) and every offset the memory
+planner computes arrives with its DERIVATION over the dims. In the kernel text a
+derived size is a ``const int`` argument (`build.hoist_sizes`), whatever its value,
+so one kernel source serves every shape of a version.
+
+The backend is NOT run at every shape: `versions.py` records each compile's path
+condition (its comparisons of derived sizes, and the cost model's floating-point picks
+as `symint.Choice`s), and one compile serves every shape where the path comes out the
+same (`_generate`): one compile per distinct path, plus a check of each region at its
+lowest shape. Specialisations that are optional (an index simplification, a dim of 1
+dropped) are made only where the prover establishes them over the ranges
+(`symint.everywhere`), the launch order is chosen once (`plan.memory.orders_chosen_once`)
+and memory planning is off the path (its placement is proved per box), so none of
+them splits a version. The shapes then group into
 
 - **versions**: points whose launches have the same kernels, work-groups and
   arguments (the same code). Where the generator's code depends on a dim (row-serial
@@ -29,9 +39,9 @@ crossover intervals and checks the dispatch follows them (`crossover.py`).
 ``plan.json`` (version 3) holds the versions, and per box its condition, the
 expressions and the offsets; the run time binds the dims from the input shapes,
 refuses a shape outside the ranges (naming the input, the dim and the range), picks
-the box (the multi-version dispatch) and evaluates the expressions. Because every
-point is compiled, the ranges must be bounded: dims without ``--dim`` get
-`DEFAULT_HIGH`, and at most `MAX_POINTS` points are compiled.
+the box (the multi-version dispatch) and evaluates the expressions. The regions are
+found over the grid of the ranges, so they must be bounded: dims without ``--dim``
+get `DEFAULT_HIGH`, and at most `MAX_POINTS` shapes.
 """
 
 from __future__ import annotations
