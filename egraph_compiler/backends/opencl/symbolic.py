@@ -739,6 +739,8 @@ def _crossovers(dims: Sequence[str], leaves: Sequence[_Leaf], probes: Mapping[Po
     device = cost.DEVICES[params.device]
     varying = _varying_anchors(list(probes.values()))
     verdicts = []
+    # a region's boxes share its compile's plan: each anchor is traced once per plan
+    traces: dict[tuple[int, int], crossover.TracedCosts | None] = {}
     for leaf in leaves:
         probe = probes[tuple(hi for _, hi in leaf.box)]
         if probe.plan is None or not varying:
@@ -749,9 +751,12 @@ def _crossovers(dims: Sequence[str], leaves: Sequence[_Leaf], probes: Mapping[Po
             if block.kind not in ("conv", "matmul") or block.anchor is None or \
                     view.nodes[block.anchor].name not in varying:
                 continue
-            with symint.recording() as branches:
-                shape = anchor_shape(view, block, params)
-            traced = crossover.trace_costs(device, shape, branches)
+            key = (id(probe.plan), block.id)
+            if key not in traces:
+                with symint.recording() as branches:
+                    shape = anchor_shape(view, block, params)
+                traces[key] = crossover.trace_costs(device, shape, branches)
+            traced = traces[key]
             if traced is None:
                 continue
             chosen = choices[view.nodes[block.anchor].name]

@@ -89,14 +89,23 @@ class Explorer:
 
     def __init__(self, dims: Sequence[str], grid: Sequence[Point]) -> None:
         self.dims, self.grid = list(dims), list(grid)
-        self.truth: dict[Hashable, tuple[bool, ...]] = {}  # atom key -> value at each point
+        # atom key -> its truth at each point (a choice's key: its pick at each point)
+        self.truth: dict[Hashable, tuple] = {}
         self.index = {p: k for k, p in enumerate(self.grid)}
 
     def truth_of(self, atom: Atom | ChoiceAtom) -> tuple[bool, ...]:
         key = atom.key
         found = self.truth.get(key)
         if found is None:
-            found = tuple(atom.holds(dict(zip(self.dims, p, strict=True))) for p in self.grid)
+            if isinstance(atom, Choice):  # the pick at every point, once per decision
+                picks = self.truth.get(("picks", atom.what, atom.signature))
+                if picks is None:
+                    picks = tuple(atom.decide(dict(zip(self.dims, p, strict=True)))
+                                  for p in self.grid)
+                    self.truth[("picks", atom.what, atom.signature)] = picks
+                found = tuple(pick == atom.label for pick in picks)
+            else:
+                found = tuple(atom.holds(dict(zip(self.dims, p, strict=True))) for p in self.grid)
             self.truth[key] = found
         return found
 
