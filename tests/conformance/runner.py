@@ -187,7 +187,11 @@ def opencl_screen(case: Case, rules: RuleSet) -> str | None:
             static = prepare_static_graph(
                 pipeline.static_graph(_bound(graph, case.feeds()), {}, "opencl"), "opencl")
             with tempfile.TemporaryDirectory(prefix="dnnr-screen-") as out:
-                opencl.compile_graph(static, Path(out), tables=rules)  # kernels, no device build
+                artefact = opencl.compile_graph(static, Path(out), tables=rules)  # kernels, no device build
+                if artefact.specialised:  # sizes from input values: compile for the case's
+                    from egraph_compiler.backends.opencl.specialise import compile_for_values
+
+                    compile_for_values(out, case.feeds(), Path(out) / "values")
     except ir.DnnrError as error:
         return _first_line(error)
     except Exception:  # a traceback: the merged run meets it again and reports it

@@ -56,6 +56,8 @@ class Artefact:
     dynamic: dict | None = None
     # units kept whole in one kernel (`fusion.units`), by kind
     units: dict[str, int] | None = None
+    # sizes that depend on input values (`specialise.py`): the value inputs and why
+    specialised: dict | None = None
 
 
 @dataclass

@@ -62,6 +62,7 @@ from egraph_compiler.backends.opencl import depthwise as dw
 from egraph_compiler.backends.opencl import rows as row_split
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl import window as win
+from egraph_compiler.backends.opencl import winograd as wino
 from egraph_compiler.backends.opencl.emit import Scope, ValueEmitter, ctype
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.fusion import index as ix
@@ -124,6 +125,7 @@ class KernelParams:
     anchor_gemv: Gemv | None = None
     anchor_depthwise: dw.Depthwise | None = None
     anchor_window: win.Window | None = None
+    anchor_winograd: wino.Winograd | None = None
     # row kernels: force ``row-split`` with these groups (tests), else `cost.row_options`
     row_split: row_split.RowSplit | None = None
     # `dnnr tune`'s choices: (shape class `cost.shape_key`, option), used where a
@@ -382,14 +384,16 @@ class _Gen:
              window_taps: int = 0) -> cost.Option:
         """The anchor's option: forced by `KernelParams`, else the cost model's choice."""
         p = self.params
+        winograd_ok = self.winograd_ok()
         candidates = cost.options(cost.DEVICES[p.device], sizes["m"], sizes["n"], sizes["k"],
                                   sizes["batch"], direct_items, tiled_ok, gemv_side,
                                   depthwise=depthwise_ok, window_taps=window_taps,
-                                  width=sizes.get("width", 0))
+                                  width=sizes.get("width", 0), winograd=winograd_ok)
         self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
         tuned = dict(p.tuned).get(self.shape_key)
         if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
-                                      (tuned.variant != "window" or window_taps > 0)):
+                                      (tuned.variant != "window" or window_taps > 0) and
+                                      (tuned.variant != "winograd" or winograd_ok)):
             tuned = None  # a class member the stored option does not apply to
         if self.block.implementation and p.anchor_variant is None:
             # the `select` stage's choice among `anchor_options` (by its label)
@@ -403,6 +407,8 @@ class _Gen:
             option = cost.Option("depthwise", p.anchor_depthwise, 0.0)
         elif p.anchor_variant == "window" and p.anchor_window is not None and window_taps:
             option = cost.Option("window", p.anchor_window, 0.0)
+        elif p.anchor_variant == "winograd" and p.anchor_winograd is not None and winograd_ok:
+            option = cost.Option("winograd", p.anchor_winograd, 0.0)
         elif p.anchor_variant == "tiled" and p.anchor_tile is not None and tiled_ok:
             if not p.anchor_tile.valid():
                 raise ModelError(f"block {self.block.id}: tile {p.anchor_tile} does not map its "
@@ -451,6 +457,16 @@ class _Gen:
         return (sizes, direct_items, not depthwise, "n" if geo.columns == 1 else None,
                 dw.applies(geo) and not stable, window_taps)
 
+    def winograd_ok(self) -> bool:
+        """The ``winograd`` option applies: a 3×3 stride-1 conv of one group whose
+        weights are a constant read once (transformed at generation), outside a build
+        whose code must be the same at every shape."""
+        if self.block.kind != "conv" or self.params.shape_stable:
+            return False
+        w_name = self.anchor().inputs[1]
+        return wino.applies(self.conv_geometry()) and w_name in self.view.constants and \
+            self.single_use(w_name)
+
     def conv_geometry(self) -> gemm.ConvGeometry:
         node = self.anchor()
         x_shape = self.view.shape(node.inputs[0])
@@ -471,6 +487,10 @@ class _Gen:
             return dw.depthwise(self, geo, option.params)  # type: ignore[arg-type]
         if option.variant == "window":
             kernel = win.window(self, geo, option.params)  # type: ignore[arg-type]
+            if kernel is not None:
+                return kernel
+        if option.variant == "winograd":
+            kernel = wino.winograd(self, geo, option.params)  # type: ignore[arg-type]
             if kernel is not None:
                 return kernel
         if option.variant == "tiled":
@@ -1307,13 +1327,15 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
     shape = gen.anchor_shape()
     sizes, direct_items, tiled_ok, gemv_side, depthwise_ok, window_taps = shape
     key = cost.shape_key(gen.anchor().op, sizes, tiled_ok, gemv_side)
+    winograd_ok = gen.winograd_ok()
     candidates = cost.options(cost.DEVICES[params.device], sizes["m"], sizes["n"], sizes["k"],
                               sizes["batch"], direct_items, tiled_ok, gemv_side,
                               depthwise=depthwise_ok, window_taps=window_taps,
-                              width=sizes.get("width", 0))
+                              width=sizes.get("width", 0), winograd=winograd_ok)
     tuned = dict(params.tuned).get(key)
     if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
-                                  (tuned.variant != "window" or window_taps > 0)):
+                                  (tuned.variant != "window" or window_taps > 0) and
+                                  (tuned.variant != "winograd" or winograd_ok)):
         tuned = None
     if params.anchor_variant is not None:
         return key, [gen.pick(*shape)]

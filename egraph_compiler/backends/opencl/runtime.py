@@ -20,6 +20,15 @@ class OpenClError(DnnrError):
     pass
 
 
+def plan_version(out_dir: str | Path) -> object:
+    """The version ``plan.json`` of an artefact states (None when unreadable: the
+    loader then says why)."""
+    try:
+        return json.loads((Path(out_dir) / "plan.json").read_text()).get("version")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def _device(device: str | None):  # noqa: ANN202 - pyopencl has no stubs
     import pyopencl as cl
 

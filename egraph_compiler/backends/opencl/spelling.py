@@ -13,8 +13,8 @@ import math
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ops.scalar import Spelling
 
-# ONNX opset 18's bitwise operators (integer operands) as C operators.
-BITWISE = {"BitwiseAnd": "&", "BitwiseOr": "|", "BitwiseXor": "^"}
+# The bitwise built-ins (ONNX opset 18's operators, integer operands) as C operators.
+BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "bitwise_not": "~"}
 
 C_TYPES = {
     "float32": "float", "float64": "double", "int64": "long", "int32": "int",
@@ -49,16 +49,20 @@ FLOAT_OPS = {
     "IsNaN": "(isnan({0}) ? 1 : 0)",
     "BatchNormalization": "(({0} - {3}) * rsqrt({4} + {a:epsilon}) * {1} + {2})",
 }
-INT_OPS = {
-    "Add": "({0} + {1})", "Sub": "({0} - {1})", "Mul": "({0} * {1})", "Div": "({0} / {1})",
-    "Neg": "(-{0})", "Abs": "abs({0})", "Identity": "{0}", "Dropout": "{0}",
-    "Relu": "max({0}, ({T})0)", "Sign": "(({0} > 0) - ({0} < 0))",
-}
-# Variadic operators: a binary step folded over all operands.
-VARIADIC = {"Sum": "({0} + {1})", "Max": "fmax({0}, {1})", "Min": "fmin({0}, {1})",
-            "Mean": "({0} + {1})"}
-VARIADIC_INT = {"Sum": "({0} + {1})", "Max": "max({0}, {1})", "Min": "min({0}, {1})",
-                "Mean": "({0} + {1})"}
+# Over integer operands an operator is generated from its scalar semantics where these
+# suffice (C's + - * and truncating / are ONNX's integer arithmetic; literals integral);
+# `INT_OPS` holds the integer spellings of the rest.
+def _integer_literal(value: float) -> str:
+    if not float(value).is_integer():
+        raise ValueError(f"{value} has no integer literal")
+    return str(int(value))
+
+
+INT_SPELLING = Spelling(functions={}, literal=_integer_literal)
+INT_OPS = {"Abs": "abs({0})", "Relu": "max({0}, ({T})0)", "Sign": "(({0} > 0) - ({0} < 0))"}
+# The variadic built-ins: a binary step folded over all operands (mean: then divided).
+VARIADIC = {"sum": "({0} + {1})", "max": "fmax({0}, {1})", "min": "fmin({0}, {1})", "mean": "({0} + {1})"}
+VARIADIC_INT = {"sum": "({0} + {1})", "max": "max({0}, {1})", "min": "min({0}, {1})", "mean": "({0} + {1})"}
 
 
 def literal(value: float | int, dtype: str) -> str:
