@@ -52,7 +52,7 @@ CL_DEVICE_MEM_BASE_ADDR_ALIGN, which a plain offset does not need.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -77,6 +77,16 @@ from egraph_compiler.fusion.structure import (
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Node
+from egraph_compiler.shapes import prover
+from egraph_compiler.shapes.symint import (
+    Choice,
+    SymInt,
+    bit_length,
+    everywhere,
+    expr_of,
+    note_choice,
+    pinned,
+)
 
 UNROLL = "__attribute__((opencl_unroll_hint)) "
 # pool windows of at most this many taps are emitted straight-line (`_Gen._window`)
@@ -312,7 +322,7 @@ class _Gen:
     def declare_iteration(self, scope: Scope, exprs: tuple[ix.IExpr, ...]) -> None:
         """Bind ``i0, i1, …`` (the block's iteration variables) for the epilogue."""
         for k, (expr, size) in enumerate(zip(exprs, self.shape.iteration_shape, strict=False)):
-            if size != 1:
+            if not everywhere("==", size, 1):  # as `structure.iteration_vars`
                 scope.emit(f"const int i{k} = {ix.render(expr)};")
 
     def epilogue(self, scope: Scope, anchor_var: str) -> None:
@@ -345,11 +355,20 @@ class _Gen:
     def tile(self, tile: int, size: int) -> int:
         """A register tile along a dim of ``size``: no larger than the dim. (Keeping it
         whatever the dim made symbolic artefacts' code the same at more shapes, and
-        MobileNetV2's late convs up to 40 % slower: the versions keep the clamp.)"""
-        return max(1, min(tile, size))
+        MobileNetV2's late convs up to 40 % slower: the versions keep the clamp.)
+        A dim of a symbolic build (`symint.SymInt`) below the tile at some shapes: its
+        largest value where it stays below the tile everywhere (rows past the dim are
+        masked), else this exact value, a version per short length (`symint.pinned`)."""
+        if not isinstance(size, SymInt) or everywhere("<=", tile, size):
+            return max(1, min(tile, size))
+        high = prover.bounds(size.expr, prover.active_ranges())[1]
+        if high is not None and high < tile:
+            return max(1, int(high))
+        return tile if size >= tile else max(1, pinned(size))
 
     def ivar(self, name: str, size: int) -> ix.IExpr:
-        return ix.IVar(name, 0, size - 1) if size > 1 else 0
+        # a dim of 1 drops its index only where it is 1 at every shape (`symint.everywhere`)
+        return 0 if everywhere("<=", size, 1) else ix.IVar(name, 0, size - 1)
 
     # -- pointwise ----------------------------------------------------------------------
     def pointwise(self) -> Kernel:
@@ -951,7 +970,7 @@ class _Gen:
         """(work-groups per row, work-group size) of a row kernel that runs a work-group
         per row: the forced `KernelParams.row_split`, else `cost.row_options`' choice
         (1 = one work-group per row)."""
-        local = min(self.params.reduce_work_group, 1 << max(length - 1, 1).bit_length())
+        local = min(self.params.reduce_work_group, 1 << bit_length(max(length - 1, 1)))
         if self.params.shape_stable:  # the split's chunking is this shape's
             return 1, local
         if self.params.row_split is not None:
@@ -959,13 +978,14 @@ class _Gen:
         else:
             split = cost.choose(cost.row_options(cost.DEVICES[self.params.device], rows,
                                                  length, local))
+            _note_row_choice(self.params.device, rows, length, local, split)
         if split is None or not isinstance(split.params, row_split.RowSplit):
             return 1, local
         chunk, groups = row_split.chunking(length, split.params.groups)
         if groups < 2:
             return 1, local
         self.variant = split.describe()
-        return groups, min(local, 1 << max(chunk - 1, 1).bit_length())
+        return groups, min(local, 1 << bit_length(max(chunk - 1, 1)))
 
     def indexed(self) -> Kernel:
         """An ``anchor indexed`` operator: one work item per output element, its value
@@ -992,7 +1012,7 @@ class _Gen:
             s.emit("const int o = get_global_id(0);")
             s.emit(f"if (o >= {rows}) return;")
             return f"for (int r = 0; r < {length}; ++r)", self.params.work_group
-        local = min(self.params.reduce_work_group, 1 << max(length - 1, 1).bit_length())
+        local = min(self.params.reduce_work_group, 1 << bit_length(max(length - 1, 1)))
         self.defines.append(f"WG {local}")
         s.emit("const int o = get_group_id(0); const int lid = get_local_id(0);")
         s.emit("__local float red[WG];")
@@ -1271,6 +1291,23 @@ def _window_checks(position: str, begin: int, out_size: int, stride: int, kernel
     if always or (out_size - 1) * stride - begin + (kernel - 1) * dilation >= in_size:
         checks.append(f"{position} < {in_size}")
     return checks
+
+
+def _note_row_choice(device: str, rows: int, length: int, local: int,
+                     split: cost.Option | None) -> None:
+    """A symbolic build's path notes the row-split pick (floating point: its
+    comparisons of sizes are not seen) as a function of the dims (`symint.Choice`)."""
+    if not (isinstance(rows, SymInt) or isinstance(length, SymInt)):
+        return
+    exprs = (expr_of(rows), expr_of(length), expr_of(local))
+
+    def decide(env: Mapping[str, int]) -> str:
+        r, n, w = (e if isinstance(e, int) else e.evaluate(dict(env)) for e in exprs)
+        chosen = cost.choose(cost.row_options(cost.DEVICES[device], r, n, w))
+        return chosen.describe() if chosen is not None else "one work-group per row"
+
+    label = split.describe() if split is not None else "one work-group per row"
+    note_choice(Choice(f"rows {exprs[0]} x {exprs[1]}", label, decide, repr(exprs)))
 
 
 def _clamp_high(expr: str, high: int) -> str:
