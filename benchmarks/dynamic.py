@@ -2,7 +2,8 @@
 dims over their --dim ranges) against one --bind compile per shape (prints; asserts nothing).
 
 Per corpus model (TorchScript export): the whole compile time once (e-graph + the
-symbolic backend, which compiles every shape of the ranges) against N whole compiles
+symbolic backend, which compiles once per path of the backend over the ranges, plus a
+check per region: `backends/opencl/versions.py`) against N whole compiles
 with --bind (one per shape measured); per shape (the stored ones inside the ranges plus
 one not stored) the PoCL latency of both artefacts (median wall time of `run`, and the
 sum of the launches' device times from profiling events) and the error of each against
@@ -100,12 +101,12 @@ def main() -> None:
         ranges, unstored = MODELS[name]
         model = check.load(corpus, name, "ts")
         with tempfile.TemporaryDirectory() as tmp:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             spans = {d: (r[0], r[1]) for d, r in ranges.items()}
             steps = {d: r[2] for d, r in ranges.items() if len(r) > 2}
             result = pipeline.compile_model(model.path, dims=spans)
             pipeline.write_artefact(result, "opencl", Path(tmp) / "sym", dim_steps=steps)
-            once = time.perf_counter() - start
+            once, once_cpu = time.perf_counter() - start, time.process_time() - cpu
             symbolic = runner.load_artefact(Path(tmp) / "sym")
             shapes = [(s, model.feeds(i), model.expected(i)) for i, s in enumerate(model.shapes)
                       if all(ranges[d][0] <= v <= ranges[d][1] for d, v in s.items() if d in ranges)]
@@ -113,14 +114,15 @@ def main() -> None:
             session = ort.InferenceSession(str(model.path), providers=["CPUExecutionProvider"])
             shapes.append((unstored, feeds, dict(zip(model.outputs, session.run(
                 list(model.outputs), feeds), strict=True))))
-            n_times = 0.0
+            n_times = n_cpu = 0.0
             for k, (shape, feed, expected) in enumerate(shapes):
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 bound_result = pipeline.compile_model(model.path, dims=spans)
                 out = Path(tmp) / f"bound{k}"
                 pipeline.write_artefact(bound_result, "opencl", out,
                                         bindings={d: v for d, v in shape.items() if d in ranges})
                 n_times += time.perf_counter() - start
+                n_cpu += time.process_time() - cpu
                 bound = runner.load_artefact(out)
                 (sym_wall, sym_dev), (bound_wall, bound_dev) = latency([symbolic, bound], feed,
                                                                        args.repeat)
@@ -131,13 +133,18 @@ def main() -> None:
                       f"{sym_dev:.3f} | {bound_dev:.3f} | {sym_dev / bound_dev:.2f} | "
                       f"{err_s:.1e} | {err_b:.1e} |")
             dynamic = result.report.target["dynamic"]
-            summary.append(f"{name}: compile once {once:.1f} s ({dynamic['shapes_compiled']} "
-                           f"shapes, {len(dynamic['versions'])} versions, {dynamic['boxes']} "
+            regions = dynamic["regions"]
+            summary.append(f"{name}: compile once {once:.1f} s wall / {once_cpu:.1f} s CPU "
+                           f"({dynamic['shapes_compiled']} compiles for {dynamic['shapes']} "
+                           f"shapes: {regions['paths']} paths + {regions['checked']} checks, "
+                           f"{regions['compiled_every_shape']} regions compiled at every "
+                           f"shape; {len(dynamic['versions'])} versions, {dynamic['boxes']} "
                            f"boxes, arena peak {dynamic['arena_bytes_peak']} B; expressions "
                            f"{dynamic['expressions']['derived']} derived / "
                            f"{dynamic['expressions']['fitted']} fitted; memory plans over the "
                            f"dims in {dynamic['memory_plan']['boxes_over_the_dims']} boxes) vs "
-                           f"{len(shapes)} bound compiles {n_times:.1f} s")
+                           f"{len(shapes)} bound compiles {n_times:.1f} s wall / "
+                           f"{n_cpu:.1f} s CPU")
     print()
     print("\n".join(summary))
 

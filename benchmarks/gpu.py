@@ -189,18 +189,59 @@ def _flops_and_bytes(plan: Any) -> dict[int, dict[str, Any]]:
     return result
 
 
-def _pool_weights(artefact: Path, pool: Path) -> None:
-    """Move the artefact's weight arrays into the shared pool (by content hash)."""
+def _digest(array: np.ndarray) -> str:
+    return hashlib.sha1(array.tobytes() + str(array.dtype).encode() +
+                        str(array.shape).encode()).hexdigest()[:20]
+
+
+def _derive(recipe: str, source: np.ndarray) -> np.ndarray:
+    """A derived constant from its source constant, as the kernels made it: ``winograd``
+    (`winograd.transform_weights`) or ``PERM:PAD`` (`kernels._Gen.relayout`)."""
+    if recipe == "winograd":
+        from egraph_compiler.backends.opencl.winograd import transform_weights
+
+        return transform_weights(source)
+    perm, pad = recipe.split(":")
+    array = np.transpose(source, tuple(int(p) for p in perm))
+    if int(pad) > array.shape[-1]:
+        array = np.pad(array, [(0, 0)] * (array.ndim - 1) + [(0, int(pad) - array.shape[-1])])
+    return np.ascontiguousarray(array)
+
+
+def _recipe(key: str) -> tuple[str, str] | None:
+    """(source constant, recipe) of a derived constant's name, else None."""
+    from egraph_compiler.backends.opencl.winograd import DERIVED_SUFFIX
+
+    if key.endswith(DERIVED_SUFFIX):
+        return key[:-len(DERIVED_SUFFIX)], "winograd"
+    head, _, tail = key.rpartition("@")
+    if head and "p" in tail and tail.replace("p", "").isdigit():
+        perm, pad = tail.split("p")
+        return head, f"{perm}:{pad}"
+    return None
+
+
+def _pool_weights(artefact: Path, pool: Path, constants: dict[str, np.ndarray]) -> None:
+    """Move the artefact's weight arrays into the shared pool (by content hash). A
+    derived constant (re-laid-out, Winograd-transformed) whose source is among
+    ``constants`` is stored as the source and a recipe, rebuilt on the GPU machine
+    (Winograd weights are 16/9 the size of the 3×3 ones: resnet18's would not travel)
+    — only where the rebuild gives the same bits here."""
     weights = np.load(artefact / "weights.npz")
-    refs = {}
+    names = json.loads((artefact / "weights.json").read_text())  # key c{i}: names[i]
+    refs: dict[str, Any] = {}
     for key in weights.files:
         array = np.ascontiguousarray(weights[key])
-        digest = hashlib.sha1(array.tobytes() + str(array.dtype).encode() +
-                              str(array.shape).encode()).hexdigest()[:20]
+        recipe = _recipe(names[int(key[1:])])
+        if recipe is not None and recipe[0] in constants:
+            source = np.ascontiguousarray(constants[recipe[0]])
+            if np.array_equal(_derive(recipe[1], source), array):
+                array, refs[key] = source, {"recipe": recipe[1]}
+        digest = _digest(array)
         target = pool / f"{digest}.npy"
         if not target.exists():
             np.save(target, array)
-        refs[key] = digest
+        refs[key] = {**refs[key], "from": digest} if key in refs else digest
     weights.close()
     (artefact / "weights.npz").unlink()
     (artefact / "weights.refs.json").write_text(json.dumps(refs))
@@ -210,26 +251,39 @@ def _unpool_weights(artefact: Path, pool: Path, into: Path) -> Path:
     """A copy of the artefact with its weights.npz rebuilt from the pool."""
     shutil.copytree(artefact, into)
     refs = json.loads((artefact / "weights.refs.json").read_text())
-    np.savez(into / "weights.npz", **{k: np.load(pool / f"{d}.npy") for k, d in refs.items()})
+    arrays = {}
+    for key, ref in refs.items():
+        if isinstance(ref, str):
+            arrays[key] = np.load(pool / f"{ref}.npy")
+        else:
+            arrays[key] = _derive(ref["recipe"], np.load(pool / f"{ref['from']}.npy"))
+    np.savez(into / "weights.npz", **arrays)
     return into
 
 
 def _forced_options() -> list[Any]:
     from egraph_compiler.backends.opencl import cost
 
-    return [cost.Option("direct", None, 0.0),
-            *(cost.Option("tiled", tile, 0.0) for tile in cost.TILES),
-            *(cost.Option("depthwise", shape, 0.0) for shape in cost.DEPTHWISES)]
+    every = [cost.Option("direct", None, 0.0),
+             *(cost.Option("tiled", tile, 0.0) for tile in cost.TILES),
+             *(cost.Option("winograd", shape, 0.0) for shape in cost.WINOGRADS),
+             *(cost.Option("depthwise", shape, 0.0) for shape in cost.DEPTHWISES)]
+    # DNNR_GPU_SWEEP_VARIANTS=tiled,winograd: only these variants (prepare time)
+    wanted = os.environ.get("DNNR_GPU_SWEEP_VARIANTS")
+    return [o for o in every if not wanted or o.variant in wanted.split(",")]
 
 
 def _forced_params(params: Any, option: Any) -> Any:
     """``params`` forcing ``option`` on every anchor it applies to."""
     from egraph_compiler.backends.opencl.depthwise import Depthwise
     from egraph_compiler.backends.opencl.gemm import Tile
+    from egraph_compiler.backends.opencl.winograd import Winograd
 
     return replace(params, anchor_variant=option.variant,
                    anchor_tile=option.params if isinstance(option.params, Tile) else None,
                    anchor_depthwise=option.params if isinstance(option.params, Depthwise)
+                   else None,
+                   anchor_winograd=option.params if isinstance(option.params, Winograd)
                    else None)
 
 
@@ -268,14 +322,14 @@ def prepare(out: Path, only: str | None) -> None:
                 artefact = build(plan, target / label, params, selection=selection)
                 meta[label] = {"kernels": artefact.kernels, "blocks": {
                     str(k): v for k, v in _flops_and_bytes(plan).items()}}
-                _pool_weights(target / label, pool)
+                _pool_weights(target / label, pool, plan.fusion.graph.constants)
             if target.name in SWEEP:
                 plan, selection = execution_plan(optimised, rules, params=params)
                 for option in _forced_options():
                     label = f"sweep/{option.describe().replace(' ', '_')}"
                     build(plan, target / label, _forced_params(params, option),
                           selection=selection)
-                    _pool_weights(target / label, pool)
+                    _pool_weights(target / label, pool, plan.fusion.graph.constants)
             (target / "meta.json").write_text(json.dumps(meta))
             shutil.rmtree(onnx_path.parent)
             print(f"{target.name}: {meta['operators']} operators, kernels fused "
@@ -362,13 +416,17 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
     print(f"card: {card}; FP32 peak {peak_gflops / 1e3:.1f} TFLOP/s, memory peak "
           f"{peak_gbs:.0f} GB/s (from nvidia-smi max clocks)", flush=True)
     rows, kernel_lines, memory_lines = [], [], []
+    memory_shares: list[tuple[float, float]] = []  # (fraction of the memory peak, seconds)
     pool = out / "pool"
     for target in sorted(p for p in out.iterdir() if (p / "meta.json").exists()):
         meta = json.loads((target / "meta.json").read_text())
         if only not in (None, meta["model"]):
             continue
-        with np.load(target / "inputs.npz") as stored:
-            feeds = {k: stored[k] for k in stored.files}
+        if (target / "inputs.npz").exists():
+            with np.load(target / "inputs.npz") as stored:
+                feeds = {k: stored[k] for k in stored.files}
+        else:  # left behind to travel lighter: the same seeded draw
+            feeds = model_inputs(meta["model"], meta["batch"])
         result: dict[str, Any] = {"model": meta["model"], "batch": meta["batch"]}
         with tempfile.TemporaryDirectory() as tmp:
             for label in ("fused", "unfused"):
@@ -383,21 +441,30 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
                     result["dnnr_out"] = outputs["y"]
                     blocks = meta[label]["blocks"]
                     anchor_ms = 0.0
+                    # per block: a block may take several launches (split-K's sum
+                    # pass, Winograd's transforms, row-split's passes), whose times add
+                    by_block: dict[int, tuple[float, dict[str, Any]]] = {}
                     for s, launch in zip(seconds, compiled.plan["launches"], strict=True):
-                        info = dict(blocks[str(launch["block"])])
-                        if launch.get("pass", 0):  # a block's second launch: a sum pass
-                            info["flops"] = 0
+                        total, first = by_block.get(int(launch["block"]), (0.0, launch))
+                        by_block[int(launch["block"])] = (total + s, first)
+                    for block_id, (s, launch) in by_block.items():
+                        info = blocks[str(block_id)]
+                        passes = sum(1 for other in compiled.plan["launches"]
+                                     if int(other["block"]) == block_id)
+                        what = f"{'+'.join(launch['ops'])[:30]}" + \
+                            (f" ({passes} launches)" if passes > 1 else "")
                         if not info["flops"] and info["bytes"] >= (1 << 20):
+                            memory_shares.append((info["bytes"] / s / 1e9 / peak_gbs, s))
                             memory_lines.append(
-                                f"{target.name:<24}{'+'.join(launch['ops'])[:34]:<36}"
+                                f"{target.name:<24}{what[:44]:<46}"
                                 f"{launch['kind']:<10}{s * 1e3:8.3f}"
                                 f"{info['bytes'] / s / 1e9:9.0f}"
                                 f"{100 * info['bytes'] / s / 1e9 / peak_gbs:6.1f}%")
                         if info["flops"]:
                             anchor_ms += s * 1e3
                             kernel_lines.append(
-                                f"{target.name:<24}{'+'.join(launch['ops'])[:34]:<36}"
-                                f"{launch.get('variant', '')[:30]:<32}{s * 1e3:8.3f}"
+                                f"{target.name:<24}{what[:44]:<46}"
+                                f"{launch.get('variant', '')[:44]:<46}{s * 1e3:8.3f}"
                                 f"{info['flops'] / s / 1e9:10.0f}"
                                 f"{100 * info['flops'] / s / 1e9 / peak_gflops:7.1f}%"
                                 f"{info['bytes'] / s / 1e9:9.0f}"
@@ -424,13 +491,23 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
               f"{r['fused_e2e_ms']:.2f} | {r['unfused_kernels_ms']:.2f} | {r['eager']:.2f} | "
               f"{r.get('cuda_graph', float('nan')):.2f} | {r.get('compile', float('nan')):.2f} | "
               f"{100 * r['anchor_share']:.0f} % | {r['rel_err']:.1e} |")
-    print("\nconv/matmul kernels (fused): ms, GFLOP/s, % of FP32 peak, GB/s, % of memory peak")
+    print("\nconv/matmul blocks (fused; a block's launches summed): ms, GFLOP/s (the "
+          "direct conv's/matmul's FLOPs, whatever the algorithm), % of FP32 peak, GB/s, "
+          "% of memory peak")
     for line in kernel_lines:
         print(line)
     print("\nmemory-bound kernels (no conv/matmul) moving 1 MiB or more: ms, GB/s, "
           "% of memory peak")
     for line in memory_lines:
         print(line)
+    if memory_shares:
+        shares = np.array([share for share, _ in memory_shares])
+        seconds = np.array([t for _, t in memory_shares])
+        print(f"memory-bound kernels: {len(shares)}; % of memory peak: min {100 * shares.min():.0f}, "
+              f"quartiles {' / '.join(f'{100 * q:.0f}' for q in np.quantile(shares, [0.25, 0.5, 0.75]))}, "
+              f"max {100 * shares.max():.0f}; time-weighted {100 * np.average(shares, weights=seconds):.0f}; "
+              f"at 60 % or more: {int((shares >= 0.6).sum())} kernels, "
+              f"{100 * seconds[shares >= 0.6].sum() / seconds.sum():.0f} % of their time")
 
 
 def _sweep(target: Path, pool: Path, device: str, feeds: dict[str, np.ndarray], repeats: int,

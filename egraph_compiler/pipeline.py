@@ -212,6 +212,10 @@ def compile_model(
         rules, report.fp = apply_fp_policy(rules, fp, special_value_changes(rules) if fp == "strict" else None)
     with _stage(report, "import", progress), ops.using(rules):
         graph = ir.load_onnx(model, ops.evaluate)
+        if target == "hexagon":  # QConvInt has explicit pads only (backends/hexagon/explicit_pads.py)
+            from egraph_compiler.backends.hexagon.explicit_pads import explicit_pads
+
+            graph = explicit_pads(graph)
     report.nodes_before = onnx_op_counts(_read_onnx(model))
     dumps = dumps or Dumps()
     dumps.write("import", lambda: dump.graph_text(graph))
@@ -366,8 +370,14 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
         params = KernelParams.for_device(kernel_device)
         if db is not None:
             params = dataclasses.replace(params, tuned=tuned_options(db, tuned_device))
-        artefact = build_symbolic(graph, out, tables=result.rules, profile_db=db, params=params,
-                                  progress=progress, steps=dim_steps)
+        from egraph_compiler.backends.opencl.specialise import value_inputs, write_deferred
+
+        needed = value_inputs(graph)
+        if needed:  # sizes decided by input values too: dims and values bound at run time
+            artefact = write_deferred(graph, out, needed, result.rules, db, params=params)
+        else:
+            artefact = build_symbolic(graph, out, tables=result.rules, profile_db=db, params=params,
+                                      progress=progress, steps=dim_steps)
     elif target == "opencl":
         graph = prepare_static_graph(static_graph(result.graph, bindings, target), target)
         from egraph_compiler.backends import opencl
@@ -380,7 +390,8 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
             params = dataclasses.replace(params, tuned=tuned_options(db, tuned_device))
         artefact = opencl.compile_graph(graph, out, tables=result.rules, profile_db=db,
                                         params=params, symbolic=_declared_symbols(result.graph))
-        _dump_backend_stages(result.dumps, graph, result.rules, db, params.device)
+        if artefact.specialised is None:  # else fusion and plan happen at run time
+            _dump_backend_stages(result.dumps, graph, result.rules, db, params.device)
     else:
         if profile_db is not None:
             raise ir.DnnrError("error: --profile-db only applies to --target opencl")
@@ -392,7 +403,7 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
     # paths name the final directory, not the temporary one they were written in
     info = {k: (_moved(v, out, final) if isinstance(v, Path) else v)
             for k, v in dataclasses.asdict(artefact).items()
-            if k not in ("report", "select") and not (k == "dynamic" and v is None)}
+            if k not in ("report", "select") and not (k in ("dynamic", "specialised") and v is None)}
     result.report.select = getattr(artefact, "select", None) or {}
     result.report.target = {"name": target, **info}
     return graph

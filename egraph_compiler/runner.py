@@ -137,6 +137,10 @@ def run_artefact(out_dir: Path, input_specs: Sequence[str], output_dir: Path,
     inputs = parse_inputs(input_specs)
     model = load_artefact(out_dir, device=device)
     outputs = model.run(inputs, cast=cast)
+    for done in getattr(model.model, "specialisations", ()):  # sizes decided by input values
+        how = "from the cache" if done["cached"] else f"compiled in {done['seconds']:.2f} s"
+        print(f"specialised for {', '.join(f'{n}={v}' for n, v in done['values'].items())}: "
+              f"{done['launches']} launches, {how}")
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
         return _save_outputs(outputs, output_dir)

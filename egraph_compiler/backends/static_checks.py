@@ -22,7 +22,7 @@ import numpy as np
 
 from egraph_compiler.fusion.view import SHAPE_INPUTS
 from egraph_compiler.ir.errors import DnnrError
-from egraph_compiler.ir.graph import Graph
+from egraph_compiler.ir.graph import Graph, Node
 
 INDEX_LIMIT = 2**31 - 1  # elements a 32-bit signed index can address
 
@@ -49,14 +49,40 @@ def prepare_static_graph(graph: Graph, target: str) -> Graph:
         constants.setdefault(name, np.zeros([int(d) for d in value_type.shape or ()], dtype=value_type.dtype))
     inputs = {v.name for v in graph.inputs}
     nodes = tuple(node for node in graph.nodes if not all(o in empty for o in node.outputs if o))
+    nodes = tuple(_empty_operands_as_constants(node, empty & inputs, constants) for node in nodes)
     for node in nodes:
-        # an empty shape operand is a value (Reshape to a scalar), not an empty piece
-        shape_only = SHAPE_INPUTS.get(node.op, ())
+        # an empty shape operand is a value (Reshape to a scalar), not an empty piece;
+        # so is an empty operand the IR holds as an attribute (axes: none given)
+        shape_only = (*SHAPE_INPUTS.get(node.op, ()), *_attribute_operands(node.op))
         reads = [i for k, i in enumerate(node.inputs) if i in empty and k not in shape_only]
-        if reads:
+        if reads and all(o in sizes for o in node.outputs if o):  # else: sized at run time
             raise DnnrError(f"error: node '{node.outputs[0]}' ({node.op}) reads the zero-sized "
                             f"tensor '{reads[0]}' to make a non-empty one; the {target} target "
                             "cannot compile that\n  hint: remove the empty piece from the model")
     kept = {i for node in nodes for i in node.inputs} | {v.name for v in graph.outputs}
     constants = {name: array for name, array in constants.items() if name in kept and name not in inputs}
     return replace(graph, nodes=nodes, constants=constants)
+
+
+def _attribute_operands(op: str) -> tuple[int, ...]:
+    """Positions of the operands the IR holds as attributes once constant (the registry's
+    ``NAME_input`` operands: axes, pads, split sizes, slice bounds)."""
+    from egraph_compiler.ops import current
+
+    info = current().get(op)
+    return tuple(position for position, _, _ in info.operand_attributes) if info is not None else ()
+
+
+def _empty_operands_as_constants(node: Node, empty_inputs: set[str],
+                                 constants: dict[str, np.ndarray]) -> Node:
+    """``node`` reading an empty constant instead of an empty graph input at an operand
+    held as an attribute: every empty tensor has the same value, so it is known here
+    (a run-time ``axes`` input of length 0) and the planner folds it into the attribute."""
+    positions = _attribute_operands(node.op)
+    renamed = list(node.inputs)
+    for k in positions:
+        if k < len(renamed) and renamed[k] in empty_inputs:
+            name = f"{renamed[k]}__empty"
+            constants[name] = constants[renamed[k]]
+            renamed[k] = name
+    return node if renamed == list(node.inputs) else replace(node, inputs=tuple(renamed))

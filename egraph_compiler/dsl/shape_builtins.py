@@ -133,146 +133,26 @@ def reshape_target(source: Sequence[Dim], result: Sequence[Dim]) -> tuple[int, .
 # The shape stage's general rules, implemented in `shapes/rules.py` (SHAPE_FUNCTIONS; the
 # rule language comes before that stage, so it knows them by name only —
 # tests/dsl/test_dsl_shape_builtins.py keeps the two in step), and the operator shape
-# functions below (`OPERATOR_SHAPES`, `CONTEXT_SHAPES`).
+# functions below (`OPERATOR_SHAPES`).
 GENERAL_SHAPE_RULES = (
     "same", "broadcast", "matmul", "gemm", "conv", "pool", "global_pool", "reduce", "argreduce",
     "flatten", "transpose", "concat", "gather", "unsqueeze", "squeeze", "expand", "tile", "pad",
+    "reshape", "split", "slice", "gather_elements", "shape", "size", "constant_of_shape", "range",
+    "resize", "layer_norm", "topk", "nonzero", "depth_to_space", "space_to_depth",
+    "dynamic_quantize_linear", "einsum", "gather_nd",
 )
 
 
 def shape_builtin_names() -> tuple[str, ...]:
     """Every name an op declaration's ``shape builtin NAME`` may use."""
-    return (*GENERAL_SHAPE_RULES, *OPERATOR_SHAPES, *CONTEXT_SHAPES)
+    return (*GENERAL_SHAPE_RULES, *OPERATOR_SHAPES)
 
 
 # -- operator shape functions (`shape builtin NAME` on an op declaration) ------------------
-# Each takes the operand shapes (None: absent), the node's attributes and the operand values
-# known at compile time (a flat tuple of dims, or None), and gives one shape per output; a
-# dim given as None is one no rule can tell (the shape stage makes it a fresh symbol).
-OutShape = tuple[Dim | None, ...]
-Operands = Sequence[tuple[Dim, ...] | None]
-Values = Sequence[tuple[Dim, ...] | None]
-
-
-def _value_dim(values: Values, index: int) -> Dim | None:
-    """The single value of operand ``index`` (a scalar or a one-element vector), if known."""
-    value = values[index] if index < len(values) else None
-    return value[0] if value is not None and len(value) == 1 else None
-
-
-def recurrent_shapes(shapes: Operands, attrs: dict, values: Values) -> list[OutShape]:
-    """RNN / GRU / LSTM (opset 14): Y [seq, dirs, batch, hidden] and the last states
-    [dirs, batch, hidden]; with layout=1 batch comes first: [batch, seq, dirs, hidden] and
-    [batch, dirs, hidden]."""
-    x, w = shapes[0], shapes[1]
-    if x is None or w is None or len(x) != 3 or len(w) != 3:
-        raise ValueError("X and W of a recurrent layer must be 3-D")
-    layout = int(attrs.get("layout", 0))
-    seq, batch = (x[1], x[0]) if layout else (x[0], x[1])
-    r = shapes[2] if len(shapes) > 2 else None
-    hidden = int(attrs["hidden_size"]) if attrs.get("hidden_size") is not None else \
-        (r[2] if r is not None and len(r) == 3 else None)
-    dirs = w[0]
-    if layout:
-        return [(batch, seq, dirs, hidden), (batch, dirs, hidden), (batch, dirs, hidden)]
-    return [(seq, dirs, batch, hidden), (dirs, batch, hidden), (dirs, batch, hidden)]
-
-
-def det_shape(shapes: Operands, attrs: dict, values: Values) -> list[OutShape]:
-    """Det: the batch axes of [..., M, M]."""
-    x = shapes[0]
-    if x is None or len(x) < 2:
-        raise ValueError("Det needs an input of rank >= 2")
-    return [tuple(x[:-2])]
-
-
-def col2im_shape(shapes: Operands, attrs: dict, values: Values) -> list[OutShape]:
-    """Col2Im: [N, C * prod(block), L] -> [N, C, *image_shape]."""
-    x, image = shapes[0], shapes[1]
-    if x is None or len(x) != 3 or image is None or len(image) != 1 or not isinstance(image[0], int):
-        raise ValueError("Col2Im needs a 3-D input and a 1-D image_shape of static length")
-    spatial = values[1] if len(values) > 1 and values[1] is not None else (None,) * image[0]
-    block = values[2] if len(values) > 2 else None
-    channels: Dim | None = None
-    if block is not None and all(isinstance(b, int) and b > 0 for b in block) \
-            and isinstance(x[1], int):
-        channels = x[1] // int(_prod(block))
-    return [(x[0], channels, *spatial)]
-
-
-def _dft_length(x: Sequence[Dim], axis: int, inverse: bool, onesided: bool, given: Dim | None) -> Dim | None:
-    if given is not None:
-        return given
-    n = x[axis]
-    if inverse and onesided:
-        return 2 * (n - 1) if isinstance(n, int) else None
-    return n
-
-
-def dft_shape(shapes: Operands, attrs: dict, values: Values) -> list[OutShape]:
-    """DFT: the signal axis becomes the transform length (n//2+1 bins when onesided, the
-    full length for an inverse onesided one), the last axis 2 (1 for that inverse)."""
-    x = shapes[0]
-    if x is None or len(x) < 2:
-        raise ValueError("DFT needs an input of rank >= 2")
-    inverse, onesided = bool(attrs.get("inverse", 0)), bool(attrs.get("onesided", 0))
-    last = 1 if inverse and onesided else 2
-    if len(shapes) > 2 and shapes[2] is not None:  # a run-time axis
-        if not onesided and _value_dim(values, 1) is None and shapes[1] is None:
-            return [(*x[:-1], 2)]  # the transform keeps every axis's length
-        return [(*([None] * (len(x) - 1)), last)]
-    axis = _axis(int(attrs.get("axis", 1)), len(x))
-    if axis == len(x) - 1:
-        raise ValueError("DFT's axis must not be the last (real/imaginary) axis")
-    length = _dft_length(x, axis, inverse, onesided, _value_dim(values, 1))
-    if onesided and not inverse:
-        length = length // 2 + 1 if isinstance(length, int) else None
-    return [tuple(length if k == axis else (last if k == len(x) - 1 else d)
-                  for k, d in enumerate(x))]
-
-
-def stft_shape(shapes: Operands, attrs: dict, values: Values) -> list[OutShape]:
-    """STFT: [batch, frames, bins, 2] with frames = (length - frame_length) // step + 1 and
-    bins = frame_length // 2 + 1 when onesided (the window's length when frame_length is absent)."""
-    signal = shapes[0]
-    if signal is None or len(signal) != 3:
-        raise ValueError("STFT needs a [batch, length, 1 or 2] signal")
-    step = _value_dim(values, 1)
-    frame = _value_dim(values, 3)
-    if frame is None and len(shapes) > 2 and shapes[2] is not None and len(shapes[2]) == 1:
-        frame = shapes[2][0]
-    elif frame is None and (len(shapes) < 4 or shapes[3] is None):
-        frame = signal[1]  # neither a window nor a frame length: one frame of the whole signal
-    frames = bins = None
-    if isinstance(step, int) and isinstance(frame, int) and isinstance(signal[1], int) and step > 0:
-        frames = (signal[1] - frame) // step + 1
-    if isinstance(frame, int):
-        bins = frame // 2 + 1 if int(attrs.get("onesided", 1)) else frame
-    return [(signal[0], frames, bins, 2)]
-
-
-def window_shape(shapes: Operands, attrs: dict, values: Values) -> list[OutShape]:
-    """Hann/Hamming/Blackman windows: [size]."""
-    return [(_value_dim(values, 0),)]
-
-
-def mel_weight_matrix_shape(shapes: Operands, attrs: dict, values: Values) -> list[OutShape]:
-    """MelWeightMatrix: [dft_length // 2 + 1, num_mel_bins]."""
-    length = _value_dim(values, 1)
-    return [(length // 2 + 1 if isinstance(length, int) else None, _value_dim(values, 0))]
-
-
-OPERATOR_SHAPES = {
-    "recurrent": recurrent_shapes, "det": det_shape, "col2im": col2im_shape, "dft": dft_shape,
-    "stft": stft_shape, "window": window_shape, "mel_weight_matrix": mel_weight_matrix_shape,
-}
-
-
-# --- opsb ---------------------------------------------------------------------------------
-# Output shapes of the vision and indexing operators (`shape builtin NAME` in
-# rules/operators.dnnr, block "opsb"). Each takes the shape stage's per-node context
-# (`ShapeContext`) and gives one (dtype, shape) per output. A dim that depends on a value
-# known only at run time (a box count, a crop size fed as an input) is a fresh symbol.
+# Each takes the shape stage's per-node context (`ShapeContext`) and gives one (dtype, shape)
+# per output. A dim given as None is one no rule can tell (the shape stage makes it a fresh
+# symbol); a dim that depends on a value known only at run time (a box count, a crop size fed
+# as an input) is a fresh symbol too.
 
 
 class ShapeContext(Protocol):
@@ -291,7 +171,118 @@ class ShapeContext(Protocol):
     def unknown(self) -> Exception: ...
 
 
-Typed = list[tuple[str, tuple[Dim, ...]]]
+Typed = list[tuple[str, tuple[Dim | None, ...]]]
+
+
+def _value_dim(ctx: ShapeContext, index: int) -> Dim | None:
+    """The single value of operand ``index`` (a scalar or a one-element vector), if known."""
+    value = ctx.value(index)
+    return value[0] if value is not None and len(value) == 1 else None
+
+
+def recurrent_shapes(ctx: ShapeContext) -> Typed:
+    """RNN / GRU / LSTM (opset 14): Y [seq, dirs, batch, hidden] and the last states
+    [dirs, batch, hidden]; with layout=1 batch comes first: [batch, seq, dirs, hidden] and
+    [batch, dirs, hidden]."""
+    x, w, r = ctx.shape(0), ctx.shape(1), ctx.shape(2)
+    if x is None or w is None or len(x) != 3 or len(w) != 3:
+        raise ValueError("X and W of a recurrent layer must be 3-D")
+    layout = int(ctx.attrs.get("layout", 0))
+    seq, batch = (x[1], x[0]) if layout else (x[0], x[1])
+    hidden = int(ctx.attrs["hidden_size"]) if ctx.attrs.get("hidden_size") is not None else \
+        (r[2] if r is not None and len(r) == 3 else None)
+    dirs, dtype = w[0], ctx.dtype(0)
+    if layout:
+        return [(dtype, (batch, seq, dirs, hidden)), (dtype, (batch, dirs, hidden)), (dtype, (batch, dirs, hidden))]
+    return [(dtype, (seq, dirs, batch, hidden)), (dtype, (dirs, batch, hidden)), (dtype, (dirs, batch, hidden))]
+
+
+def det_shape(ctx: ShapeContext) -> Typed:
+    """Det: the batch axes of [..., M, M]."""
+    x = ctx.shape(0)
+    if x is None or len(x) < 2:
+        raise ValueError("Det needs an input of rank >= 2")
+    return [(ctx.dtype(0), tuple(x[:-2]))]
+
+
+def col2im_shape(ctx: ShapeContext) -> Typed:
+    """Col2Im: [N, C * prod(block), L] -> [N, C, *image_shape]."""
+    x, image = ctx.shape(0), ctx.shape(1)
+    if x is None or len(x) != 3 or image is None or len(image) != 1 or not isinstance(image[0], int):
+        raise ValueError("Col2Im needs a 3-D input and a 1-D image_shape of static length")
+    spatial = ctx.value(1) or (None,) * image[0]
+    block = ctx.value(2)
+    channels: Dim | None = None
+    if block is not None and all(isinstance(b, int) and b > 0 for b in block) \
+            and isinstance(x[1], int):
+        channels = x[1] // int(_prod(block))
+    return [(ctx.dtype(0), (x[0], channels, *spatial))]
+
+
+def _dft_length(x: Sequence[Dim], axis: int, inverse: bool, onesided: bool, given: Dim | None) -> Dim | None:
+    if given is not None:
+        return given
+    n = x[axis]
+    if inverse and onesided:
+        return 2 * (n - 1) if isinstance(n, int) else None
+    return n
+
+
+def dft_shape(ctx: ShapeContext) -> Typed:
+    """DFT: the signal axis becomes the transform length (n//2+1 bins when onesided, the
+    full length for an inverse onesided one), the last axis 2 (1 for that inverse)."""
+    x = ctx.shape(0)
+    if x is None or len(x) < 2:
+        raise ValueError("DFT needs an input of rank >= 2")
+    inverse, onesided = bool(ctx.attrs.get("inverse", 0)), bool(ctx.attrs.get("onesided", 0))
+    last = 1 if inverse and onesided else 2
+    if ctx.shape(2) is not None:  # a run-time axis
+        if not onesided and _value_dim(ctx, 1) is None and ctx.shape(1) is None:
+            return [(ctx.dtype(0), (*x[:-1], 2))]  # the transform keeps every axis's length
+        return [(ctx.dtype(0), (*([None] * (len(x) - 1)), last))]
+    axis = _axis(int(ctx.attrs.get("axis", 1)), len(x))
+    if axis == len(x) - 1:
+        raise ValueError("DFT's axis must not be the last (real/imaginary) axis")
+    length = _dft_length(x, axis, inverse, onesided, _value_dim(ctx, 1))
+    if onesided and not inverse:
+        length = length // 2 + 1 if isinstance(length, int) else None
+    return [(ctx.dtype(0), tuple(length if k == axis else (last if k == len(x) - 1 else d)
+                                 for k, d in enumerate(x)))]
+
+
+def stft_shape(ctx: ShapeContext) -> Typed:
+    """STFT: [batch, frames, bins, 2] with frames = (length - frame_length) // step + 1 and
+    bins = frame_length // 2 + 1 when onesided (the window's length when frame_length is absent)."""
+    signal, window = ctx.shape(0), ctx.shape(2)
+    if signal is None or len(signal) != 3:
+        raise ValueError("STFT needs a [batch, length, 1 or 2] signal")
+    step, frame = _value_dim(ctx, 1), _value_dim(ctx, 3)
+    if frame is None and window is not None and len(window) == 1:
+        frame = window[0]
+    elif frame is None and ctx.shape(3) is None:
+        frame = signal[1]  # neither a window nor a frame length: one frame of the whole signal
+    frames = bins = None
+    if isinstance(step, int) and isinstance(frame, int) and isinstance(signal[1], int) and step > 0:
+        frames = (signal[1] - frame) // step + 1
+    if isinstance(frame, int):
+        bins = frame // 2 + 1 if int(ctx.attrs.get("onesided", 1)) else frame
+    return [(ctx.dtype(0), (signal[0], frames, bins, 2))]
+
+
+def window_shape(ctx: ShapeContext) -> Typed:
+    """Hann/Hamming/Blackman windows: [size]."""
+    return [(ctx.dtype(0), (_value_dim(ctx, 0),))]
+
+
+def mel_weight_matrix_shape(ctx: ShapeContext) -> Typed:
+    """MelWeightMatrix: [dft_length // 2 + 1, num_mel_bins]."""
+    length = _value_dim(ctx, 1)
+    return [(ctx.dtype(0), (length // 2 + 1 if isinstance(length, int) else None, _value_dim(ctx, 0)))]
+
+
+# --- opsb ---------------------------------------------------------------------------------
+# Output shapes of the vision and indexing operators (`shape builtin NAME` in
+# rules/operators.dnnr, block "opsb").
 
 
 def _static_length(ctx: ShapeContext, index: int) -> int:
@@ -408,11 +399,26 @@ def center_crop_pad_shape(ctx: ShapeContext) -> Typed:
     return [(ctx.dtype(0), tuple(out))]
 
 
-# name (`shape builtin NAME`) -> function of the shape stage's context (the functions of
-# `OPERATOR_SHAPES` above take operand shapes and values instead)
-CONTEXT_SHAPES: dict[str, Any] = {
+# name (`shape builtin NAME`) -> its shape function
+OPERATOR_SHAPES: dict[str, Any] = {
+    "recurrent": recurrent_shapes, "det": det_shape, "col2im": col2im_shape, "dft": dft_shape,
+    "stft": stft_shape, "window": window_shape, "mel_weight_matrix": mel_weight_matrix_shape,
     "grid_sample": grid_sample_shape, "affine_grid": affine_grid_shape, "roi_align": roi_align_shape,
     "max_roi_pool": max_roi_pool_shape, "max_unpool": max_unpool_shape, "one_hot": one_hot_shape,
     "compress": compress_shape, "non_max_suppression": non_max_suppression_shape,
     "unique": unique_shape, "center_crop_pad": center_crop_pad_shape,
 }
+
+
+# --- opsk ---------------------------------------------------------------------------------
+def top_k_indices_shape(ctx: ShapeContext) -> Typed:
+    """TopKIndices (dnnr-internal, TopK's indices output): x's shape with k along axis."""
+    x = ctx.need_shape(0)
+    k = ctx.value(1)
+    axis = _axis(int(ctx.attrs.get("axis", -1)), len(x))
+    out = list(x)
+    out[axis] = k[0] if k is not None else ctx.fresh()
+    return [("int64", tuple(out))]
+
+
+OPERATOR_SHAPES["top_k_indices"] = top_k_indices_shape

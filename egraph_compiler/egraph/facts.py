@@ -16,12 +16,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from egraph_compiler import ops, shapes
+from egraph_compiler.dsl import ast
 from egraph_compiler.egraph.schema import ABSENT, ATTR_SORT, OpSchema
 from egraph_compiler.ir.dims import Dim
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.onnx_types import dtype_from_onnx
 
-SIGN_PRESERVING = {"Add", "Mul"}  # positive op positive is positive; same for nonneg
+
+def _sign_preserving(info: ops.OpInfo) -> bool:
+    """Positive (nonneg) operands give a positive (nonneg) result: semantics ``a + b`` or ``a * b``."""
+    e, names = info.semantics, {p.name for p in info.decl.params}
+    return isinstance(e, ast.BinOp) and e.op in ("+", "*") and len(names) == 2 and \
+        {getattr(e.lhs, "name", None), getattr(e.rhs, "name", None)} == names
 
 
 def _onnx_dtype_table() -> str:
@@ -67,7 +73,6 @@ def analysis_program(schemas: dict[str, OpSchema]) -> tuple[str, dict[str, Shape
     """egglog text of all analysis rules, and the shape oracles by op name."""
     out = [_onnx_dtype_table()]
     oracles: dict[str, ShapeOracle] = {}
-    registry = ops.Registry.from_decls({name: schema.decl for name, schema in schemas.items()}, ops.shipped())
     for name, schema in schemas.items():
         params = schema.decl.params
         term, xs, attrs = _term(schema)
@@ -77,8 +82,8 @@ def analysis_program(schemas: dict[str, OpSchema]) -> tuple[str, dict[str, Shape
             conds = " ".join(f"(is_const {xs[i]})" for i in tensor)
             out.append(f"(rule ((= e {term}) {conds}) ((is_const e)) :ruleset analysis)")
         # dtype, as the op declares it (rules/operators.dnnr) or the first operand's
-        info = registry.get(name)
-        dtype_kind, *dtype_args = info.dtype if info else ("like",)
+        info = ops.OpInfo(schema.decl)
+        dtype_kind, *dtype_args = info.dtype
         attr_names = [a.name for a in schema.attrs]
         if dtype_kind == "fixed":
             out.append(f'(rule ((= e {term})) ((set (dtype e) "{dtype_args[0]}")) :ruleset analysis)')
@@ -103,9 +108,9 @@ def analysis_program(schemas: dict[str, OpSchema]) -> tuple[str, dict[str, Shape
                         f"(rule ((= e {term}) (= d (dtype {xs[source]}))) ((set (dtype e) d)) :ruleset analysis)"
                     )
         # sign facts
-        for fact in sorted(info.facts if info else ()):
+        for fact in sorted(info.facts):
             out.append(f"(rule ((= e {term})) (({fact} e)) :ruleset analysis)")
-        if name in SIGN_PRESERVING and len(tensor) == 2:
+        if _sign_preserving(info) and len(tensor) == 2:
             for fact in ("positive", "nonneg"):
                 out.append(
                     f"(rule ((= e {term}) ({fact} {xs[0]}) ({fact} {xs[1]})) (({fact} e)) "
@@ -113,8 +118,8 @@ def analysis_program(schemas: dict[str, OpSchema]) -> tuple[str, dict[str, Shape
                 )
         # native shapes
         required = [i for i, p in enumerate(params) if not p.optional and not p.variadic]
-        elementwise = _elementwise(name, schema)
-        if (name in shapes.SAME_SHAPE_OPS and required) or (elementwise and len(required) == 1):
+        elementwise = _elementwise(schema)
+        if (info.shape == "same" and required) or (elementwise and len(required) == 1):
             out.append(
                 f"(rule ((= e {term}) (= s (shape {xs[0]}))) ((set (shape e) s)) :ruleset analysis)"
             )
@@ -128,10 +133,10 @@ def analysis_program(schemas: dict[str, OpSchema]) -> tuple[str, dict[str, Shape
                 f":ruleset analysis)"
             )
         # the shape oracle
-        if (name in shapes.SHAPE_RULE_OPS or elementwise) and params:
+        if (shapes.rule_for(name, info) or elementwise) and params:
             oracle = ShapeOracle(
                 name, schema, tuple(required) + tuple(i for i, p in enumerate(params) if p.variadic),
-                tuple(i for i in shapes.VALUE_INPUTS.get(name, ()) if i < len(params)),
+                tuple(i for i in shapes.value_inputs(name, info) if i < len(params)),
             )
             oracles[name] = oracle
             out.append(_oracle_rules(oracle, term, xs, attrs))
@@ -163,11 +168,13 @@ def _oracle_rules(oracle: ShapeOracle, term: str, xs: list[str], attrs: list[str
     )
 
 
-def _elementwise(name: str, schema: OpSchema) -> bool:
-    """NumPy broadcasting of all inputs: the shapes stage's broadcasting ops, and ops the rule
-    files declare one_to_one that it has no rule for (new elementwise ops need no Python)."""
-    if name in shapes.SHAPE_RULE_OPS:
-        return name in shapes.BROADCAST_OPS
+def _elementwise(schema: OpSchema) -> bool:
+    """NumPy broadcasting of all inputs: an op whose declaration says or implies
+    ``broadcast``, and one the rule files declare one_to_one that the shapes stage has no
+    rule for (new elementwise ops need no Python)."""
+    info = ops.OpInfo(schema.decl)
+    if shapes.rule_for(info.name, info) is not None:
+        return info.shape == "broadcast"
     return schema.decl.mapping == "one_to_one"
 
 
@@ -189,7 +196,7 @@ def term_shape(schema: OpSchema, arg_shapes: list, attrs: dict, values: dict[int
             return None
         num_outputs = len(attrs["split"])
     return shapes.infer_term_shape(name, attrs, inputs, values=values, num_outputs=num_outputs,
-                                   elementwise=_elementwise(name, schema))
+                                   elementwise=_elementwise(schema))
 
 
 def decode_attrs(schema: OpSchema, values: list) -> dict:

@@ -22,6 +22,9 @@ import functools
 from dataclasses import dataclass
 from math import gcd
 
+from egraph_compiler.shapes.prover import _ACTIVE_RANGES
+from egraph_compiler.shapes.symint import SymInt, everywhere, unrecorded
+
 
 @dataclass(frozen=True, slots=True)
 class IVar:
@@ -79,14 +82,16 @@ def value_range(expr: IExpr) -> tuple[int, int]:
         return lo // expr.den, hi // expr.den
     if isinstance(expr, IMod):
         lo, hi = value_range(expr.num)
-        if lo >= 0 and hi < expr.den:
+        if everywhere(">=", lo, 0) and everywhere("<", hi, expr.den):
             return lo, hi
         return 0, expr.den - 1
     lo = hi = expr.const
     for atom, coeff in expr.terms:
         alo, ahi = value_range(atom)
-        lo += min(alo * coeff, ahi * coeff)
-        hi += max(alo * coeff, ahi * coeff)
+        # alo <= ahi: the coefficient's sign orders the products (no comparison of
+        # sizes that a symbolic build derives from the dims)
+        lo += alo * coeff if coeff >= 0 else ahi * coeff
+        hi += ahi * coeff if coeff >= 0 else alo * coeff
     return lo, hi
 
 
@@ -102,10 +107,33 @@ def _linear(expr: IExpr) -> tuple[dict[Atom, int], int]:
 
 
 @functools.lru_cache(maxsize=1 << 16)
+def _cached_text(atom: Atom) -> str:
+    return repr(atom)
+
+
 def _order_key(atom: Atom) -> str:
     """Terms are ordered by their text (the generated code depends on that order);
-    atoms are immutable, so each one's text is computed once."""
-    return repr(atom)
+    atoms are immutable, so each one's text is computed once. In a symbolic build
+    (dim ranges active) a range derived from the dims is its expression in the text,
+    not its value here: the order, and so the code, is the same at every shape (and
+    the cache, which compares values, is not used)."""
+    if _ACTIVE_RANGES.get():
+        return _symbolic_text(atom)
+    with unrecorded():
+        return _cached_text(atom)
+
+
+def _symbolic_text(value: object) -> str:
+    """``repr(value)`` with every `SymInt` as ``<expression>``."""
+    if isinstance(value, SymInt):
+        return f"<{value.expr}>"
+    if isinstance(value, (IVar, IOpaque, IDiv, IMod, ISum)):
+        fields = ", ".join(f"{name}={_symbolic_text(getattr(value, name))}"
+                           for name in value.__slots__)  # type: ignore[union-attr]
+        return f"{type(value).__name__}({fields})"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_symbolic_text(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    return repr(value)
 
 
 def _make(terms: dict[Atom, int], const: int) -> IExpr:
@@ -135,12 +163,12 @@ def mul(expr: IExpr, factor: int) -> IExpr:
 
 
 def floordiv(expr: IExpr, den: int) -> IExpr:
-    if den == 1:
+    if everywhere("==", den, 1):
         return expr
     if isinstance(expr, int):
         return expr // den
     lo, hi = value_range(expr)
-    if lo // den == hi // den:
+    if everywhere("==", lo // den, hi // den):
         return lo // den
     if isinstance(expr, IDiv):
         return floordiv(expr.num, expr.den * den)
@@ -160,7 +188,7 @@ def floordiv(expr: IExpr, den: int) -> IExpr:
     rest = {a: c for a, c in terms.items() if c % den != 0}
     rest_expr = _make(rest, const % den)
     rlo, rhi = value_range(rest_expr)
-    if rlo // den == rhi // den:
+    if everywhere("==", rlo // den, rhi // den):
         return add(_make(quotient, const // den), rlo // den)
     if not quotient and const // den == 0:
         return IDiv(rest_expr, den)
@@ -168,12 +196,12 @@ def floordiv(expr: IExpr, den: int) -> IExpr:
 
 
 def mod(expr: IExpr, den: int) -> IExpr:
-    if den == 1:
+    if everywhere("==", den, 1):
         return 0
     if isinstance(expr, int):
         return expr % den
     lo, hi = value_range(expr)
-    if 0 <= lo and hi < den:
+    if everywhere(">=", lo, 0) and everywhere("<", hi, den):
         return expr
     if isinstance(expr, IMod) and expr.den % den == 0:
         return mod(expr.num, den)
@@ -203,13 +231,13 @@ def _aligned_split(terms: dict[Atom, int], const: int, den: int
     for g in range(den // 2, 1, -1):
         if den % g:
             continue
-        aligned = {a: c for a, c in terms.items() if c % g == 0}
-        rest = {a: c for a, c in terms.items() if c % g != 0}
+        aligned = {a: c for a, c in terms.items() if everywhere("==", c % g, 0)}
+        rest = {a: c for a, c in terms.items() if a not in aligned}
         if not aligned or not rest:
             continue
         rest_expr = _make(rest, const % g)
         lo, hi = value_range(rest_expr)
-        if lo >= 0 and hi < g:
+        if everywhere(">=", lo, 0) and everywhere("<", hi, g):
             return _make(aligned, const - const % g), rest_expr
     return None
 
@@ -238,8 +266,19 @@ def delinearize(flat: IExpr, shape: tuple[int, ...]) -> tuple[IExpr, ...]:
     """Multi-index of a flat row-major offset (the split dependency)."""
     out: list[IExpr] = []
     stride = 1
-    for size in reversed(shape):
-        out.append(mod(floordiv(flat, stride), size) if size != 1 else 0)
+    lo, hi = value_range(flat)
+    # a symbolic build: the leading index of an offset inside the tensor needs no
+    # modulo (``flat // stride < size``), which its range, a quotient by a dim with
+    # no expression, would not show the prover
+    symbolic = bool(_ACTIVE_RANGES.get())
+    for k, size in enumerate(reversed(shape)):
+        if everywhere("==", size, 1):
+            out.append(0)
+        elif symbolic and k == len(shape) - 1 and everywhere(">=", lo, 0) and \
+                everywhere("<", hi, stride * size):
+            out.append(floordiv(flat, stride))
+        else:
+            out.append(mod(floordiv(flat, stride), size))
         stride *= size
     return tuple(reversed(out))
 
@@ -254,7 +293,8 @@ def broadcast_index(index: tuple[IExpr, ...], out_shape: tuple[int, ...],
                     in_shape: tuple[int, ...]) -> tuple[IExpr, ...]:
     """Input index of a NumPy-broadcast operand read at output ``index``."""
     lead = len(out_shape) - len(in_shape)
-    return tuple(0 if size == 1 else index[lead + k] for k, size in enumerate(in_shape))
+    return tuple(0 if everywhere("==", size, 1) else index[lead + k]
+                 for k, size in enumerate(in_shape))
 
 
 def strides(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -37,8 +37,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from egraph_compiler import ops
 from egraph_compiler.fusion.structure import BlockStructure, reduce_axes
 from egraph_compiler.fusion.view import GraphView
+from egraph_compiler.ir.graph import Node
 
 SECTOR = 8  # float32 elements per 32-byte memory transaction
 # Reductions over fewer elements run one output per work-item (kernels.KernelParams).
@@ -184,24 +186,31 @@ def _consumer_lane(view: GraphView, value: str, consumer: tuple[frozenset[int], 
         # reduction's axes are not this value's; it is read like any operand
         big = [a for a in range(rank) if shape[a] > 1]
         return (big[-1] if big else rank - 1), ()
-    if node.op in ("Softmax", "LogSoftmax"):
-        axes: tuple[int, ...] = (int(node.attr("axis", -1)) % rank,)  # type: ignore[arg-type]
-    elif node.op == "LayerNormalization":
-        axes = tuple(range(int(node.attr("axis", -1)) % rank, rank))  # type: ignore[arg-type]
-    elif node.op == "InstanceNormalization":
+    info = ops.current().get(node.op)
+    argreduce = info is not None and info.shape == "builtin argreduce"
+    if info is not None and info.anchor == "rownorm":
+        axes: tuple[int, ...] = normalised_axes(node, rank)
+    elif info is not None and info.shape == "builtin global_pool":
         axes = tuple(range(2, rank))
-    elif node.op in ("GlobalAveragePool", "GlobalMaxPool"):
-        axes = tuple(range(2, rank))
-    elif node.op in ("ArgMax", "ArgMin"):
+    elif argreduce:
         axes = (int(node.attr("axis", 0)) % rank,)  # type: ignore[arg-type]
     else:
         axes, _ = reduce_axes(view, node)
     length = int(np.prod([shape[a] for a in axes], dtype=np.int64))
-    serial = structure.kind == "reduce" and (length < SERIAL_REDUCE_BELOW
-                                             or node.op in ("ArgMax", "ArgMin"))
+    serial = structure.kind == "reduce" and (length < SERIAL_REDUCE_BELOW or argreduce)
     pool = [a for a in range(rank) if (a not in axes) == serial and shape[a] > 1]
     lane = pool[-1] if pool else rank - 1
     return lane, axes
+
+
+def normalised_axes(node: Node, rank: int) -> tuple[int, ...]:
+    """The axes a row-normalisation anchor (``anchor rownorm``) reduces over:
+    InstanceNormalization all the spatial ones, LayerNormalization ``axis`` onwards,
+    Softmax/LogSoftmax ``axis``."""
+    if node.op == "InstanceNormalization":
+        return tuple(range(2, rank))
+    axis = int(node.attr("axis", -1)) % rank  # type: ignore[arg-type]
+    return tuple(range(axis, rank)) if node.op == "LayerNormalization" else (axis,)
 
 
 def _producer_write_stride(view: GraphView, value: str, members: frozenset[int],
@@ -223,5 +232,5 @@ def _producer_write_stride(view: GraphView, value: str, members: frozenset[int],
 
 
 __all__ = ["CANNOT_READ", "LayoutChoice", "PERMUTABLE_READERS", "SECTOR", "SERIAL_REDUCE_BELOW",
-           "TensorLayoutOptions", "describe", "layout_options", "physical_strides",
+           "TensorLayoutOptions", "describe", "layout_options", "normalised_axes", "physical_strides",
            "select_layouts"]

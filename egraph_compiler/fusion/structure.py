@@ -29,6 +29,7 @@ from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.tables import ANCHOR_OPS, role_of
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.graph import Node
+from egraph_compiler.shapes.symint import everywhere, proved_equal
 
 # Limits standing in for register and work-group-memory pressure (Listing 3.1 step 2.2).
 MAX_BLOCK_INPUTS = 40
@@ -58,7 +59,8 @@ class BlockStructure:
 
 
 def iteration_vars(shape: tuple[int, ...], prefix: str = "i") -> tuple[ix.IExpr, ...]:
-    return tuple(ix.IVar(f"{prefix}{k}", 0, max(size - 1, 0)) if size != 1 else 0
+    # a dim of 1 only where it is 1 at every shape a symbolic build serves (`everywhere`)
+    return tuple(0 if everywhere("==", size, 1) else ix.IVar(f"{prefix}{k}", 0, max(size - 1, 0))
                  for k, size in enumerate(shape))
 
 
@@ -71,7 +73,10 @@ def forward_index(view: GraphView, node: Node, source: str,
     if role_of(node.op) == "elementwise":
         if node.op == "BatchNormalization" and node.inputs[0] != source:
             return None
-        return index if in_shape == out_shape else None
+        # equal shapes at every shape of the dim ranges, not only at this one (the
+        # prover, as fusion's mappings: `symint.proved_equal`)
+        return index if len(in_shape) == len(out_shape) and all(
+            proved_equal(a, b) for a, b in zip(in_shape, out_shape, strict=True)) else None
     if node.op == "Transpose":
         perm = node.attr("perm") or tuple(reversed(range(len(in_shape))))
         return tuple(index[p] for p in perm)  # type: ignore[union-attr]

@@ -11,6 +11,7 @@ import numpy as np
 from egraph_compiler.ir.dims import shape_is_static
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Graph, Node
+from egraph_compiler.shapes.symint import unrecorded
 
 # Inputs that only carry a shape (read at compile time, never by a kernel).
 SHAPE_INPUTS = {"Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,)}
@@ -53,9 +54,10 @@ class GraphView:
             shape = tuple(int(d) for d in np.shape(self.constants[value]))
             # a constant folded from the dims: its typed shape carries their derivation
             typed = self.graph.types.get(value)
-            return tuple(typed.shape) if typed is not None and typed.shape is not None and \
-                all(isinstance(d, int) for d in typed.shape) and tuple(typed.shape) == shape \
-                else shape
+            with unrecorded():  # checks the derivation here; decides nothing (`symint`)
+                derived = typed is not None and typed.shape is not None and \
+                    all(isinstance(d, int) for d in typed.shape) and tuple(typed.shape) == shape
+            return tuple(typed.shape) if derived else shape  # type: ignore[union-attr]
         tensor_type = self.graph.types.get(value)
         if tensor_type is None or not shape_is_static(tensor_type.shape):
             producer = self.producer_index.get(value)

@@ -38,6 +38,7 @@ class InlineContext(Protocol):
     opset: int
     constants: dict[str, np.ndarray]
     alias: dict[str, str]
+    origins: dict[str, str]  # an instantiated body value -> its name in the body
 
     def fresh_value(self, base: str) -> str: ...
     def add_constant(self, base: str, array: np.ndarray) -> str: ...
@@ -97,6 +98,7 @@ class Inliner:
                 if out:
                     rename[out] = self.ctx.fresh_value(f"{prefix}{out}")
                     node.output[k] = rename[out]
+                    self.ctx.origins[rename[out]] = out  # where onnx typed it
             node.name = f"{prefix}{original.name or original.op_type}"
             nodes.append(node)
         self.process(nodes)

@@ -49,13 +49,16 @@ IR_ONLY_ATTRS: dict[str, frozenset[str]] = {
 # so only a node that has them writes them back, at the input model's opset).
 LATER_OPSET_ATTRS: dict[str, frozenset[str]] = {
     "Resize": frozenset({"axes", "antialias", "keep_aspect_ratio_policy"}),
+    "AveragePool": frozenset({"dilations"}),  # opset 19
+    "LpPool": frozenset({"dilations", "ceil_mode"}),  # opset 18
+    "QuantizeLinear": frozenset({"block_size"}),  # opset 21: blocked quantisation
+    "DequantizeLinear": frozenset({"block_size"}),
 }
 # Attributes of later opsets that are harmless to drop at their default value.
 _DROPPABLE = {
     ("Cast", "saturate"): None, ("CastLike", "saturate"): None,
     ("QuantizeLinear", "saturate"): None, ("QuantizeLinear", "output_dtype"): 0,
-    ("QuantizeLinear", "block_size"): 0, ("DequantizeLinear", "block_size"): 0,
-    ("Split", "num_outputs"): None, ("AveragePool", "dilations"): "ones",
+    ("Split", "num_outputs"): None,
     ("BatchNormalization", "spatial"): 1, ("BatchNormalization", "is_test"): None,
     ("BatchNormalization", "consumed_inputs"): None, ("BatchNormalization", "training_mode"): 0,
     ("Resize", "antialias"): 0, ("Resize", "keep_aspect_ratio_policy"): "stretch",

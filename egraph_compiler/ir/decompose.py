@@ -18,6 +18,17 @@ them, so before planning it replaces each by operators it compiles (`decompose`)
   ``STFT`` with a constant step and frame length: a Gather of the frames, the window, that DFT;
 - ``HannWindow`` / ``HammingWindow`` / ``BlackmanWindow`` / ``MelWeightMatrix`` whose inputs
   are constants: folded to the constant they are.
+- ``LayerNormalization`` whose Mean or InvStdDev output is used: Y stays a
+  LayerNormalization (the rownorm kernel), the statistics are ReduceMean / Sub / Mul /
+  Sqrt / Reciprocal beside it;
+- ``MaxPool`` of 8- or 16-bit integers or float16: Cast to float32, MaxPool, Cast back
+  (exact); one
+  whose Indices output is used: MaxPool and the dnnr-internal MaxPoolIndices beside it;
+- ``DynamicQuantizeLinear``: its function body (ReduceMin/ReduceMax, Div, Round, Clip,
+  Cast to uint8);
+- ``MeanVarianceNormalization``: its function body (ReduceMean, Sub, Sqrt, Div);
+- ``TopK`` whose indices are used: TopK for the values and the dnnr-internal TopKIndices
+  (rules/operators.dnnr, block "opsk") for the indices;
 - ``Col2Im`` stays (its kernel is ``anchor indexed``, backends/opencl/ops_extra.py) when
   image_shape and block_shape are constants.
 
@@ -327,6 +338,96 @@ def _group_normalization(b: _Builder, node: Node) -> None:
     b.op("Add", [scaled, b.op("Reshape", [bias, b.const(per_channel, "shape")])], outputs=[node.outputs[0]])
 
 
+def _layer_normalization(b: _Builder, node: Node) -> None:
+    """LayerNormalization whose Mean or InvStdDev output is used: the rownorm kernel writes
+    Y alone, so Y stays a LayerNormalization and the statistics are computed beside it
+    (ReduceMean over axis.., in float32 as stash_type=1 asks; onnx's function body)."""
+    x = node.inputs[0]
+    rank = len(b.shape(x, node))
+    axis = int(node.attr("axis", -1))
+    if not -rank <= axis < rank:
+        raise ModelError(f"node '{node.name}' (LayerNormalization): axis {axis} is out of range "
+                         f"for rank {rank}")
+    if int(node.attr("stash_type", 1)) != 1:
+        raise _refuse(b, node, "computes LayerNormalization's statistics in float32 only "
+                      "(stash_type=1)", "export with stash_type=1 (the default)")
+    axes = tuple(range(axis % rank, rank))
+    y, mean_out, inverse_out = (*node.outputs, "", "")[:3]
+    b.nodes.append(dataclasses.replace(node, outputs=(y,)))
+    stashed = x if b.dtype(x) == "float32" else b.op("Cast", [x], to=1)
+    mean = b.op("ReduceMean", [stashed], [mean_out or b.fresh("mean")], axes=axes, keepdims=1)
+    centred = b.op("Sub", [stashed, mean])
+    variance = b.op("ReduceMean", [b.op("Mul", [centred, centred])], axes=axes, keepdims=1)
+    epsilon = b.scalar(float(node.attr("epsilon", 1e-5)), "float32")
+    b.op("Reciprocal", [b.op("Sqrt", [b.op("Add", [variance, epsilon])])],
+         [inverse_out or b.fresh("inv_std_dev")])
+
+
+def _top_k(b: _Builder, node: Node) -> None:
+    """TopK whose indices are used: TopK writes the values, the dnnr-internal TopKIndices
+    (the same selection) the indices, since an OpenCL kernel writes one output."""
+    values, indices = (*node.outputs, "")[:2]
+    if values:
+        b.nodes.append(dataclasses.replace(node, outputs=(values,)))
+    b.nodes.append(dataclasses.replace(node, op="TopKIndices", outputs=(indices,),
+                                       name=f"{node.name}/indices"))
+
+
+def _mean_variance_normalization(b: _Builder, node: Node) -> None:
+    """MeanVarianceNormalization: onnx's function body, (x - E[x]) / (sqrt(E[x²] - E[x]²)
+    + 1e-9) over axes (default 0, 2, 3)."""
+    x = node.inputs[0]
+    rank = len(b.shape(x, node))
+    axes = tuple(sorted(int(a) % rank for a in (node.attr("axes") or (0, 2, 3))))  # type: ignore[union-attr]
+    mean = b.op("ReduceMean", [x], axes=axes, keepdims=1)
+    mean_of_squares = b.op("ReduceMean", [b.op("Mul", [x, x])], axes=axes, keepdims=1)
+    variance = b.op("Sub", [mean_of_squares, b.op("Mul", [mean, mean])])
+    deviation = b.op("Add", [b.op("Sqrt", [variance]), b.scalar(1e-9, b.dtype(x))])
+    b.op("Div", [b.op("Sub", [x, mean]), deviation], outputs=[node.outputs[0]])
+
+
+def _dynamic_quantize_linear(b: _Builder, node: Node) -> None:
+    """DynamicQuantizeLinear: onnx's function body. The range [min(x, 0), max(x, 0)] over
+    255 is the scale, the zero point -min / scale saturated to [0, 255] and rounded half to
+    even, y = saturate(round(x / scale) + zero point), both as uint8."""
+    x = node.inputs[0]
+    rank = len(b.shape(x, node))
+    everything = tuple(range(rank))
+    zero = b.scalar(0.0, "float32")
+    low = b.op("Min", [b.op("ReduceMin", [x], axes=everything, keepdims=0), zero])
+    high = b.op("Max", [b.op("ReduceMax", [x], axes=everything, keepdims=0), zero])
+    y, scale_out, zero_out = (*node.outputs, "", "")[:3]
+    scale = b.op("Div", [b.op("Sub", [high, low]), b.scalar(255.0, "float32")], [scale_out or b.fresh("scale")])
+    shift = b.op("Round", [b.op("Clip", [b.op("Sub", [zero, b.op("Div", [low, scale])])], min=0.0, max=255.0)])
+    if zero_out:
+        b.op("Cast", [shift], [zero_out], to=2)  # uint8
+    quantised = b.op("Clip", [b.op("Add", [b.op("Round", [b.op("Div", [x, scale])]), shift])], min=0.0, max=255.0)
+    if y:
+        b.op("Cast", [quantised], [y], to=2)
+
+
+# 8- and 16-bit integers and float16 are exact in float32, and max is monotone: MaxPool over
+# them is the float32 MaxPool of their conversion (the pool kernels are generated for float32)
+_EXACT_IN_FLOAT32 = {"int8": 3, "uint8": 2, "int16": 5, "uint16": 4, "float16": 10}  # ONNX type codes
+
+
+def _max_pool(b: _Builder, node: Node) -> None:
+    """MaxPool of 8/16-bit integers or float16: Cast to float32, MaxPool, Cast back (exact).
+    MaxPool whose Indices output is used: MaxPool for the values and the dnnr-internal
+    MaxPoolIndices (the same window walk) for the indices, since a kernel writes one output."""
+    x = node.inputs[0]
+    values, indices = (*node.outputs, "")[:2]
+    integer = b.dtype(x) in _EXACT_IN_FLOAT32
+    pooled = b.fresh("pooled") if integer else values
+    source = b.op("Cast", [x], to=1) if integer else x
+    b.nodes.append(dataclasses.replace(node, inputs=(source,), outputs=(pooled,)))
+    if integer:
+        b.op("Cast", [pooled], [values], to=_EXACT_IN_FLOAT32[b.dtype(x)])
+    if indices:
+        b.nodes.append(dataclasses.replace(node, op="MaxPoolIndices", inputs=(pooled, source),
+                                           outputs=(indices,), name=f"{node.name}/indices"))
+
+
 # -- signal -----------------------------------------------------------------------------------
 def _dft(b: _Builder, node: Node) -> None:
     x = node.inputs[0]
@@ -462,18 +563,34 @@ DECOMPOSERS: dict[str, Callable[[_Builder, Node], None]] = {
     "MelWeightMatrix": _mel_weight_matrix,
     "STFT": _stft,
     "Col2Im": _col2im,
+    "LayerNormalization": _layer_normalization,
+    "TopK": _top_k,
+    "MeanVarianceNormalization": _mean_variance_normalization,
+    "DynamicQuantizeLinear": _dynamic_quantize_linear,
+    "MaxPool": _max_pool,
 }
+# Operators decomposed only in some forms (the others keep their kernel as they are).
+_ONLY_WHEN: dict[str, Callable[[Graph, Node], bool]] = {
+    "LayerNormalization": lambda _, node: any(node.outputs[1:]),  # Mean / InvStdDev used
+    "TopK": lambda _, node: len(node.outputs) > 1 and bool(node.outputs[1]),  # indices used
+    "MaxPool": lambda graph, node: (len(node.outputs) > 1 and bool(node.outputs[1])) or (
+        node.inputs[0] in graph.types and graph.types[node.inputs[0]].dtype in _EXACT_IN_FLOAT32),
+}
+
+
+def _decomposed(graph: Graph, node: Node) -> bool:
+    return node.op in DECOMPOSERS and _ONLY_WHEN.get(node.op, lambda _, __: True)(graph, node)
 
 
 def decompose(graph: Graph) -> Graph | None:
     """``graph`` with every operator of `DECOMPOSERS` replaced by simpler ones (new values
     untyped: infer shapes again), or None when it has none."""
-    if not any(node.op in DECOMPOSERS for node in graph.nodes):
+    if not any(_decomposed(graph, node) for node in graph.nodes):
         return None
     b = _Builder(graph)
     for index, node in enumerate(graph.nodes):
         function = DECOMPOSERS.get(node.op)
-        if function is None:
+        if function is None or not _decomposed(graph, node):
             b.nodes.append(node)
             continue
         b.prefix = node.name or f"{node.op}_{index}"

@@ -180,6 +180,9 @@ class _Importer:
         self.graph = model.graph
         self.constants: dict[str, np.ndarray] = {}
         self.alias: dict[str, str] = {}
+        # a value an inlined If/Loop/Scan body computes -> its name in that body, where
+        # onnx's shape inference typed it (the element type a CastLike needs)
+        self.origins: dict[str, str] = {}
         self.symbols: dict[str, tuple[int, int]] = {}
         self.used_names: set[str] = set()
         self.unknown_dims = 0
@@ -246,7 +249,8 @@ class _Importer:
         name = self.alias.get(name, name)
         if name in self.constants:
             return onnx.helper.np_dtype_to_tensor_dtype(self.constants[name].dtype)
-        hint = self._hints().get(f"{_ELEM_TYPE}{name}")
+        hint = self._hints().get(f"{_ELEM_TYPE}{name}") or \
+            self._hints().get(f"{_ELEM_TYPE}{self.origins.get(name, name)}")
         return int(hint[0]) if hint and hint[0] is not None else None
 
     def _hints(self) -> dict[str, tuple[int | None, ...]]:
@@ -358,11 +362,9 @@ class _Importer:
     def _finish(self, inputs: tuple[Value, ...], outputs: tuple[Value, ...], nodes: list[Node]) -> Graph:
         used = {i for n in nodes for i in n.inputs if i} | {o.name for o in outputs}
         constants = {k: v for k, v in self.constants.items() if k in used}
-        output_values = []
-        for out in outputs:
-            if out.name in constants:
-                raise ModelError(f"graph output {out.name!r} is a constant; dnnr needs at least one computed output")
-            output_values.append(out)
+        # a graph output may be a constant (legal ONNX, even for every output): the onnx
+        # target writes it as an initializer, OpenCL serves it from the artefact's weights
+        output_values = list(outputs)
         types: dict[str, TensorType] = {v.name: v.type for v in inputs}
         for name, array in constants.items():
             types[name] = TensorType(str(array.dtype), tuple(int(d) for d in array.shape))
@@ -466,4 +468,15 @@ def _infer_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
                                      for d in tensor_type.shape.dim)
         if tensor_type.elem_type:
             found[f"{_ELEM_TYPE}{info.name}"] = (tensor_type.elem_type,)
+    # the element types onnx inferred inside If/Loop/Scan bodies, under their body names
+    # (the inliner's `origins` map an instantiated value back); the outer graph's win
+    bodies = [a.g if a.type == onnx.AttributeProto.GRAPH else sub for node in graph.node
+              for a in node.attribute for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs)]
+    while bodies:
+        body = bodies.pop()
+        for info in list(body.value_info) + list(body.output) + list(body.input):
+            if info.type.tensor_type.elem_type:
+                found.setdefault(f"{_ELEM_TYPE}{info.name}", (info.type.tensor_type.elem_type,))
+        bodies.extend(sub for node in body.node for a in node.attribute
+                      for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs))
     return found

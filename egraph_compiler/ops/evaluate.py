@@ -21,6 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from egraph_compiler.dsl import shape_builtins
 from egraph_compiler.ir import onnx_import
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import AttrValue, TensorAttr
@@ -345,9 +346,7 @@ def _shape(attrs: Attrs, x: Array) -> Array:
 
 
 def _unsqueeze(attrs: Attrs, x: Array) -> Array:
-    rank = x.ndim + len(attrs["axes"])
-    axes = sorted(_normalize_axis(int(a), rank) for a in attrs["axes"])
-    return np.expand_dims(x, tuple(axes))
+    return x.reshape(shape_builtins.unsqueeze_shape(x.shape, attrs["axes"]))
 
 
 def _squeeze(attrs: Attrs, x: Array) -> Array:
@@ -372,9 +371,7 @@ def _expand(x: Array, shape: Array) -> Array:
 
 
 def _flatten(attrs: Attrs, x: Array) -> Array:
-    axis = int(attrs.get("axis", 1))
-    axis = axis + x.ndim if axis < 0 else axis
-    return x.reshape(int(np.prod(x.shape[:axis])), -1)
+    return x.reshape(shape_builtins.flatten_shape(x.shape, int(attrs.get("axis", 1))))
 
 
 def _transpose(attrs: Attrs, x: Array) -> Array:
@@ -423,9 +420,6 @@ def _not_none(xs: list[Array | None], index: int) -> Array | None:
 WHOLE_TENSOR: dict[str, Evaluator] = {
     "Div": lambda a, xs: _div(xs[0], xs[1]),
     "Pow": lambda a, xs: _same_dtype(np.power)(xs[0], xs[1]),
-    "BitwiseAnd": lambda a, xs: np.bitwise_and(xs[0], xs[1]),
-    "BitwiseOr": lambda a, xs: np.bitwise_or(xs[0], xs[1]),
-    "BitwiseXor": lambda a, xs: np.bitwise_xor(xs[0], xs[1]),
     "Softplus": _elementwise(lambda x: np.log1p(np.exp(x))),
     "Selu": lambda a, xs: _same_dtype(lambda x: _selu(a, x))(xs[0]),
     "Clip": lambda a, xs: _same_dtype(lambda x: _clip(a, x))(xs[0]),
@@ -433,8 +427,8 @@ WHOLE_TENSOR: dict[str, Evaluator] = {
     "Max": _variadic(np.maximum), "Min": _variadic(np.minimum),
     **{op: _reducer(op) for op in _REDUCERS},
     "Cast": lambda a, xs: _cast(a, xs[0]),
-    "CastLike": lambda a, xs: xs[0].astype(xs[1].dtype),
-    "IsInf": lambda a, xs: np.isinf(xs[0]),
+    "IsInf": lambda a, xs: np.isinf(xs[0]) & np.where(xs[0] > 0, bool(a.get("detect_positive", 1)),
+                                                      bool(a.get("detect_negative", 1))),
     "Mod": lambda a, xs: _mod(a, xs[0], xs[1]),
     "Shape": lambda a, xs: _shape(a, xs[0]),
     "Size": lambda a, xs: np.asarray(xs[0].size, dtype=np.int64),

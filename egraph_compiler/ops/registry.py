@@ -208,12 +208,16 @@ class Registry:
         return frozenset(name for name, info in self.ops.items() if info.role == role)
 
     def kernel_class(self, op: str) -> str | None:
-        """The class of computation ``op`` is (conv, matmul, pool, ...): its ``anchor``, else
-        the geometry its ``shape builtin`` names (ConvInteger: conv), else, for an integer
-        operator (`ops.quantised`), that of the float operator it stands for."""
+        """The class of computation ``op`` is (conv, matmul, pool, ...): its ``anchor`` (but
+        not ``indexed``), else the geometry its ``shape builtin`` names (ConvInteger: conv),
+        else, for an integer operator (`ops.quantised`), that of the float operator it
+        stands for."""
         info = self.ops.get(op)
-        if info is not None and (info.anchor or (info.shape or "").startswith("builtin ")):
-            return info.anchor or (info.shape or "").removeprefix("builtin ")
+        # `anchor indexed` names how OpenCL generates it (one element per work item), not what
+        # it computes: ConvTranspose stays a conv, LpPool a pool (`shape builtin`)
+        anchor = info.anchor if info is not None and info.anchor != "indexed" else None
+        if info is not None and (anchor or (info.shape or "").startswith("builtin ")):
+            return anchor or (info.shape or "").removeprefix("builtin ")
         return self.kernel_class(INTEGER_SIGNATURES[op][0]) if op in INTEGER_SIGNATURES else None
 
     def anchors(self) -> Mapping[str, str]:

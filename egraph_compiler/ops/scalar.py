@@ -38,6 +38,8 @@ NUMPY_FUNCTIONS: Mapping[str, Callable[..., Any]] = {
     # the elementwise built-ins of `= builtin NAME` operators
     "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
     "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "isnan": np.isnan,
+    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+    "bitwise_not": np.bitwise_not,
 }
 _NUMPY_BINARY: Mapping[str, Callable[[Any, Any], Any]] = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "**": np.power,

@@ -12,10 +12,14 @@ under the chosen order) is always reported next to the arena size.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from egraph_compiler.fusion.blocks import FusionPlan
 from egraph_compiler.fusion.view import GraphView
+from egraph_compiler.shapes.symint import unrecorded
 
 ALIGN = 128  # bytes: CL_DEVICE_MEM_BASE_ADDR_ALIGN of common devices (sub-buffers)
 DP_REGION_LIMIT = 14
@@ -159,11 +163,49 @@ def _assign(spans: dict[str, tuple[int, int]], sizes: dict[str, int],
     return total, offsets
 
 
+# block structure -> launch order, while `orders_chosen_once` is active
+_ORDERS: ContextVar[dict[tuple, tuple[int, ...]] | None] = ContextVar("dnnr_plan_orders",
+                                                                      default=None)
+
+
+@contextlib.contextmanager
+def orders_chosen_once() -> Iterator[None]:
+    """Inside, the launch order of a block structure (the blocks and their
+    dependences) is chosen at its first plan and kept for every later one: the
+    symbolic build (`backends/opencl/symbolic.py`) plans its first, largest shape
+    first, and a topological order is valid at every shape, so the order is one
+    decision for the whole dim ranges rather than one per shape. The arena offsets
+    of each shape's plan are then proved over the dims per box (`plan.symbolic`)."""
+    handle = _ORDERS.set({})
+    try:
+        yield
+    finally:
+        _ORDERS.reset(handle)
+
+
+def _structure(plan: FusionPlan) -> tuple:
+    return tuple((b.id, b.kind, tuple(b.inputs), tuple(b.outputs)) for b in plan.blocks)
+
+
 def plan_arena(plan: FusionPlan) -> ExecutionPlan:
+    # sizes decide the order and the placement, not the code: a symbolic build's
+    # paths (`symint.recording`) leave them out, and prove the placement per box
+    with unrecorded():
+        return _plan_arena(plan)
+
+
+def _plan_arena(plan: FusionPlan) -> ExecutionPlan:
     view = GraphView(plan.graph)
     sizes = _intermediates(view, plan)
     scheduler = _Scheduler(plan, sizes)
-    order = scheduler.schedule([b.id for b in plan.blocks])
+    orders = _ORDERS.get()
+    key = _structure(plan) if orders is not None else ()
+    if orders is not None and key in orders:
+        order = list(orders[key])
+    else:
+        order = scheduler.schedule([b.id for b in plan.blocks])
+        if orders is not None:
+            orders[key] = tuple(order)
     spans = _lifetimes(order, plan, sizes)
     lower = 0
     for step in range(len(order)):

@@ -18,10 +18,9 @@ the e-graph's guards call it, so a guard holds only when its dim fact is proved.
 
 For terms no model vouches for (those e-graph rewrites build), `infer_term_shape(op,
 attrs, input_shapes, values=)` and `broadcast_shape(shapes)` answer None where the rules
-cannot tell without assuming validity. What a caller needs to know about the rules, as
-data: `SHAPE_RULE_OPS` (ops with a rule), `SAME_SHAPE_OPS` (output shape = input 0's),
-`BROADCAST_OPS` (NumPy broadcasting of all inputs), `VALUE_INPUTS` (op -> inputs whose
-int value the output shape is computed from).
+cannot tell without assuming validity. What a caller needs to know about the rules:
+`rule_for(op, info)` (the op's rule, None without one), `value_inputs(op, info)` (the inputs
+whose int value the output shape is computed from).
 """
 
 from egraph_compiler.shapes.infer import (
@@ -43,15 +42,10 @@ from egraph_compiler.shapes.prover import (
 )
 from egraph_compiler.shapes.rdp import census as rdp_census
 from egraph_compiler.shapes.rdp import declared_classes
-from egraph_compiler.shapes.rules import BROADCAST as BROADCAST_OPS
-from egraph_compiler.shapes.rules import RULES as _RULES
-from egraph_compiler.shapes.rules import SAME_SHAPE as SAME_SHAPE_OPS
-from egraph_compiler.shapes.rules import VALUE_INPUTS
-
-SHAPE_RULE_OPS = frozenset(_RULES)
+from egraph_compiler.shapes.rules import rule_for, value_inputs
 
 __all__ = [
-    "BROADCAST_OPS", "SAME_SHAPE_OPS", "SHAPE_RULE_OPS", "VALUE_INPUTS", "bind_symbols", "broadcast_shape",
+    "bind_symbols", "broadcast_shape", "rule_for", "value_inputs",
     "declared_classes", "dim_ranges", "rdp_census", "decide", "prove_ne", "using_ranges",
     "infer_node", "infer_shapes", "infer_term_shape", "prove_divisible", "prove_eq", "prove_le", "prove_lt",
 ]

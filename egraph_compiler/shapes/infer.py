@@ -215,7 +215,7 @@ def infer_term_shape(
     no rule knows (one the rule files declare one_to_one). Dtypes play no part; dim facts
     are proved under the ranges `prover.using_ranges` activates (the e-graph's graph's).
     """
-    rule = rules.rule_for(op) or (rules.RULES["Sum"] if elementwise else None)  # Sum: n-ary broadcasting
+    rule = rules.rule_for(op) or (rules.SHAPE_FUNCTIONS["broadcast"] if elementwise else None)
     if rule is None:
         return None
     names = tuple(f"in{i}" if shape is not None else "" for i, shape in enumerate(input_shapes))

@@ -150,7 +150,7 @@ def _defined(state: State, name: str) -> bool:
 
 # ------------------------------------------------------------------ forward transfers
 # Each returns True when it moved an output from undef to a fact. The shape itself is
-# the op's forward rule (`rules.RULES`); the class decides when it may fire and what
+# the op's forward rule (`rules.rule_for`); the class decides when it may fire and what
 # the output's value map is made of.
 
 def _forward_inputs_shapes(state: State, node: Node) -> bool:
@@ -404,7 +404,7 @@ def census(graph: Any, dynamism: Mapping[str, str] | None) -> dict[str, dict[str
 
 def _values_known(graph: Any, node: Node) -> bool:
     """Every value-carrying input of ``node`` has a value map free of nac elements."""
-    for index in rules.VALUE_INPUTS.get(node.op, ()):
+    for index in rules.value_inputs(node.op):
         if index >= len(node.inputs) or not node.inputs[index]:
             continue
         value = graph.shape_values.get(node.inputs[index])

@@ -27,29 +27,30 @@ Rule = Callable[["Context"], list[TensorType]]  # noqa: F821 (Context lives in i
 INT_MAX = 2**62  # slice bounds at or beyond this mean "to the end"
 
 # Operators rules/operators.dnnr does not declare (yet): their shape kind stays here.
-_UNDECLARED_SAME = frozenset({"CastLike", "RandomNormalLike", "RandomUniformLike", "EyeLike"})
+_UNDECLARED_SAME = frozenset({"RandomNormalLike", "RandomUniformLike"})
 # The shipped library's shape kinds (`ops` derives them from the op declarations).
 SAME_SHAPE = _UNDECLARED_SAME | {n for n, i in ops.shipped().ops.items() if i.shape == "same"}
 BROADCAST = frozenset(n for n, i in ops.shipped().ops.items() if i.shape == "broadcast")
 
 
-def _dtype(ctx, default_input: int = 0) -> str:
-    """The output dtype the registry declares (``-> bool``, ``-> dtype(to)``, ``like(x)``)."""
+def _declared_dtype(ctx) -> str | None:
+    """The output dtype the registry declares (``-> bool``, ``-> dtype(to)``, ``like(x)``), or
+    None where the declaration cannot tell (``like`` a tensor attribute, no declaration)."""
     info = ops.current().get(ctx.node.op)
     if info is None:
-        return ctx.dtype(1) if ctx.node.op == "CastLike" else ctx.dtype(default_input)
+        return None
     dtypes = [ctx.dtype(i) if ctx.has(i) else None for i in range(len(ctx.node.inputs))]
-    return info.output_dtype(dtypes, ctx.attrs, lambda code: dtype_from_onnx(code, ctx.where)) \
-        or ctx.dtype(default_input)
+    return info.output_dtype(dtypes, ctx.attrs, lambda code: dtype_from_onnx(code, ctx.where))
+
+
+def _dtype(ctx) -> str:
+    return _declared_dtype(ctx) or ctx.dtype(0)
 
 
 def _same(ctx) -> list[TensorType]:
     node = ctx.node
     dtype = _dtype(ctx)
-    shape = ctx.shape(0)
-    if node.op == "PRelu" and shape is not None and ctx.shape(1) is not None:
-        shape = ctx.broadcast([shape, ctx.shape(1)])
-    out = [TensorType(dtype, shape)]
+    out = [TensorType(dtype, ctx.shape(0))]
     if node.op == "BatchNormalization":
         out += [TensorType(dtype, (ctx.need_shape(1)[0],))] * (len(node.outputs) - 1)
     return out
@@ -82,8 +83,7 @@ def _matmul_shape(ctx, a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...
 
 
 def _matmul(ctx) -> list[TensorType]:
-    dtype = "int32" if ctx.node.op == "MatMulInteger" else ctx.dtype(0)
-    return [TensorType(dtype, _matmul_shape(ctx, ctx.need_shape(0), ctx.need_shape(1)))]
+    return [TensorType(ctx.dtype(0), _matmul_shape(ctx, ctx.need_shape(0), ctx.need_shape(1)))]
 
 
 def _gemm(ctx) -> list[TensorType]:
@@ -151,8 +151,7 @@ def _conv(ctx) -> list[TensorType]:
     _same_dim(ctx, x[1], in_channels, "input channels")
     channels = dim_mul(w[1], ctx.attrs.get("group", 1)) if transposed else w[0]
     spatial = _window(ctx, tuple(x[2:]), tuple(kernel), transposed)
-    dtype = "int32" if op == "ConvInteger" else ctx.dtype(0)
-    return [TensorType(dtype, (x[0], channels, *spatial))]
+    return [TensorType(ctx.dtype(0), (x[0], channels, *spatial))]
 
 
 def _pool(ctx) -> list[TensorType]:
@@ -324,10 +323,6 @@ def _gather(ctx) -> list[TensorType]:
 
 def _gather_elements(ctx) -> list[TensorType]:
     return [TensorType(ctx.dtype(0), ctx.need_shape(1))]
-
-
-def _scatter(ctx) -> list[TensorType]:
-    return [TensorType(ctx.dtype(0), ctx.need_shape(0))]
 
 
 def _axes_of(ctx, rank: int) -> tuple[int, ...] | None:
@@ -513,11 +508,15 @@ def _nonzero(ctx) -> list[TensorType]:
     return [TensorType("int64", (len(ctx.need_shape(0)), ctx.fresh()))]
 
 
-def _depth_space(ctx) -> list[TensorType]:
+def _depth_to_space(ctx) -> list[TensorType]:
     n, c, h, w = ctx.need_shape(0)
     block = int(ctx.attrs["blocksize"])
-    if ctx.node.op == "DepthToSpace":
-        return [TensorType(ctx.dtype(0), (n, dim_floordiv(c, block * block), dim_mul(h, block), dim_mul(w, block)))]
+    return [TensorType(ctx.dtype(0), (n, dim_floordiv(c, block * block), dim_mul(h, block), dim_mul(w, block)))]
+
+
+def _space_to_depth(ctx) -> list[TensorType]:
+    n, c, h, w = ctx.need_shape(0)
+    block = int(ctx.attrs["blocksize"])
     return [TensorType(ctx.dtype(0), (n, dim_mul(c, block * block), dim_floordiv(h, block), dim_floordiv(w, block)))]
 
 
@@ -548,41 +547,33 @@ def _quantised(ctx) -> list[TensorType]:
     float_op, y_zero = INTEGER_SIGNATURES[node.op][0], INTEGER_SIGNATURES[node.op][4][1]
     operands = tuple(node.inputs[i] if i < len(node.inputs) else "" for i in float_operands(node.op))
     as_float = type(ctx)(ctx.state, Node(float_op, operands, node.outputs[:1], node.attrs, node.name))
-    return [TensorType(ctx.dtype(y_zero) if ctx.has(y_zero) else "uint8", RULES[float_op](as_float)[0].shape)]
+    return [TensorType(ctx.dtype(y_zero) if ctx.has(y_zero) else "uint8", rule_for(float_op)(as_float)[0].shape)]
 
 
 def _dynamic_quantize(ctx) -> list[TensorType]:
     return [TensorType("uint8", ctx.shape(0)), TensorType("float32", ()), TensorType("uint8", ())]
 
 
-RULES: dict[str, Rule] = {op: _same for op in SAME_SHAPE}
-RULES.update({op: _broadcast for op in BROADCAST})
-RULES.update({
-    **{op: _quantised for op in INTEGER_SIGNATURES},
-    "Reshape": _reshape,
-    "Split": _split, "Slice": _slice, "GatherElements": _gather_elements,
-    "ScatterElements": _scatter, "ScatterND": _scatter, "Shape": _shape, "Size": _size,
-    "ConstantOfShape": _constant_of_shape, "Range": _range,
-    "Resize": _resize, "LayerNormalization": _layer_norm, "TopK": _topk,
-    "NonZero": _nonzero, "DepthToSpace": _depth_space, "SpaceToDepth": _depth_space,
-    "DynamicQuantizeLinear": _dynamic_quantize, "Einsum": _einsum,
-})
+# The operators whose shape rule is not one their declaration names: those no rule file
+# declares, and the integer operators (their float operator's shape, `ops.quantised`).
+RULES: dict[str, Rule] = {
+    **{op: _same for op in _UNDECLARED_SAME}, **{op: _quantised for op in INTEGER_SIGNATURES},
+}
 
 
-def rule_for(op: str) -> Rule | None:
-    """The shape rule of ``op``: its own, else the kind the active registry declares or
-    derives (an elementwise operator declared only in a rule file broadcasts)."""
+def rule_for(op: str, info: ops.OpInfo | None = None) -> Rule | None:
+    """The shape rule of ``op``: its own, else the shape its declaration (``info``, by default
+    the active registry's) names or implies: ``same``, ``broadcast`` (an elementwise operator
+    declared only in a rule file broadcasts) or ``builtin NAME``, in the declared dtype."""
     rule = RULES.get(op)
     if rule is not None:
         return rule
-    info = ops.current().get(op)
+    info = info if info is not None else ops.current().get(op)
     kind = (info.shape if info is not None else None) or ""
-    if kind.startswith("builtin "):  # `shape builtin NAME`: one of the documented functions
-        function = SHAPE_FUNCTIONS.get(kind.removeprefix("builtin "))
-        if function is None or info is None or info.decl.dtype is None:
-            return function
-        return lambda ctx: [TensorType(_dtype(ctx), t.shape) for t in function(ctx)]  # the declared dtype
-    return {"same": _same, "broadcast": _broadcast}.get(kind)
+    function = SHAPE_FUNCTIONS.get(kind.removeprefix("builtin "))
+    if function is None or info is None or info.decl.dtype is None or not kind.startswith("builtin "):
+        return function
+    return lambda ctx: [TensorType(_declared_dtype(ctx) or t.dtype, t.shape) for t in function(ctx)]
 
 
 # The shape functions an op declaration may name (`shape builtin NAME`, rules/README.md).
@@ -591,22 +582,28 @@ SHAPE_FUNCTIONS: dict[str, Rule] = {
     "pool": _pool, "global_pool": _global_pool, "reduce": _reduce, "argreduce": _argreduce,
     "flatten": _flatten, "transpose": _transpose, "concat": _concat, "gather": _gather,
     "unsqueeze": _unsqueeze, "squeeze": _squeeze, "expand": _expand, "tile": _tile, "pad": _pad,
+    "reshape": _reshape, "split": _split, "slice": _slice, "gather_elements": _gather_elements,
+    "shape": _shape, "size": _size, "constant_of_shape": _constant_of_shape, "range": _range,
+    "resize": _resize, "layer_norm": _layer_norm, "topk": _topk, "nonzero": _nonzero,
+    "depth_to_space": _depth_to_space, "space_to_depth": _space_to_depth,
+    "dynamic_quantize_linear": _dynamic_quantize, "einsum": _einsum,
 }
-# The shipped operators declaring one of these (MatMul, Conv, the Reduce* family, ...); those
-# naming a `shape_builtins.OPERATOR_SHAPES` function (below) are found by `rule_for`.
-RULES.update({op: SHAPE_FUNCTIONS[name] for op, info in ops.shipped().ops.items()
-              if op not in RULES and (info.shape or "").startswith("builtin ")
-              and (name := (info.shape or "").removeprefix("builtin ")) in SHAPE_FUNCTIONS})
-# the vision and indexing operators' shape functions (dsl/shape_builtins.py, issue 17)
-SHAPE_FUNCTIONS.update({name: (lambda f: lambda ctx: [TensorType(d, s) for d, s in f(ctx)])(function)
-                        for name, function in shape_builtins.CONTEXT_SHAPES.items()})
 
 
-# Inputs whose *value* (a small int vector) the output shape is computed from: without
-# it a rule can only make fresh dims. Other inputs matter by their shapes alone.
-VALUE_INPUTS: dict[str, tuple[int, ...]] = {
-    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "TopK": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
+# The inputs whose *value* (a small int vector) a shape function computes the output shape
+# from: without it the rule can only make fresh dims. Other inputs matter by their shapes.
+_VALUE_INPUTS: dict[str, tuple[int, ...]] = {
+    "reshape": (1,), "expand": (1,), "tile": (1,), "topk": (1,), "constant_of_shape": (0,),
+    "range": (0, 1, 2), "col2im": (1, 2), "dft": (1,), "stft": (1, 3), "window": (0,), "mel_weight_matrix": (0, 1),
 }
+
+
+def value_inputs(op: str, info: ops.OpInfo | None = None) -> tuple[int, ...]:
+    """The inputs of ``op`` (declared by ``info``, else in the active registry) whose value
+    its shape function reads."""
+    info = info if info is not None else ops.current().get(op)
+    return _VALUE_INPUTS.get(((info.shape if info is not None else None) or "").removeprefix("builtin "), ())
+
 
 # -- real-model operators (issue 17): appended as one block ---------------------------------
 def _gather_nd(ctx) -> list[TensorType]:
@@ -621,28 +618,22 @@ def _gather_nd(ctx) -> list[TensorType]:
     return [TensorType(ctx.dtype(0), tuple(indices[:-1]) + tuple(data[batch_dims + depth:]))]
 
 
-RULES["GatherND"] = _gather_nd
+SHAPE_FUNCTIONS["gather_nd"] = _gather_nd
 
 
-# -- issue 17 item 6 (helper opsa): the operator shape functions of dsl/shape_builtins.py --------
+# -- the operator shape functions of dsl/shape_builtins.py (issue 17) ---------------------------
 def _operator_shape(function) -> Rule:
-    """A `shape_builtins.OPERATOR_SHAPES` function as a rule: operand shapes, attributes and
-    known operand values in; an output dim it cannot tell becomes a fresh symbol."""
+    """A `shape_builtins.OPERATOR_SHAPES` function as a rule: a dim it cannot tell becomes a
+    fresh symbol; a ValueError is the model's error at this node."""
     def rule(ctx) -> list[TensorType]:
-        count = len(ctx.node.inputs)
-        shapes = [ctx.shape(i) if ctx.has(i) else None for i in range(count)]
-        values = [ctx.value(i) for i in range(count)]
         try:
-            outs = function(shapes, ctx.attrs, values)
+            outs = function(ctx)
         except ValueError as error:
             raise ctx.error(str(error)) from None
-        dtype = _dtype(ctx)
         return [TensorType(dtype, tuple(ctx.fresh() if d is None else d for d in shape))
-                for shape in outs[:len(ctx.node.outputs)]]
+                for dtype, shape in outs[:len(ctx.node.outputs)]]
     return rule
 
 
 SHAPE_FUNCTIONS.update({name: _operator_shape(function)
                         for name, function in shape_builtins.OPERATOR_SHAPES.items()})
-VALUE_INPUTS.update({"Col2Im": (1, 2), "DFT": (1,), "STFT": (1, 3), "HannWindow": (0,),
-                     "HammingWindow": (0,), "BlackmanWindow": (0,), "MelWeightMatrix": (0, 1)})

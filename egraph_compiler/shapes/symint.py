@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextvars import ContextVar
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from egraph_compiler.ir.dims import Dim, DimExpr, dim_add, dim_floordiv, dim_mod, dim_mul
 from egraph_compiler.ir.graph import Graph, TensorType, Value
@@ -188,6 +188,90 @@ def recording() -> Iterator[list[tuple[Dim, str, Dim, bool]]]:
         yield facts
     finally:
         _FACTS.reset(handle)
+
+
+@contextlib.contextmanager
+def unrecorded() -> Iterator[None]:
+    """Comparisons inside are not noted by an enclosing `recording()`: a cache lookup
+    that compares a key with one made at another shape (equal values, other
+    derivations) decides nothing about this shape's path."""
+    handle = _FACTS.set(None)
+    try:
+        yield
+    finally:
+        _FACTS.reset(handle)
+
+
+_PLAIN = {"<": int.__lt__, "<=": int.__le__, ">": int.__gt__, ">=": int.__ge__,
+          "==": int.__eq__, "!=": int.__ne__}
+
+
+def everywhere(op: str, a: int, b: int) -> bool:
+    """``a op b`` for an OPTIONAL specialisation (an index simplification, a dim of 1
+    dropped): for plain ints, their comparison; where a `SymInt` takes part and dim
+    ranges are active (`prover.using_ranges`), True only when the prover establishes it
+    at every shape of the ranges, so the generated code is the same at all of them and
+    the comparison is no part of the path (`recording`). Outside active ranges the
+    value decides, as a plain comparison would."""
+    if not (isinstance(a, SymInt) or isinstance(b, SymInt)):
+        return _PLAIN[op](int(a), int(b))
+    from egraph_compiler.shapes.prover import _ACTIVE_RANGES, decide
+
+    if not _ACTIVE_RANGES.get():
+        return bool({"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b,
+                     "!=": a != b}[op])
+    if not _PLAIN[op](int(a), int(b)):
+        return False
+    return decide(op, expr_of(a), expr_of(b)) is True
+
+
+def pinned(value: int) -> int:
+    """``value`` as a plain int for code that depends on it exactly (a register tile
+    as long as a short dim): inside `recording()` the path notes ``value == its
+    value here``, so a symbolic build compiles this code for this value only."""
+    if isinstance(value, SymInt):
+        value.__eq__(int(value))
+    return int(value)
+
+
+def bit_length(value: int) -> int:
+    """``int.bit_length`` of ``value`` (a power-of-two work-group for a row of this
+    length): inside `recording()` the path notes the power-of-two interval it falls in,
+    which a plain ``bit_length`` (no expression for it) would not."""
+    bits = int(value).bit_length()
+    if isinstance(value, SymInt) and bits > 0:
+        value.__ge__(1 << (bits - 1))
+        value.__lt__(1 << bits)
+    return bits
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A decision the backend made in floating point over sizes derived from the dims
+    (a cost model's pick), which comparisons of `SymInt`s do not see: ``decide(dims)``
+    re-makes it at any shape, and the path holds where it gives ``label`` again."""
+
+    what: str
+    label: str
+    decide: Callable[[Mapping[str, int]], str]
+    signature: str  # what ``decide`` evaluates (its sizes' derivations)
+
+    @property
+    def key(self) -> Hashable:
+        return ("choice", self.what, self.signature, self.label)
+
+    def holds(self, env: Mapping[str, int]) -> bool:
+        return self.decide(env) == self.label
+
+    def __str__(self) -> str:
+        return f"{self.what} runs {self.label}"
+
+
+def note_choice(choice: Choice) -> None:
+    """Add ``choice`` to the path of the enclosing `recording()` (none: nothing)."""
+    facts = _FACTS.get()
+    if facts is not None:
+        facts.append(choice)  # type: ignore[arg-type]
 
 
 def untoken(text: str, tokens: list[SymInt]) -> str:

@@ -113,6 +113,8 @@ def _prefixed(case: Case, prefix: str) -> tuple[onnx.GraphProto, dict[str, np.nd
     graph = onnx.GraphProto()
     graph.CopyFrom(case.model.graph)
     rename = lambda n: f"{prefix}{n}" if n else n  # noqa: E731
+    outer = {v.name for v in graph.input} | {t.name for t in graph.initializer} | \
+        {o for node in graph.node for o in node.output if o}
     for value in [*graph.input, *graph.output, *graph.value_info]:
         value.name = rename(value.name)
     for init in graph.initializer:
@@ -121,7 +123,28 @@ def _prefixed(case: Case, prefix: str) -> tuple[onnx.GraphProto, dict[str, np.nd
         node.input[:] = [rename(n) for n in node.input]
         node.output[:] = [rename(n) for n in node.output]
         node.name = rename(node.name or node.op_type)
+        for body in _bodies(node):
+            _rename_outer_references(body, outer, rename)
     return graph, {rename(k): v for k, v in case.feeds().items()}
+
+
+def _bodies(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    return [sub for a in node.attribute
+            for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs))]
+
+
+def _rename_outer_references(body: onnx.GraphProto, outer: set[str], rename) -> None:
+    """Rename the values an If/Loop/Scan body reads from the case's graph (not its own)."""
+    local = {v.name for v in body.input} | {t.name for t in body.initializer} | \
+        {o for node in body.node for o in node.output if o}
+    visible = outer - local
+    for node in body.node:
+        node.input[:] = [rename(n) if n in visible else n for n in node.input]
+        for sub in _bodies(node):
+            _rename_outer_references(sub, visible, rename)
+    for value in body.output:  # a body output may be an outer value passed through
+        if value.name in visible:
+            value.name = rename(value.name)
 
 
 def merged(cases: list[Case]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
@@ -187,7 +210,11 @@ def opencl_screen(case: Case, rules: RuleSet) -> str | None:
             static = prepare_static_graph(
                 pipeline.static_graph(_bound(graph, case.feeds()), {}, "opencl"), "opencl")
             with tempfile.TemporaryDirectory(prefix="dnnr-screen-") as out:
-                opencl.compile_graph(static, Path(out), tables=rules)  # kernels, no device build
+                artefact = opencl.compile_graph(static, Path(out), tables=rules)  # kernels, no device build
+                if artefact.specialised:  # sizes from input values: compile for the case's
+                    from egraph_compiler.backends.opencl.specialise import compile_for_values
+
+                    compile_for_values(out, case.feeds(), Path(out) / "values")
     except ir.DnnrError as error:
         return _first_line(error)
     except Exception:  # a traceback: the merged run meets it again and reports it

@@ -64,9 +64,9 @@ def test_operator_has_shape_dtype_cost_and_facts(name: str) -> None:
             assert isinstance(value, (int, float)), (name, attr, value)
 
 
-# Found by this test: the planner accepts them as layout operators, the emitter has no
-# index map for them (a model with one fails at code generation with "cannot generate").
-_KNOWN_GAPS = {"DepthToSpace", "SpaceToDepth"}
+# Found by this test: operators the planner accepts whose code path is missing. (Empty since
+# session 7: DepthToSpace and SpaceToDepth became `anchor indexed`, backends/opencl/ops_nn.py.)
+_KNOWN_GAPS: set[str] = set()
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="no OpenCL index map"))

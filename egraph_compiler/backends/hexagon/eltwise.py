@@ -476,14 +476,6 @@ static void __attribute__((noinline)) {prefix}(const u8 *restrict x, u8 *restric
     return code, f"{prefix}({{x}}, {{y}});"
 
 
-@dataclass(frozen=True, slots=True)
-class QConcat:
-    """Concatenate NHWC uint8 tensors of equal scale along channels (rows = B·H·W)."""
-
-    rows: int
-    channels: tuple[int, ...]
-
-
 def _per_row_function(rows: int, inputs: int, prefix: str, body: str) -> tuple[str, str]:
     """A C function over ``rows`` rows of inputs ``x0..`` and ``out`` (``body`` is the loop
     body for row ``r``), and its call with ``{x0}``…/``{y}`` buffer placeholders."""
@@ -524,10 +516,6 @@ def _channel_concat_hvx_c(rows: int, channels: tuple[int, ...], prefix: str,
                  f"((HVX_UVector *)(out + r * {total} + {offset}))[v] = {value};\n")
         offset += ch
     return _per_row_function(rows, len(channels), prefix, body)
-
-
-def concat_c(op: QConcat, prefix: str) -> tuple[str, str]:
-    return _channel_concat_hvx_c(op.rows, op.channels, prefix, [None] * len(op.channels))
 
 
 def concat_rq_c(op, prefix: str, family: str = "hvx") -> tuple[str, str]:  # noqa: ANN001

@@ -94,7 +94,6 @@ SPELLING = Spelling(
 # which predate the generated ones and keep the kernels byte-identical.
 UNARY_C = {"Sigmoid": "dnnr_frecip(1.0f + dnnr_fexp(-v))"}
 BINARY_C = {"Add": "a + b", "Sub": "a - b", "Mul": "a * b", "Div": "dnnr_fdiv(a, b)"}
-WHOLE_TENSOR_OPS = ("Pow", "MatMul", "Softmax", "LayerNormalization", "ReduceMean")
 
 
 def _generated(op: str, attrs: dict[str, object], operands: list[str]) -> str | None:
@@ -113,7 +112,7 @@ def _generated(op: str, attrs: dict[str, object], operands: list[str]) -> str | 
 
 def has_float_fallback(op: str, arity: int = 1) -> bool:
     """Whether the scalar float fallback computes ``op`` (with its default attributes)."""
-    return op in UNARY_C or op in BINARY_C or op in WHOLE_TENSOR_OPS or \
+    return op in UNARY_C or op in BINARY_C or op == "Pow" or op in WHOLE_TENSOR_BODIES or \
         _generated(op, {}, [f"x{i}" for i in range(arity)]) is not None
 
 
@@ -214,10 +213,8 @@ def float_op_c(op: FloatOp, prefix: str) -> tuple[str, str]:
         else:
             expression = BINARY_C[op.op]
         body = _nested(out_shape, f"float a = x0[{ia}]; float b = x1[{ib}]; (void)b; out[{io}] = {expression};")
-    elif op.op == "MatMul":
-        body = _matmul_body(shapes[0], shapes[1], out_shape)
-    elif op.op in ("Softmax", "LayerNormalization", "ReduceMean"):
-        body = _last_axis_body(op, shapes, out_shape)
+    elif op.op in WHOLE_TENSOR_BODIES:
+        body = WHOLE_TENSOR_BODIES[op.op](op, shapes, out_shape)
     else:
         raise ModelError(f"hexagon backend: {op.op} has neither an integer kernel nor a scalar float fallback")
     args = ", ".join(f"(const float *){{x{i}}}" for i in range(len(shapes)))
@@ -228,7 +225,8 @@ static void __attribute__((noinline)) {prefix}({params}, float *restrict out) {{
     return code, f"{prefix}({args}, (float *){{y}});"
 
 
-def _matmul_body(a_shape: tuple[int, ...], b_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> str:
+def _matmul_body(op: FloatOp, shapes: tuple[tuple[int, ...], ...], out_shape: tuple[int, ...]) -> str:
+    a_shape, b_shape = shapes[0], shapes[1]
     if len(a_shape) < 2 or len(b_shape) < 2:
         raise ModelError("hexagon backend: MatMul fallback needs operands of rank 2 or more")
     m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
@@ -279,3 +277,8 @@ def _last_axis_body(op: FloatOp, shapes: tuple[tuple[int, ...], ...], out_shape:
             f"    mean = dnnr_fdiv(mean, {length}.0f);\n"
             f"    float std = dnnr_fsqrt(dnnr_fdiv(square, {length}.0f) - mean * mean + {epsilon});\n"
             f"    for (int i = 0; i < {length}; i++) y[i] = dnnr_fdiv(x[i] - mean, std) * {scale}{bias};\n  }}\n")
+
+
+# The operators whose fallback is a loop nest of its own (the per-operator C bodies above).
+WHOLE_TENSOR_BODIES = {"MatMul": _matmul_body, "Softmax": _last_axis_body,
+                       "LayerNormalization": _last_axis_body, "ReduceMean": _last_axis_body}

@@ -81,6 +81,14 @@ class QSoftmax:
 
 
 @dataclass(frozen=True, slots=True)
+class QPad:
+    """``y[i] = x[table[i]]``, or ``fill`` where ``table[i] < 0`` (`padding`: Pad on uint8)."""
+
+    table: np.ndarray  # int32 source element per output element, −1 for a padded one
+    fill: int  # the pad value quantised with the input's parameters
+
+
+@dataclass(frozen=True, slots=True)
 class IntOp:
     name: str  # the ONNX node it came from
     kind: str
@@ -322,6 +330,8 @@ class _Lowering:
                 continue
             elif node.op in _ON_INTEGERS and node.inputs[0] in self.alias:
                 self.lower_on_integers(node)
+            elif node.op == "Pad" and (node.inputs[0] in self.quantised or node.inputs[0] in self.alias):
+                self.pad(node)
             else:
                 self.compute(node)
         for value in self.graph.outputs:
@@ -435,6 +445,61 @@ class _Lowering:
             index = index.transpose([int(p) for p in node.attr("perm", tuple(reversed(range(index.ndim))))])  # type: ignore[union-attr]
         result = self.gather(node.name, source, index.reshape(shape), shape, False)
         (self.alias if x in self.alias else self.quantised if x in self.quantised else self.device_float)[y] = result
+
+    def pad(self, node: Node) -> None:
+        """Pad of a quantised tensor (DQ → Pad → Q, or Pad on the integers): a table copy with
+        the pad value quantised exactly with the input's parameters; pads (and axes) must
+        be known at compile time (a Shape chain of static shapes counts)."""
+        x, y = node.inputs[0], node.outputs[0]
+        source = self.device_source(node, x)
+        q = self.out.qparams[source]
+        operands = [node.inputs[i] if len(node.inputs) > i else "" for i in (1, 2, 3)]
+        for value in (operands[0], operands[2]):
+            if value and value not in self.known:
+                raise ModelError(f"hexagon backend: Pad {node.name}: {value} must be known at compile time")
+        shape = self.out.shapes[source]
+        pads = np.asarray(self.known[operands[0]] if operands[0] else node.attr("pads", ()), np.int64).reshape(-1)
+        axes = [int(a) % len(shape) for a in np.asarray(self.known[operands[2]]).reshape(-1)] if operands[2] \
+            else list(range(len(shape)))
+        if pads.size != 2 * len(axes) or np.any(pads < 0):
+            raise ModelError(f"hexagon backend: Pad {node.name}: pads {pads.tolist()} (only non-negative pads of "
+                             f"each axis of a {shape} tensor)")
+        widths = [(0, 0)] * len(shape)
+        for k, axis in enumerate(axes):
+            widths[axis] = (int(pads[k]), int(pads[k + len(axes)]))
+        mode = str(node.attr("mode", "constant"))
+        if mode not in ("constant", "edge", "reflect"):
+            raise ModelError(f"hexagon backend: Pad {node.name}: mode {mode} is not supported")
+        fill = q.zero_point
+        if mode == "constant" and operands[1]:
+            value = self.constant_float(operands[1], node)
+            fill = int(np.rint(value / q.scale)) + q.zero_point
+            if not 0 <= fill <= 255 or np.float32((fill - q.zero_point) * q.scale) != np.float32(value):
+                raise ModelError(f"hexagon backend: Pad {node.name}: the pad value {value} is not exactly "
+                                 "representable in its input's quantisation")
+        index = self.physical_index(source)
+        if mode == "constant":
+            table = np.pad(index, widths, mode="constant", constant_values=-1)
+        else:
+            table = np.pad(index, widths, mode="edge" if mode == "edge" else "reflect")
+        out_shape = tuple(int(d) for d in table.shape)
+        result = self.new_tensor(f"{y}_pad", out_shape, q)
+        self.out.ops.append(IntOp(node.name, "pad", QPad(table.reshape(-1).astype(np.int32), fill), (source,), result))
+        (self.alias if x in self.alias else self.quantised)[y] = result
+
+    def constant_float(self, value: str, node: Node) -> float:
+        """The one float value of a compile-time scalar (a constant, or a quantised constant's DequantizeLinear)."""
+        if value in self.quantised and value in self.dq_params:
+            q = self.dq_params[value]
+            data = _const(self.graph, self.quantised[value]).astype(np.int64) + (128 if q.signed else 0)
+            values = (data - q.zero_point).astype(np.float32) * np.float32(q.scale)
+        elif value in self.graph.constants:
+            values = np.asarray(self.graph.constants[value], np.float32)
+        else:
+            raise ModelError(f"hexagon backend: {node.op} {node.name}: {value} must be a constant")
+        if values.size != 1:
+            raise ModelError(f"hexagon backend: {node.op} {node.name}: {value} must be one value")
+        return float(values.reshape(-1)[0])
 
     def compute(self, node: Node) -> None:
         try:
@@ -716,8 +781,15 @@ def _lower_op(low: _Lowering, node: Node, inputs: list[str], y_name: str, yq: QP
             sh, sw = (int(v) for v in node.attr("strides", (1, 1)))
             pads = tuple(int(v) for v in node.attr("pads", (0, 0, 0, 0)))
         oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
-        if node.attr("ceil_mode", 0):
-            raise ModelError(f"hexagon backend: {op} {node.name} with ceil_mode is not supported")
+        if node.attr("ceil_mode", 0) and ((h + pads[0] + pads[2] - kh) % sh or (w + pads[1] + pads[3] - kw) % sw):
+            # ceil_mode adds partial windows, clipped to the input (onnxruntime and torch count
+            # only the clipped window's elements). One unpadded window at least as large as the
+            # input is the input itself, a global pool (HF EfficientNet's AvgPool2d(1280,
+            # ceil_mode=True) over a small map); other partial windows are refused.
+            if any(pads) or kh < h or kw < w or -(-(h - kh) // sh) + 1 != 1 or -(-(w - kw) // sw) + 1 != 1:
+                raise ModelError(f"hexagon backend: {op} {node.name} with ceil_mode adding a partial window "
+                                 "is not supported")
+            kh, kw, sh, sw, oh, ow = h, w, 1, 1, 1, 1
         geometry = ConvGeometry(b, h, w, c, (kh, kw), (sh, sw), (pads[0], pads[1]), (1, 1), (oh, ow))
         if op == "MaxPool":
             if (xq.scale, xq.zero_point) != (yq.scale, yq.zero_point):
@@ -734,8 +806,11 @@ def _lower_op(low: _Lowering, node: Node, inputs: list[str], y_name: str, yq: QP
     if op == "Concat":
         axis = int(node.attr("axis", 1))
         xs = [low.device(i) for i in inputs]
-        if axis not in (1, -3) or any(len(out.shapes[i]) != 4 for i in xs):
-            raise _NoKernel("only a channel Concat of NCHW tensors has an integer kernel")
+        ranks = {len(out.shapes[i]) for i in xs}
+        if len(ranks) != 1 or not -min(ranks) <= axis < min(ranks):
+            raise ModelError(f"hexagon backend: Concat {node.name}: axis {axis} of inputs of ranks {sorted(ranks)}")
+        if axis % 4 != 1 or ranks != {4}:  # any other axis: row-major, each input a [outer, inner] block
+            return _concat_row_major(low, node.name, xs, axis % ranks.pop(), y_name, yq)
         xs = [low.in_layout(node.name, i, True) for i in xs]
         shapes = [out.shapes[i] for i in xs]
         b, _, h, w = shapes[0]
@@ -792,6 +867,25 @@ def _lower_op(low: _Lowering, node: Node, inputs: list[str], y_name: str, yq: QP
         out.ops.append(IntOp(node.name, "softmax", spec, (x,), y))
         return y
     raise _NoKernel(f"no integer kernel for {op}")
+
+
+def _concat_row_major(low: _Lowering, name: str, xs: list[str], axis: int, y_name: str, yq: QParams) -> str:
+    """Concat along ``axis`` of row-major tensors (ViT's class token before the patches): the
+    channel-concat kernel with rows = the product of the dims before ``axis`` and each
+    input's row its dims from ``axis`` on."""
+    out = low.out
+    xs = [low.in_layout(name, i, False) for i in xs]
+    shapes = [out.shapes[i] for i in xs]
+    if any(s[:axis] != shapes[0][:axis] or s[axis + 1:] != shapes[0][axis + 1:] for s in shapes):
+        raise ModelError(f"hexagon backend: Concat {name}: shapes {shapes} differ off axis {axis}")
+    rows = int(np.prod(shapes[0][:axis]))
+    chunks = tuple(int(np.prod(s[axis:])) for s in shapes)
+    mults = tuple(round(out.qparams[i].scale / yq.scale * 2**ELEMENTWISE_SHIFT) for i in xs)
+    spec = QConcatRq(rows, chunks, tuple(out.qparams[i].zero_point for i in xs), mults, yq.zero_point)
+    y_shape = (*shapes[0][:axis], sum(int(s[axis]) for s in shapes), *shapes[0][axis + 1:])
+    y = low.new_tensor(y_name, y_shape, yq)
+    out.ops.append(IntOp(name, "concat", spec, tuple(xs), y))
+    return y
 
 
 def _lower_matmul_act(low: _Lowering, name: str, a: str, b: str, y_name: str, yq: QParams) -> str:

@@ -10,6 +10,8 @@ them; `choose` takes the cheapest by this model today):
 - ``gemv``: split-K inside a work-group for a single output row (`gemm.Gemv`);
 - row kernels (`row_options`): ``row`` or ``row-split`` (several work-groups per row,
   `rows.RowSplit`), for rows few and long;
+- ``conv-lanes`` (CPU class only): a pointwise conv as a GEMM whose vector lanes are
+  consecutive output pixels (`cpu_conv.py`), where PoCL vectorises the work-group;
 - ``depthwise``: a 2-D depthwise conv's ``rows × width`` output block per work-item
   over a register window (`depthwise.Depthwise`); its efficiency grows with the
   multiply-adds per loaded element, ``rows·width·taps / window``, saturating at
@@ -47,10 +49,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from egraph_compiler.backends.opencl.cpu_conv import CHUNK_MADS, LANES_CONVS, LanesConv
+from egraph_compiler.backends.opencl.cpu_conv import VARIANT as VARIANT_LANES_CONV
 from egraph_compiler.backends.opencl.depthwise import Depthwise, lanes_group
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.rows import RowSplit, chunking
 from egraph_compiler.backends.opencl.window import Window
+from egraph_compiler.backends.opencl.winograd import Winograd
 from egraph_compiler.fusion.profile_db import CostModel
 from egraph_compiler.fusion.view import GraphView
 
@@ -98,14 +103,15 @@ DEVICES = {
                        items_per_unit=64, groups_per_unit=1,
                        efficiency={"direct": 0.25, "tiled": 0.04, "gemv": 0.02,
                                    "depthwise": 0.1, "depthwise-lanes": 0.25, "row": 0.5,
-                                   "window": 0.5},
+                                   "window": 0.5, "conv-lanes": 0.5},
                        lanes_group_us=0.2, registers=32, spill_penalty=6.0, gemv_columns=16,
                        depthwise_reuse_full=6.0, launch_us=30.0, prologue_gflops=300.0,
                        direct_tap_penalty=25.0),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
                        items_per_unit=1024, groups_per_unit=4,
                        efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6,
-                                   "depthwise": 0.05, "row": 0.6, "window": 0.01},
+                                   "depthwise": 0.05, "row": 0.6, "window": 0.01,
+                                   "winograd": 0.1},
                        reuse_full=8.0, slice_cost=0.0, launch_us=4.0, prologue_gflops=12_750.0),
 }
 
@@ -132,6 +138,19 @@ WINDOWS = (Window(16, 2, 4), Window(16, 4, 4), Window(16, 2, 8), Window(16, 1, 8
            Window(8, 4, 8), Window(8, 2, 4), Window(16, 1, 4))
 DEPTHWISES = (Depthwise(1, 4), Depthwise(1, 8), Depthwise(2, 4), Depthwise(2, 8),
               Depthwise(4, 4), Depthwise(4, 8), Depthwise(1, 16))
+# Winograd F(2×2, 3×3) (`winograd.Winograd`): channels × tiles per work-group, K step,
+# pairs per work-item, K groups (the last three: few C tiles over a long K)
+WINOGRADS = (Winograd(32, 32, 8, 2, 2), Winograd(16, 32, 8, 1, 2), Winograd(32, 32, 8, 4, 2),
+             Winograd(32, 64, 4, 2, 4), Winograd(16, 16, 16, 1, 1),
+             Winograd(32, 32, 8, 2, 2, 4), Winograd(32, 32, 8, 2, 2, 8),
+             Winograd(16, 32, 8, 1, 2, 4),
+             # the batched-GEMM form: the 16 products as one batched tiled GEMM
+             Winograd(64, 64, 16, 4, 4, batched=True, contiguous=True),
+             Winograd(64, 32, 16, 4, 2, batched=True, contiguous=True),
+             Winograd(128, 64, 8, 8, 4, batched=True),
+             Winograd(128, 128, 8, 8, 8, batched=True, contiguous=True),
+             Winograd(32, 32, 16, 4, 4, batched=True, contiguous=True, slices=4),
+             Winograd(64, 32, 16, 4, 4, batched=True, contiguous=True, slices=2))
 # a work-group per block of rows, a work-item per column (CPU: PoCL vectorises it)
 DEPTHWISE_LANES = (Depthwise(4, 1, True), Depthwise(7, 1, True), Depthwise(14, 1, True),
                    Depthwise(28, 1, True))
@@ -152,7 +171,7 @@ class Option:
     """One way to generate an anchor: ``variant`` with ``params``, and its estimate."""
 
     variant: str
-    params: Tile | Gemv | Direct | Depthwise | RowSplit | Window | None
+    params: Tile | Gemv | Direct | Depthwise | RowSplit | Window | Winograd | LanesConv | None
     estimate_us: float
 
     def describe(self) -> str:
@@ -171,8 +190,16 @@ class Option:
         if isinstance(self.params, Window):
             p = self.params
             return f"window {p.channels}x{p.rows}x{p.width}"
+        if isinstance(self.params, Winograd):
+            p = self.params
+            return ("winograd-gemm " if p.batched else "winograd ") + \
+                f"{p.bm}x{p.bn}x{p.bk} per-item {p.tm}x{p.tn}" + (" vec" if p.contiguous else "") + \
+                (f" split-k {p.slices}" if p.slices > 1 else "") + \
+                (f" k-groups {p.groups}" if p.groups > 1 else "")
         if isinstance(self.params, RowSplit):
             return f"row-split {self.params.groups}"
+        if isinstance(self.params, LanesConv):
+            return self.params.describe()
         return self.variant
 
 
@@ -198,7 +225,7 @@ def _fill(units: int, slots: int) -> float:
 def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
             direct_items: int, tiled_ok: bool, gemv_side: str | None,
             tiles: Sequence[Tile] = TILES, depthwise: bool = False,
-            window_taps: int = 0, width: int = 0) -> list[Option]:
+            window_taps: int = 0, width: int = 0, winograd: bool = False) -> list[Option]:
     """Every option for ``C[batch][m][n] = A·B`` over ``k``, priced for ``device``.
 
     ``direct_items``: work-items of the direct kernel; ``tiled_ok``: the tiled GEMM
@@ -208,7 +235,10 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
     the specialised kernel of `depthwise.py` applies to; ``window_taps``: the taps of a
     dense 2-D conv with constant weights (``m`` = output channels, ``k`` = Cin·taps),
     which `window.py` applies to (0: not one); ``width``: the output's columns (0:
-    square, ``√n``), which the depthwise ``lanes`` groups span."""
+    square, ``√n``), which the depthwise ``lanes`` groups span; ``winograd``: a 3×3
+    stride-1 conv of one group with constant weights (``m`` = Cout, ``n`` = N·OH·OW,
+    ``k`` = Cin·9, square maps assumed), which `winograd.py` applies to on devices
+    whose model has a "winograd" efficiency."""
     eff, peak = device.efficiency, device.peak_gflops * 1e3  # FLOP per µs
     flops = 2.0 * batch * m * n * k
     # the direct kernel redoes a window position's arithmetic and padding checks per
@@ -263,6 +293,8 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                          device.compute_units * device.items_per_unit)
             result.append(Option("gemv", shape, bytes_moved /
                                  (device.bandwidth_gbs * 1e3 * eff["gemv"] * fill)))
+    if winograd and "winograd" in eff and batch == 1:
+        result += _winograd_options(device, m, n, k // 9, width)
     if window_taps and batch == 1:
         # like depthwise: multiply-adds per loaded element (per input channel, the
         # window against rows·width·taps vector multiply-adds), a square kernel assumed
@@ -277,6 +309,8 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
             fill = _fill(items, device.compute_units * device.items_per_unit)
             result.append(Option("window", shape, padded / (peak * eff["window"] * reuse *
                                                             (0.5 + 0.5 * lanes) * fill)))
+    if window_taps and "conv-lanes" in eff:
+        result += _lanes_conv_options(device, flops, m, n, k, window_taps)
     if depthwise:
         # a work-item's block reuses each loaded window element for
         # rows·width·taps / window multiply-adds (a square kernel, stride 1 assumed)
@@ -310,6 +344,87 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                 estimate = padded / (peak * eff["depthwise-lanes"]) + \
                     groups * device.lanes_group_us / device.compute_units
                 result.append(Option("depthwise", Depthwise(rows, 1, True), estimate))
+    return result
+
+
+def _lanes_conv_options(device: DeviceModel, flops: float, m: int, n: int, k: int,
+                        taps: int) -> list[Option]:
+    """``conv-lanes`` (`cpu_conv.py`) for a pointwise conv, on a device whose
+    work-groups are vectorised over their items: consecutive output pixels across the
+    vector lanes, ``channels`` accumulators per item, ``channels`` multiply-adds per
+    loaded element (full rate from ``window_reuse_full``); each work-group costs
+    ``lanes_group_us``. Offered only where it measured faster than ``direct`` (PoCL,
+    ResNet-50's 1×1 convs): the pixels fill whole runs (masked lanes ran slower) and
+    the input channels fit one straight-line chunk (a barrier per chunk ran slower)."""
+    if taps != 1:
+        return []
+    peak, eff = device.peak_gflops * 1e3, device.efficiency["conv-lanes"]
+    result = []
+    for shape in LANES_CONVS:
+        channels = min(shape.channels, m)
+        if n % shape.pixels or k * channels > CHUNK_MADS:
+            continue
+        if channels != shape.channels and LanesConv(channels, shape.pixels) in LANES_CONVS:
+            continue  # the same kernel as a smaller block listed
+        groups = _cdiv(m, channels) * (n // shape.pixels)
+        padded = flops * _cdiv(m, channels) * channels / m
+        reuse = min(1.0, channels / device.window_reuse_full)
+        estimate = padded / (peak * eff * reuse) + \
+            groups * device.lanes_group_us / device.compute_units
+        result.append(Option(VARIANT_LANES_CONV, LanesConv(channels, shape.pixels), estimate))
+    return result
+
+
+def _winograd_options(device: DeviceModel, cout: int, columns: int, cin: int,
+                      width: int) -> list[Option]:
+    """The ``winograd`` options of a conv with ``columns`` = N·OH·OW outputs per channel
+    (maps ``width`` wide, square assumed). Priced as the tiled GEMM is, on its own
+    work: 16 products of Cout × Cin by Cin × tiles (padded to the work-group's tile
+    and K step) at ``efficiency["winograd"]``, the work-item's pairs' arithmetic
+    intensity ``tm·tn / (tm + tn)`` saturating at 1 (its transforms' loads are the
+    rest of the work), the grid's fill in waves, and K groups' partials. The batched
+    form is priced as the tiled GEMM over a batch of 16 plus its scratch traffic.
+
+    Measured on an H200 (ResNet-18's 3×3 convs at batch 8, every option forced in
+    turn, `benchmarks/gpu.py` with ``DNNR_GPU_SWEEP``): the fused form ran at 13 % of
+    peak on its own FLOPs (0.096-0.146 ms a layer, a 16·tm·tn register block leaves
+    one multiply-add per local-memory read), the batched form at 50-54 % of peak
+    counted as a direct conv (0.051-0.061 ms), the best tiled GEMM at 21-32 %. The
+    fused form's 0.1 keeps the batched one ahead, as measured; with these numbers the
+    model's picks sum to 0.766 ms over the 13 layers where the fastest sum to 0.718."""
+    width = width or max(1, round(columns ** 0.5))
+    height = max(1, round(columns / width))
+    images = max(1, columns // max(1, width * height))
+    n_tiles = images * _cdiv(height, 2) * _cdiv(width, 2)
+    peak = device.peak_gflops * 1e3
+    slots = device.compute_units * device.groups_per_unit
+    result = []
+    for shape in WINOGRADS:
+        if shape.batched and shape.valid():
+            # the tiled GEMM's price for 16 products, plus V and M written and read
+            # back through scratch and two more launches
+            gemm = [o for o in options(device, cout, n_tiles, cin, 16, 1, True, None,
+                                       tiles=(shape.tile(),)) if o.variant == "tiled"]
+            if gemm:
+                moved = 4.0 * 2 * 16 * (cin + cout) * n_tiles
+                result.append(Option("winograd", shape, gemm[0].estimate_us + 2 * device.launch_us +
+                                     moved / (device.bandwidth_gbs * 1e3 * device.efficiency["row"])))
+            continue
+        if not shape.valid() or (shape.bm > 16 and cout <= shape.bm // 2) or \
+                (shape.bn > 16 and n_tiles <= shape.bn // 2):
+            continue
+        groups = _cdiv(cout, shape.bm) * _cdiv(n_tiles, shape.bn)
+        if shape.groups > 1 and (groups >= slots // 2 or cin < 64 * shape.groups):
+            continue  # K groups only for grids under half the device, over long K
+        steps = _cdiv(_cdiv(cin, shape.bk), shape.groups)
+        padded = 2.0 * 16 * groups * shape.bm * shape.bn * steps * shape.bk * shape.groups
+        intensity = min(1.0, shape.tm * shape.tn / (shape.tm + shape.tn))
+        reuse = min(1.0, shape.bm * shape.bn / (shape.bm + shape.bn) / device.reuse_full)
+        fill = _fill(groups * shape.groups * shape.work_group, slots * 256)
+        second = 0.0 if shape.groups == 1 else device.launch_us + \
+            8.0 * shape.groups * cout * columns / (device.bandwidth_gbs * 1e3)
+        result.append(Option("winograd", shape, padded / (
+            peak * device.efficiency["winograd"] * intensity * reuse * fill) + second))
     return result
 
 

@@ -94,7 +94,8 @@ class ValueEmitter:
             shape = tuple(array.shape) if array is not None else self.view.shape(name)
             dtype = str(array.dtype) if array is not None else self.view.dtype(name)
             offset = ix.render(ix.physical_offset(index, shape, self.layouts.get(name)))
-            load = f"{self.params[name]}[{offset}]"
+            load = f"{self.params[name]}[{offset}]" if dtype != "float16" else \
+                f"vload_half({offset}, {self.params[name]})"  # halves computed in float
             constant = array is not None or name in self.view.constants
             if constant and images.candidate(shape, dtype):  # the kernel decides (images.py)
                 row = ix.render(ix.linearize(index[:-1], shape[:-1]))
@@ -149,6 +150,8 @@ class ValueEmitter:
         in_dtype = self.view.dtype(node.inputs[0]) if node.inputs else dtype
         args = self._operands(scope, node, out, index)
         op = node.op
+        info = ops.current().get(op)
+        builtin = info.decl.builtin if info is not None else None  # `= builtin NAME`
         if op == "Cast":
             expr = f"(({ctype(dtype)})({args[0]} != 0))" if dtype == "bool" else \
                 f"(({ctype(dtype)}){args[0]})"
@@ -179,17 +182,17 @@ class ValueEmitter:
             rem = self.assign(scope, dtype, f"({args[0]} % {args[1]})")
             expr = rem if node.attr("fmod", 0) else \
                 f"(({rem} != 0 && (({rem} < 0) != ({args[1]} < 0))) ? {rem} + {args[1]} : {rem})"
-        elif op.startswith("Bitwise"):  # integer operands (ONNX opset 18)
-            expr = f"(~{args[0]})" if op == "BitwiseNot" else \
-                f"({args[0]} {sp.BITWISE[op]} {args[1]})"
+        elif builtin in sp.BITWISE:  # integer operands (ONNX opset 18)
+            expr = f"({sp.BITWISE[builtin]}{args[0]})" if len(args) == 1 else \
+                f"({args[0]} {sp.BITWISE[builtin]} {args[1]})"
         elif op == "BitShift":
             expr = f"({args[0]} {'<<' if node.attr('direction') == 'LEFT' else '>>'} {args[1]})"
-        elif op in sp.VARIADIC:
+        elif builtin in sp.VARIADIC:
             table = sp.VARIADIC if dtype.startswith("float") else sp.VARIADIC_INT
             expr = args[0]
             for arg in args[1:]:
-                expr = table[op].format(expr, arg)
-            if op == "Mean":
+                expr = table[builtin].format(expr, arg)
+            if builtin == "mean":
                 expr = f"({expr} / {sp.literal(len(args), dtype)})"
         elif dtype == "bool" and op not in sp.FLOAT_OPS:  # comparisons and logic, 0 or 1
             expr = f"(({ctype(dtype)}){_from_semantics(node, args, in_dtype, any_dtype=True)})"
@@ -350,15 +353,21 @@ def _is_two(constant: np.ndarray | None) -> bool:
 
 
 def _from_semantics(node: Node, args: list[str], in_dtype: str, any_dtype: bool = False) -> str:
-    """C text of an operator's declared scalar semantics (`ops.scalar.to_c`); only over
-    floats unless ``any_dtype`` (a comparison reads any operand type)."""
+    """C text of an operator's declared scalar semantics (`ops.scalar.to_c`): over floats,
+    over integers where it needs only integer arithmetic (`spelling.INT_SPELLING`), over any
+    operand type with ``any_dtype`` (a comparison)."""
     info = ops.current().get(node.op)
     builtin = sp.SPELLING.functions.get(info.decl.builtin or "") if info is not None else None
     if builtin is not None and in_dtype.startswith("float"):  # `= builtin tan`: a scalar function
         return builtin.format(*args)
-    if info is None or info.semantics is None or not (any_dtype or in_dtype.startswith("float")):
-        raise ModelError(f"the OpenCL backend cannot generate {node.op} for {in_dtype}")
-    attrs = {name: info.attr(node.attr_dict, name) for name in info.defaults}
-    numbers = {k: float(v) for k, v in attrs.items() if isinstance(v, (int, float))}
-    operands = dict(zip((p.name for p in info.decl.params), args, strict=False))
-    return to_c(info.semantics, operands, numbers, sp.SPELLING)
+    spelling = sp.SPELLING if any_dtype or in_dtype.startswith("float") else sp.INT_SPELLING
+    attrs = {name: info.attr(node.attr_dict, name) for name in info.defaults} if info is not None else {}
+    numbers = {k: float(v) for k, v in attrs.items() if isinstance(v, (int, float))
+               and (spelling is sp.SPELLING or float(v).is_integer())}  # else unbound: refused below
+    try:
+        if info is None or info.semantics is None:
+            raise ValueError("no scalar semantics")
+        operands = dict(zip((p.name for p in info.decl.params), args, strict=False))
+        return to_c(info.semantics, operands, numbers, spelling)
+    except (KeyError, ValueError):
+        raise ModelError(f"the OpenCL backend cannot generate {node.op} for {in_dtype}") from None

@@ -43,6 +43,8 @@ import numpy as np
 
 from egraph_compiler.backends.opencl import cost
 from egraph_compiler.backends.opencl.build import build_artefact
+from egraph_compiler.backends.opencl.cpu_conv import VARIANT as LANES_CONV
+from egraph_compiler.backends.opencl.cpu_conv import LanesConv
 from egraph_compiler.backends.opencl.depthwise import Depthwise
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.kernels import KernelParams
@@ -50,6 +52,7 @@ from egraph_compiler.backends.opencl.planning import execution_plan
 from egraph_compiler.backends.opencl.runtime import CompiledModel
 from egraph_compiler.backends.opencl.window import Window
 from egraph_compiler.backends.opencl.window import valid as window_valid
+from egraph_compiler.backends.opencl.winograd import Winograd
 from egraph_compiler.fusion import ProfileDb
 from egraph_compiler.ir.errors import DnnrError
 from egraph_compiler.ir.graph import Graph, Node, Value
@@ -86,7 +89,7 @@ def features(option: cost.Option) -> np.ndarray:
     """An option's knobs as a point (log2 of sizes; one column per variant)."""
     p = option.params
     v = [float(option.variant == name) * 4.0
-         for name in ("direct", "tiled", "gemv", "depthwise", "window")]
+         for name in ("direct", "tiled", "gemv", "depthwise", "window", "winograd")]
     if isinstance(p, Tile):
         knobs = [p.bm, p.bn, p.bk, p.tm, p.tn, 2 if p.contiguous else 1, p.slices]
     elif isinstance(p, Gemv):
@@ -97,6 +100,9 @@ def features(option: cost.Option) -> np.ndarray:
         knobs = [1] * 11 + [p.rows, p.width]
     elif isinstance(p, Window):
         knobs = [1] * 13 + [p.channels, p.rows, p.width]
+    elif isinstance(p, Winograd):  # a GEMM's tile: the tiled columns, then its own two
+        knobs = [p.bm, p.bn, p.bk, p.tm, p.tn, 2 if p.contiguous else 1, p.slices, p.groups,
+                 2 if p.batched else 1]
     else:
         knobs = []
     knobs = (knobs + [1] * 16)[:16]
@@ -271,12 +277,20 @@ def anchors(graph: Graph, params: KernelParams, work: Path, tables: Any = None) 
         w_shape = graph.types[node.inputs[1]].shape if node.op == "Conv" else None
         window_taps = int(np.prod(w_shape[2:])) if w_shape is not None and len(w_shape) == 4 \
             and int(node.attr("group", 1)) == 1 and node.inputs[1] in graph.constants else 0
-        found[key] = Anchor(key, single, *_space(key, node.op, params, tiles, window_taps))
+        # Winograd: a 3×3 stride-1 conv of one group (`winograd.applies`) with constant
+        # weights, priced over maps as wide as this one's output
+        winograd = window_taps == 9 and tuple(w_shape[2:]) == (3, 3) and \
+            tuple(node.attr("strides") or (1, 1)) == (1, 1) and \
+            tuple(node.attr("dilations") or (1, 1)) == (1, 1)
+        width = graph.types[node.outputs[0]].shape[-1] if winograd else 0
+        found[key] = Anchor(key, single, *_space(key, node.op, params, tiles, window_taps,
+                                                 winograd, width))
     return list(found.values())
 
 
 def _space(key: str, op: str, params: KernelParams, tiles: tuple[Tile, ...],
-           window_taps: int = 0) -> tuple[cost.Option, tuple[cost.Option, ...]]:
+           window_taps: int = 0, winograd: bool = False, width: int = 0
+           ) -> tuple[cost.Option, tuple[cost.Option, ...]]:
     """The default option and the whole space of one shape class, priced by the model."""
     words = key.split()
     sizes = {name: int(w[1:]) for w in words[1:5] for name in ("m", "n", "k", "b")
@@ -290,10 +304,11 @@ def _space(key: str, op: str, params: KernelParams, tiles: tuple[Tile, ...],
     # generator never applies a stored depthwise option to it
     priced = cost.options(device, sizes["m"], sizes["n"], sizes["k"], sizes["b"],
                           direct_items, tiled_ok, side, tiles, depthwise=not tiled_ok,
-                          window_taps=window_taps)
+                          window_taps=window_taps, width=width, winograd=winograd)
     default = cost.choose(cost.options(device, sizes["m"], sizes["n"], sizes["k"], sizes["b"],
                                        direct_items, tiled_ok, side, depthwise=not tiled_ok,
-                                       window_taps=window_taps))
+                                       window_taps=window_taps, width=width,
+                                       winograd=winograd))
     direct = priced[0]
     space = [cost.Option("direct", d, direct.estimate_us) for d in direct_space(op, not tiled_ok)]
     if default.variant == "direct":  # the default: the register block KernelParams gives
@@ -392,6 +407,12 @@ def option_to_json(option: cost.Option) -> dict[str, object]:
         return {"variant": "depthwise", "rows": p.rows, "width": p.width}
     if isinstance(p, Window):
         return {"variant": "window", "channels": p.channels, "rows": p.rows, "width": p.width}
+    if isinstance(p, Winograd):
+        return {"variant": "winograd", "bm": p.bm, "bn": p.bn, "bk": p.bk, "tm": p.tm,
+                "tn": p.tn, "groups": p.groups, "batched": p.batched,
+                "contiguous": p.contiguous, "slices": p.slices}
+    if isinstance(p, LanesConv):
+        return {"variant": option.variant, "channels": p.channels, "pixels": p.pixels}
     return {"variant": option.variant}
 
 
@@ -415,10 +436,21 @@ def option_from_json(data: dict[str, Any], where: str) -> cost.Option:
             if not window_valid(shape):
                 raise DnnrError(f"{where}: window {shape} is not a vector of channels")
             return cost.Option("window", shape, 0.0)
+        if variant == "winograd":
+            shape = Winograd(int(data["bm"]), int(data["bn"]), int(data["bk"]), int(data["tm"]),
+                             int(data["tn"]), int(data["groups"]), bool(data["batched"]),
+                             bool(data["contiguous"]), int(data["slices"]))
+            if not shape.valid():
+                raise DnnrError(f"{where}: Winograd {shape} does not map its work-group "
+                                "(winograd.Winograd.valid)")
+            return cost.Option("winograd", shape, 0.0)
+        if variant == LANES_CONV:
+            return cost.Option(variant, LanesConv(int(data["channels"]), int(data["pixels"])),
+                               0.0)
     except (KeyError, TypeError, ValueError) as error:
         raise DnnrError(f"{where}: bad kernel option {data}: {error}") from None
     raise DnnrError(f"{where}: unknown kernel variant {data.get('variant')!r} "
-                    f"(direct, tiled, gemv, depthwise or window)")
+                    f"(direct, tiled, gemv, depthwise, window or winograd)")
 
 
 def record(db: ProfileDb, device_name: str, results: list[SearchResult]) -> ProfileDb:

@@ -52,16 +52,17 @@ CL_DEVICE_MEM_BASE_ADDR_ALIGN, which a plain offset does not need.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from egraph_compiler.backends.opencl import cost, gemm, images, ops_extra, ops_models
+from egraph_compiler.backends.opencl import cost, cpu_conv, gemm, images, ops_extra, ops_models
 from egraph_compiler.backends.opencl import depthwise as dw
 from egraph_compiler.backends.opencl import rows as row_split
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl import window as win
+from egraph_compiler.backends.opencl import winograd as wino
 from egraph_compiler.backends.opencl.emit import Scope, ValueEmitter, ctype
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.fusion import index as ix
@@ -76,6 +77,16 @@ from egraph_compiler.fusion.structure import (
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Node
+from egraph_compiler.shapes import prover
+from egraph_compiler.shapes.symint import (
+    Choice,
+    SymInt,
+    bit_length,
+    everywhere,
+    expr_of,
+    note_choice,
+    pinned,
+)
 
 UNROLL = "__attribute__((opencl_unroll_hint)) "
 # pool windows of at most this many taps are emitted straight-line (`_Gen._window`)
@@ -114,6 +125,7 @@ class KernelParams:
     anchor_gemv: Gemv | None = None
     anchor_depthwise: dw.Depthwise | None = None
     anchor_window: win.Window | None = None
+    anchor_winograd: wino.Winograd | None = None
     # row kernels: force ``row-split`` with these groups (tests), else `cost.row_options`
     row_split: row_split.RowSplit | None = None
     # `dnnr tune`'s choices: (shape class `cost.shape_key`, option), used where a
@@ -140,7 +152,10 @@ class KernelParams:
                                 device="gpu", hoist_sizes=False)
         if device != "cpu":
             raise ValueError(f"unknown OpenCL device class '{device}' (cpu or gpu)")
-        return KernelParams()
+        # a bound compile for PoCL: sizes stay literals (constant-folded index
+        # divisions; BERT-tiny's kernels ran 1.12 -> 0.60 ms). The symbolic build
+        # (`symbolic.build_symbolic`) turns hoisting back on: its sizes vary per run
+        return KernelParams(hoist_sizes=False)
 
 
 @dataclass(frozen=True)
@@ -254,7 +269,7 @@ class _Gen:
                 continue
             derived = self.em.derived.get(value)
             dtype = str(derived.dtype) if derived is not None else self.view.dtype(value)
-            pointer = f"__global {qual}{ctype(dtype)}*"
+            pointer = f"__global {qual}{sp.STORAGE_TYPES.get(dtype, ctype(dtype))}*"
             params.append(f"{pointer} {name}_buf, const ulong {name}_off")
             pointers.append(f"{pointer} restrict {name} = {name}_buf + {name}_off;")
         defines = "".join(f"#define {d}\n" for d in self.defines)
@@ -307,7 +322,7 @@ class _Gen:
     def declare_iteration(self, scope: Scope, exprs: tuple[ix.IExpr, ...]) -> None:
         """Bind ``i0, i1, …`` (the block's iteration variables) for the epilogue."""
         for k, (expr, size) in enumerate(zip(exprs, self.shape.iteration_shape, strict=False)):
-            if size != 1:
+            if not everywhere("==", size, 1):  # as `structure.iteration_vars`
                 scope.emit(f"const int i{k} = {ix.render(expr)};")
 
     def epilogue(self, scope: Scope, anchor_var: str) -> None:
@@ -320,7 +335,14 @@ class _Gen:
             self.em.pinned[out] = var
         for value, store in self.stores.items():
             offset = self.store_offset(value, self.shape.forward[value])
-            scope.emit(f"{store}[{offset}] = {self.em.pinned[value]};")
+            scope.emit(self.store_line(value, store, offset, self.em.pinned[value]))
+
+    def store_line(self, value: str, store: str, offset: str, expr: str) -> str:
+        """``expr`` written to element ``offset`` of output ``value``: a float16 tensor holds
+        halves, computed in float and converted on the way out (`spelling.STORAGE_TYPES`)."""
+        if self.view.dtype(value) == "float16":
+            return f"vstore_half({expr}, {offset}, {store});"
+        return f"{store}[{offset}] = {expr};"
 
     def store_offset(self, value: str, index: tuple[ix.IExpr, ...]) -> str:
         """Where element ``index`` of an output goes, in the layout the plan chose."""
@@ -333,11 +355,20 @@ class _Gen:
     def tile(self, tile: int, size: int) -> int:
         """A register tile along a dim of ``size``: no larger than the dim. (Keeping it
         whatever the dim made symbolic artefacts' code the same at more shapes, and
-        MobileNetV2's late convs up to 40 % slower: the versions keep the clamp.)"""
-        return max(1, min(tile, size))
+        MobileNetV2's late convs up to 40 % slower: the versions keep the clamp.)
+        A dim of a symbolic build (`symint.SymInt`) below the tile at some shapes: its
+        largest value where it stays below the tile everywhere (rows past the dim are
+        masked), else this exact value, a version per short length (`symint.pinned`)."""
+        if not isinstance(size, SymInt) or everywhere("<=", tile, size):
+            return max(1, min(tile, size))
+        high = prover.bounds(size.expr, prover.active_ranges())[1]
+        if high is not None and high < tile:
+            return max(1, int(high))
+        return tile if size >= tile else max(1, pinned(size))
 
     def ivar(self, name: str, size: int) -> ix.IExpr:
-        return ix.IVar(name, 0, size - 1) if size > 1 else 0
+        # a dim of 1 drops its index only where it is 1 at every shape (`symint.everywhere`)
+        return 0 if everywhere("<=", size, 1) else ix.IVar(name, 0, size - 1)
 
     # -- pointwise ----------------------------------------------------------------------
     def pointwise(self) -> Kernel:
@@ -352,7 +383,7 @@ class _Gen:
             flat = self.ivar("gid", numel)
             index = ix.delinearize(flat, self.view.shape(value))
             result = self.em.value(body, value, index)
-            body.emit(f"{store}[{self.store_offset(value, index)}] = {result};")
+            body.emit(self.store_line(value, store, self.store_offset(value, index), result))
             if body is not scope:
                 scope.nest(f"if (gid < {numel})", body)
         return self.finish(scope, total, local)
@@ -363,14 +394,16 @@ class _Gen:
              window_taps: int = 0) -> cost.Option:
         """The anchor's option: forced by `KernelParams`, else the cost model's choice."""
         p = self.params
+        winograd_ok = self.winograd_ok()
         candidates = cost.options(cost.DEVICES[p.device], sizes["m"], sizes["n"], sizes["k"],
                                   sizes["batch"], direct_items, tiled_ok, gemv_side,
                                   depthwise=depthwise_ok, window_taps=window_taps,
-                                  width=sizes.get("width", 0))
+                                  width=sizes.get("width", 0), winograd=winograd_ok)
         self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
         tuned = dict(p.tuned).get(self.shape_key)
         if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
-                                      (tuned.variant != "window" or window_taps > 0)):
+                                      (tuned.variant != "window" or window_taps > 0) and
+                                      (tuned.variant != "winograd" or winograd_ok)):
             tuned = None  # a class member the stored option does not apply to
         if self.block.implementation and p.anchor_variant is None:
             # the `select` stage's choice among `anchor_options` (by its label)
@@ -384,6 +417,8 @@ class _Gen:
             option = cost.Option("depthwise", p.anchor_depthwise, 0.0)
         elif p.anchor_variant == "window" and p.anchor_window is not None and window_taps:
             option = cost.Option("window", p.anchor_window, 0.0)
+        elif p.anchor_variant == "winograd" and p.anchor_winograd is not None and winograd_ok:
+            option = cost.Option("winograd", p.anchor_winograd, 0.0)
         elif p.anchor_variant == "tiled" and p.anchor_tile is not None and tiled_ok:
             if not p.anchor_tile.valid():
                 raise ModelError(f"block {self.block.id}: tile {p.anchor_tile} does not map its "
@@ -432,6 +467,16 @@ class _Gen:
         return (sizes, direct_items, not depthwise, "n" if geo.columns == 1 else None,
                 dw.applies(geo) and not stable, window_taps)
 
+    def winograd_ok(self) -> bool:
+        """The ``winograd`` option applies: a 3×3 stride-1 conv of one group whose
+        weights are a constant read once (transformed at generation), outside a build
+        whose code must be the same at every shape."""
+        if self.block.kind != "conv" or self.params.shape_stable:
+            return False
+        w_name = self.anchor().inputs[1]
+        return wino.applies(self.conv_geometry()) and w_name in self.view.constants and \
+            self.single_use(w_name)
+
     def conv_geometry(self) -> gemm.ConvGeometry:
         node = self.anchor()
         x_shape = self.view.shape(node.inputs[0])
@@ -450,8 +495,17 @@ class _Gen:
         option = self.pick(*self.anchor_shape())
         if option.variant == "depthwise":
             return dw.depthwise(self, geo, option.params)  # type: ignore[arg-type]
+        if option.variant == cpu_conv.VARIANT:  # CPU devices only (`cost.options`)
+            kernel = cpu_conv.conv_lanes(self, geo, option.params)  # type: ignore[arg-type]
+            if kernel is not None:
+                return kernel
+            self.variant = "direct"  # where it does not apply: the kernel generated
         if option.variant == "window":
             kernel = win.window(self, geo, option.params)  # type: ignore[arg-type]
+            if kernel is not None:
+                return kernel
+        if option.variant == "winograd":
+            kernel = wino.winograd(self, geo, option.params)  # type: ignore[arg-type]
             if kernel is not None:
                 return kernel
         if option.variant == "tiled":
@@ -751,6 +805,9 @@ class _Gen:
             for d in range(spatial):
                 lo = f"({ix.render(idx[2 + d])} * {strides[d]} - {begin[d]})"
                 hi_lim = x_shape[2 + d] + pads[d + spatial]
+                if dil[d] > 1:  # the taps (every dil-th position) before the padded end
+                    terms.append(f"min({kernel[d]}, ({hi_lim} - {lo} + {dil[d] - 1}) / {dil[d]})")
+                    continue
                 terms.append(f"(min({lo} + {(kernel[d] - 1) * dil[d] + 1}, {hi_lim}) - max({lo}, "
                              f"{-begin[d]}))")
             return f"(accv / (float)({' * '.join(terms)}))"
@@ -913,7 +970,7 @@ class _Gen:
         """(work-groups per row, work-group size) of a row kernel that runs a work-group
         per row: the forced `KernelParams.row_split`, else `cost.row_options`' choice
         (1 = one work-group per row)."""
-        local = min(self.params.reduce_work_group, 1 << max(length - 1, 1).bit_length())
+        local = min(self.params.reduce_work_group, 1 << bit_length(max(length - 1, 1)))
         if self.params.shape_stable:  # the split's chunking is this shape's
             return 1, local
         if self.params.row_split is not None:
@@ -921,13 +978,14 @@ class _Gen:
         else:
             split = cost.choose(cost.row_options(cost.DEVICES[self.params.device], rows,
                                                  length, local))
+            _note_row_choice(self.params.device, rows, length, local, split)
         if split is None or not isinstance(split.params, row_split.RowSplit):
             return 1, local
         chunk, groups = row_split.chunking(length, split.params.groups)
         if groups < 2:
             return 1, local
         self.variant = split.describe()
-        return groups, min(local, 1 << max(chunk - 1, 1).bit_length())
+        return groups, min(local, 1 << bit_length(max(chunk - 1, 1)))
 
     def indexed(self) -> Kernel:
         """An ``anchor indexed`` operator: one work item per output element, its value
@@ -954,7 +1012,7 @@ class _Gen:
             s.emit("const int o = get_global_id(0);")
             s.emit(f"if (o >= {rows}) return;")
             return f"for (int r = 0; r < {length}; ++r)", self.params.work_group
-        local = min(self.params.reduce_work_group, 1 << max(length - 1, 1).bit_length())
+        local = min(self.params.reduce_work_group, 1 << bit_length(max(length - 1, 1)))
         self.defines.append(f"WG {local}")
         s.emit("const int o = get_group_id(0); const int lid = get_local_id(0);")
         s.emit("__local float red[WG];")
@@ -1144,7 +1202,7 @@ class _Gen:
             if view.shape(value) == row_shape:
                 done = Scope(s)
                 offset = self.store_offset(value, row_index)
-                done.emit(f"{store}[{offset}] = {self.em.value(done, value, row_index)};")
+                done.emit(self.store_line(value, store, offset, self.em.value(done, value, row_index)))
                 if serial:
                     s.lines.extend(done.lines)
                 else:
@@ -1152,7 +1210,7 @@ class _Gen:
             else:
                 offset = self.store_offset(value, element_index)
                 result = self.em.value(per_element, value, element_index)
-                per_element.emit(f"{store}[{offset}] = {result};")
+                per_element.emit(self.store_line(value, store, offset, result))
         if per_element.lines:
             s.nest(loop, per_element)
         return self.finish(s, rows if serial else rows * local, local)
@@ -1235,6 +1293,23 @@ def _window_checks(position: str, begin: int, out_size: int, stride: int, kernel
     return checks
 
 
+def _note_row_choice(device: str, rows: int, length: int, local: int,
+                     split: cost.Option | None) -> None:
+    """A symbolic build's path notes the row-split pick (floating point: its
+    comparisons of sizes are not seen) as a function of the dims (`symint.Choice`)."""
+    if not (isinstance(rows, SymInt) or isinstance(length, SymInt)):
+        return
+    exprs = (expr_of(rows), expr_of(length), expr_of(local))
+
+    def decide(env: Mapping[str, int]) -> str:
+        r, n, w = (e if isinstance(e, int) else e.evaluate(dict(env)) for e in exprs)
+        chosen = cost.choose(cost.row_options(cost.DEVICES[device], r, n, w))
+        return chosen.describe() if chosen is not None else "one work-group per row"
+
+    label = split.describe() if split is not None else "one work-group per row"
+    note_choice(Choice(f"rows {exprs[0]} x {exprs[1]}", label, decide, repr(exprs)))
+
+
 def _clamp_high(expr: str, high: int) -> str:
     """``min(expr, high)`` without the builtin: PoCL's kernel library is built for
     skylake-avx512 and is not inlined into kernels compiled for a CPU it names
@@ -1270,13 +1345,15 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
     shape = gen.anchor_shape()
     sizes, direct_items, tiled_ok, gemv_side, depthwise_ok, window_taps = shape
     key = cost.shape_key(gen.anchor().op, sizes, tiled_ok, gemv_side)
+    winograd_ok = gen.winograd_ok()
     candidates = cost.options(cost.DEVICES[params.device], sizes["m"], sizes["n"], sizes["k"],
                               sizes["batch"], direct_items, tiled_ok, gemv_side,
                               depthwise=depthwise_ok, window_taps=window_taps,
-                              width=sizes.get("width", 0))
+                              width=sizes.get("width", 0), winograd=winograd_ok)
     tuned = dict(params.tuned).get(key)
     if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
-                                  (tuned.variant != "window" or window_taps > 0)):
+                                  (tuned.variant != "window" or window_taps > 0) and
+                                  (tuned.variant != "winograd" or winograd_ok)):
         tuned = None
     if params.anchor_variant is not None:
         return key, [gen.pick(*shape)]

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from egraph_compiler.backends.opencl import ops_vision
+from egraph_compiler.backends.opencl import ops_nn, ops_quant, ops_vision
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl.emit import Scope, ctype
 from egraph_compiler.fusion import index as ix
@@ -270,6 +270,8 @@ GENERATORS: dict[str, Generator] = {
     "ScatterElements": _scatter_elements,
 }
 GENERATORS.update(ops_vision.GENERATORS)  # the vision and indexing operators (issue 17)
+GENERATORS.update(ops_nn.GENERATORS)  # ConvTranspose, TopK, DepthToSpace, SpaceToDepth
+GENERATORS.update(ops_quant.GENERATORS)  # MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv
 
 
 def generate(gen: Any, scope: Scope, node: Node, out: Index) -> str:

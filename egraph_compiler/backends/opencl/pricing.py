@@ -4,28 +4,29 @@ estimated microseconds on the device class of `KernelParams.device`.
 - implementations: every conv/matmul block's kernel options (`kernels.anchor_options`:
   `cost.options`, or the tuning database's option for its shape class), at the cost
   model's estimate;
-- a sector transaction: 32 bytes at the device class's bandwidth (`cost.DEVICES`);
+- a sector transaction: 32 bytes at the device class's bandwidth (CPU: `cost.DEVICES`;
+  GPU: the copy kernel's GB/s measured on the card `gpu_prices.CARD` names);
 - a layout-conversion kernel (`select.conversions`): ``LAUNCH_US`` for its launch plus
   its sectors;
 - constants a block may read as ``image2d_t`` (`images.py`: scalar 2-D reads re-read
-  by many work-items): one 4-byte read per work-item at the device's bandwidth from a
-  buffer; from an image, that times ``IMAGE_READ_FACTOR`` on a CPU, where image reads are
+  by many work-items): one 4-byte read per work-item at that bandwidth from a buffer;
+  from an image, that times ``IMAGE_READ_FACTOR`` on a CPU, where image reads are
   emulated in software (PoCL: the depthwise block of tests/backends/opencl/test_images.py
   ran 0.38 ms with images, 0.28 ms with buffers: 1.36), and on a GPU that times
-  ``REUSE_FOR_IMAGE / reuse`` (the texture cache serves the re-reads; `images.choose`'s
-  rule as a price, not measured here). So on the CPU class the selection always
-  rejects images, with both prices in the report.
+  `gpu_prices.image_factor` at the block's reuse (measured: image over buffer reads of
+  the same table). So on the CPU class the selection always rejects images, with both
+  prices in the report.
 
 ``LAUNCH_US``: "cpu" measured on PoCL here (an empty 64-item kernel enqueued 2,000
-times: 5.8–10.7 µs per launch on the shared 2-core machine); "gpu" is an assumption
-(NVIDIA's documented launch overhead of a few µs), not measured.
+times: 5.8–10.7 µs per launch on the shared 2-core machine); "gpu" measured the same
+way on the card `gpu_prices.CARD` names (`benchmarks/gpu_prices.py`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from egraph_compiler.backends.opencl import cost, images
+from egraph_compiler.backends.opencl import cost, gpu_prices, images
 from egraph_compiler.backends.opencl.kernels import KernelParams, anchor_options, generate
 from egraph_compiler.fusion import Block, FusionPlan
 from egraph_compiler.fusion.structure import analyse
@@ -36,28 +37,32 @@ from egraph_compiler.select.layouts import Pricing
 from egraph_compiler.select.symbolic import SymbolicNode, binding
 
 SECTOR_BYTES = 32
-LAUNCH_US = {"cpu": 8.0, "gpu": 5.0}
+LAUNCH_US = {"cpu": 8.0, "gpu": gpu_prices.LAUNCH_US}
 IMAGE_READ_FACTOR = 0.38 / 0.28  # CPU: image reads over buffer reads (measured, PoCL)
 ANCHOR_KINDS = ("conv", "matmul")
 
 
 def pricing(plan: FusionPlan, params: KernelParams) -> Pricing:
-    device = cost.DEVICES[params.device]
     view = GraphView(plan.graph)
     implementations = {}
     for block in plan.blocks:
         if block.kind in ANCHOR_KINDS:
             _, options = anchor_options(view, block, params)
             implementations[block.id] = [(o.describe(), o.estimate_us) for o in options]
-    return Pricing("µs (cost model)", SECTOR_BYTES / (device.bandwidth_gbs * 1e3),
+    return Pricing("µs (cost model)", SECTOR_BYTES / (_bandwidth_gbs(params) * 1e3),
                    implementations, LAUNCH_US[params.device], _image_reads(plan, view, params))
+
+
+def _bandwidth_gbs(params: KernelParams) -> float:
+    """The selection's memory bandwidth: the GPU class's measured copy GB/s, the CPU class's model."""
+    return gpu_prices.COPY_GBS if params.device == "gpu" else cost.DEVICES[params.device].bandwidth_gbs
 
 
 def _image_reads(plan: FusionPlan, view: GraphView, params: KernelParams
                  ) -> dict[int, tuple[float, float]]:
     """Per block with image candidates: the cost of reading them from buffers and from
     images (the candidates are those the generated kernel would read as images)."""
-    device = cost.DEVICES[params.device]
+    bandwidth = _bandwidth_gbs(params)
     result = {}
     for block in plan.blocks:
         if not any(v in view.constants and images.candidate(view.shape(v), view.dtype(v))
@@ -67,11 +72,10 @@ def _image_reads(plan: FusionPlan, view: GraphView, params: KernelParams
         work_items = int(np.prod(block.iteration_shape, dtype=np.int64))
         buffer_us = image_us = 0.0
         for _, width, height, _ in kernel.images:
-            reads = work_items * 4 / (device.bandwidth_gbs * 1e3)
+            reads = work_items * 4 / (bandwidth * 1e3)
             reuse = work_items / max(width * height, 1)
             buffer_us += reads
-            image_us += reads * (IMAGE_READ_FACTOR if params.device == "cpu"
-                                 else min(1.0, images.REUSE_FOR_IMAGE / reuse))
+            image_us += reads * (IMAGE_READ_FACTOR if params.device == "cpu" else gpu_prices.image_factor(reuse))
         if kernel.images:
             result[block.id] = (buffer_us, image_us)
     return result

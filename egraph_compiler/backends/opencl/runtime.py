@@ -20,6 +20,15 @@ class OpenClError(DnnrError):
     pass
 
 
+def plan_version(out_dir: str | Path) -> object:
+    """The version ``plan.json`` of an artefact states (None when unreadable: the
+    loader then says why)."""
+    try:
+        return json.loads((Path(out_dir) / "plan.json").read_text()).get("version")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def _device(device: str | None):  # noqa: ANN202 - pyopencl has no stubs
     import pyopencl as cl
 
@@ -60,8 +69,11 @@ class CompiledModel:
                               "it again")
         self.device = _device(device)
         self.context = cl.Context([self.device])
-        # profiling on: `time_launches` reads each kernel's device time from its event
-        self.queue = cl.CommandQueue(
+        # `run`'s queue has profiling off (PoCL timestamps every command: ResNet-50's
+        # run took 7 % longer); `time_launches` reads each kernel's device time from
+        # its event on a profiling queue of its own
+        self.queue = cl.CommandQueue(self.context)
+        self.profiling_queue = cl.CommandQueue(
             self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         # pyopencl caches built binaries keyed by source, so a rebuilt artefact with
         # unchanged kernels does not pay PoCL's compile time again
@@ -159,18 +171,21 @@ class CompiledModel:
         import statistics
 
         samples: list[list[float]] = [[] for _ in self.launches]
+        self.queue.finish()
         for _ in range(max(repeats, 1)):
-            events = [self._enqueue(kernel, global_size, local_size)
+            events = [self._enqueue(kernel, global_size, local_size, self.profiling_queue)
                       for kernel, global_size, local_size in self.launches]
-            self.queue.finish()
+            self.profiling_queue.finish()
             for k, event in enumerate(events):
                 samples[k].append((event.profile.end - event.profile.start) * 1e-9)
         return [statistics.median(s) for s in samples]
 
-    def _enqueue(self, kernel, global_size: tuple[int], local_size: tuple[int]):  # noqa: ANN001, ANN202 - pyopencl
+    def _enqueue(self, kernel, global_size: tuple[int], local_size: tuple[int],  # noqa: ANN001, ANN202 - pyopencl
+                 queue=None):  # noqa: ANN001
         import pyopencl as cl
 
-        return cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
+        return cl.enqueue_nd_range_kernel(self.queue if queue is None else queue, kernel,
+                                          global_size, local_size)
 
     @property
     def kernel_names(self) -> list[str]:

@@ -13,14 +13,18 @@ import math
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ops.scalar import Spelling
 
-# ONNX opset 18's bitwise operators (integer operands) as C operators.
-BITWISE = {"BitwiseAnd": "&", "BitwiseOr": "|", "BitwiseXor": "^"}
+# The bitwise built-ins (ONNX opset 18's operators, integer operands) as C operators.
+BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "bitwise_not": "~"}
 
 C_TYPES = {
     "float32": "float", "float64": "double", "int64": "long", "int32": "int",
     "int16": "short", "int8": "char", "uint8": "uchar", "uint16": "ushort", "uint32": "uint",
     "uint64": "ulong", "bool": "uchar",
+    "float16": "float",  # computed in float; stored as half (STORAGE_TYPES)
 }
+# Element types whose buffers hold another C type than their arithmetic: float16 tensors
+# are read with vload_half and written with vstore_half (no cl_khr_fp16 needed).
+STORAGE_TYPES = {"float16": "half"}
 
 # How OpenCL C writes the scalar built-ins of ``op … = expr`` semantics: every operator
 # with such semantics is generated from it (`ops.scalar.to_c`); `FLOAT_OPS` holds only
@@ -31,10 +35,11 @@ SPELLING = Spelling(
         "tanh": "tanh({0})", "erf": "erf({0})", "sin": "sin({0})", "cos": "cos({0})",
         "floor": "floor({0})", "ceil": "ceil({0})", "round": "rint({0})",
         "sign": "(({0} > 0) ? 1.0f : (({0} < 0) ? -1.0f : 0.0f))",
-        # fmin/fmax's results (NaN loses) without the builtins, which are calls on PoCL
-        # and keep its work-item loops scalar (HardSwish epilogues ran 2-5× slower)
-        "min": "((({0}) < ({1}) || ({1}) != ({1})) ? ({0}) : ({1}))",
-        "max": "((({0}) > ({1}) || ({1}) != ({1})) ? ({0}) : ({1}))",
+        # NumPy's minimum/maximum (a NaN operand wins, as `ops.scalar` and onnxruntime
+        # say) as comparisons, not fmin/fmax: those lose NaN, and are calls on PoCL that
+        # keep its work-item loops scalar (HardSwish epilogues ran 2-5× slower)
+        "min": "((({0}) < ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))",
+        "max": "((({0}) > ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))",
         # the elementwise built-ins of `= builtin NAME` operators
         "tan": "tan({0})", "asin": "asin({0})", "acos": "acos({0})", "atan": "atan({0})", "sinh": "sinh({0})",
         "cosh": "cosh({0})", "asinh": "asinh({0})", "acosh": "acosh({0})", "atanh": "atanh({0})",
@@ -44,26 +49,36 @@ SPELLING = Spelling(
 
 FLOAT_OPS = {
     "Pow": "pow((float){0}, (float){1})",
-    # not fmax: builtins are calls on PoCL (see kernels._clamp_high); NaN gives 0 either way
-    "Relu": "(({0} > 0.0f) ? {0} : 0.0f)",
+    # not fmax: builtins are calls on PoCL (see kernels._clamp_high); NaN stays NaN,
+    # as onnxruntime's Relu and NumPy's maximum(x, 0) give
+    "Relu": "(({0} < 0.0f) ? 0.0f : {0})",
     "IsNaN": "(isnan({0}) ? 1 : 0)",
     "BatchNormalization": "(({0} - {3}) * rsqrt({4} + {a:epsilon}) * {1} + {2})",
 }
-INT_OPS = {
-    "Add": "({0} + {1})", "Sub": "({0} - {1})", "Mul": "({0} * {1})", "Div": "({0} / {1})",
-    "Neg": "(-{0})", "Abs": "abs({0})", "Identity": "{0}", "Dropout": "{0}",
-    "Relu": "max({0}, ({T})0)", "Sign": "(({0} > 0) - ({0} < 0))",
-}
-# Variadic operators: a binary step folded over all operands.
-VARIADIC = {"Sum": "({0} + {1})", "Max": "fmax({0}, {1})", "Min": "fmin({0}, {1})",
-            "Mean": "({0} + {1})"}
-VARIADIC_INT = {"Sum": "({0} + {1})", "Max": "max({0}, {1})", "Min": "min({0}, {1})",
-                "Mean": "({0} + {1})"}
+# Over integer operands an operator is generated from its scalar semantics where these
+# suffice (C's + - * and truncating / are ONNX's integer arithmetic; literals integral);
+# `INT_OPS` holds the integer spellings of the rest.
+def _integer_literal(value: float) -> str:
+    if not float(value).is_integer():
+        raise ValueError(f"{value} has no integer literal")
+    return str(int(value))
+
+
+INT_SPELLING = Spelling(functions={}, literal=_integer_literal)
+INT_OPS = {"Abs": "abs({0})", "Relu": "max({0}, ({T})0)", "Sign": "(({0} > 0) - ({0} < 0))",
+           # an integer base (numpy's power, then astype): pow in double, exact integers
+           # rounded where the exponent is integral (pow's last-ulp error), truncated otherwise
+           "Pow": "(({T})(((double){1}) == floor((double){1}) ? rint(pow((double){0}, (double){1}))"
+                  " : pow((double){0}, (double){1})))"}
+# The variadic built-ins: a binary step folded over all operands (mean: then divided).
+VARIADIC = {"sum": "({0} + {1})", "max": SPELLING.functions["max"], "min": SPELLING.functions["min"],
+            "mean": "({0} + {1})"}
+VARIADIC_INT = {"sum": "({0} + {1})", "max": "max({0}, {1})", "min": "min({0}, {1})", "mean": "({0} + {1})"}
 
 
 def literal(value: float | int, dtype: str) -> str:
     """A C literal of ``dtype``."""
-    if dtype in ("float32", "float64"):
+    if dtype in ("float32", "float64", "float16"):
         value = float(value)
         if math.isnan(value):
             return "NAN"
@@ -72,7 +87,7 @@ def literal(value: float | int, dtype: str) -> str:
         text = repr(value)
         if "e" not in text and "." not in text:
             text += ".0"
-        return f"{text}f" if dtype == "float32" else text
+        return text if dtype == "float64" else f"{text}f"
     if dtype == "bool":
         return "1" if value else "0"
     if dtype not in C_TYPES:  # float16, bfloat16, …: a clear refusal, not a KeyError

@@ -1,12 +1,22 @@
 """One OpenCL artefact for every shape in the declared dim ranges (no ``--bind``).
 
 The backend (fusion, select, plan, kernels; the e-graph ran once, symbolically) runs
-at EVERY point of the declared ranges, on a graph whose dims are `shapes.symint.SymInt`s:
-each dim is its value there and carries its `DimExpr` from symbolic shape inference, so
-every size the kernel generator computes (extents, strides, work-item counts) and every
-offset the memory planner computes arrives with its DERIVATION over the dims. In the
-kernel text a derived size is a ``const int`` argument (`build.hoist_sizes`), whatever
-its value, so one kernel source serves every shape of a version. The points group into
+on a graph whose dims are `shapes.symint.SymInt`s: each dim is its value at one shape
+and carries its `DimExpr` from symbolic shape inference, so every size the kernel
+generator computes (extents, strides, work-item counts) and every offset the memory
+planner computes arrives with its DERIVATION over the dims. In the kernel text a
+derived size is a ``const int`` argument (`build.hoist_sizes`), whatever its value,
+so one kernel source serves every shape of a version.
+
+The backend is NOT run at every shape: `versions.py` records each compile's path
+condition (its comparisons of derived sizes, and the cost model's floating-point picks
+as `symint.Choice`s), and one compile serves every shape where the path comes out the
+same (`_generate`): one compile per distinct path, plus a check of each region at its
+lowest shape. Specialisations that are optional (an index simplification, a dim of 1
+dropped) are made only where the prover establishes them over the ranges
+(`symint.everywhere`), the launch order is chosen once (`plan.memory.orders_chosen_once`)
+and memory planning is off the path (its placement is proved per box), so none of
+them splits a version. The shapes then group into
 
 - **versions**: points whose launches have the same kernels, work-groups and
   arguments (the same code). Where the generator's code depends on a dim (row-serial
@@ -29,9 +39,9 @@ crossover intervals and checks the dispatch follows them (`crossover.py`).
 ``plan.json`` (version 3) holds the versions, and per box its condition, the
 expressions and the offsets; the run time binds the dims from the input shapes,
 refuses a shape outside the ranges (naming the input, the dim and the range), picks
-the box (the multi-version dispatch) and evaluates the expressions. Because every
-point is compiled, the ranges must be bounded: dims without ``--dim`` get
-`DEFAULT_HIGH`, and at most `MAX_POINTS` points are compiled.
+the box (the multi-version dispatch) and evaluates the expressions. The regions are
+found over the grid of the ranges, so they must be bounded: dims without ``--dim``
+get `DEFAULT_HIGH`, and at most `MAX_POINTS` shapes.
 """
 
 from __future__ import annotations
@@ -48,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from egraph_compiler import shapes
-from egraph_compiler.backends.opencl import cost, crossover, dimpoly
+from egraph_compiler.backends.opencl import cost, crossover, dimpoly, versions
 from egraph_compiler.backends.opencl.build import Artefact, Assembled, assemble, write_files
 from egraph_compiler.backends.opencl.kernels import KernelParams, anchor_shape
 from egraph_compiler.backends.opencl.planning import execution_plan
@@ -58,7 +68,7 @@ from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.dims import Dim, DimExpr
 from egraph_compiler.ir.errors import DnnrError
 from egraph_compiler.ir.graph import Graph
-from egraph_compiler.plan.memory import ExecutionPlan, lifetimes
+from egraph_compiler.plan.memory import ExecutionPlan, lifetimes, orders_chosen_once
 from egraph_compiler.plan.symbolic import SymbolicPlacement, prove_placement
 from egraph_compiler.shapes import symint
 
@@ -123,6 +133,10 @@ class _Probe:
     derived: dict[str, Dim] = dataclasses.field(default_factory=dict)
     spans: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)  # arena lifetimes
     plan: ExecutionPlan | None = None  # its anchors' costs are traced (`crossover`) per box
+    # False: not compiled at this shape but served by its region's compile
+    # (`_generate`): ``numbers`` are that compile's derivations evaluated here
+    compiled: bool = True
+    env: dict[str, int] = dataclasses.field(default_factory=dict)  # the shape compiled
 
 
 def _probe(graph: Graph, dims: Sequence[str], point: Point, tables: object,
@@ -132,11 +146,12 @@ def _probe(graph: Graph, dims: Sequence[str], point: Point, tables: object,
     bound = symint.with_derivations(shapes.bind_symbols(graph, env), graph, env)
     static = prepare_static_graph(bound, "opencl")
     # fusion's legality facts about the dims hold for every shape of the ranges or not at all
+    # (and the code's optional specialisations, `symint.everywhere`, too)
     with shapes.prover.using_ranges({n: graph.symbols.get(n, (1, shapes.infer.DEFAULT_RANGE[1]))
                                      for n in dims}):
         plan, selection = execution_plan(static, tables, profile_db, params=params)
-    with symint.tracking():  # the kernel text marks where each derived size sits
-        built = assemble(plan, params, selection)
+        with symint.tracking():  # the kernel text marks where each derived size sits
+            built = assemble(plan, params, selection)
     doc = built.doc
     tensors = doc["tensors"]
     quantities: dict[str, int] = {}
@@ -151,7 +166,8 @@ def _probe(graph: Graph, dims: Sequence[str], point: Point, tables: object,
         quantities[f"offset/{name}"] = offset
         quantities[f"nbytes/{name}"] = plan.sizes[name]
     return _Probe("", built, {n: int(v) for n, v in quantities.items()},
-                  {n: symint.expr_of(v) for n, v in quantities.items()}, lifetimes(plan), plan)
+                  {n: symint.expr_of(v) for n, v in quantities.items()}, lifetimes(plan), plan,
+                  env=env)
 
 
 def _probe_or_explain(graph: Graph, dims: Sequence[str], point: Point, tables: object,
@@ -168,9 +184,11 @@ def _probe_or_explain(graph: Graph, dims: Sequence[str], point: Point, tables: o
                         "--dim NAME=LO..HI to shapes the model accepts") from None
 
 
-def _sign(probe: _Probe, computed: set[str]) -> None:
+def _sign(probe: _Probe, computed: set[str], graph: Graph | None = None) -> None:
     """The probe's version: its code, the constants it reads (their shapes, except the
-    dim-dependent ones computed at run time) and its images."""
+    dim-dependent ones computed at run time) and its images. A computed constant's
+    shape is derived over the dims from ``graph``'s symbolic shapes where its folded
+    array lost the derivation."""
     doc = probe.built.doc
     code = {
         "launches": [(la["block"], la["kernel"], la["local"], la["args"], la["kind"], la["variant"])
@@ -185,7 +203,20 @@ def _sign(probe: _Probe, computed: set[str]) -> None:
         if name in doc["tensors"]:
             for j, d in enumerate(doc["tensors"][name]["shape"]):
                 probe.numbers[f"shape/{name}/{j}"] = int(d)
-                probe.derived[f"shape/{name}/{j}"] = symint.expr_of(d)
+                probe.derived[f"shape/{name}/{j}"] = _shape_derivation(graph, probe, name, j, d)
+
+
+def _shape_derivation(graph: Graph | None, probe: _Probe, name: str, axis: int, dim: int) -> Dim:
+    expr = symint.expr_of(dim)
+    known = graph.types.get(name) if graph is not None else None
+    if isinstance(expr, DimExpr) or known is None or known.shape is None or \
+            len(known.shape) <= axis or not isinstance(known.shape[axis], DimExpr):
+        return expr
+    symbolic = known.shape[axis]
+    if probe.env and symbolic.symbols() <= set(probe.env) and \
+            symbolic.evaluate(dict(probe.env)) == int(dim):
+        return symbolic
+    return expr
 
 
 def dim_dependent_constants(probes: Sequence[_Probe]) -> set[str]:
@@ -247,8 +278,13 @@ class _Leaf:
 class _Partition:
     """Cuts the ranges into boxes of one version on which every quantity fits."""
 
-    def __init__(self, dims: Sequence[str], probes: Mapping[Point, _Probe]) -> None:
+    def __init__(self, dims: Sequence[str], probes: Mapping[Point, _Probe],
+                 materialize: Callable[[Sequence[Point]], None] | None = None) -> None:
         self.dims, self.probes = list(dims), probes
+        # compiles the given shapes where ``probes`` holds only their region's
+        # compile (`_generate`): a box whose memory plan is not proved over the dims
+        # uses its corner's numbers, which must then be that shape's own
+        self.materialize = materialize
         # quantities that vary with the dims: derived (an expression a probe carried) /
         # fitted (none carried; `dimpoly.fit` found one), by name, over all boxes
         self.derivations: list[str] = []
@@ -322,12 +358,31 @@ class _Partition:
                                 for n, o in placement.offsets.items()})
             expressions["arena"] = str(placement.arena_bytes)
             return expressions
-        # else the box uses its upper corner's offsets: no tensor may be larger elsewhere
-        corner = self.probes[tuple(hi for _, hi in self.corner_box(points))].built.doc["tensors"]
+        # else the box uses its upper corner's offsets, numbers valid there (checked
+        # where the corner was not compiled itself but served by its region's
+        # compile), and no tensor may be larger elsewhere in the box
+        corner = self.probes[tuple(hi for _, hi in self.corner_box(points))]
+        arena = [n for n, t in corner.built.doc["tensors"].items() if t["kind"] == "arena"]
+        if not corner.compiled and not _placement_valid_at(corner, arena):
+            if self.materialize is None:
+                return None
+            self.materialize(points)
+            return None if len({self.probes[p].signature for p in points}) > 1 else \
+                self.fit(points)
+        if corner.compiled:  # its own plan: build_symbolic reads its offsets
+            for p in points:
+                for name, info in self.probes[p].built.doc["tensors"].items():
+                    if info["kind"] == "arena" and info["nbytes"] > \
+                            corner.built.doc["tensors"][name]["nbytes"]:
+                        return None
+            return expressions
         for p in points:
-            for name, info in self.probes[p].built.doc["tensors"].items():
-                if info["kind"] == "arena" and info["nbytes"] > corner[name]["nbytes"]:
-                    return None
+            numbers = self.probes[p].numbers
+            if any(numbers[f"nbytes/{n}"] > corner.numbers[f"nbytes/{n}"] for n in arena):
+                return None
+        expressions.update({f"offset/{n}": str(corner.numbers[f"offset/{n}"]) for n in arena})
+        expressions["arena"] = str(max((corner.numbers[f"offset/{n}"] + corner.numbers[f"nbytes/{n}"]
+                                        for n in arena), default=0))
         return expressions
 
     def placement(self, points: list[Point]) -> SymbolicPlacement | None:
@@ -369,6 +424,19 @@ class _Partition:
                      for k in range(len(self.dims)))
 
 
+def _placement_valid_at(probe: _Probe, names: Sequence[str]) -> bool:
+    """``probe``'s arena offsets (numbers at its shape) place ``names`` without two
+    tensors live at the same step sharing a byte."""
+    placed = [(probe.numbers[f"offset/{n}"], probe.numbers[f"nbytes/{n}"], *probe.spans[n])
+              for n in names]
+    if any(offset < 0 for offset, *_ in placed):
+        return False
+    return all(a_end < b_start or b_end < a_start or a_off + a_size <= b_off or
+               b_off + b_size <= a_off
+               for k, (a_off, a_size, a_start, a_end) in enumerate(placed)
+               for b_off, b_size, b_start, b_end in placed[k + 1:])
+
+
 def _value(expr: Dim, dims: Sequence[str], point: Point) -> int:
     return expr.evaluate(dict(zip(dims, point, strict=True))) if isinstance(expr, DimExpr) \
         else int(expr)
@@ -381,12 +449,137 @@ def describe_box(dims: Sequence[str], box: Box, steps: Sequence[int] | None = No
                         for n, (lo, hi), st in zip(dims, box, steps, strict=True))
 
 
+@dataclass
+class _Generated:
+    probes: dict[Point, _Probe]  # every shape: its own compile, or its region's served
+    computed: set[str]  # `dim_dependent_constants`
+    compiled: dict[Point, _Probe]  # the shapes compiled
+    materialize: Callable[[Sequence[Point]], None]
+    report: dict[str, Any]
+
+
+def _generate(graph: Graph, dims: Sequence[str], grid: Sequence[Point], tables: object,
+              profile_db: ProfileDb | None, params: KernelParams) -> _Generated:
+    """Compile once per path of the backend over the grid (`versions.Explorer`): each
+    compile records its comparisons on the dims and the cost model's variant picks, and
+    serves every shape where they come out the same. A region of several shapes is
+    compiled again at its lowest shape, which must have the same code and every
+    quantity where the region's derivations put it; a region that fails (a size the
+    generator computed outside the tracking) has every shape compiled."""
+    compiled: dict[Point, _Probe] = {}
+    paths: dict[Point, list] = {}
+
+    def compile_at(point: Point) -> list:
+        if point not in compiled:
+            with symint.recording() as facts:
+                probe = _probe_or_explain(graph, dims, point, tables, profile_db, params)
+            compiled[point] = probe
+            paths[point] = [*facts, *_choice_atoms(probe, dims, point, params)]
+        return paths[point]
+
+    regions = versions.Explorer(dims, grid).explore(compile_at)
+    for region in regions:
+        if len(region.points) > 1:
+            compile_at(min(region.points, key=lambda p: (sum(p), p)))
+    enumerated: set[int] = set()
+    while True:
+        computed = dim_dependent_constants([compiled[p] for p in grid if p in compiled])
+        for probe in compiled.values():
+            _sign(probe, computed, graph)
+        probes: dict[Point, _Probe] = {}
+        failed = False
+        for k, region in enumerate(regions):
+            served = compiled[region.at]
+            for p in region.points:
+                probes[p] = compiled[p] if p in compiled else _served(served, dims, p)
+            if k in enumerated:
+                continue
+            if any(not _agrees(served, compiled[p], dims, p) for p in region.points
+                   if p in compiled and p != region.at):
+                enumerated.add(k)
+                failed = True
+                for p in region.points:
+                    compile_at(p)
+        if not failed:
+            break
+
+    def materialize(points: Sequence[Point]) -> None:
+        for p in points:
+            if not probes[p].compiled:
+                compile_at(p)
+                _sign(compiled[p], computed, graph)
+                probes[p] = compiled[p]
+
+    ranges = {n: (min(p[k] for p in grid), max(p[k] for p in grid)) for k, n in enumerate(dims)}
+    report = {"paths": len(regions), "checked": sum(len(r.points) > 1 for r in regions),
+              "compiled_every_shape": len(enumerated),
+              "conditions": [{"compiled_at": dict(zip(dims, r.at, strict=True)),
+                              "shapes": len(r.points),
+                              "condition": versions.describe(r, ranges)} for r in regions]}
+    return _Generated(probes, computed, compiled, materialize, report)
+
+
+def _served(probe: _Probe, dims: Sequence[str], point: Point) -> _Probe:
+    """``probe``'s compile serving ``point`` of its region: its quantities' derivations
+    evaluated there."""
+    numbers = {n: _value(probe.derived.get(n, v), dims, point) for n, v in probe.numbers.items()}
+    return dataclasses.replace(probe, numbers=numbers, compiled=False)
+
+
+def _agrees(served: _Probe, check: _Probe, dims: Sequence[str], point: Point) -> bool:
+    """The region's compile predicts ``check``'s (at ``point``): the same code, and
+    every quantity its derivation's value (offsets aside: the plan over the dims is
+    proved per box, `plan.symbolic`)."""
+    if served.signature != check.signature or served.numbers.keys() != check.numbers.keys():
+        return False
+    return all(_value(served.derived.get(n, v), dims, point) == check.numbers[n]
+               for n, v in served.numbers.items() if not n.startswith("offset/"))
+
+
+def _choice_atoms(probe: _Probe, dims: Sequence[str], point: Point,
+                  params: KernelParams) -> list[versions.ChoiceAtom]:
+    """Per conv/matmul anchor whose sizes depend on the dims: the variant the cost
+    model picks (`cost.choose` over `cost.options`, as `kernels._Gen.pick` prices it),
+    as a function of the dims through the sizes' derivations."""
+    if probe.plan is None:
+        return []
+    device = cost.DEVICES[params.device]
+    view = GraphView(probe.plan.fusion.graph)
+    atoms = []
+    for block in probe.plan.fusion.blocks:
+        if block.kind not in ("conv", "matmul") or block.anchor is None:
+            continue
+        sizes, items, tiled_ok, gemv_side, depthwise_ok, taps = anchor_shape(view, block, params)
+        exprs: dict[str, Dim] = {**{k: symint.expr_of(v) for k, v in sizes.items()},
+                                 "@items": symint.expr_of(items), "@taps": symint.expr_of(taps)}
+        if not any(isinstance(e, DimExpr) for e in exprs.values()):
+            continue
+
+        def pick(env: Mapping[str, int], exprs: dict[str, Dim] = exprs, tiled_ok: bool = tiled_ok,
+                 gemv_side: str | None = gemv_side, depthwise_ok: bool = depthwise_ok) -> str:
+            v = {k: e.evaluate(dict(env)) if isinstance(e, DimExpr) else int(e)
+                 for k, e in exprs.items()}
+            return cost.choose(cost.options(
+                device, v["m"], v["n"], v["k"], v["batch"], v["@items"], tiled_ok, gemv_side,
+                depthwise=depthwise_ok, window_taps=v["@taps"], width=v.get("width", 0))).describe()
+
+        signature = repr(sorted((k, str(e)) for k, e in exprs.items())) + \
+            repr((tiled_ok, gemv_side, depthwise_ok))
+        label = pick(dict(zip(dims, point, strict=True)))
+        atoms.append(versions.ChoiceAtom(view.nodes[block.anchor].name, label, pick, signature))
+    return atoms
+
+
 def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                    profile_db: ProfileDb | None = None, params: KernelParams | None = None,
                    progress: Callable[[str], None] | None = None,
                    steps: Mapping[str, int] | None = None) -> Artefact:
     """Write the symbolic artefact of ``graph`` (symbolic input dims) into ``out_dir``."""
-    params = dataclasses.replace(params or KernelParams(), shape_stable=SHAPE_STABLE)
+    # the CPU class keeps sizes as kernel arguments here, as before bound CPU compiles
+    # turned them into literals (`KernelParams.for_device`); other classes as given
+    base = params or KernelParams()
+    params = dataclasses.replace(base, shape_stable=SHAPE_STABLE,
+                                 hoist_sizes=base.hoist_sizes or base.device == "cpu")
     dims = symbolic_dims(graph)
     ranges = compile_ranges(graph, dims, steps)
     box: Box = tuple(ranges[n][:2] for n in dims)
@@ -395,12 +588,11 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
     if progress:
         progress(f"symbolic OpenCL: compiling {len(grid)} shapes of "
                  f"{', '.join(f'{n}={_range_text(r)}' for n, r in ranges.items())} ...")
-    probes = {p: _probe_or_explain(graph, dims, p, tables, profile_db, params) for p in grid}
-    computed = dim_dependent_constants(list(probes.values()))
-    for probe in probes.values():
-        _sign(probe, computed)
-    partition = _Partition(dims, probes)
-    leaves = partition.leaves(box)
+    with orders_chosen_once():  # one launch order for the whole ranges (item 5)
+        generated = _generate(graph, dims, grid, tables, profile_db, params)
+        probes, computed, compiled = generated.probes, generated.computed, generated.compiled
+        partition = _Partition(dims, probes, materialize=generated.materialize)
+        leaves = partition.leaves(box)
     versions = sorted({leaf.signature for leaf in leaves})
     sources: dict[str, str] = {}
     arrays: dict[str, np.ndarray] = {}
@@ -441,21 +633,24 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
     crossovers = _crossovers(dims, leaves, probes, versions, params)
     top = probes[tuple(hi for _, hi in box)].built.doc
     tensors: dict[str, dict[str, Any]] = {}
+    real = [p for p in grid if p in compiled]  # the shapes compiled (`_generate`)
     for name in sorted(computed):
-        info = next(probes[p].built.doc["tensors"][name] for p in grid
-                    if name in probes[p].built.doc["tensors"])
+        info = next(compiled[p].built.doc["tensors"][name] for p in real
+                    if name in compiled[p].built.doc["tensors"])
         tensors[name] = {"kind": "computed", "dtype": info["dtype"],
-                         "nbytes": max(int(probes[p].built.doc["tensors"].get(name, info)["nbytes"])
-                                       for p in grid)}
+                         "nbytes": max(int(compiled[p].built.doc["tensors"].get(name, info)["nbytes"])
+                                       for p in real)}
     for name, info in top["tensors"].items():
         if name in computed:
             continue
         if info["kind"] == "constant":
             tensors[name] = info
         elif info["kind"] in ("input", "output"):  # buffers hold the largest shape
+            # inputs and outputs grow with every dim: the top corner, compiled
+            # first, is the largest (`_generate`)
             tensors[name] = {**info, "shape": _dims(graph, name, info["shape"]),
-                             "nbytes": max(int(probes[p].built.doc["tensors"][name]["nbytes"])
-                                           for p in grid)}
+                             "nbytes": max(int(compiled[p].built.doc["tensors"][name]["nbytes"])
+                                           for p in real)}
         else:
             tensors[name] = {"kind": "arena", "dtype": info["dtype"]}
     for doc in version_docs:  # a constant one version reads (a derived layout) is declared
@@ -470,11 +665,11 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
             if info["kind"] == "arena" and name not in tensors:
                 tensors[name] = {"kind": "arena", "dtype": info["dtype"]}
     images: dict[str, Any] = {}
-    for p in grid:
-        images.update(probes[p].built.images)
+    for p in real:
+        images.update(compiled[p].built.images)
     # the run time reads a constant as an image in every kernel or in none: where the
     # versions disagree, every kernel reads buffers (its DNNR_IMAGE_ARG compiles to one)
-    if len({frozenset(probes[p].built.images) for p in grid}) > 1:
+    if len({frozenset(compiled[p].built.images) for p in real}) > 1:
         images = {}
     plan = {
         "version": SYMBOLIC_PLAN_VERSION, "graph": graph.name,
@@ -491,7 +686,11 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
         (out_dir / "shapes.onnx").write_bytes(_shape_model(graph, computed))
     dynamic = {
         "dims": {n: list(r[:2]) if r[2] == 1 else list(r) for n, r in ranges.items()},
-        "shapes_compiled": len(grid),
+        "shapes": len(grid),
+        # one compile per path of the backend (`versions.py`), plus one per region
+        # checking the path at its lowest shape; every shape of a region that failed it
+        "shapes_compiled": len(compiled),
+        "regions": generated.report,
         "arena_bytes_peak": arena_bytes,
         "versions": [{"id": v, "conditions": [b["condition"] for b in box_docs
                                               if b["version"] == k],
@@ -544,6 +743,8 @@ def _crossovers(dims: Sequence[str], leaves: Sequence[_Leaf], probes: Mapping[Po
     device = cost.DEVICES[params.device]
     varying = _varying_anchors(list(probes.values()))
     verdicts = []
+    # a region's boxes share its compile's plan: each anchor is traced once per plan
+    traces: dict[tuple[int, int], crossover.TracedCosts | None] = {}
     for leaf in leaves:
         probe = probes[tuple(hi for _, hi in leaf.box)]
         if probe.plan is None or not varying:
@@ -554,9 +755,12 @@ def _crossovers(dims: Sequence[str], leaves: Sequence[_Leaf], probes: Mapping[Po
             if block.kind not in ("conv", "matmul") or block.anchor is None or \
                     view.nodes[block.anchor].name not in varying:
                 continue
-            with symint.recording() as branches:
-                shape = anchor_shape(view, block, params)
-            traced = crossover.trace_costs(device, shape, branches)
+            key = (id(probe.plan), block.id)
+            if key not in traces:
+                with symint.recording() as branches:
+                    shape = anchor_shape(view, block, params)
+                traces[key] = crossover.trace_costs(device, shape, branches)
+            traced = traces[key]
             if traced is None:
                 continue
             chosen = choices[view.nodes[block.anchor].name]

@@ -13,7 +13,6 @@ import pytest
 from egraph_compiler.backends.hexagon.eltwise import (
     QBinary,
     QClip,
-    QConcat,
     QDepthwise,
     QPool,
     binary_c,
@@ -21,7 +20,6 @@ from egraph_compiler.backends.hexagon.eltwise import (
     binary_reference,
     clip_c,
     clip_reference,
-    concat_c,
     concat_rq_c,
     concat_rq_reference,
     depthwise_c,
@@ -141,7 +139,7 @@ def test_other_kernels_match_numpy(tmp_path):
     c1 = rng.integers(0, 256, (4, 3)).astype(np.uint8)
     c2 = rng.integers(0, 256, (4, 5)).astype(np.uint8)
     inputs["c1"], inputs["c2"] = c1, c2
-    add("cat", concat_c(QConcat(4, (3, 5)), "cat0"), {"x0": "c1", "x1": "c2", "y": "cat"}, np.concatenate([c1, c2], 1))
+    add("cat", concat_rq_c(QConcatRq(4, (3, 5), (0, 0), (1 << ELEMENTWISE_SHIFT,) * 2, 0), "cat0"), {"x0": "c1", "x1": "c2", "y": "cat"}, np.concatenate([c1, c2], 1))
 
     got = run_steps(tmp_path, inputs, outputs, steps, (pack, acc))
     for name, ref in expected.items():
@@ -208,7 +206,7 @@ def test_elementwise_kernels_ragged_sweep(tmp_path, family):
         op = QConcatRq(rows, chans, zps, mults, y_zero)
         add(f"cat{i}", concat_rq_c(op, f"k_cat{i}", family),
             {f"x{j}": f"cat{i}_{j}" for j in range(len(chans))} | {"y": f"cat{i}"}, concat_rq_reference(op, parts))
-    add("catplain", concat_c(QConcat(7, (3, 130)), "k_catplain"), {"x0": "cat0_0", "x1": "cat0_1", "y": "catplain"},
+    add("catplain", concat_rq_c(QConcatRq(7, (3, 130), (0, 0), (1 << ELEMENTWISE_SHIFT,) * 2, 0), "k_catplain"), {"x0": "cat0_0", "x1": "cat0_1", "y": "catplain"},
         np.concatenate([inputs["cat0_0"], inputs["cat0_1"]], 1))
     # Pooling: max with padding and stride over ragged channels; average incl. a global
     # pool of 13×13 = 169 taps (more than one 16-bit chunk of 128 taps).

@@ -66,9 +66,14 @@ def _static(model: onnx.ModelProto, shape: dict[str, int]) -> onnx.ModelProto:
 
 
 def _quantise(model: onnx.ModelProto, tmp, seed: int, quant_format: QuantFormat = QuantFormat.QDQ,
-              per_channel: bool = False, reduce_range: bool = False) -> str:
+              per_channel: bool = False, reduce_range: bool = False,
+              feeds: dict[str, np.ndarray] | None = None) -> str:
     """Fold BatchNormalization (onnxruntime basic optimisations), then quantize_static
-    (``per_channel``: weights quantised per output channel; ``reduce_range``: 7-bit weights)."""
+    (``per_channel``: weights quantised per output channel; ``reduce_range``: 7-bit weights).
+    Calibration feeds every graph input: ``feeds`` (e.g. a corpus model's input_ids and
+    attention_mask) gives their shapes and its integer inputs as they are (token ids must
+    stay in the vocabulary); float inputs get a fresh standard-normal sample per batch.
+    Without ``feeds`` the model must have one real input."""
     raw = tmp / "float.onnx"
     onnx.save(model, raw)
     options = ort.SessionOptions()
@@ -76,8 +81,9 @@ def _quantise(model: onnx.ModelProto, tmp, seed: int, quant_format: QuantFormat 
     options.optimized_model_filepath = str(tmp / "folded.onnx")
     ort.InferenceSession(str(raw), options, providers=["CPUExecutionProvider"])
     folded = onnx.load(tmp / "folded.onnx")
-    name = _real_input(folded).name
-    shape = [d.dim_value for d in _real_input(folded).type.tensor_type.shape.dim]
+    if feeds is None:
+        info = _real_input(folded)
+        feeds = {info.name: np.zeros([d.dim_value for d in info.type.tensor_type.shape.dim], np.float32)}
     rng = np.random.default_rng(seed)
 
     class Reader(CalibrationDataReader):
@@ -86,7 +92,10 @@ def _quantise(model: onnx.ModelProto, tmp, seed: int, quant_format: QuantFormat 
 
         def get_next(self):
             self.left -= 1
-            return {name: rng.standard_normal(shape).astype(np.float32)} if self.left >= 0 else None
+            if self.left < 0:
+                return None
+            return {name: rng.standard_normal(value.shape).astype(np.float32) if value.dtype.kind == "f" else value
+                    for name, value in feeds.items()}
 
     out = tmp / ("qdq_reduced.onnx" if reduce_range else "qdq.onnx")
     quantize_static(str(tmp / "folded.onnx"), str(out), Reader(), quant_format=quant_format,
