@@ -129,11 +129,51 @@ def make_domain(tier: str) -> Domain:
 def _build(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Config,
            guard: ast.Expr | None, mode: str = "bounded", m: Any = None,
            plan: _Plan | None = None) -> _Sides | None:
+    """Both sides' shapes and the guard of ``config`` in ``mode`` (None where the rule
+    does not apply). The shape stage does not depend on the mode: it is encoded once
+    per configuration (`_shape_stage`) and each mode gets a fork of that encoder."""
+    stage = _shape_stage(canon, sems, tier, config, guard)
+    if stage is None:
+        return None
+    template, guard_term, lhs_dims, wf_lhs, rhs_dims, wf_rhs, error = stage
+    enc = template.fork(mode, m)
+    if plan is not None:
+        enc.groups, enc.splits = dict(plan.groups), dict(plan.splits)
+    return _Sides(enc, guard_term, list(lhs_dims), list(wf_lhs),
+                  None if rhs_dims is None else list(rhs_dims), list(wf_rhs), error, guard)
+
+
+_Stage = tuple[Encoder, Any, list[Any], list[Any], list[Any] | None, list[Any], str]
+# The shape stage of each configuration met in this tier of this rule (`check_tier`
+# clears it), by (rule, tier, configuration, guard), with the semantics and the Z3
+# context it was built for: the plain encoding and the induction's prefix, base and
+# step encodings (and the paired induction's) share it.
+_SHAPE_STAGES: dict[Any, tuple[Any, Any, _Stage | None]] = {}
+
+
+def _shape_stage(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Config,
+                 guard: ast.Expr | None) -> _Stage | None:
+    key = (canon, tier, repr(config), guard)  # (an attribute's value may be a list)
+    ctx = z3.main_ctx()
+    hit = _SHAPE_STAGES.get(key)
+    if hit is not None and hit[0] is sems and hit[1] is ctx:
+        return hit[2]
+    stage = _encode_shapes(canon, sems, tier, config, guard)
+    if stage is not None and not stage[0].shapes_only():
+        return _encode_shapes(canon, sems, tier, config, guard)  # not reusable: never cached
+    if len(_SHAPE_STAGES) > 256:
+        _SHAPE_STAGES.clear()
+    _SHAPE_STAGES[key] = (sems, ctx, stage)
+    return stage
+
+
+def _encode_shapes(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Config,
+                   guard: ast.Expr | None, mode: str = "bounded", m: Any = None
+                   ) -> _Stage | None:
+    """The shape stage in a fresh encoder (in ``mode``: what `Encoder.fork` must equal)."""
     valued, booleans = _var_kinds(canon, sems)
     enc = Encoder(sems, make_domain(tier), config, dict(canon.const_values), mode, m,
                   valued_vars=valued, boolean_vars=booleans)
-    if plan is not None:
-        enc.groups, enc.splits = dict(plan.groups), dict(plan.splits)
     _bind_attributes(enc, canon.lhs)
     try:
         lhs_dims, wf_lhs = enc.shape_of(canon.lhs)
@@ -155,7 +195,7 @@ def _build(canon: CanonRule, sems: dict[str, OpSemantics], tier: str, config: Co
         rhs_dims, wf_rhs, error = None, [], f"RHS is ill-formed: {err}"
     if enc.fires:  # the rule fires only where its shape built-ins are defined
         guard_term = z3.And(guard_term, *enc.fires)
-    return _Sides(enc, guard_term, lhs_dims, wf_lhs, rhs_dims, wf_rhs, error, guard)
+    return enc, guard_term, lhs_dims, wf_lhs, rhs_dims, wf_rhs, error
 
 
 _VAR_KINDS: dict[Any, tuple[dict[str, OpSemantics], tuple[Any, Any]]] = {}
@@ -292,6 +332,7 @@ def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
     _FULL_FIRST.clear()
     _PAIRED_FIRST.clear()
     _PROVED.clear()
+    _SHAPE_STAGES.clear()
     try:
         configs = _configs(canon, sems, max_rank, guard)
     except Unsupported as err:

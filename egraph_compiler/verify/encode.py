@@ -10,6 +10,8 @@ sums over a prefix of symbolic length ``m`` ("induction" mode; see `check.py`).
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import itertools
 from collections.abc import Callable
@@ -119,6 +121,36 @@ class Encoder:
     _index_keys: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     _in_body: bool = False
     _nesting: int = 0  # depth of `_opaque_reduction`s being encoded
+
+    # ------------------------------------------------------------ forks
+    def shapes_only(self) -> bool:
+        """Nothing but shapes, attributes and the guard has been encoded: no value,
+        no reduction (what `fork` may copy into another mode)."""
+        return not (self.reductions or self.extents or self.bounds or self._value_memo
+                    or self._in_body or self._nesting)
+
+    def fork(self, mode: str, m: Any) -> Encoder:
+        """This encoder (after its shape stage, `shapes_only`) in ``mode``: every
+        container copied, so the two go on independently. Its terms are the ones a
+        fresh encoder in ``mode`` would build for the same shapes (they are named, not
+        numbered, and the shape stage never reads the mode), so the queries are the
+        same; the shape stage is not paid again (check._build: a reduction rule
+        encodes its shapes for the plain, prefix, base and step encodings)."""
+        assert self.shapes_only(), "fork after the shape stage only"
+        domain = copy.copy(self.domain)
+        domain.terms = list(self.domain.terms)
+        domain._seen = set(self.domain._seen)
+        copied: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, (list, dict, set)):
+                value = copy.copy(value)
+            copied[f.name] = value
+        copied["touched"] = {var: list(cells) for var, cells in self.touched.items()}
+        copied["_shape_memo"] = {key: (list(dims), list(wf))
+                                 for key, (dims, wf) in self._shape_memo.items()}
+        copied.update(domain=domain, mode=mode, m=m)
+        return Encoder(**copied)
 
     # ------------------------------------------------------------ tensor facts
     def rank(self, var: str) -> int:
