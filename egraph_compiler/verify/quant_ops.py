@@ -559,8 +559,9 @@ QUANT_BUILTINS: list[Builtin] = [
 # --- pooling, Gemm, Concat and Softmax: the encodings and integer operators that
 # rules/quant.dnnr's qdq-gemm, qdq-avgpool, qdq-gap, qdq-concat and qdq-softmax need.
 
-_AVERAGE_POOL_GEOMETRY = ("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads",
-                          "strides")
+# dilations (AveragePool has them since opset 19): a dilated window is one more `pos`
+_AVERAGE_POOL_GEOMETRY = ("auto_pad", "ceil_mode", "count_include_pad", "dilations",
+                          "kernel_shape", "pads", "strides")
 
 
 class GlobalAveragePool(Builtin):
@@ -604,7 +605,7 @@ class AveragePool(MaxPool):
     output dims, ``pos`` (in range), ``valid`` (not a padded position) and the divisor
     ``count(s) >= 1`` (the window positions counted: the valid ones, or all of them with
     count_include_pad) uninterpreted, one family per expression of the geometry
-    attributes. A proof holds for every padding, stride and ceil mode; NumPy replays the
+    attributes. A proof holds for every padding, stride, dilation and ceil mode; NumPy replays the
     default geometry (no padding, stride 1, K×… kernel written or 1×…×1)."""
 
     name = "average_pool"
