@@ -18,8 +18,16 @@ mode reads its input at the 2^d corners around each output's source coordinate a
 blends them, so a bilinear upsample fused after a pointwise producer reads that producer
 four times per output instead of storing it.
 
+Resize also covers ONNX's cubic mode (Keys' kernel, ``cubic_coeff_a``,
+``exclude_outside``), ``antialias`` (the linear or cubic kernel widened by 1/scale on a
+downscale, weights normalised), ``tf_crop_and_resize`` (a constant roi, and
+``extrapolation_value`` outside the input) and opset 18's ``axes`` and
+``keep_aspect_ratio_policy``. Pad's ``edge``, ``reflect`` and ``wrap`` modes are index
+maps too (`pad_source`): no guard, the position is clamped, mirrored or wrapped.
+
 `emit.ValueEmitter` takes `gather_nd` and `resize` as its ``_op_GatherND`` /
-``_op_Resize`` handlers (the one place they are registered).
+``_op_Resize`` handlers (the one place they are registered) and calls `pad_source`
+from ``_op_Pad``.
 """
 
 from __future__ import annotations
