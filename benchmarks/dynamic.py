@@ -10,6 +10,10 @@ sum of the launches' device times from profiling events) and the error of each a
 the torch reference (onnxruntime on the export for the unstored shape).
 
     PYTHONPATH=. python3 benchmarks/dynamic.py [--only bert_sdpa,gpt2] [--repeat 20]
+        [--dims batch=1..2,height=32..48:16,width=32..40:8 --unstored batch=1,height=48,width=32]
+
+``--dims``/``--unstored`` replace the table's ranges and unstored shape for every model
+of ``--only`` (a smaller grid: the symbolic build compiles once per path over it).
 """
 
 from __future__ import annotations
@@ -90,7 +94,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=",".join(MODELS))
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--dims", help="NAME=LO..HI[:STEP],... for every model of --only")
+    parser.add_argument("--unstored", help="NAME=VALUE,... a shape inside --dims")
     args = parser.parse_args()
+    if bool(args.dims) != bool(args.unstored):
+        parser.error("--dims and --unstored go together")
+    if args.dims:
+        ranges = {}
+        for item in args.dims.split(","):
+            name, _, text = item.partition("=")
+            span, _, step = text.partition(":")
+            low, _, high = span.partition("..")
+            ranges[name] = (int(low), int(high), *((int(step),) if step else ()))
+        shape = {n: int(v) for n, _, v in (i.partition("=") for i in args.unstored.split(","))}
+        for name in args.only.split(","):
+            MODELS[name] = (ranges, shape)
     names = args.only.split(",")
     corpus = build.build(names, log=lambda _: None)
     print("| model | shape | symbolic wall ms | bound wall ms | symbolic device ms | "
@@ -109,7 +127,8 @@ def main() -> None:
             once, once_cpu = time.perf_counter() - start, time.process_time() - cpu
             symbolic = runner.load_artefact(Path(tmp) / "sym")
             shapes = [(s, model.feeds(i), model.expected(i)) for i, s in enumerate(model.shapes)
-                      if all(ranges[d][0] <= v <= ranges[d][1] for d, v in s.items() if d in ranges)]
+                      if all(ranges[d][0] <= v <= ranges[d][1] and (v - ranges[d][0]) % steps.get(d, 1) == 0
+                             for d, v in s.items() if d in ranges)]
             feeds = feeds_at(model, unstored)
             session = ort.InferenceSession(str(model.path), providers=["CPUExecutionProvider"])
             shapes.append((unstored, feeds, dict(zip(model.outputs, session.run(

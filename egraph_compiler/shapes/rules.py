@@ -472,9 +472,23 @@ def _resize(ctx) -> list[TensorType]:
     axes = ctx.attrs.get("axes")  # opset 18: sizes or scales name only these axes
     if axes is not None or ctx.attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
         picked = [normalize_axis(int(a), len(x), ctx.where) for a in (axes or range(len(x)))]
-        if sizes is not None and ctx.attrs.get("keep_aspect_ratio_policy", "stretch") == "stretch":
+        policy = ctx.attrs.get("keep_aspect_ratio_policy", "stretch")
+        if sizes is not None and policy == "stretch":
             given = dict(zip(picked, sizes, strict=True))
             return [TensorType(ctx.dtype(0), tuple(given.get(i, d) for i, d in enumerate(x)))]
+        if sizes is not None and all(isinstance(x[a], int) for a in picked):
+            # ONNX: one scale for the named axes, the smallest (not_larger) or largest
+            # (not_smaller) size ratio, and round-half-up lengths
+            ratios = [s / x[a] for a, s in zip(picked, sizes, strict=True)]
+            scale = min(ratios) if policy == "not_larger" else max(ratios)
+            return [TensorType(ctx.dtype(0), tuple(int(scale * d + 0.5) if i in picked else d
+                                                   for i, d in enumerate(x)))]
+        scales = ctx.const(2)
+        if sizes is None and scales is not None:
+            given = dict(zip(picked, scales.reshape(-1).tolist(), strict=True))
+            return [TensorType(ctx.dtype(0), tuple(
+                dim_floordiv(dim_mul(d, Fraction(given[i]).numerator), Fraction(given[i]).denominator)
+                if i in given else d for i, d in enumerate(x)))]
         # scales of some axes, or sizes fitted keeping the aspect ratio: fresh dims there
         return [TensorType(ctx.dtype(0), tuple(ctx.fresh() if i in picked else d for i, d in enumerate(x)))]
     if sizes is not None:

@@ -19,9 +19,11 @@ from tests.conformance import cases, coverage, runner
 # 718; session 6 (sequence, signal, vision operators, run-time axes) about 1,208 and 810;
 # session 7 rtshape (sizes from input values specialised at run time) OpenCL 1,004 (+194);
 # session 7 opsk (ConvTranspose, TopK, LpPool, Q/DQ, the integer operators, float16,
-# LayerNorm statistics, ...) onnx +13 (1,221) and, merged with rtshape, OpenCL 1,105 (+101).
+# LayerNorm statistics, ...) onnx +13 (1,221) and, merged with rtshape, OpenCL 1,105 (+101);
+# session 7 opsk2 (Pad edge/reflect/wrap; Resize cubic, antialias, tf_crop_and_resize,
+# axes, keep_aspect_ratio_policy) OpenCL 1,132 (+27: all 6 Pad and 37 Resize cases).
 # A floor, so a change that quietly refuses much more fails here instead of passing.
-FLOOR = {"onnx": 1113, "opencl": 1045}
+FLOOR = {"onnx": 1113, "opencl": 1072}
 
 
 @pytest.fixture(scope="module")

@@ -193,6 +193,41 @@ def _analyse(text: str, model: MachineModel) -> Insn:
     )
 
 
+# The frame and stack pointers, where every stack-derived address starts.
+FRAME_REGISTERS = frozenset({"r29", "r30"})
+_MEMORY_OPERAND = re.compile(r"mem\w*\(([^)]*)\)")  # memw(…), vmem(…), vmemu(…)
+
+
+def address_registers(insn: Insn) -> frozenset[str]:
+    """Scalar registers naming the address of ``insn``'s memory access (base, index)."""
+    if not insn.memory:
+        return frozenset()
+    return frozenset(reg for operand in _MEMORY_OPERAND.findall(insn.text)
+                     for reg, _ in _registers(operand) if reg.startswith("r"))
+
+
+def stack_derived_registers(insns: list[Insn], seed: frozenset[str] = FRAME_REGISTERS) -> frozenset[str]:
+    """Scalar registers that may hold an address into the stack frame: ``seed`` and,
+    to a fixed point, every register an instruction writes from one of them. Clang
+    spills beyond a vector ``vmem``'s ±8-slot offset range through such registers
+    (``r7 = add(r29,#2048); vmem(r7+#-6) = v1``), so an access through one may be a
+    spill slot although its base is not r29. Flow-insensitive, so sound across blocks
+    (a register reused for a buffer pointer is merely counted as maybe-stack); a value
+    loaded from the stack counts too (it may be a spilled stack address)."""
+    tainted = set(seed)
+    changed = True
+    while changed:
+        changed = False
+        for insn in insns:
+            # A call's results are no address of this frame (our kernels pass none).
+            if insn.uses & tainted and not (insn.control or insn.barrier):
+                new = {reg for reg in insn.defs if re.fullmatch(r"r\d+", reg)} - tainted
+                if new:
+                    tainted |= new
+                    changed = True
+    return frozenset(tainted)
+
+
 def _strip_comment(line: str) -> str:
     return line.split("//", 1)[0].rstrip()
 

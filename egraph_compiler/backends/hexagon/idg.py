@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from egraph_compiler.backends.hexagon.asm import Block, Insn
+from egraph_compiler.backends.hexagon.asm import (
+    FRAME_REGISTERS,
+    Block,
+    Insn,
+    address_registers,
+    stack_derived_registers,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,9 +50,13 @@ class Node:
     loads: bool = False
     stores: bool = False
     stack: bool = False
+    # A memory access through a register that may hold a stack address (not r29/r30
+    # itself, see `asm.stack_derived_registers`): it may alias anything.
+    unknown_region: bool = False
+    mem_noshuf: bool = False  # the whole of a ``:mem_noshuf`` input packet
 
 
-def _summarise(node: Node) -> Node:
+def _summarise(node: Node, stack_registers: frozenset[str] = frozenset()) -> Node:
     insns = node.insns
     node.latency = max(i.latency for i in insns)
     node.defs = frozenset().union(*(i.defs for i in insns))
@@ -54,6 +64,7 @@ def _summarise(node: Node) -> Node:
     node.loads = any(i.loads for i in insns)
     node.stores = any(i.stores for i in insns)
     node.stack = any(i.stack for i in insns)
+    node.unknown_region = any(i.memory and not i.stack and address_registers(i) & stack_registers for i in insns)
     node.control = any(i.control for i in insns)
     node.barrier = any(i.barrier for i in insns)
     return node
@@ -159,9 +170,11 @@ def _edges_between(a: Node, b: Node, restrict: bool) -> list[Edge]:
             for reg in sorted(pa.uses & cb.defs):
                 edges.append(Edge(a.index, b.index, "anti", register=reg))
     # Under ``restrict`` only stack slots (spills) can alias: other pointers are distinct
-    # buffers, and a spill slot is never one of them.
-    may_alias = not restrict or (a.stack and b.stack)
-    if restrict and a.stack != b.stack:
+    # buffers, and a spill slot is never one of them. An access that may be either (a
+    # spill through a register holding r29 + offset) is ordered against every other.
+    unknown = a.unknown_region or b.unknown_region
+    may_alias = not restrict or unknown or (a.stack and b.stack)
+    if restrict and a.stack != b.stack and not unknown:
         pass
     elif a.stores and (b.stores or (b.loads and may_alias)):
         edges.append(Edge(a.index, b.index, "hard"))
@@ -232,11 +245,16 @@ def _sccs(count: int, edges: list[Edge]) -> list[list[int]]:
     return sorted(result)
 
 
-def build_idg(block: Block, restrict: bool = False) -> Idg:
-    """Dependency graph of ``block``; ``restrict``: loads never alias stores (C ``restrict``)."""
+def build_idg(block: Block, restrict: bool = False, stack_registers: frozenset[str] = FRAME_REGISTERS) -> Idg:
+    """Dependency graph of ``block``; ``restrict``: loads never alias stores (C ``restrict``)
+    except on the stack. ``stack_registers``: registers that may hold a stack address
+    on entry (`asm.stack_derived_registers` over the whole function), to which the
+    block's own derivations are added."""
     groups = _atomic_groups(block)
+    maybe_stack = stack_derived_registers([i for p in block.packets for i in p.insns], stack_registers | FRAME_REGISTERS)
     while True:
-        nodes = [_summarise(Node(i, insns, packet)) for i, (packet, insns) in enumerate(groups)]
+        nodes = [_summarise(Node(i, insns, packet, mem_noshuf=block.packets[packet].mem_noshuf), maybe_stack)
+                 for i, (packet, insns) in enumerate(groups)]
         edges: list[Edge] = []
         for i, a in enumerate(nodes):
             for b in nodes[i + 1:]:

@@ -31,7 +31,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from egraph_compiler.backends.hexagon.asm import AsmFile, Block, Insn, Packet, analyse
+from egraph_compiler.backends.hexagon.asm import (
+    FRAME_REGISTERS,
+    AsmFile,
+    Block,
+    Insn,
+    Packet,
+    analyse,
+    stack_derived_registers,
+)
 from egraph_compiler.backends.hexagon.estimate import (
     estimate_block,
     estimate_packets,
@@ -274,7 +282,7 @@ def pack_idg(idg: Idg, model: MachineModel, options: PackOptions, last_packet_sl
 def estimate_schedule(packets: list[list[Node]], idg: Idg, model: MachineModel) -> int:
     """Estimated cycles of a packing, rendered first (its ``.new``/``.cur`` forms)."""
     rendered = render_block(packets, idg)
-    return estimate_packets([Packet([analyse(i.text, model) for i in p.insns], p.endloop) for p in rendered], model)
+    return estimate_packets([Packet([analyse(i.text, model) for i in p.insns], p.endloop, p.mem_noshuf) for p in rendered], model)
 
 
 def _mergeable(first: list[Node], second: list[Node], idg: Idg, model: MachineModel, options: PackOptions) -> bool:
@@ -645,7 +653,10 @@ def render_block(packets: list[list[Node]], idg: Idg) -> list[Packet]:
     out: list[Packet] = []
     for k, packet in enumerate(packets):
         insns = [_retext(insn, _render_insn(insn, node, placement, idg)) for node in packet for insn in node.insns]
-        out.append(Packet(insns, endloop=idg.endloop if k == len(packets) - 1 else ""))
+        # A ``:mem_noshuf`` input packet is one node (`idg._atomic_groups`); its load must
+        # keep seeing its store's value, so the packet that holds it keeps the flag.
+        out.append(Packet(insns, endloop=idg.endloop if k == len(packets) - 1 else "",
+                          mem_noshuf=any(node.mem_noshuf for node in packet)))
     return out
 
 
@@ -658,14 +669,16 @@ def _packet_slots(packet: Packet) -> int:
 
 
 def pack_block(block: Block, model: MachineModel, options: PackOptions, restrict: bool,
-               aligned_next: bool = False, free: frozenset[str] = frozenset()) -> Block:
+               aligned_next: bool = False, free: frozenset[str] = frozenset(),
+               stack_registers: frozenset[str] = FRAME_REGISTERS) -> Block:
     """Re-pack one block. ``aligned_next``: an alignment directive follows the block;
     llvm-mc pads up to it with nops placed in the block's *last* packet, or in a new
     packet when that one does not take them (a packet executed on every pass). How many
     nops depends on encoded sizes, which duplex pairing (two sub-instructions in one
     word) changes, so such a block keeps clang's packing unless ours saves a packet, and
     our last packet keeps at least the free slots of clang's. ``free``: registers the
-    block's function never names (for `rename_block`)."""
+    block's function never names (for `rename_block`). ``stack_registers``: registers
+    that may hold a stack address anywhere in the function (`build_idg`)."""
     if len(block.packets) < 2 and options.guard:
         return block  # one packet: nothing to gain
     last_packet_slots = _packet_slots(block.packets[-1]) if aligned_next else 4
@@ -677,7 +690,7 @@ def pack_block(block: Block, model: MachineModel, options: PackOptions, restrict
     baseline = _cycles(block, model)
     best: tuple[tuple[bool, bool, tuple[int, int], int], Block] | None = None
     for variant in variants:
-        for candidate in _candidates(variant, model, options, restrict, last_packet_slots):
+        for candidate in _candidates(variant, model, options, restrict, last_packet_slots, stack_registers):
             # Fewest estimated cycles among packings with no more packets than the input
             # (with the guard: and no more cycles, cold or steady, than the input).
             cycles = _cycles(candidate, model)
@@ -704,9 +717,9 @@ def _cycles(block: Block, model: MachineModel) -> tuple[int, int]:
 
 
 def _candidates(block: Block, model: MachineModel, options: PackOptions, restrict: bool,
-                last_packet_slots: int) -> list[Block]:
+                last_packet_slots: int, stack_registers: frozenset[str] = FRAME_REGISTERS) -> list[Block]:
     """Our packings of ``block``: one per sweep setting, and on loop bodies the local search."""
-    idg = build_idg(block, restrict=restrict)
+    idg = build_idg(block, restrict=restrict, stack_registers=stack_registers)
     settings = [(options.w, options.penalty_scale, options.latency_weight)]
     if options.sweep:
         settings += [s for s in options.sweep if s not in settings]
@@ -721,7 +734,8 @@ def _candidates(block: Block, model: MachineModel, options: PackOptions, restric
             schedules.append(improved)
     if options.deadline and idg.endloop:
         schedules += deadline_schedules(idg, model, options, len(block.packets), last_packet_slots)
-    return [Block([Packet([analyse(i.text, model) for i in p.insns], p.endloop) for p in render_block(s, idg)])
+    return [Block([Packet([analyse(i.text, model) for i in p.insns], p.endloop, p.mem_noshuf)
+                   for p in render_block(s, idg)])
             for s in schedules]
 
 
@@ -734,7 +748,10 @@ def format_asm(asm: AsmFile) -> str:
         for packet in item.packets:
             lines.append("\t{")
             lines.extend(f"\t\t{insn.text}" for insn in packet.insns)
-            lines.append("\t}" + (f" {packet.endloop}" if packet.endloop else ""))
+            # ``:mem_noshuf``: the packet's load sees its store (same address); without it
+            # the load reads the old value, so dropping it silently changes the program.
+            tail = " ".join(t for t in (packet.endloop, ":mem_noshuf" if packet.mem_noshuf else "") if t)
+            lines.append("\t}" + (f" {tail}" if tail else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -746,6 +763,7 @@ def pack_asm(asm: AsmFile, model: MachineModel, options: PackOptions) -> AsmFile
     items: list[str | Block] = []
     function = ""
     free = free_registers(asm) if options.rename else {}
+    stack_registers = _stack_registers_per_function(asm)
     for position, item in enumerate(asm.items):
         if isinstance(item, str):
             match = _FUNCTION_LABEL.match(item)
@@ -754,8 +772,23 @@ def pack_asm(asm: AsmFile, model: MachineModel, options: PackOptions) -> AsmFile
             items.append(item)
         else:
             items.append(pack_block(item, model, options, function in options.restrict_functions,
-                                    _alignment_follows(asm.items, position), free.get(position, frozenset())))
+                                    _alignment_follows(asm.items, position), free.get(position, frozenset()),
+                                    stack_registers.get(function, FRAME_REGISTERS)))
     return AsmFile(items)
+
+
+def _stack_registers_per_function(asm: AsmFile) -> dict[str, frozenset[str]]:
+    """Per function, the registers that may hold a stack address in any of its blocks."""
+    insns: dict[str, list[Insn]] = {}
+    function = ""
+    for item in asm.items:
+        if isinstance(item, str):
+            match = _FUNCTION_LABEL.match(item)
+            if match:
+                function = match.group(1)
+        else:
+            insns.setdefault(function, []).extend(i for p in item.packets for i in p.insns)
+    return {name: stack_derived_registers(found) for name, found in insns.items()}
 
 
 _ALIGN = re.compile(r"^\s*\.(p2align|balign|align)\b")

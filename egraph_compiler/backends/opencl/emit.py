@@ -310,9 +310,10 @@ class ValueEmitter:
                 begin[axis % rank] = pads[k]
         else:
             begin = list(pads[:rank])
-        mode = node.attr("mode", "constant")
-        if mode != "constant":
-            raise ModelError(f"Pad mode '{mode}' is not supported by the OpenCL backend")
+        if node.attr("mode", "constant") != "constant":  # edge, reflect, wrap: no guard
+            return self.value(scope, source, tuple(
+                ops_models.pad_source(self, scope, node, ix.add(i, -b), s)
+                for i, b, s in zip(index, begin, shape, strict=True)))
         dtype = self.view.dtype(out)
         result = self.fresh()
         scope.emit(f"{ctype(dtype)} {result} = {sp.literal(float(node.attr('value', 0.0)), dtype)};")

@@ -18,8 +18,16 @@ mode reads its input at the 2^d corners around each output's source coordinate a
 blends them, so a bilinear upsample fused after a pointwise producer reads that producer
 four times per output instead of storing it.
 
+Resize also covers ONNX's cubic mode (Keys' kernel, ``cubic_coeff_a``,
+``exclude_outside``), ``antialias`` (the linear or cubic kernel widened by 1/scale on a
+downscale, weights normalised), ``tf_crop_and_resize`` (a constant roi, and
+``extrapolation_value`` outside the input) and opset 18's ``axes`` and
+``keep_aspect_ratio_policy``. Pad's ``edge``, ``reflect`` and ``wrap`` modes are index
+maps too (`pad_source`): no guard, the position is clamped, mirrored or wrapped.
+
 `emit.ValueEmitter` takes `gather_nd` and `resize` as its ``_op_GatherND`` /
-``_op_Resize`` handlers (the one place they are registered).
+``_op_Resize`` handlers (the one place they are registered) and calls `pad_source`
+from ``_op_Pad``.
 """
 
 from __future__ import annotations
@@ -86,56 +94,129 @@ _NEAREST = {
 }
 
 
+def _resize_axes(node: Node, rank: int) -> list[int]:
+    """The axes Resize's scales, sizes and roi name (opset 18's ``axes``; all by default)."""
+    axes = node.attr("axes")
+    return list(range(rank)) if axes is None else [int(a) % rank for a in axes]  # type: ignore[union-attr]
+
+
+def _constant_input(em: ValueEmitter, node: Node, position: int, what: str) -> np.ndarray | None:
+    name = node.inputs[position] if len(node.inputs) > position and node.inputs[position] else None
+    if name is None:
+        return None
+    constant = em.view.constants.get(name)
+    if constant is None:
+        raise ModelError(f"Resize (node '{node.name}'): run-time {what} are not supported "
+                         "by the OpenCL backend; make them constant")
+    values = np.asarray(constant, dtype=np.float64).reshape(-1)
+    return values if values.size else None
+
+
 def _resize_scales(em: ValueEmitter, node: Node, in_shape: tuple[int, ...],
                    out_shape: tuple[int, ...]) -> list[float]:
     """Per-axis scale: the ``scales`` input when given (ONNX uses it, not the size ratio,
-    in the coordinate transform), else output / input length."""
-    given = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
+    in the coordinate transform), else output / input length — or, under a
+    ``keep_aspect_ratio_policy``, the one ratio of requested sizes that policy picks."""
+    axes = _resize_axes(node, len(in_shape))
+    scales = [1.0] * len(in_shape)
+    given = _constant_input(em, node, 2, "scales")
     if given is not None:
-        constant = em.view.constants.get(given)
-        if constant is None:
-            raise ModelError(f"Resize (node '{node.name}'): run-time scales are not supported "
-                             "by the OpenCL backend; make them constant")
-        if np.size(constant) == len(in_shape):
-            return [float(s) for s in np.asarray(constant).reshape(-1)]
-    return [m / n for n, m in zip(in_shape, out_shape, strict=True)]
+        for axis, scale in zip(axes, given.tolist(), strict=True):
+            scales[axis] = float(scale)
+        return scales
+    policy = str(node.attr("keep_aspect_ratio_policy", "stretch"))
+    if policy == "stretch":
+        return [m / n for n, m in zip(in_shape, out_shape, strict=True)]
+    sizes = _constant_input(em, node, 3, "sizes")
+    if sizes is None:
+        raise ModelError(f"Resize (node '{node.name}'): keep_aspect_ratio_policy needs sizes")
+    ratios = [size / in_shape[axis] for axis, size in zip(axes, sizes.tolist(), strict=True)]
+    common = min(ratios) if policy == "not_larger" else max(ratios)
+    for axis in axes:
+        scales[axis] = common
+    return scales
+
+
+def _resize_roi(em: ValueEmitter, node: Node, rank: int) -> list[tuple[float, float]]:
+    """Per axis (start, end) of tf_crop_and_resize's region, normalised to [0, 1]."""
+    roi = _constant_input(em, node, 1, "roi")
+    axes = _resize_axes(node, rank)
+    region = [(0.0, 1.0)] * rank
+    if roi is None:
+        raise ModelError(f"Resize (node '{node.name}'): tf_crop_and_resize needs roi")
+    for k, axis in enumerate(axes):
+        region[axis] = (float(roi[k]), float(roi[k + len(axes)]))
+    return region
 
 
 def _check_resize(node: Node, mode: str, coordinates: str) -> None:
     where = f"Resize (node '{node.name}')"
-    if mode not in ("nearest", "linear"):
+    if mode not in ("nearest", "linear", "cubic"):
         raise ModelError(f"{where}: mode '{mode}' is not supported by the OpenCL backend "
-                         "(nearest and linear are)")
-    if coordinates not in _COORDINATES:
+                         "(nearest, linear and cubic are)")
+    if coordinates not in _COORDINATES and coordinates != "tf_crop_and_resize":
         raise ModelError(f"{where}: coordinate_transformation_mode '{coordinates}' is not "
-                         f"supported by the OpenCL backend ({', '.join(_COORDINATES)} are)")
-    if int(node.attr("antialias", 0)):  # type: ignore[arg-type]
-        raise ModelError(f"{where}: antialias=1 is not supported by the OpenCL backend")
-    if node.attr("axes") is not None:
-        raise ModelError(f"{where}: the axes attribute is not supported by the OpenCL backend")
-    if str(node.attr("keep_aspect_ratio_policy", "stretch")) != "stretch":
+                         f"supported by the OpenCL backend ({', '.join(_COORDINATES)} and "
+                         "tf_crop_and_resize are)")
+    if str(node.attr("keep_aspect_ratio_policy", "stretch")) not in ("stretch", "not_larger", "not_smaller"):
         raise ModelError(f"{where}: keep_aspect_ratio_policy '{node.attr('keep_aspect_ratio_policy')}' "
-                         "is not supported by the OpenCL backend")
+                         "is unknown (stretch, not_larger and not_smaller are ONNX's)")
+
+
+def _filter_taps(mode: str, scale: float, antialias: bool) -> range:
+    """The tap offsets around floor(x) that linear or cubic filtering reads (ONNX's
+    reference: with antialias a downscale widens the kernel by 1/scale)."""
+    support = 2.0 if mode == "cubic" else 1.0
+    stretch = min(scale, 1.0) if antialias else 1.0
+    first = int(np.floor(-support / stretch)) + 1
+    return range(first, 2 - first) if mode == "cubic" else range(first, first + 2 - 2 * first)
+
+
+def _filter_weight(mode: str, arg: str, cubic_a: float) -> str:
+    """The filter's weight at distance ``arg`` (C text): the triangle, or Keys' cubic
+    convolution kernel with coefficient A (ONNX ``cubic_coeff_a``)."""
+    if mode == "linear":
+        return f"fmax(1.0f - fabs({arg}), 0.0f)"
+    a = cubic_a
+    d = f"fabs({arg})"
+    return (f"({d} <= 1.0f ? (({a + 2!r}f * {d} - {a + 3!r}f) * {d} * {d} + 1.0f) : "
+            f"({d} < 2.0f ? ((({a!r}f * {d} - {5 * a!r}f) * {d} + {8 * a!r}f) * {d} - {4 * a!r}f) : 0.0f))")
 
 
 def resize(em: ValueEmitter, scope: Scope, node: Node, out: str, index: Index) -> str:
-    """Element ``index`` of Resize (nearest or n-linear; module docstring)."""
+    """Element ``index`` of Resize (nearest, n-linear or n-cubic; module docstring)."""
     data = node.inputs[0]
     in_shape, out_shape = em.view.shape(data), em.view.shape(out)
     mode = str(node.attr("mode", "nearest"))
     coordinates = str(node.attr("coordinate_transformation_mode", "half_pixel"))
     _check_resize(node, mode, coordinates)
     scales = _resize_scales(em, node, in_shape, out_shape)
+    antialias = bool(int(node.attr("antialias", 0)))  # type: ignore[arg-type]
+    exclude_outside = bool(int(node.attr("exclude_outside", 0)))  # type: ignore[arg-type]
+    cubic_a = float(node.attr("cubic_coeff_a", -0.75))  # type: ignore[arg-type]
+    crop = coordinates == "tf_crop_and_resize"
+    region = _resize_roi(em, node, len(in_shape)) if crop else []
+    outside: list[str] = []  # tf_crop_and_resize: conditions of reading outside the input
     # per axis: the source positions read and their weights (C text); an axis whose
     # length and scale are unchanged maps to itself
     choices: list[list[tuple[ix.IExpr, str]]] = []
     for axis, (n, m, s) in enumerate(zip(in_shape, out_shape, scales, strict=True)):
-        if n == m and s == 1.0:
+        i = f"(float)({ix.render(index[axis])})"
+        if crop and region[axis] != (0.0, 1.0):
+            begin, end = region[axis]
+            coordinate = (f"({begin * (n - 1)!r}f + {i} * {(end - begin) * (n - 1) / (m - 1)!r}f)"
+                          if m > 1 else f"{0.5 * (begin + end) * (n - 1)!r}f")
+        elif n == m and s == 1.0:
             choices.append([(index[axis], "")])
             continue
-        coordinate = _COORDINATES[coordinates](f"(float)({ix.render(index[axis])})", s, n, m)
+        elif crop:
+            coordinate = f"({i} * {(n - 1) / (m - 1) if m > 1 else 0.0!r}f)"
+        else:
+            coordinate = _COORDINATES[coordinates](i, s, n, m)
         x = em.fresh("x")
-        scope.emit(f"const float {x} = clamp({coordinate}, 0.0f, {float(n - 1)!r}f);")
+        scope.emit(f"const float {x} = {coordinate};")
+        if crop:
+            outside.append(f"{x} < 0.0f || {x} > {float(n - 1)!r}f")
         if mode == "nearest":
             near = em.fresh("g")
             rounding = _NEAREST.get(str(node.attr("nearest_mode", "round_prefer_floor")))
@@ -145,12 +226,39 @@ def resize(em: ValueEmitter, scope: Scope, node: Node, out: str, index: Index) -
             scope.emit(f"const int {near} = clamp({rounding.format(x)}, 0, {n - 1});")
             choices.append([(ix.IOpaque(near, 0, n - 1, frozenset({near})), "")])
             continue
-        low, high, weight = em.fresh("g"), em.fresh("g"), em.fresh("w")
-        scope.emit(f"const int {low} = (int)floor({x});")
-        scope.emit(f"const int {high} = {low} + 1 < {n} ? {low} + 1 : {n - 1};")
-        scope.emit(f"const float {weight} = {x} - (float){low};")
-        choices.append([(ix.IOpaque(low, 0, n - 1, frozenset({low})), f"(1.0f - {weight})"),
-                        (ix.IOpaque(high, 0, n - 1, frozenset({high})), weight)])
+        if mode == "linear" and not (antialias and s < 1.0) and not exclude_outside:
+            low, high, weight, clamped = em.fresh("g"), em.fresh("g"), em.fresh("w"), em.fresh("x")
+            scope.emit(f"const float {clamped} = clamp({x}, 0.0f, {float(n - 1)!r}f);")
+            scope.emit(f"const int {low} = (int)floor({clamped});")
+            scope.emit(f"const int {high} = {low} + 1 < {n} ? {low} + 1 : {n - 1};")
+            scope.emit(f"const float {weight} = {clamped} - (float){low};")
+            choices.append([(ix.IOpaque(low, 0, n - 1, frozenset({low})), f"(1.0f - {weight})"),
+                            (ix.IOpaque(high, 0, n - 1, frozenset({high})), weight)])
+            continue
+        # a filter over taps floor(x) + k, positions clamped to the input (ONNX's edge
+        # padding); weights normalised to sum 1 under antialias or exclude_outside (whose
+        # taps outside the input weigh 0)
+        stretch = min(s, 1.0) if antialias else 1.0
+        base, frac = em.fresh("g"), em.fresh("t")
+        scope.emit(f"const int {base} = (int)floor({x});")
+        scope.emit(f"const float {frac} = {x} - (float){base};")
+        taps = []
+        weights = []
+        for k in _filter_taps(mode, s, antialias):
+            tap, weight = em.fresh("g"), em.fresh("w")
+            scope.emit(f"const int {tap} = clamp({base} + {k}, 0, {n - 1});")
+            value = _filter_weight(mode, f"{stretch!r}f * ((float)({k}) - {frac})", cubic_a)
+            if exclude_outside:
+                value = f"({base} + {k} < 0 || {base} + {k} > {n - 1} ? 0.0f : {value})"
+            scope.emit(f"float {weight} = {value};")
+            taps.append(ix.IOpaque(tap, 0, n - 1, frozenset({tap})))
+            weights.append(weight)
+        if antialias or exclude_outside:
+            total = em.fresh("w")
+            scope.emit(f"const float {total} = {' + '.join(weights)};")
+            for weight in weights:
+                scope.emit(f"{weight} /= {total};")
+        choices.append(list(zip(taps, weights, strict=True)))
     terms = []
     for corner in np.ndindex(*(len(c) for c in choices)):
         picked = [choices[axis][k] for axis, k in enumerate(corner)]
@@ -158,13 +266,40 @@ def resize(em: ValueEmitter, scope: Scope, node: Node, out: str, index: Index) -
         weights = [w for _, w in picked if w]
         terms.append(" * ".join([*weights, sample]))
     dtype = em.view.dtype(out)
-    if len(terms) == 1:
-        return terms[0]
-    if not dtype.startswith("float"):
-        raise ModelError(f"Resize (node '{node.name}'): linear mode on {dtype} is not "
+    if len(terms) > 1 and not dtype.startswith("float"):
+        raise ModelError(f"Resize (node '{node.name}'): {mode} mode on {dtype} is not "
                          "supported by the OpenCL backend")
-    return em.assign(scope, dtype, " + ".join(terms))
+    value = terms[0] if len(terms) == 1 else em.assign(scope, dtype, " + ".join(terms))
+    if outside:
+        extrapolation = float(node.attr("extrapolation_value", 0.0))  # type: ignore[arg-type]
+        value = em.assign(scope, dtype, f"({' || '.join(outside)}) ? ({extrapolation!r}f) : ({value})")
+    return value
 
+
+# --------------------------------------------------------------------------------- Pad
+
+def pad_source(em: ValueEmitter, scope: Scope, node: Node, position: ix.IExpr, size: int) -> ix.IExpr:
+    """The input position Pad's ``edge``, ``reflect`` or ``wrap`` mode reads for output
+    position ``position`` (already shifted by the leading pad, so possibly outside
+    [0, size)): clamped, mirrored about the end elements (any number of times), or
+    taken modulo the length. ``emit.ValueEmitter._op_Pad`` calls this for those modes."""
+    mode = str(node.attr("mode", "constant"))
+    raw, var = ix.render(position), em.fresh("g")
+    if mode == "edge":
+        scope.emit(f"int {var} = {raw}; {var} = {var} < 0 ? 0 : ({var} > {size - 1} ? {size - 1} : {var});")
+    elif mode == "wrap":
+        scope.emit(f"int {var} = (({raw}) % {size} + {size}) % {size};")
+    elif mode == "reflect":
+        period = 2 * (size - 1)
+        if period == 0:
+            scope.emit(f"int {var} = 0;")
+        else:
+            scope.emit(f"int {var} = (({raw}) % {period} + {period}) % {period}; "
+                       f"if ({var} >= {size}) {var} = {period} - {var};")
+    else:
+        raise ModelError(f"Pad (node '{node.name}'): mode '{mode}' is not supported by the "
+                         "OpenCL backend (constant, edge, reflect and wrap are)")
+    return ix.IOpaque(var, 0, size - 1, frozenset({var}))
 
 
 # ----------------------------------------------------------------- InstanceNormalization

@@ -117,6 +117,20 @@ def _conv_transpose(gen: Any, scope: Scope, node: Node, out: Index) -> str:
     return em.assign(scope, dtype, f"({ctype(dtype)}){acc}")
 
 
+def window_taps(em: Any, body: Scope, out: Index, shape: tuple[int, ...], offsets: tuple[ix.IExpr, ...],
+                strides: list[int], begin: list[int], dilations: list[int]) -> tuple[list[str], list[ix.IVar]]:
+    """Each spatial dim's input position of one window tap (``out·stride − begin +
+    offset·dilation``), emitted in ``body``: the in-bounds conditions and the positions."""
+    conditions, positions = [], []
+    for i in range(len(shape) - 2):
+        p = em.fresh("p")
+        body.emit(f"const int {p} = ({ix.render(out[2 + i])}) * {strides[i]} - {begin[i]} + "
+                  f"({ix.render(offsets[i])}) * {dilations[i]};")
+        conditions.append(f"{p} >= 0 && {p} < {shape[2 + i]}")
+        positions.append(ix.IVar(p, 0, shape[2 + i] - 1))
+    return conditions, positions
+
+
 def window_pad_begin(node: Node, in_size: list[int], kernel: list[int], strides: list[int],
                     dilations: list[int]) -> list[int]:
     """The leading pad of each spatial dim of a Conv or pooling window (explicit pads, or
@@ -157,16 +171,10 @@ def _max_pool_indices(gen: Any, scope: Scope, node: Node, out: Index) -> str:
     taps = int(np.prod(kernel))
     body = scope.child()
     offsets = ix.delinearize(_loop_var(tap, taps), tuple(kernel))
-    conditions, positions = [], []
-    for i in range(dims):
-        p = em.fresh("p")
-        body.emit(f"const int {p} = ({ix.render(out[2 + i])}) * {strides[i]} - {begin[i]} + "
-                  f"({ix.render(offsets[i])}) * {dilations[i]};")
-        conditions.append(f"{p} >= 0 && {p} < {shape[2 + i]}")
-        positions.append(p)
+    conditions, taps_at = window_taps(em, body, out, shape, offsets, strides, begin, dilations)
+    positions = [v.name for v in taps_at]
     inside = body.child()
-    value = em.value(inside, x, (out[0], out[1], *(ix.IVar(p, 0, shape[2 + i] - 1)
-                                                    for i, p in enumerate(positions))))
+    value = em.value(inside, x, (out[0], out[1], *taps_at))
     if column_major:
         spatial = f"{positions[0]} + {positions[1]} * {shape[2]}"
     else:
@@ -200,13 +208,7 @@ def _lp_pool(gen: Any, scope: Scope, node: Node, out: Index) -> str:
     taps = int(np.prod(kernel))
     body = scope.child()
     offsets = ix.delinearize(_loop_var(tap, taps), tuple(kernel))
-    conditions, positions = [], []
-    for i in range(dims):
-        q = em.fresh("p")
-        body.emit(f"const int {q} = ({ix.render(out[2 + i])}) * {strides[i]} - {begin[i]} + "
-                  f"({ix.render(offsets[i])}) * {dilations[i]};")
-        conditions.append(f"{q} >= 0 && {q} < {shape[2 + i]}")
-        positions.append(ix.IVar(q, 0, shape[2 + i] - 1))
+    conditions, positions = window_taps(em, body, out, shape, offsets, strides, begin, dilations)
     inside = body.child()
     value = f"fabs((float){em.value(inside, x, (out[0], out[1], *positions))})"
     term = {1.0: value, 2.0: f"{value} * {value}"}.get(p, f"pow({value}, {p!r}f)")

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from egraph_compiler.backends.opencl.emit import Scope, ctype
-from egraph_compiler.backends.opencl.ops_nn import window_pad_begin
+from egraph_compiler.backends.opencl.ops_nn import window_pad_begin, window_taps
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Node
@@ -106,13 +106,7 @@ def _conv_sum(gen: Any, scope: Scope, node: Node, out: Index, x: str, w: str,
     tap, channel = em.fresh("tap"), em.fresh("icg")
     body = scope.child()
     offsets = ix.delinearize(ix.IVar(tap, 0, taps - 1) if taps > 1 else 0, tuple(kernel))
-    conditions, positions = [], []
-    for i in range(dims):
-        p = em.fresh("p")
-        body.emit(f"const int {p} = ({ix.render(out[2 + i])}) * {strides[i]} - {begin[i]} + "
-                  f"({ix.render(offsets[i])}) * {dilations[i]};")
-        conditions.append(f"{p} >= 0 && {p} < {shape[2 + i]}")
-        positions.append(ix.IVar(p, 0, shape[2 + i] - 1))
+    conditions, positions = window_taps(em, body, out, shape, offsets, strides, begin, dilations)
     inside = body.child()
     input_channel = em.fresh("ic")
     inside.emit(f"const int {input_channel} = {first} + {channel};")

@@ -17,7 +17,13 @@ from hypothesis import strategies as st
 
 from egraph_compiler.backends import hexagon
 from egraph_compiler.backends.hexagon import gen_machine_model, toolchain
-from egraph_compiler.backends.hexagon.asm import AsmFile, Block, analyse, parse_asm
+from egraph_compiler.backends.hexagon.asm import (
+    AsmFile,
+    Block,
+    analyse,
+    parse_asm,
+    stack_derived_registers,
+)
 from egraph_compiler.backends.hexagon.idg import build_idg
 from egraph_compiler.backends.hexagon.kernels import (
     ConvGeometry,
@@ -241,3 +247,50 @@ def test_stores_are_checked_in_their_rendered_new_value_form():
     others = [by_text[t] for t in ("v19:18.w = vmpy(v9.h,r3.h)", "v8.h = vsub(v12.h,v2.h)")]
     assert _fits([producer, store, *others], idg, MODEL)  # .new store: ST only
     assert not _fits([store, *others, by_text["v25.h = vsub(v16.h,v2.h)"]], idg, MODEL)  # ST + a VA unit
+
+
+def _placement(packed: AsmFile) -> dict[str, int]:
+    """Instruction text (a same-packet ``.cur``/``.new`` form written plain) → index of
+    the packet holding it, over the file's blocks."""
+    packets = [p for block in packed.blocks() for p in block.packets]
+    return {re.sub(r"\.(cur|new)\b", "", insn.text): k for k, p in enumerate(packets) for insn in p.insns}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_mem_noshuf_packets_keep_their_flag(mode):
+    """A spill and its reload in one ``:mem_noshuf`` packet: the load sees the store. The
+    packer wrote such packets back without the flag, so the load read the slot's old
+    value (found by the vmpy depthwise kernel's requantisation of 144 channels:
+    test_pad_concat.test_depthwise_vmpy_beyond_one_vector_matches_onnxruntime)."""
+    spill = "\t{\n\t\tr0 = #0\n\t\tmemw(r29+#16) = r0\n\t\tr8 = memw(r29+#16)\n\t} :mem_noshuf\n"
+    source = ("f:\n\t{\n\t\tr1 = add(r2,#4)\n\t}\n" + spill + "\t{\n\t\tr3 = add(r8,r1)\n\t}\n"
+              "\t{\n\t\tr4 = add(r2,#8)\n\t}\n\t{\n\t\tjumpr r31\n\t}\n")
+    parsed = parse_asm(source, MODEL)
+    assert ":mem_noshuf" in format_asm(parsed)  # written back as read
+    packed = pack_asm(parsed, MODEL, PackOptions(mode=mode, guard=False))
+    flagged = [p for b in packed.blocks() for p in b.packets if p.mem_noshuf]
+    assert len(flagged) == 1
+    assert {"memw(r29+#16) = r0", "r8 = memw(r29+#16)"} <= {i.text for i in flagged[0].insns}
+    assert format_asm(packed).count(":mem_noshuf") == 1
+
+
+def test_restrict_keeps_spills_through_a_register_holding_a_stack_address():
+    """Clang spills beyond a ``vmem`` offset's reach through ``r7 = add(r29,#2048)``, set
+    in another block; in a restrict kernel such a spill and its reload (through r5) must
+    stay ordered, while two distinct buffers' accesses stay free."""
+    source = ("f:\n\t{\n\t\tr7 = add(r29,#2048)\n\t\tr5 = add(r29,#2048)\n\t}\n.LBB0_1:\n"
+              "\t{\n\t\tvmem(r7+#-6) = v1\n\t}\n\t{\n\t\tvmem(r3+#0) = v2\n\t}\n"
+              "\t{\n\t\tv4 = vmem(r2+#0)\n\t}\n\t{\n\t\tv3 = vmem(r5+#-6)\n\t}\n"
+              "\t{\n\t\tv6.w = vadd(v3.w,v4.w)\n\t}\n\t{\n\t\tjumpr r31\n\t}\n")
+    parsed = parse_asm(source, MODEL)
+    every = [i for b in parsed.blocks() for p in b.packets for i in p.insns]
+    assert {"r5", "r7"} <= stack_derived_registers(every)
+    body = parsed.blocks()[1]
+    idg = build_idg(body, restrict=True, stack_registers=stack_derived_registers(every))
+    by_text = {n.insns[0].text: n.index for n in idg.nodes}
+    hard = {(e.src, e.dst) for e in idg.edges if e.kind == "hard"}
+    assert (by_text["vmem(r7+#-6) = v1"], by_text["v3 = vmem(r5+#-6)"]) in hard
+    assert (by_text["vmem(r3+#0) = v2"], by_text["v4 = vmem(r2+#0)"]) not in hard  # restrict: distinct buffers
+    packed = pack_asm(parsed, MODEL, PackOptions(restrict_functions=frozenset({"f"}), guard=False))
+    place = _placement(packed)
+    assert place["vmem(r7+#-6) = v1"] < place["v3 = vmem(r5+#-6)"]

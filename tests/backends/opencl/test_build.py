@@ -58,3 +58,22 @@ def test_blocks_differing_only_in_shape_share_a_kernel(tmp_path: Path) -> None:
     large = _compile(12, 24, tmp_path / "large")
     assert [la["kernel"] for la in small["launches"]] == [la["kernel"] for la in large["launches"]]
     assert [la["sizes"] for la in small["launches"]] != [la["sizes"] for la in large["launches"]]
+
+
+def test_symbolic_hoist_keeps_plain_literals_and_gives_one_argument_per_derivation() -> None:
+    """In a symbolic build only sizes derived from the dims become arguments: a plain
+    literal is the same at every shape (the OpenCL compiler folds it), and the same
+    derivation written twice is one argument (its divisions are shared)."""
+    from egraph_compiler.ir.dims import DimExpr
+    from egraph_compiler.shapes import symint
+
+    seq = symint.SymInt(9, DimExpr.symbol("seq"))
+    rows = seq * 2
+    with symint.tracking():
+        text = (f"void KNAME(__global const float* in0_buf, const ulong in0_off) {{\n"
+                f"  const float a = in0[32*((o)/{seq}) + ((o)%{seq})];\n"
+                f"  if (o >= {rows}) return;\n}}\n")
+        hoisted, sizes = hoist_sizes(text, tensor_args=1)
+    assert [str(symint.expr_of(s)) for s in sizes] == ["seq", "2*seq"]
+    assert "in0[32*((o)/s0) + ((o)%s0)]" in hoisted and "if (o >= s1) return;" in hoisted
+    assert hoisted.count("const int s") == 2

@@ -100,12 +100,15 @@ def test_resize_with_scales_uses_the_scales(tmp_path: Path, mode: str, scales: l
     _check(model, {"x": data}, tmp_path)
 
 
-def test_resize_cubic_is_refused_by_name(tmp_path: Path) -> None:
+def test_resize_on_integers_is_refused_by_name(tmp_path: Path) -> None:
+    """Blending taps (linear, cubic) is for floats; an integer tensor is refused by name."""
     data = RNG.standard_normal((1, 1, 4, 4)).astype(np.float32)
-    model = _model([helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="cubic",
-                                     name="upsample")],
+    model = _model([helper.make_node("Cast", ["x"], ["i"], to=TensorProto.INT32),
+                    helper.make_node("Resize", ["i", "", "", "sizes"], ["r"], mode="cubic",
+                                     name="upsample"),
+                    helper.make_node("Cast", ["r"], ["y"], to=TensorProto.FLOAT)],
                    {"x": data}, "y", {"sizes": np.array([1, 1, 8, 8], dtype=np.int64)})
-    with pytest.raises(ModelError, match="Resize \\(node 'upsample'\\): mode 'cubic'"):
+    with pytest.raises(ModelError, match="Resize \\(node 'upsample'\\): cubic mode on int32"):
         compile_graph(static_graph(model, {"x": data}), tmp_path)
 
 
