@@ -478,6 +478,10 @@ class Defined(Builtin):
         return _run_defined(_define(node), tensors, attrs)
 
 
+# The Q/DQ attributes that say how scales are laid out over x; `_axes_agree` decides them.
+_QDQ_LAYOUT = ("axis", "block_size")
+
+
 def _erase_axis(p: ast.Pattern) -> ast.Pattern:
     """``p`` without Q/DQ `axis` attributes and source positions."""
     if isinstance(p, ast.PVar):
@@ -485,7 +489,7 @@ def _erase_axis(p: ast.Pattern) -> ast.Pattern:
     if not isinstance(p, ast.POp):
         return p
     attrs = tuple((k, _plain(v)) for k, v in p.attrs
-                  if not (k == "axis" and p.op in ("QuantizeLinear", "DequantizeLinear")))
+                  if not (k in _QDQ_LAYOUT and p.op in ("QuantizeLinear", "DequantizeLinear")))
     return ast.POp(p.op, tuple(_erase_axis(c) for c in p.inputs), attrs)
 
 
@@ -509,6 +513,10 @@ def _axes_agree(seen: ast.Pattern, definition: ast.Pattern) -> bool:
     if seen.op in ("QuantizeLinear", "DequantizeLinear"):
         axis, own = dict(seen.attrs).get("axis"), dict(definition.attrs).get("axis")
         if isinstance(axis, ast.Num) and not (isinstance(own, ast.Num) and own.value == axis.value):
+            return False
+        # the definitions quantise per tensor or per axis: a blocked Q/DQ is not one of them
+        block = dict(seen.attrs).get("block_size")
+        if isinstance(block, ast.Num) and block.value != 0:
             return False
     return all(_axes_agree(x, y) for x, y in zip(seen.inputs, definition.inputs, strict=True))
 

@@ -780,6 +780,8 @@ def _lower_op(low: _Lowering, node: Node, inputs: list[str], y_name: str, yq: QP
             kh, kw = (int(v) for v in node.attr("kernel_shape"))
             sh, sw = (int(v) for v in node.attr("strides", (1, 1)))
             pads = tuple(int(v) for v in node.attr("pads", (0, 0, 0, 0)))
+        if op != "GlobalAveragePool" and any(int(v) != 1 for v in node.attr("dilations", (1, 1))):
+            raise ModelError(f"hexagon backend: dilated {op} {node.name} is not supported")
         oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
         if node.attr("ceil_mode", 0) and ((h + pads[0] + pads[2] - kh) % sh or (w + pads[1] + pads[3] - kw) % sw):
             # ceil_mode adds partial windows, clipped to the input (onnxruntime and torch count
