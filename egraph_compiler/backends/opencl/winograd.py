@@ -42,6 +42,7 @@ matrices hold 0, ±1 and ±½), so the error stays within a few ulps of the dire
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -282,13 +283,7 @@ def winograd(gen: _Gen, geo: ConvGeometry, params: Winograd) -> Kernel | None:
     body = Scope(pair)
     body.emit(f"const int ox = (t % {tw}) * 2; t /= {tw};")
     body.emit(f"const int oy = (t % {th}) * 2; const int nb = t / {th};")
-    body.emit("float r0[4], r1[4];")  # Aᵀ m: rows (m0 + m1 + m2) and (m1 − m2 − m3)
-    body.emit(UNROLL + "for (int c = 0; c < 4; ++c) { "
-              "r0[c] = acc[c][i][j] + acc[4 + c][i][j] + acc[8 + c][i][j]; "
-              "r1[c] = acc[4 + c][i][j] - acc[8 + c][i][j] - acc[12 + c][i][j]; }")
-    body.emit("float y[4];")
-    body.emit("y[0] = r0[0] + r0[1] + r0[2]; y[1] = r0[1] - r0[2] - r0[3];")
-    body.emit("y[2] = r1[0] + r1[1] + r1[2]; y[3] = r1[1] - r1[2] - r1[3];")
+    _output_transform(body, lambda e: f"acc[{e}][i][j]")
     out = Scope(body)
     out.emit("const int oh = oy + q / 2; const int ow = ox + q % 2;")
     done = Scope(out)
@@ -398,12 +393,7 @@ def _batched(gen: _Gen, geo: ConvGeometry, params: Winograd, x_name: str, u_name
     t.emit("float mv[16];")
     t.emit(UNROLL + f"for (int e = 0; e < 16; ++e) mv[e] = {scr}[{m_offset} + "
            f"e * {cout * n_tiles} + gid];")
-    t.emit("float r0[4], r1[4];")
-    t.emit(UNROLL + "for (int c = 0; c < 4; ++c) { r0[c] = mv[c] + mv[4 + c] + mv[8 + c]; "
-           "r1[c] = mv[4 + c] - mv[8 + c] - mv[12 + c]; }")
-    t.emit("float y[4];")
-    t.emit("y[0] = r0[0] + r0[1] + r0[2]; y[1] = r0[1] - r0[2] - r0[3];")
-    t.emit("y[2] = r1[0] + r1[1] + r1[2]; y[3] = r1[1] - r1[2] - r1[3];")
+    _output_transform(t, lambda e: f"mv[{e}]")
     out = Scope(t)
     out.emit("const int oh = oy + q / 2; const int ow = ox + q % 2;")
     done = Scope(out)
@@ -412,6 +402,18 @@ def _batched(gen: _Gen, geo: ConvGeometry, params: Winograd, x_name: str, u_name
     t.nest("for (int q = 0; q < 4; ++q)", out)
     third = gen.finish(t, cout * n_tiles, gen.params.work_group)
     return replace(first, then=replace(second, then=third))
+
+
+def _output_transform(scope: Scope, m: Callable[[str], str]) -> None:
+    """``y = Aᵀ m A``: the 2×2 outputs ``y[0..3]`` of a tile's 16 products, ``m(e)`` the
+    text reading product ``e`` (rows m0 + m1 + m2 and m1 − m2 − m3, then the same over columns)."""
+    scope.emit("float r0[4], r1[4];")
+    scope.emit(UNROLL + "for (int c = 0; c < 4; ++c) { "
+               f"r0[c] = {m('c')} + {m('4 + c')} + {m('8 + c')}; "
+               f"r1[c] = {m('4 + c')} - {m('8 + c')} - {m('12 + c')}; }}")
+    scope.emit("float y[4];")
+    scope.emit("y[0] = r0[0] + r0[1] + r0[2]; y[1] = r0[1] - r0[2] - r0[3];")
+    scope.emit("y[2] = r1[0] + r1[1] + r1[2]; y[3] = r1[1] - r1[2] - r1[3];")
 
 
 def _k_stop(split: int, cin: int) -> str:
