@@ -7,7 +7,11 @@ so an option is timed once). Prints both best-so-far curves (random: the median 
 seeds) and, per class, how many measurements Chameleon needed to reach random
 search's best and how many random search needed.
 
-    PYTHONPATH=. python3 benchmarks/tune.py [--budget 24] [--seeds 5] [--model M.onnx --bind N=1]
+    PYTHONPATH=. python3 benchmarks/tune.py [--budget 24] [--seeds 5] [--gpu --device NVIDIA]
+
+``--gpu`` searches GPU-sized shape classes (ResNet's 3×3, stride-2 3×3 and 1×1 convs at
+batch 8, BERT-base's FFN matmul at 8×128 tokens) from the ``gpu`` device class's
+defaults, on the GPU machine (it needs no egglog, z3 or onnxruntime).
 """
 
 from __future__ import annotations
@@ -61,17 +65,51 @@ def small_cnn() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def gpu_classes() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """ResNet-18's 3×3 (64 ch, 56²), stride-2 3×3 (64→128) and a 1×1 (128→512) conv at
+    batch 8, and BERT-base's first FFN matmul (1024 tokens × 768 → 3072)."""
+    rng = np.random.default_rng(0)
+    inits, nodes = [], []
+
+    def weight(name: str, shape: tuple[int, ...]) -> str:
+        fan_in = int(np.prod(shape[1:])) if len(shape) == 4 else shape[0]
+        inits.append(numpy_helper.from_array(
+            (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32), name))
+        return name
+
+    nodes.append(helper.make_node("Conv", ["x", weight("w1", (64, 64, 3, 3))], ["c1"],
+                                  pads=[1, 1, 1, 1]))
+    nodes.append(helper.make_node("Conv", ["c1", weight("w2", (128, 64, 3, 3))], ["c2"],
+                                  pads=[1, 1, 1, 1], strides=[2, 2]))
+    nodes.append(helper.make_node("Conv", ["c2", weight("w3", (512, 128, 1, 1))], ["y"]))
+    nodes.append(helper.make_node("MatMul", ["t", weight("w4", (768, 3072))], ["u"]))
+    graph = helper.make_graph(
+        nodes, "gpu_classes",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64, 56, 56]),
+         helper.make_tensor_value_info("t", TensorProto.FLOAT, [1024, 768])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 512, 28, 28]),
+         helper.make_tensor_value_info("u", TensorProto.FLOAT, [1024, 3072])], inits)
+    feeds = {"x": rng.standard_normal((8, 64, 56, 56)).astype(np.float32),
+             "t": rng.standard_normal((1024, 768)).astype(np.float32)}
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), feeds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=24)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default=None)
+    parser.add_argument("--gpu", action="store_true", help="GPU-sized classes, gpu defaults")
     args = parser.parse_args()
-    model = small_cnn()
-    x = np.random.default_rng(1).standard_normal((1, 16, 32, 32)).astype(np.float32)
-    graph = static_graph(model, {"x": x})
-    params = KernelParams()
+    if args.gpu:
+        model, feeds = gpu_classes()
+        graph = static_graph(model, feeds)
+        params = KernelParams.for_device("gpu")
+    else:
+        x = np.random.default_rng(1).standard_normal((1, 16, 32, 32)).astype(np.float32)
+        graph = static_graph(small_cnn(), {"x": x})
+        params = KernelParams()
     ratios = []
     with tempfile.TemporaryDirectory(prefix="dnnr-bench-tune-") as tmp:
         for k, anchor in enumerate(anchors(graph, params, Path(tmp) / "probe")):
@@ -87,6 +125,7 @@ def main() -> int:
             print("  chameleon   " + " ".join(f"{t:7.1f}" for t in cham.best_so_far()))
             curves = np.array([r.best_so_far() for r in rands])
             print("  random(med) " + " ".join(f"{t:7.1f}" for t in np.median(curves, 0)))
+            print("  chameleon options: " + ", ".join(o.describe() for o in cham.options))
             for s, r in enumerate(rands):
                 r_best = min(r.times)
                 r_at = r.reaches(r_best)
