@@ -17,6 +17,7 @@ defaults, on the GPU machine (it needs no egglog, z3 or onnxruntime).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -33,6 +34,7 @@ from egraph_compiler.backends.opencl.kernel_search import (  # noqa: E402
     Measurer,
     anchors,
     chameleon_search,
+    option_to_json,
     random_search,
 )
 from egraph_compiler.backends.opencl.kernels import KernelParams  # noqa: E402
@@ -101,6 +103,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default=None)
     parser.add_argument("--gpu", action="store_true", help="GPU-sized classes, gpu defaults")
+    parser.add_argument("--exhaustive", metavar="DIR",
+                        help="measure every option of each class instead; write DIR/space.json")
+    parser.add_argument("--only", default="", help="classes whose key contains this")
     args = parser.parse_args()
     if args.gpu:
         model, feeds = gpu_classes()
@@ -112,9 +117,18 @@ def main() -> int:
         params = KernelParams()
     ratios = []
     with tempfile.TemporaryDirectory(prefix="dnnr-bench-tune-") as tmp:
+        table: dict[str, list[tuple[dict[str, object], float]]] = {}
         for k, anchor in enumerate(anchors(graph, params, Path(tmp) / "probe")):
+            if args.only not in anchor.key:
+                continue
             measure = Measurer(anchor, params, Path(tmp) / f"a{k}", None, args.device,
                                args.repeats)
+            if args.exhaustive:  # the whole space, for replaying searches offline
+                table[anchor.key] = [(option_to_json(o), measure(o)) for o in anchor.space]
+                best = min(t for _, t in table[anchor.key])
+                print(f"{anchor.key}: {len(anchor.space)} options, best {best:.1f} us", flush=True)
+                Path(args.exhaustive, "space.json").write_text(json.dumps(table))
+                continue
             default_us = measure(anchor.default)
             cham = chameleon_search(anchor.space, anchor.default, measure, args.budget, 0)
             rands = [random_search(anchor.space, measure, args.budget, s)
@@ -138,6 +152,8 @@ def main() -> int:
             c_best, c_opt = cham.best
             print(f"  chameleon best {c_best:.1f} us ({c_opt.describe()}) after "
                   f"{cham.reaches(c_best)}; measured options {len(measure.cache)}")
+    if args.exhaustive:
+        return 0
     print(f"measurements ratio random/chameleon to random's best: median "
           f"{statistics.median(ratios):.2f}x, min {min(ratios):.2f}x over {len(ratios)} runs")
     return 0
