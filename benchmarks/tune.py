@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from egraph_compiler.backends.opencl.kernel_search import (  # noqa: E402
+    Knobs,
     Measurer,
     anchors,
     chameleon_search,
@@ -96,6 +97,30 @@ def gpu_classes() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), feeds
 
 
+def replay(path: Path, budget: int, seeds: int, knobs: Knobs, params: KernelParams,
+           graph: object) -> list[float]:
+    """Chameleon and random search replayed on a whole measured space (``--exhaustive``'s
+    space.json): per class and random seed, random search's measurements to its best
+    over Chameleon's to reach it (0 where Chameleon never does)."""
+    table = json.loads(path.read_text())
+    ratios = []
+    with tempfile.TemporaryDirectory(prefix="dnnr-bench-tune-") as tmp:
+        for anchor in anchors(graph, params, Path(tmp)):  # type: ignore[arg-type]
+            if anchor.key not in table:
+                continue
+            times = {json.dumps(o, sort_keys=True): t for o, t in table[anchor.key]}
+
+            def measure(option: object, times: dict[str, float] = times) -> float:
+                return times[json.dumps(option_to_json(option), sort_keys=True)]  # type: ignore[arg-type]
+
+            cham = chameleon_search(anchor.space, anchor.default, measure, budget, 0, knobs)
+            for s in range(seeds):
+                r = random_search(anchor.space, measure, budget, s)
+                c_at = cham.reaches(min(r.times))
+                ratios.append(r.reaches(min(r.times)) / c_at if c_at else 0.0)
+    return ratios
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=24)
@@ -106,6 +131,8 @@ def main() -> int:
     parser.add_argument("--exhaustive", metavar="DIR",
                         help="measure every option of each class instead; write DIR/space.json")
     parser.add_argument("--only", default="", help="classes whose key contains this")
+    parser.add_argument("--replay", metavar="JSON",
+                        help="replay the searches on an --exhaustive space.json (no device)")
     args = parser.parse_args()
     if args.gpu:
         model, feeds = gpu_classes()
@@ -115,6 +142,12 @@ def main() -> int:
         x = np.random.default_rng(1).standard_normal((1, 16, 32, 32)).astype(np.float32)
         graph = static_graph(small_cnn(), {"x": x})
         params = KernelParams()
+    if args.replay:
+        ratios = replay(Path(args.replay), args.budget, args.seeds, Knobs(), params, graph)
+        print(f"replayed: random/chameleon measurements to random's best: median "
+              f"{statistics.median(ratios):.2f}x over {len(ratios)} runs: "
+              + " ".join(f"{r:.1f}" for r in ratios))
+        return 0
     ratios = []
     with tempfile.TemporaryDirectory(prefix="dnnr-bench-tune-") as tmp:
         table: dict[str, list[tuple[dict[str, object], float]]] = {}

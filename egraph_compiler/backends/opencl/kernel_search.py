@@ -165,8 +165,21 @@ def _kmeans(points: np.ndarray, k: int, rng: np.random.Generator) -> tuple[np.nd
     return labels, float(((points - c[labels]) ** 2).sum())
 
 
+@dataclass(frozen=True)
+class Knobs:
+    """Chameleon's own settings: the exploration bonus per unit of knob distance, the
+    share of the open options kept as candidates (1/``fraction``, at least
+    ``explore``), and the largest share of the budget one round measures
+    (1/``share``)."""
+
+    bonus: float = 0.15
+    fraction: int = 8
+    explore: int = 8
+    share: int = 4
+
+
 def chameleon_search(space: tuple[cost.Option, ...], default: cost.Option, measure: Measure,
-                     budget: int, seed: int, explore: int = 8) -> Curve:
+                     budget: int, seed: int, knobs: Knobs = Knobs()) -> Curve:
     rng = np.random.default_rng(seed)
     points = np.array([features(o) for o in space])
     prior = np.log(np.array([max(o.estimate_us, 1e-6) for o in space]))
@@ -187,11 +200,11 @@ def chameleon_search(space: tuple[cost.Option, ...], default: cost.Option, measu
         dist = np.sqrt(((points[:, None, :] - points[done][None]) ** 2).sum(2))
         predicted = _surrogate(points, prior, done, np.array([measured[k] for k in done]))
         # exploration bonus: far from every measured point, the surrogate knows less
-        score = predicted - 0.15 * dist.min(1)
+        score = predicted - knobs.bonus * dist.min(1)
         open_ = [k for k in np.argsort(score) if k not in measured]
-        candidates = np.array(open_[:max(explore, len(open_) // 8)])
+        candidates = np.array(open_[:max(knobs.explore, len(open_) // knobs.fraction)])
         left = min(budget, len(space)) - len(measured)
-        cap = max(1, min(left, max(2, budget // 4), len(candidates)))
+        cap = max(1, min(left, max(2, budget // knobs.share), len(candidates)))
         reps = _sample(points[candidates], cap, rng)
         chosen = []
         for r in reps:
