@@ -44,6 +44,7 @@ from egraph_compiler.backends.hexagon.kernels import (
     QMatMulAct,
 )
 from egraph_compiler.backends.hexagon.quant import ELEMENTWISE_SHIFT, requant_from_scales
+from egraph_compiler.backends.hexagon.before_lowering import before_lowering
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Graph, Node, TensorType
 from egraph_compiler.ops.evaluate import NEVER_FOLD, evaluate_node
@@ -688,7 +689,7 @@ class _Lowering:
 
 
 def lower_qdq(graph: Graph) -> Lowered:
-    return _Lowering(graph).run()
+    return _Lowering(before_lowering(graph)).run()
 
 
 def _lower_op(low: _Lowering, node: Node, inputs: list[str], y_name: str, yq: QParams,
@@ -936,6 +937,8 @@ def _bias(graph: Graph, name: str, acc_scale: np.ndarray, channels: int, node: N
     if bias_quant is not None:
         scale = np.asarray(bias_quant[0]).astype(np.float64).reshape(-1)
         zero = np.zeros((), np.int64) if bias_quant[1] is None else np.asarray(bias_quant[1]).astype(np.int64)
+        if not np.any(values.astype(np.int64).reshape(-1) - zero.reshape(-1)):  # zero in any scale (wav2vec2's)
+            return np.zeros(channels, np.int64)
         if values.dtype != np.int32 or not np.allclose(scale, acc_scale, rtol=1e-6, atol=0.0):
             raise ModelError(f"hexagon backend: {node.name}: the bias must be int32 with scale x_scale·w_scale "
                              f"(got {values.dtype}, scale {scale.tolist()} vs {np.atleast_1d(acc_scale).tolist()})")
