@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from egraph_compiler.backends.hexagon.before_lowering import before_lowering
 from egraph_compiler.backends.hexagon.eltwise import QBinary, QClip, QDepthwise, QPool
 from egraph_compiler.backends.hexagon.fallback import (
     Dequantize,
@@ -44,7 +45,6 @@ from egraph_compiler.backends.hexagon.kernels import (
     QMatMulAct,
 )
 from egraph_compiler.backends.hexagon.quant import ELEMENTWISE_SHIFT, requant_from_scales
-from egraph_compiler.backends.hexagon.before_lowering import before_lowering
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Graph, Node, TensorType
 from egraph_compiler.ops.evaluate import NEVER_FOLD, evaluate_node
@@ -333,6 +333,10 @@ class _Lowering:
                 self.lower_on_integers(node)
             elif node.op == "Pad" and (node.inputs[0] in self.quantised or node.inputs[0] in self.alias):
                 self.pad(node)
+            elif node.op == "Resize" and (node.inputs[0] in self.quantised or node.inputs[0] in self.alias):
+                # `resize` registers its kernel with `kinds`, which imports this module: imported on use
+                from egraph_compiler.backends.hexagon.resize import lower_resize
+                lower_resize(self, node)
             else:
                 self.compute(node)
         for value in self.graph.outputs:
