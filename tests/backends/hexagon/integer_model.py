@@ -133,7 +133,7 @@ def run_integer_graph(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray], 
             x, sx, zx, w, sw, zw, sy, zy = (arg(node, i) for i in range(8))
             xc = x.astype(np.int64) - zx.astype(np.int64)
             if op == "QLinearConv":
-                wc = w.astype(np.int64) - zw.astype(np.int64).reshape(-1, 1, 1, 1)
+                wc = w.astype(np.int64) - zw.astype(np.int64).reshape(-1, *[1] * (w.ndim - 1))
                 acc, axis = conv_accumulate(xc, wc, attrs, arg(node, 8)), 1
             else:
                 acc, axis = np.matmul(xc, w.astype(np.int64) - zw.astype(np.int64)), -1
@@ -148,7 +148,7 @@ def run_integer_graph(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray], 
             za, zb = arg(node, 2), arg(node, 3)
             a = a - (0 if za is None else int(za))
             if op == "ConvInteger":
-                b = b - (0 if zb is None else zb.astype(np.int64).reshape(-1, 1, 1, 1))
+                b = b - (0 if zb is None else zb.astype(np.int64).reshape(-1, *[1] * (b.ndim - 1)))
                 acc, axis = conv_accumulate(a, b, attrs), 1
             else:
                 acc, axis = np.matmul(a, b - (0 if zb is None else zb.astype(np.int64))), -1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+from onnxruntime.quantization import QuantFormat
 
 from egraph_compiler import pipeline
 from egraph_compiler.backends import hexagon
@@ -16,8 +17,12 @@ from egraph_compiler.backends.hexagon.lower import lower_qdq
 from tests.modelzoo import run_ort
 
 from .conftest import needs_toolchain
-from .integer_model import assert_qdq_kernel_arithmetic, operator_by_operator
-from .test_models import _activation_tensors, _quantise
+from .integer_model import (
+    assert_kernel_arithmetic,
+    assert_qdq_kernel_arithmetic,
+    operator_by_operator,
+)
+from .test_models import _activation_tensors, _quantise, _run_quantized
 from .test_pad_concat import _model
 
 h = onnx.helper
@@ -75,3 +80,23 @@ def test_feature_extractor_runs_on_the_integers(tmp_path):
     y_scale = float(next(onnx.numpy_helper.to_array(i) for i in model.graph.initializer if i.name == "y_scale"))
     lsb = np.rint(np.abs(ours["y"].astype(np.float64) - expected["y"]) / y_scale)
     assert lsb.max() <= 1 and (lsb == 0).mean() > 0.9, (lsb.max(), (lsb == 0).mean())
+
+
+@needs_toolchain
+def test_grouped_1d_qlinearconv_is_exact(tmp_path):
+    """The same two convs written as QLinearConv (QOperator, full-range int8 weights): the
+    rewrites apply to ONNX's own integer operator too; bit-exact against the integer model."""
+    rng = np.random.default_rng(22)
+    constants = {"w1": (rng.standard_normal((8, 1, 4)) / 2).astype(np.float32),
+                 "b1": (rng.standard_normal(8) / 4).astype(np.float32),
+                 "w2": (rng.standard_normal((8, 4, 3)) / 3).astype(np.float32),
+                 "b2": (rng.standard_normal(8) / 4).astype(np.float32)}
+    nodes = [h.make_node("Conv", ["x", "w1", "b1"], ["c1"], kernel_shape=[4], strides=[2]),
+             h.make_node("Conv", ["c1", "w2", "b2"], ["y"], kernel_shape=[3], group=2, pads=[2, 2])]
+    float_model = _model(nodes, [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, 48])], ("y", [1, 8, 25]),
+                         constants)
+    path = _quantise(float_model, tmp_path, seed=2, quant_format=QuantFormat.QOperator)
+    assert [n.op_type for n in onnx.load(path).graph.node].count("QLinearConv") == 2
+    x = {"x": np.random.default_rng(3).standard_normal((1, 1, 48)).astype(np.float32)}
+    ours = _run_quantized(path, tmp_path, x)
+    assert_kernel_arithmetic(ours, onnx.load(path), x)
