@@ -510,40 +510,19 @@ def _dft_reference(x: np.ndarray, length: int, axis: int, inverse: bool, oneside
     return np.stack([result.real, result.imag], axis=-1)
 
 
-def _window(b: _Builder, node: Node) -> None:
-    size = b.constant_value(node.inputs[0])
-    if size is None:
-        raise _refuse(b, node, f"needs {node.op}'s size as a compile-time constant (its output "
-                      "shape is that value)", "make size an initializer")
-    n = int(np.asarray(size).reshape(-1)[0])
-    periodic = int(node.attr("periodic", 1))
-    denominator = n if periodic else n - 1
-    k = np.arange(n, dtype=np.float64)
-    phase = 2 * np.pi * k / denominator if denominator > 0 else np.zeros(n)
-    if node.op == "HannWindow":
-        window = 0.5 - 0.5 * np.cos(phase)
-    elif node.op == "HammingWindow":
-        window = 25 / 46 - (21 / 46) * np.cos(phase)
-    else:
-        window = 0.42 - 0.5 * np.cos(phase) + 0.08 * np.cos(2 * phase)
-    b.constants[node.outputs[0]] = window.astype(_output_dtype(node))
-
-
-def _mel_weight_matrix(b: _Builder, node: Node) -> None:
+def _fold_by_the_reference(b: _Builder, node: Node) -> None:
+    """A node whose inputs must all be constants (its output shape is computed from them):
+    the constant ONNX's reference implementation (the spec's own definition) gives."""
     values = [b.constant_value(i) for i in node.inputs]
     if any(v is None for v in values):
-        raise _refuse(b, node, "needs every MelWeightMatrix input as a compile-time constant (its "
+        raise _refuse(b, node, f"needs every {node.op} input as a compile-time constant (its "
                       "output shape is computed from them)", "make the inputs initializers")
-    from onnx.reference.ops.op_mel_weight_matrix import MelWeightMatrix  # the spec's own definition
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
 
-    matrix = MelWeightMatrix._run(None, *values, output_datatype=int(node.attr("output_datatype", 1)))[0]  # type: ignore[arg-type]
-    b.constants[node.outputs[0]] = np.asarray(matrix).astype(_output_dtype(node))
-
-
-def _output_dtype(node: Node) -> np.dtype:
-    import onnx
-
-    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(int(node.attr("output_datatype", 1))))
+    names = [f"input{k}" for k in range(len(values))]
+    evaluator = ReferenceEvaluator(helper.make_node(node.op, names, ["output"], **node.attr_dict))
+    b.constants[node.outputs[0]] = np.asarray(evaluator.run(None, dict(zip(names, values, strict=True)))[0])
 
 
 def _col2im(b: _Builder, node: Node) -> None:
@@ -559,8 +538,8 @@ def _col2im(b: _Builder, node: Node) -> None:
 DECOMPOSERS: dict[str, Callable[[_Builder, Node], None]] = {
     "RNN": _recurrent, "GRU": _recurrent, "LSTM": _recurrent,
     "GroupNormalization": _group_normalization, "DFT": _dft,
-    "HannWindow": _window, "HammingWindow": _window, "BlackmanWindow": _window,
-    "MelWeightMatrix": _mel_weight_matrix,
+    "HannWindow": _fold_by_the_reference, "HammingWindow": _fold_by_the_reference,
+    "BlackmanWindow": _fold_by_the_reference, "MelWeightMatrix": _fold_by_the_reference,
     "STFT": _stft,
     "Col2Im": _col2im,
     "LayerNormalization": _layer_normalization,
