@@ -455,7 +455,8 @@ def _dft_matmul(b: _Builder, x: str, shape: tuple[int, ...], dtype: str, axis: i
     rank = len(shape)
     n, parts = shape[axis], shape[-1]
     basis = np.eye(n * parts).reshape(n * parts, n, parts)
-    matrix = _dft_reference(basis, length, 1, inverse, onesided)  # [n*parts, m, parts_out]
+    matrix = _reference_output("DFT", [basis, np.asarray(length, np.int64), np.asarray(1, np.int64)],
+                               inverse=int(inverse), onesided=int(onesided))  # [n*parts, m, parts_out]
     m, parts_out = matrix.shape[1], matrix.shape[2]
     others = [k for k in range(rank - 1) if k != axis]
     perm = (*others, axis, rank - 1)
@@ -499,17 +500,6 @@ def _stft(b: _Builder, node: Node) -> None:
                 onesided, node.outputs[0])
 
 
-def _dft_reference(x: np.ndarray, length: int, axis: int, inverse: bool, onesided: bool) -> np.ndarray:
-    """ONNX DFT-17/20 on ``x`` (the reference's meaning): [..., 1 or 2] real or complex parts."""
-    signal = x[..., 0] if x.shape[-1] == 1 else x[..., 0] + 1j * x[..., 1]
-    if inverse and onesided:
-        return np.fft.irfft(signal, n=length, axis=axis)[..., np.newaxis]
-    result = np.fft.ifft(signal, n=length, axis=axis) if inverse else np.fft.fft(signal, n=length, axis=axis)
-    if onesided:
-        result = np.take(result, range(result.shape[axis] // 2 + 1), axis=axis)
-    return np.stack([result.real, result.imag], axis=-1)
-
-
 def _fold_by_the_reference(b: _Builder, node: Node) -> None:
     """A node whose inputs must all be constants (its output shape is computed from them):
     the constant ONNX's reference implementation (the spec's own definition) gives."""
@@ -517,12 +507,17 @@ def _fold_by_the_reference(b: _Builder, node: Node) -> None:
     if any(v is None for v in values):
         raise _refuse(b, node, f"needs every {node.op} input as a compile-time constant (its "
                       "output shape is computed from them)", "make the inputs initializers")
+    b.constants[node.outputs[0]] = _reference_output(node.op, values, **node.attr_dict)  # type: ignore[arg-type]
+
+
+def _reference_output(op: str, values: Sequence[np.ndarray], **attrs: AttrValue) -> np.ndarray:
+    """``op``'s first output on constant ``values``, by ONNX's reference implementation."""
     from onnx import helper
     from onnx.reference import ReferenceEvaluator
 
     names = [f"input{k}" for k in range(len(values))]
-    evaluator = ReferenceEvaluator(helper.make_node(node.op, names, ["output"], **node.attr_dict))
-    b.constants[node.outputs[0]] = np.asarray(evaluator.run(None, dict(zip(names, values, strict=True)))[0])
+    evaluator = ReferenceEvaluator(helper.make_node(op, names, ["output"], **attrs))
+    return np.asarray(evaluator.run(None, dict(zip(names, values, strict=True)))[0])
 
 
 def _col2im(b: _Builder, node: Node) -> None:
