@@ -155,8 +155,8 @@ def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
             "kernels_ms": sum(per_launch) * 1e3, "ours_cpu_ms": min(ours_cpu) * 1e3,
             "ort_cpu_ms": min(ort_cpu) * 1e3, "error": error / max(scale, 1e-30),
             "operators": artefact.operators,
-            "hot": [(s * 1e3, launch["kind"], "+".join(launch["ops"])) for s, launch in
-                    ranked[:hot]]}
+            "hot": [(s * 1e3, launch["kind"], "+".join(launch["ops"]), launch.get("variant", ""))
+                    for s, launch in ranked[:hot]]}
 
 
 def main() -> None:
@@ -173,8 +173,8 @@ def main() -> None:
             print(f"{name}: {result['operators']} operators, {result['launches']} launches, "
                   f"compiled in {result['compile_s']:.0f} s, max |dnnr - ort| / max |ort| = "
                   f"{result['error']:.2g}")
-            for ms, kind, ops in result["hot"]:
-                print(f"  {ms:8.3f} ms  {kind:10s} {ops[:90]}")
+            for ms, kind, ops, variant in result["hot"]:
+                print(f"  {ms:8.3f} ms  {kind:10s} {variant[:28]:28s} {ops[:70]}")
     print(f"\nPoCL threads {_pocl_cores()} = onnxruntime intra-op threads; min of "
           f"{args.rounds} alternating runs, ms")
     print(f"{'model':20s} {'dnnr e2e':>9s} {'kernels':>9s} {'ort':>9s} {'e2e/ort':>8s} "
