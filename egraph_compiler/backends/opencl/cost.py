@@ -392,8 +392,10 @@ def _vec_conv_options(device: DeviceModel, m: int, n: int, k: int, taps: int, wi
     ``m`` output channels, ``n`` = N·OH·OW outputs each, ``k`` = Cin·taps), on a device
     with ``vec_conv_us``. Offered where it measured faster than the ``window`` kernel on
     PoCL, and then instead of it (the window model's estimates were 2.7× off for the
-    MobileNetV3 stem): a stem (at most 4 input channels) or output rows that fit one
-    16-wide vector. Priced per work-item: its vector multiply-adds, the row segments it
+    MobileNetV3 stem): a stem (at most 4 input channels) of stride 1 or 2 (AlexNet's
+    11×11 stride-4 stem ran 2.5 ms against the window kernel's 1.5) or output rows that
+    fit one 16-wide vector (VGG-sized 3×3 convs too: 256 channels on 14×14 2.0 ms
+    against 3.1, 512 on 7×7 4.1 against 23.6). Priced per work-item: its vector multiply-adds, the row segments it
     loads and the tap vectors it builds from them, and its outputs' epilogues, at the
     rates `DeviceModel.vec_conv_us` fitted to 20 measured (conv, block) pairs (ResNet-50
     at an eighth of the width and MobileNetV3 on PoCL here; within 0.6-2.1× of each,
@@ -402,7 +404,7 @@ def _vec_conv_options(device: DeviceModel, m: int, n: int, k: int, taps: int, wi
         return []
     cin, side = k // taps, max(1, round(taps ** 0.5))
     width = width or max(1, round(n ** 0.5))
-    if cin > 4 and width > 16:
+    if (cin > 4 or stride > 2) and width > 16:
         return []
     fma_us, element_us, output_us = device.vec_conv_us
     rows = max(1, n // width)
