@@ -12,6 +12,8 @@ them; `choose` takes the cheapest by this model today):
   `rows.RowSplit`), for rows few and long;
 - ``conv-lanes`` (CPU class only): a pointwise conv as a GEMM whose vector lanes are
   consecutive output pixels (`cpu_conv.py`), where PoCL vectorises the work-group;
+- ``conv-vec`` (CPU class only): a k×k conv whose work-item holds explicit vectors of
+  consecutive output pixels, weights packed per channel block (`cpu_window.py`);
 - ``depthwise``: a 2-D depthwise conv's ``rows × width`` output block per work-item
   over a register window (`depthwise.Depthwise`); its efficiency grows with the
   multiply-adds per loaded element, ``rows·width·taps / window``, saturating at
@@ -101,7 +103,7 @@ class DeviceModel:
     # ``conv-vec`` (`cpu_window.py`), µs per 8-lane vector multiply-add, per input
     # element loaded or placed in a tap's vector, per output element's epilogue
     # (empty: not offered)
-    vec_conv_us: tuple[float, float, float] = ()  # type: ignore[assignment]
+    vec_conv_us: tuple[float, ...] = ()
 
 
 DEVICES = {

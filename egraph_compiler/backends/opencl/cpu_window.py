@@ -155,8 +155,9 @@ def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
 
 
 # work-groups a `conv-vec` grid is cut into at least, where its items allow: PoCL hands a
-# device thread whole groups, so one 64-item group of a 56-item grid ran on one of the two
-# cores (ResNet-50's 28×28 3×3 conv, 16 channels)
+# device thread whole groups, so a 28-item grid (ResNet-50's 14×14 3×3 convs at an eighth
+# of the width) in one 64-item group would leave one of the two threads idle (on the
+# loaded machine the split measured neither faster nor slower)
 VEC_GROUPS = 8
 
 
