@@ -45,6 +45,8 @@ from egraph_compiler.backends.opencl import cost
 from egraph_compiler.backends.opencl.build import build_artefact
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as LANES_CONV
 from egraph_compiler.backends.opencl.cpu_conv import LanesConv
+from egraph_compiler.backends.opencl.cpu_window import VARIANT as VEC_CONV
+from egraph_compiler.backends.opencl.cpu_window import VecConv
 from egraph_compiler.backends.opencl.depthwise import Depthwise
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.kernels import KernelParams
@@ -424,7 +426,7 @@ def option_to_json(option: cost.Option) -> dict[str, object]:
         return {"variant": "winograd", "bm": p.bm, "bn": p.bn, "bk": p.bk, "tm": p.tm,
                 "tn": p.tn, "groups": p.groups, "batched": p.batched,
                 "contiguous": p.contiguous, "slices": p.slices}
-    if isinstance(p, LanesConv):
+    if isinstance(p, LanesConv | VecConv):
         return {"variant": option.variant, "channels": p.channels, "pixels": p.pixels}
     return {"variant": option.variant}
 
@@ -460,6 +462,8 @@ def option_from_json(data: dict[str, Any], where: str) -> cost.Option:
         if variant == LANES_CONV:
             return cost.Option(variant, LanesConv(int(data["channels"]), int(data["pixels"])),
                                0.0)
+        if variant == VEC_CONV:
+            return cost.Option(variant, VecConv(int(data["channels"]), int(data["pixels"])), 0.0)
     except (KeyError, TypeError, ValueError) as error:
         raise DnnrError(f"{where}: bad kernel option {data}: {error}") from None
     raise DnnrError(f"{where}: unknown kernel variant {data.get('variant')!r} "

@@ -58,6 +58,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from egraph_compiler.backends.opencl import cost, cpu_conv, gemm, images, ops_extra, ops_models
+from egraph_compiler.backends.opencl import cpu_window as vec_conv
 from egraph_compiler.backends.opencl import depthwise as dw
 from egraph_compiler.backends.opencl import rows as row_split
 from egraph_compiler.backends.opencl import spelling as sp
@@ -318,7 +319,12 @@ class _Gen:
         if pad_last > array.shape[-1]:  # zero columns so a vector load never runs off the end
             widths = [(0, 0)] * (array.ndim - 1) + [(0, pad_last - array.shape[-1])]
             array = np.pad(array, widths)
-        derived = f"{name}@{''.join(str(p) for p in perm)}p{array.shape[-1]}"
+        return self.derive(name, array, f"{''.join(str(p) for p in perm)}p{array.shape[-1]}")
+
+    def derive(self, name: str, array: np.ndarray, tag: str) -> str:
+        """Pass ``array``, computed at generation from constant ``name`` (a layout of
+        it), in ``name``'s argument slot; returns the derived constant's name."""
+        derived = f"{name}@{tag}"
         self.em.derived[derived] = np.ascontiguousarray(array)
         slot = self.args.index(name)
         self.args[slot] = derived
@@ -404,7 +410,8 @@ class _Gen:
         candidates = cost.options(cost.DEVICES[p.device], sizes["m"], sizes["n"], sizes["k"],
                                   sizes["batch"], direct_items, tiled_ok, gemv_side,
                                   depthwise=depthwise_ok, window_taps=window_taps,
-                                  width=sizes.get("width", 0), winograd=winograd_ok)
+                                  width=sizes.get("width", 0), winograd=winograd_ok,
+                                  stride=sizes.get("stride", 1))
         self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
         tuned = dict(p.tuned).get(self.shape_key)
         if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
@@ -460,7 +467,7 @@ class _Gen:
         geo = self.conv_geometry()
         depthwise = geo.group > 1 and geo.cin_g == 1
         sizes = {"m": geo.cout_g, "n": geo.columns, "k": geo.cin_g * geo.taps,
-                 "batch": geo.group, "width": geo.out_shape[-1]}
+                 "batch": geo.group, "width": geo.out_shape[-1], "stride": geo.strides[-1]}
         tw = self.params.depthwise_tile_width if depthwise else self.params.conv_tile_width
         direct_items = geo.columns // max(1, min(tw, geo.out_shape[-1])) * \
             _cdiv(geo.out_shape[1], 1 if depthwise else self.params.conv_tile_channels)
@@ -506,6 +513,11 @@ class _Gen:
             if kernel is not None:
                 return kernel
             self.variant = "direct"  # where it does not apply: the kernel generated
+        if option.variant == vec_conv.VARIANT:  # CPU devices only (`cost.options`)
+            kernel = vec_conv.conv_vec(self, geo, option.params)  # type: ignore[arg-type]
+            if kernel is not None:
+                return kernel
+            self.variant = "direct"
         if option.variant == "window":
             kernel = win.window(self, geo, option.params)  # type: ignore[arg-type]
             if kernel is not None:
@@ -1424,7 +1436,8 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
     candidates = cost.options(cost.DEVICES[params.device], sizes["m"], sizes["n"], sizes["k"],
                               sizes["batch"], direct_items, tiled_ok, gemv_side,
                               depthwise=depthwise_ok, window_taps=window_taps,
-                              width=sizes.get("width", 0), winograd=winograd_ok)
+                              width=sizes.get("width", 0), winograd=winograd_ok,
+                              stride=sizes.get("stride", 1))
     tuned = dict(params.tuned).get(key)
     if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
                                   (tuned.variant != "window" or window_taps > 0) and
