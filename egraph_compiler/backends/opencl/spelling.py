@@ -52,7 +52,9 @@ FLOAT_OPS = {
     # not fmax: builtins are calls on PoCL (see kernels._clamp_high); NaN stays NaN,
     # as onnxruntime's Relu and NumPy's maximum(x, 0) give
     "Relu": "(({0} < 0.0f) ? 0.0f : {0})",
-    "IsNaN": "(isnan({0}) ? 1 : 0)",
+    # not isnan: a builtin is a call on PoCL and keeps the work-item loop scalar (a
+    # Softmax+IsNaN+Where row kernel ran 5x its Softmax alone); NaN is the one x != x
+    "IsNaN": "((({0}) != ({0})) ? 1 : 0)",
     "BatchNormalization": "(({0} - {3}) * rsqrt({4} + {a:epsilon}) * {1} + {2})",
 }
 # Over integer operands an operator is generated from its scalar semantics where these
