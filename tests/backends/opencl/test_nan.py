@@ -28,6 +28,8 @@ CASES = [
     ("relu", [helper.make_node("Relu", ["a"], ["y"])]),
     ("clip", [helper.make_node("Clip", ["a", "lo", "hi"], ["y"])]),
     ("hardsigmoid", [helper.make_node("HardSigmoid", ["a"], ["y"])]),
+    # IsNaN is spelled x != x (isnan is a slow call on PoCL): it must still see every NaN
+    ("isnan_where", [helper.make_node("IsNaN", ["a"], ["m"]), helper.make_node("Where", ["m", "a", "b"], ["y"])]),
     ("hardswish_of_sum", [helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("HardSwish", ["s"], ["y"])]),
 ]
 
