@@ -103,9 +103,20 @@ class CostModel:
     bytes_per_us: float = 4000.0
     flops_per_us: float = 4000.0
     prologue_reuse: Callable[[GraphView, int], float | None] | None = None
+    # operator evaluations per µs of a pointwise kernel re-evaluating a broadcast
+    # operand per element (`fusion.recompute`); a backend that gives it has every such
+    # step priced (None: Table 3.3's green verdict stands)
+    recompute_evals_per_us: float | None = None
 
     def fuse_is_profitable(self, intermediate_bytes: int, op_flops: float,
                            reuse: float) -> bool:
         separate = self.launch_us + 2.0 * intermediate_bytes / self.bytes_per_us
         fused = op_flops * max(reuse - 1.0, 0.0) / self.flops_per_us
         return fused <= separate
+
+    def recompute_is_profitable(self, intermediate_bytes: int, extra_evaluations: int) -> bool:
+        """A broadcast consumer fused into a pointwise block: the evaluations it adds
+        (`fusion.recompute.broadcast_recompute`) against a launch and a round trip."""
+        separate = self.launch_us + 2.0 * intermediate_bytes / self.bytes_per_us
+        rate = self.recompute_evals_per_us or self.flops_per_us
+        return extra_evaluations / rate <= separate

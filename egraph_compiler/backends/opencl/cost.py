@@ -85,6 +85,9 @@ class DeviceModel:
     launch_us: float = 5.0
     # GFLOP/s of a fused prologue's re-evaluations (`fusion_cost`)
     prologue_gflops: float = 1000.0
+    # G operator evaluations/s of a pointwise kernel re-evaluating a broadcast operand
+    # (`fusion.recompute`; 0: not priced, Table 3.3's verdict stands)
+    recompute_gevals: float = 0.0
     # window: multiply-adds per loaded element at which loads stop limiting; how much
     # slower the direct kernel runs a conv of several taps than its FLOPs say
     window_reuse_full: float = 3.0
@@ -114,6 +117,7 @@ DEVICES = {
                                    "window": 0.5, "conv-lanes": 0.5},
                        lanes_group_us=0.2, registers=32, spill_penalty=6.0, gemv_columns=16,
                        depthwise_reuse_full=6.0, launch_us=30.0, prologue_gflops=300.0,
+                       recompute_gevals=2.0,
                        direct_tap_penalty=25.0, vec_conv_us=(8.6e-5, 1.04e-4, 8.4e-4)),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
                        items_per_unit=1024, groups_per_unit=4,
@@ -517,11 +521,18 @@ def fusion_cost(device: DeviceModel) -> CostModel:
     less than its own launch (fused 218 ms, the pair 243 ms, minimum of 9), so re-
     evaluations run at 150 GFLOP/s at least; the model takes twice that. The GPU's
     is a quarter of its FP32 peak (the tiled kernel evaluates prologues in its load
-    phase, beside the global loads)."""
+    phase, beside the global loads).
+
+    A pointwise kernel re-evaluating a broadcast operand (`fusion.recompute`) runs at
+    PoCL's scalar rate, not the conv loop's: BERT-tiny's mask chain fused into the
+    4×64×64 score Add added ~86k evaluations and 0.040-0.044 ms (profiling events), about
+    2 G evaluations/s. The GPU class leaves it unpriced (it would not change a verdict
+    below ~50 M extra evaluations)."""
     return CostModel(launch_us=device.launch_us,
                      bytes_per_us=device.bandwidth_gbs * 1e3 * device.efficiency["row"],
                      flops_per_us=device.prologue_gflops * 1e3,
-                     prologue_reuse=lambda view, anchor: prologue_reuse(device, view, anchor))
+                     prologue_reuse=lambda view, anchor: prologue_reuse(device, view, anchor),
+                     recompute_evals_per_us=device.recompute_gevals * 1e3 or None)
 
 
 def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float | None:
