@@ -22,7 +22,7 @@ from egraph_compiler.fusion.blocks import Block, Decision, FusionPlan
 from egraph_compiler.fusion.layout import LayoutChoice, select_layouts
 from egraph_compiler.fusion.profile_db import CostModel, ProfileDb, profile_key
 from egraph_compiler.fusion.projections import merge_projections
-from egraph_compiler.fusion.recompute import broadcast_recompute
+from egraph_compiler.fusion.recompute import broadcast_recompute, merged_recompute
 from egraph_compiler.fusion.structure import ROW_REDUCE_OPS, BlockStructure, analyse
 from egraph_compiler.fusion.tables import (
     BREAK,
@@ -358,6 +358,11 @@ class _Planner:
                     return known
         if not flops:
             return True
+        extra = merged_recompute(self.view, block, outputs) if anchor is None and \
+            self.cost.recompute_evals_per_us is not None else None
+        if extra is not None:  # read broadcast: re-evaluated per element of the reader
+            return self.cost.recompute_is_profitable(
+                sum(self.view.numel(v) * 4 for v in outputs), extra)
         reuse = 1.0
         if anchor is not None:  # the backend's count for the option it will pick, if any
             known_reuse = self.cost.prologue_reuse(self.view, anchor) \

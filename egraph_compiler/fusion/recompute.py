@@ -27,11 +27,27 @@ def broadcast_recompute(view: GraphView, block: set[int], candidate: int,
     if producer is None:
         return None
     if producer == candidate:  # a predecessor: the block's readers of via re-evaluate it
-        readers = [n for n in block if via in view.nodes[n].inputs]
-        upstream = {candidate}
-    else:  # a successor: it re-evaluates everything in the block upstream of via
-        readers = [candidate]
-        upstream = _upstream_in(view, block, producer)
+        return extra_evaluations(view, {candidate}, via,
+                                 [n for n in block if via in view.nodes[n].inputs])
+    # a successor: it re-evaluates everything in the block upstream of via
+    return extra_evaluations(view, upstream_in(view, block, producer), via, [candidate])
+
+
+def merged_recompute(view: GraphView, block: set[int], outputs: set[str]) -> int | None:
+    """The evaluations added when pointwise ``block`` is merged into the one block that
+    reads its ``outputs`` (`planner.merge_layout_blocks`); None when nothing is read
+    broadcast."""
+    added = [extra_evaluations(view, upstream_in(view, block, view.producer_index[v]), v,
+                               [c for c in view.consumer_indices.get(v, []) if c not in block])
+             for v in sorted(outputs) if v in view.producer_index]
+    known = [a for a in added if a is not None]
+    return sum(known) if known else None
+
+
+def extra_evaluations(view: GraphView, upstream: set[int], via: str,
+                      readers: list[int]) -> int | None:
+    """Each of ``readers`` evaluates ``upstream`` (the operators computing ``via``) once
+    per element of its own output: the evaluations beyond computing each once."""
     width = [view.output_size(n) for n in readers]
     if not width or not all(isinstance(w, int) for w in width):
         return None
@@ -43,7 +59,7 @@ def broadcast_recompute(view: GraphView, block: set[int], candidate: int,
     return sum(max(spread - size, 0) for size in sizes)
 
 
-def _upstream_in(view: GraphView, block: set[int], node: int) -> set[int]:
+def upstream_in(view: GraphView, block: set[int], node: int) -> set[int]:
     """``node`` and its ancestors inside ``block``."""
     found, todo = {node}, [node]
     while todo:
