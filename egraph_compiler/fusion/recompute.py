@@ -46,9 +46,10 @@ def merged_recompute(view: GraphView, block: set[int], outputs: set[str]) -> int
 
 def extra_evaluations(view: GraphView, upstream: set[int], via: str,
                       readers: list[int]) -> int | None:
-    """Each of ``readers`` evaluates ``upstream`` (the operators computing ``via``) once
-    per element of its own output: the evaluations beyond computing each once."""
-    width = [view.output_size(n) for n in readers]
+    """Each elementwise one of ``readers`` evaluates ``upstream`` (the operators
+    computing ``via``) once per element of its own output: the evaluations beyond
+    computing each once. Other readers (Concat, Slice, ...) read each element once."""
+    width = [view.output_size(n) for n in readers if _elementwise(view.nodes[n].op)]
     if not width or not all(isinstance(w, int) for w in width):
         return None
     spread = max(width)
@@ -75,3 +76,10 @@ def _index_only(op: str) -> bool:
     evaluation of its own."""
     info = current().get(op)
     return info is not None and info.cost[0] == "free"
+
+
+def _elementwise(op: str) -> bool:
+    """An operator that broadcasts its operands (the registry's elementwise role): an
+    output larger than an operand reads that operand's elements more than once."""
+    info = current().get(op)
+    return info is not None and info.role == "elementwise"
