@@ -8,18 +8,22 @@ scalarises every work-item loop that holds one (GPT-2's QKV split ran 7.5 µs ag
 by that divisor's "magic number" (Granlund & Montgomery, PLDI 1994, Theorem 4.2;
 Hacker's Delight §10-8; libdivide): the host computes ``(m, s)`` once per shape next
 to the size itself (`dimpoly.evaluate`'s ``magic_m``/``magic_s``, evaluated where the
-run time binds the dims) and the kernel computes ``q = mul_hi(2|x|, m) >> s``,
-``r = x - q*d``.
+run time binds the dims) and the kernel computes ``q = (x*m) >> (31 + s)`` as one
+64-bit product (the high word of ``mul_hi``), ``r = x - q*d``. PoCL does not inline
+OpenCL's ``mul_hi``: with it the BERT mask kernel took 55.7 µs, with the real division
+28.7, with the 64-bit product 16.8 (bound: 11.5; benchmarks/dynamic.py --kernels).
 
 The bound: with dividends of N = 31 bits (``|x| < 2^31``, every int index) the
 theorem's multiplier ``m = floor(2^(31+l) / d) + 1``, ``l = ceil(log2 d)``, fits 32
 bits for every ``1 <= d < 2^31`` (``d > 2^(l-1)`` makes ``2^(31+l)/d < 2^32``), and
-``floor(x*m / 2^(31+l)) == floor(x / d)`` because ``2^(31+l) < m*d <= 2^(31+l) + 2^l``.
-The kernel doubles ``|x|`` (< 2^32 as uint) so that ``mul_hi`` already shifts by 31 and
-``s = l`` stays a plain shift (``l = 0`` for ``d = 1`` needs no shift right of 32).
-A negative dividend divides its magnitude and takes the sign back (C truncation, as
-the ``/`` and ``%`` it replaces), branch-free. ``d = 0`` gets ``(0, 0)``: the kernel
-never divides by it (the division it replaces would trap), the host must not fail.
+``floor(x*m / 2^(31+l)) == floor(x / d)`` for ``0 <= x < 2^31`` because
+``2^(31+l) < m*d <= 2^(31+l) + 2^l``; ``|x|*m < 2^63``, so the signed 64-bit product
+never overflows. For ``-2^31 < x < 0`` the product overshoots ``x/d`` downwards by
+``|x|*(m*d - 2^(31+l)) / (d*2^(31+l)) < 1/d``, less than the gap to the next integer
+below, so the floor is exactly ``trunc(x/d) - 1``: adding ``x >> 31``'s one back gives
+C's truncating ``/`` (and ``%``) that the rewrite replaces, at every sign. ``d = 0``
+gets ``(0, 0)``: the kernel never divides by it (the division it replaces would
+trap), the host must not fail.
 """
 
 from __future__ import annotations
@@ -34,16 +38,15 @@ DIVIDEND_BITS = 31
 PRELUDE = """#ifndef DNNR_MAGIC_DIV
 #define DNNR_MAGIC_DIV
 // x / d and x % d by d's magic (m, s), |x| < 2^31 (magicdiv.py): a multiply, not a division
-#define DNNR_SIGN(x) ((int)(x) >> 31)
-#define DNNR_DIV(x, m, s) ((((int)(mul_hi(abs((int)(x)) << 1, (uint)(m)) >> (uint)(s))) ^ \\
-  DNNR_SIGN(x)) - DNNR_SIGN(x))
+#define DNNR_DIV(x, m, s) ((int)(((long)(x) * (long)(uint)(m)) >> (31 + (uint)(s))) - \\
+  ((int)(x) >> 31))
 #define DNNR_REM(x, d, m, s) ((int)(x) - DNNR_DIV(x, m, s) * (d))
 #endif
 """
 
 
 def magic(divisor: int) -> tuple[int, int]:
-    """``(m, s)`` with ``floor(x / d) == (2*x*m >> 32) >> s`` for ``0 <= x < 2^31``
+    """``(m, s)`` with ``floor(x / d) == (x*m) >> (31 + s)`` for ``0 <= x < 2^31``
     (``m`` an unsigned 32-bit number); ``(0, 0)`` for ``d = 0``."""
     if divisor == 0:
         return 0, 0
