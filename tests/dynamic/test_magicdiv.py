@@ -82,8 +82,10 @@ def test_rewrite_delimits_operands_and_leaves_the_rest() -> None:
     assert "r = DNNR_DIV(r, s1_m, s1_s);" in rewritten
     body = rewritten.partition(") {\n")[2]
     assert "/" not in body.replace("//", "") and "%" not in body
-    # an operand it cannot delimit keeps its division: ``a*b/s`` is ``(a*b)/s``
-    kept = "x = a*b/s0 + ~c % s0 + (int)(y)/s0 + z/s01;"
+    # an operand it cannot delimit keeps its division (``a*b/s`` is ``(a*b)/s``), and
+    # one that may be a float (a float name, an element, a call, a float literal)
+    kept = ("x = a*b/s0 + ~c % s0 + (int)(y)/s0 + z/s01 + f(r)/s0 + in0[r] / s0 + t1 / s0 + "
+            "(t1 + 1) / s0 + 2.0f / s0;\nconst float t1 = 1.0f;")
     header = "__kernel void k(const int s0, const int s1) {\n"  # s01 is not s0
     assert magicdiv.rewrite(header + kept + "\n}\n") == (header + kept + "\n}\n", [])
 

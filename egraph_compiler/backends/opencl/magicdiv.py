@@ -76,6 +76,12 @@ _PARAMETER = re.compile(r"const int (s\d+)\b")
 # lower precedence than ``/``, an opening bracket, a separator (``*``, ``/``, ``%`` would
 # make the left operand longer; ``!``, ``~`` and a cast bind tighter)
 _OPERAND_FOLLOWS = set("([,=+-?:<>;{&|^\n")
+# a name the kernel declares with a floating-point type (``float t1``, ``__global const
+# float* restrict in0``): its quotient by a size is a float division, not an index's
+_FLOAT_NAME = re.compile(r"\b(?:float|half|double)\d*\s*\*?\s*(?:restrict\s+)?(\w+)")
+# an operand that may not be an int: a float literal or cast, an array element (its
+# type is the buffer's), a call of anything but this rewrite's own macros
+_NOT_INDEX = re.compile(r"\[|\d\.|\.\d|\b\d+f\b|\((?:float|half|double)|\b(?!DNNR_)\w+\s*\(")
 
 
 def _left_operand(text: str, end: int) -> int | None:
@@ -120,13 +126,15 @@ def size_parameters(source: str) -> list[str]:
 
 def rewrite(source: str) -> tuple[str, list[str]]:
     """``source`` (a kernel after `build.hoist_sizes`) with every division and remainder
-    by a size argument whose operands it can delimit done by magic multiplication, the
+    of an int index by a size argument whose operands it can delimit (and can tell
+    are not floating-point) done by magic multiplication, the
     magic of each such size as two more trailing parameters ``const int sK_m, sK_s``;
     and those sizes' names in parameter order (empty: ``source`` unchanged)."""
     header, brace, body = source.partition(") {\n")
     sizes = set(size_parameters(source))
     if not brace or not sizes:
         return source, []
+    floats = set(_FLOAT_NAME.findall(source))
     used: list[str] = []
     position = 0
     # one pass left to right: a rewritten division is a new left operand for the next
@@ -140,10 +148,11 @@ def rewrite(source: str) -> tuple[str, list[str]]:
         start = _left_operand(text, match.start())
         # ``x /= s`` only for a plain variable ``x``
         plain = re.fullmatch(r"\w+", text[start:match.start()].strip()) if start is not None else None
-        if size not in sizes or start is None or (assign and plain is None):
+        operand = text[start:match.start()].rstrip() if start is not None else ""
+        if size not in sizes or start is None or (assign and plain is None) or \
+                _NOT_INDEX.search(operand) or floats & set(re.findall(r"\b[A-Za-z_]\w*", operand)):
             position = match.end()
             continue
-        operand = text[start:match.start()].rstrip()
         if size not in used:
             used.append(size)
         magic_args = f"{size}_m, {size}_s"
