@@ -36,6 +36,12 @@ traced and Z3 decides, per box, that the version's variant is the cheapest at ev
 shape of it (or names the crossover shape), and along a single varying dim solves the
 crossover intervals and checks the dispatch follows them (`crossover.py`).
 
+A size argument costs more than the literal it replaces where the literal let the
+OpenCL compiler simplify: each division or remainder by one is a multiply by the
+divisor's magic number, two more arguments the run time computes per shape
+(`magicdiv`); a matmul tile that divides its dim keeps no clamp (`kernels.matmul_direct`:
+a version per divisibility), which a literal size let LLVM drop.
+
 ``plan.json`` (version 3) holds the versions, and per box its condition, the
 expressions and the offsets; the run time binds the dims from the input shapes,
 refuses a shape outside the ranges (naming the input, the dim and the range), picks
