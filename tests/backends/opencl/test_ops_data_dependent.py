@@ -10,6 +10,7 @@ import json
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper
 
 from egraph_compiler import ir, shapes
@@ -18,6 +19,12 @@ from egraph_compiler.backends.opencl.ops_data_dependent import DeviceOps
 from egraph_compiler.backends.opencl.runtime import _device
 
 FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """A deferred artefact makes its folder in the user's cache: each test has its own."""
+    monkeypatch.setenv("DNNR_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def _model(nodes: list, inputs: list, outputs: list, initializers: list | None = None,
@@ -32,8 +39,8 @@ def _value(name: str, dtype: int, shape: list) -> onnx.ValueInfoProto:
 
 def _compile(model: onnx.ModelProto, tmp_path):  # noqa: ANN202
     graph = shapes.infer_shapes(ir.load_onnx(model))
-    artefact = opencl.compile_graph(graph, tmp_path)
-    return artefact, opencl.load(tmp_path)
+    artefact = opencl.compile_graph(graph, tmp_path / "out")
+    return artefact, opencl.load(tmp_path / "out")
 
 
 def _check(model: onnx.ModelProto, loaded, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:  # noqa: ANN001
@@ -61,7 +68,7 @@ NONZERO_GATHER = _model(
 
 def test_nonzero_feeding_a_gather_runs_in_segments(tmp_path) -> None:  # noqa: ANN001
     artefact, loaded = _compile(NONZERO_GATHER, tmp_path)
-    plan = json.loads((tmp_path / "plan.json").read_text())
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
     assert plan["data_dependent"] == {"NonZero_1": "NonZero (device)"}
     assert artefact.specialised["data_dependent"] == plan["data_dependent"]
     rng = np.random.default_rng(0)
