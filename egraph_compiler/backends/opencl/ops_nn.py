@@ -25,6 +25,7 @@ import numpy as np
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl.emit import Scope, ctype
 from egraph_compiler.fusion import index as ix
+from egraph_compiler.ir.conv_transpose import pad_begin
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Node
 
@@ -39,30 +40,6 @@ def _loop_var(name: str, size: int) -> ix.IExpr:
 def _ints(node: Node, name: str, default: list[int]) -> list[int]:
     given = node.attr(name)
     return [int(v) for v in given] if given else default  # type: ignore[union-attr]
-
-
-def conv_transpose_pad_begin(node: Node, in_size: list[int], out_size: list[int],
-                             kernel: list[int]) -> list[int]:
-    """The leading pad of each spatial dim of a ConvTranspose (onnx's reference: explicit
-    ``pads``; else, with SAME_* or an ``output_shape``, from the total padding that makes
-    the output that size — SAME_UPPER puts the odd one at the end, the others at the start).
-    Positions past the scattered extent (a negative total) get only the bias."""
-    dims = len(in_size)
-    pads = node.attr("pads")
-    auto_pad = str(node.attr("auto_pad", "NOTSET"))
-    if pads and auto_pad in ("NOTSET", ""):
-        return [int(p) for p in pads[:dims]]  # type: ignore[index]
-    if auto_pad == "VALID" or (auto_pad in ("NOTSET", "") and not node.attr("output_shape")):
-        return [0] * dims
-    strides = _ints(node, "strides", [1] * dims)
-    dilations = _ints(node, "dilations", [1] * dims)
-    extra = _ints(node, "output_padding", [0] * dims)
-    begin = []
-    for i in range(dims):
-        total = max(strides[i] * (in_size[i] - 1) + extra[i] + (kernel[i] - 1) * dilations[i] + 1
-                    - out_size[i], 0)
-        begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
-    return begin
 
 
 def _conv_transpose(gen: Any, scope: Scope, node: Node, out: Index) -> str:
@@ -80,7 +57,7 @@ def _conv_transpose(gen: Any, scope: Scope, node: Node, out: Index) -> str:
     kernel = list(w_shape[2:])
     strides = _ints(node, "strides", [1] * dims)
     dilations = _ints(node, "dilations", [1] * dims)
-    begin = conv_transpose_pad_begin(node, list(shape[2:]), list(out_shape[2:]), kernel)
+    begin = pad_begin(node, list(shape[2:]), list(out_shape[2:]), kernel)
     em = gen.em
     n, oc = out[0], out[1]
     acc = em.fresh("acc")
