@@ -418,8 +418,10 @@ class SpecialisingModel:
         artefact = opencl.compile_graph(graph, target, fuse=options["fuse"], tables=self._load_rules(),
                                         profile_db=db, layouts=options["layouts"],
                                         params=KernelParams(**options["params"]))
-        if artefact.specialised is not None:
-            raise DnnrError(f"error: {self.out}: sizes still unknown in a graph specialised at run time")
+        if artefact.specialised is not None:  # a size from a value no value input decides
+            where = ", ".join(artefact.specialised["value_inputs"].values()) or "its nodes"
+            raise DnnrError(f"error: {self.out}: sizes still unknown in a graph specialised at run "
+                            f"time (at {where})\n  hint: compile for the onnx target")
         return artefact.kernels
 
     def _compile(self, inputs: Mapping[str, np.ndarray], target: Path) -> int:
