@@ -32,7 +32,7 @@ MAX_OPERATORS = 1000
 # are int64 graph inputs read by a run-time Gather: no integer device tensor of indices;
 # then boolean mask operators), wav2vec2 (Unsqueeze of the raw input on the host side)
 # and SegFormer (Resize has no integer kernel)
-HEXAGON_MODELS = ("resnet50", "mobilenet_v2", "convnext", "vit", "efficientnet")
+HEXAGON_MODELS = ("resnet50", "mobilenet_v2", "convnext", "vit", "efficientnet", "wav2vec2", "segformer")
 
 
 @pytest.fixture(scope="module")

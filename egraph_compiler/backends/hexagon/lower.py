@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from egraph_compiler.backends.hexagon.before_lowering import before_lowering
 from egraph_compiler.backends.hexagon.eltwise import QBinary, QClip, QDepthwise, QPool
 from egraph_compiler.backends.hexagon.fallback import (
     Dequantize,
@@ -332,6 +333,10 @@ class _Lowering:
                 self.lower_on_integers(node)
             elif node.op == "Pad" and (node.inputs[0] in self.quantised or node.inputs[0] in self.alias):
                 self.pad(node)
+            elif node.op == "Resize" and (node.inputs[0] in self.quantised or node.inputs[0] in self.alias):
+                # `resize` registers its kernel with `kinds`, which imports this module: imported on use
+                from egraph_compiler.backends.hexagon.resize import lower_resize
+                lower_resize(self, node)
             else:
                 self.compute(node)
         for value in self.graph.outputs:
@@ -688,7 +693,7 @@ class _Lowering:
 
 
 def lower_qdq(graph: Graph) -> Lowered:
-    return _Lowering(graph).run()
+    return _Lowering(before_lowering(graph)).run()
 
 
 def _lower_op(low: _Lowering, node: Node, inputs: list[str], y_name: str, yq: QParams,
@@ -936,6 +941,8 @@ def _bias(graph: Graph, name: str, acc_scale: np.ndarray, channels: int, node: N
     if bias_quant is not None:
         scale = np.asarray(bias_quant[0]).astype(np.float64).reshape(-1)
         zero = np.zeros((), np.int64) if bias_quant[1] is None else np.asarray(bias_quant[1]).astype(np.int64)
+        if not np.any(values.astype(np.int64).reshape(-1) - zero.reshape(-1)):  # zero in any scale (wav2vec2's)
+            return np.zeros(channels, np.int64)
         if values.dtype != np.int32 or not np.allclose(scale, acc_scale, rtol=1e-6, atol=0.0):
             raise ModelError(f"hexagon backend: {node.name}: the bias must be int32 with scale x_scale·w_scale "
                              f"(got {values.dtype}, scale {scale.tolist()} vs {np.atleast_1d(acc_scale).tolist()})")
