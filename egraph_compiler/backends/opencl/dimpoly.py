@@ -103,18 +103,6 @@ def _product(columns: list[list[int]], exps: tuple[int, ...], row: int) -> int:
     return value
 
 
-def _unused_value(monomials: Sequence[tuple[int, ...]], coefficients: Sequence[Fraction],
-           point: Point) -> Fraction:
-    total = Fraction(0)
-    for exps, c in zip(monomials, coefficients, strict=True):
-        if c:
-            term = c
-            for x, e in zip(point, exps, strict=True):
-                term *= x ** e
-            total += term
-    return total
-
-
 def _render(dims: Sequence[str], monomials: Sequence[tuple[int, ...]],
             coefficients: Sequence[Fraction]) -> str:
     denominator = int(np.lcm.reduce([c.denominator for c in coefficients])) if coefficients else 1
