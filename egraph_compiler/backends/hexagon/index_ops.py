@@ -17,7 +17,8 @@ int32 on the host, refused there with the input's name if a value does not fit) 
   (each requantised or quantised to the output's parameters first) is this kernel too:
   Q(where(c, a, b)) = where(c, Q(a), Q(b)), element by element.
 - Cast between the integer types (to bool: ``x != 0``) is an `IntElementwise` of
-  the operator ``Cast``; its C is the conversion itself.
+  the operator ``Cast``; its C is the conversion itself. So is IsNaN of a float32 tensor
+  (``x != x``), and Where over float32 operands the quantiser left in float.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from egraph_compiler.ops.scalar import Spelling, to_c
 
 # device element type -> (C type, NumPy dtype, bytes)
 ELEMENT_TYPES: dict[str, tuple[str, type, int]] = {
-    "uint8": ("u8", np.uint8, 1), "bool": ("u8", np.uint8, 1), "int32": ("i32", np.int32, 4)}
+    "uint8": ("u8", np.uint8, 1), "bool": ("u8", np.uint8, 1), "int32": ("i32", np.int32, 4),
+    "float32": ("float", np.float32, 4)}  # float32: Where's operands left in float by the quantiser
 # the ONNX integer types an input may have to live on the device as int32 (int8/uint8 are quantised data)
 INT32_INPUTS = ("int64", "int32", "int16", "uint16")
 # the exit code of the first index check; each `Take` gets the next one
@@ -111,6 +113,8 @@ def scalar_expression(op: str, attrs: dict[str, object], operands: list[str], ou
     its declared semantics; a clear error for an operator without integer semantics."""
     if op == "Cast":
         return f"({operands[0]} != 0)" if output_type == "bool" else operands[0]
+    if op == "IsNaN":  # a builtin without a scalar expression: NaN is the value unequal to itself
+        return f"({operands[0]} != {operands[0]})"
     info = ops.current().get(op)
     if info is None or info.semantics is None or not info.elementwise:
         raise ModelError(f"hexagon backend: {op} has no declared elementwise semantics to run on integers")

@@ -346,6 +346,8 @@ class _Lowering:
                 self.split(node)
             elif node.op == "Expand":
                 self.expand(node)
+            elif node.op == "Slice" and all(i in self.known for i in node.inputs[1:] if i):
+                self.slice(node)
             elif node.op == "Shape":
                 self.shape_of(node)
             elif node.op in _INTEGER_SIGNATURES:
@@ -360,6 +362,8 @@ class _Lowering:
                 self.pad(node)
             elif node.op in ("IsNaN", "IsInf") and node.inputs[0] in self.quantised:
                 self.never_special(node)
+            elif node.op == "IsNaN" and node.inputs[0] in self.device_float:
+                self.is_nan(node)
             elif node.op == "Where" and node.inputs[0] in self.known:
                 self.where_known(node)
             elif node.op == "Gather" and self.integer_value(node.inputs[1]) is not None:
@@ -560,7 +564,11 @@ class _Lowering:
         A Where whose operands are real numbers (quantised or float constants) picks between
         quantised values (`select_quantised`)."""
         if node.op == "Where" and not all(self.is_integer(v) for v in node.inputs[1:3]):
-            self.select_quantised(node)
+            readers = self.consumers.get(node.outputs[0], [])
+            if readers and all(r.op == "QuantizeLinear" for r in readers):
+                self.select_quantised(node)
+            else:  # the quantiser left it in float (a causal mask's −inf): select float32 values
+                self.select_float(node)
             return
         tensors = [self.integer_operand(i, node) for i in node.inputs if i]
         types = [self.out.element_types[t] for t in tensors]
@@ -601,6 +609,15 @@ class _Lowering:
         if not np.isfinite(scale):
             raise ModelError(f"hexagon backend: {node.op} {node.name}: {x} is dequantised with scale {scale}")
         self.known[node.outputs[0]] = np.zeros(shape, bool)
+
+    def is_nan(self, node: Node) -> None:
+        """IsNaN of a float32 device tensor (a Softmax left in float by the quantiser): a bool tensor."""
+        x = self.device_float[node.inputs[0]]
+        shape = self.out.shapes[x]
+        y = self.new_tensor(node.outputs[0], shape, element_type="bool")
+        spec = IntElementwise("IsNaN", (), (shape,), ("float32",), shape, "bool")
+        self.out.ops.append(IntOp(node.name, "int_eltwise", spec, (x,), y))
+        self.ints[node.outputs[0]] = y
 
     def where_known(self, node: Node) -> None:
         """Where at a compile-time condition: one branch when the condition is uniform and
@@ -659,6 +676,20 @@ class _Lowering:
         result = self.new_tensor(y, out_shape, yq)
         self.out.ops.append(IntOp(node.name, "int_eltwise", spec, tuple(tensors), result))
         self.quantised[y] = result
+
+    def select_float(self, node: Node) -> None:
+        """Where(c, a, b) on real values the quantiser left in float: picks float32 values."""
+        condition = self.integer_operand(node.inputs[0], node)
+        if self.out.element_types[condition] != "bool":
+            raise ModelError(f"hexagon backend: Where {node.name}: the condition is not bool")
+        tensors = [self.in_layout(node.name, condition, False)] + [self.float_input(node.name, v)
+                                                                   for v in node.inputs[1:3]]
+        shapes = tuple(self.out.shapes[t] for t in tensors)
+        out_shape = tuple(int(d) for d in np.broadcast_shapes(*shapes))
+        spec = IntElementwise("Where", (), shapes, ("bool", "float32", "float32"), out_shape, "float32")
+        y = self.new_tensor(node.outputs[0], out_shape, is_float=True)
+        self.out.ops.append(IntOp(node.name, "int_eltwise", spec, tuple(tensors), y))
+        self.device_float[node.outputs[0]] = y
 
     def quantised_to(self, value: str, q: QParams, node: Node) -> str:
         """``value`` (a real-valued ONNX value) as a uint8 device tensor quantised with ``q``."""
@@ -720,6 +751,17 @@ class _Lowering:
             start += size
             if y:
                 self.domain_of(x)[y] = self.gather(node.name, source, table, tuple(int(d) for d in table.shape), False)
+
+    def slice(self, node: Node) -> None:
+        """Slice of a device tensor at compile-time starts/ends/axes/steps (LLaMA's rotate_half):
+        the registry's evaluation of the Slice on the tensor's element offsets is the table."""
+        x = node.inputs[0]
+        source = self.device_source(node, x)
+        operands = [self.physical_index(source)] + [np.asarray(self.known[i]) if i else None for i in node.inputs[1:]]
+        (table,) = evaluate_node("Slice", node.attrs, operands)
+        table = np.asarray(table)
+        self.domain_of(x)[node.outputs[0]] = self.gather(node.name, source, table, tuple(int(d) for d in table.shape),
+                                                         False)
 
     def expand(self, node: Node) -> None:
         """Expand of a device tensor (LLaMA's grouped-query key/value repeat): a broadcast table."""
