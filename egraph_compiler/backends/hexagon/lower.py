@@ -36,6 +36,7 @@ from egraph_compiler.backends.hexagon.fallback import (
     FloatOp,
     Gather,
     Quantize,
+    float_op_c,
     has_float_fallback,
 )
 from egraph_compiler.backends.hexagon.index_ops import (
@@ -844,21 +845,24 @@ class _Lowering:
             self.float_op(node)
 
     def lookup(self, node: Node) -> bool:
-        """A one-input elementwise operator with no float fallback, from a quantised tensor to
-        values read only by QuantizeLinear: a 256-entry table (`index_ops.Lookup`), each
+        """A one-input elementwise operator (other operands compile-time scalars) with no float
+        fallback, from a quantised tensor to values read only by QuantizeLinear: a 256-entry table (`index_ops.Lookup`), each
         entry DQ → the registry's evaluation of the operator → Q. False where that does not apply."""
         info = ops.current().get(node.op)
         inputs = [i for i in node.inputs if i]
         y_name = node.outputs[0]
         readers = self.consumers.get(y_name, [])
         float_output = not readers and y_name in {v.name for v in self.graph.outputs}
-        if info is None or not info.elementwise or len(inputs) != 1 or inputs[0] not in self.quantised \
+        # operands after the first: compile-time scalars (Pow's exponent)
+        scalars = [np.asarray(self.graph.constants[i]) for i in inputs[1:] if i in self.graph.constants]
+        if info is None or not info.elementwise or not inputs or inputs[0] not in self.quantised \
+                or len(scalars) != len(inputs) - 1 or any(v.size != 1 for v in scalars) \
                 or not (float_output or readers) or any(r.op != "QuantizeLinear" for r in readers):
             return False
         x = self.in_layout(node.name, self.quantised_device(inputs[0], node.name), False)
         xq = self.out.qparams[x]
         real = ((np.arange(256) - xq.zero_point).astype(np.float32) * np.float32(xq.scale)).astype(np.float32)
-        (values,) = evaluate_node(node.op, node.attrs, [real])
+        (values,) = evaluate_node(node.op, node.attrs, [real, *(v.reshape(()) for v in scalars)])
         values = np.asarray(values, np.float32)
         if np.isnan(values).any():
             raise ModelError(f"hexagon backend: {node.op} {node.name} is NaN at a quantised input value")
@@ -1047,6 +1051,12 @@ class _Lowering:
             inputs = inputs[:1]
         if any(o for o in node.outputs[1:] if self.consumers.get(o)):
             raise ModelError(f"hexagon backend: {node.op} {node.name}: only the first output is supported")
+        try:  # the fallback may lack this form (Pow with exponent 3, GPT-2's GELU): a table then
+            float_op_c(FloatOp(node.op, ((1,),) * len(inputs), (1,), tuple(sorted(attrs.items()))), "probe")
+        except ModelError:
+            if self.lookup(node):
+                return
+            raise
         tensors = [self.float_input(node.name, i) for i in inputs]
         shapes = [self.out.shapes[t] for t in tensors]
         outputs, _ = infer_node(node.op, attrs, [TensorType("float32", s) for s in shapes],
