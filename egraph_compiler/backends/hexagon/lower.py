@@ -1051,19 +1051,18 @@ class _Lowering:
             inputs = inputs[:1]
         if any(o for o in node.outputs[1:] if self.consumers.get(o)):
             raise ModelError(f"hexagon backend: {node.op} {node.name}: only the first output is supported")
-        try:  # the fallback may lack this form (Pow with exponent 3, GPT-2's GELU): a table then
-            float_op_c(FloatOp(node.op, ((1,),) * len(inputs), (1,), tuple(sorted(attrs.items()))), "probe")
-        except ModelError:
-            if self.lookup(node):
-                return
-            raise
-        tensors = [self.float_input(node.name, i) for i in inputs]
-        shapes = [self.out.shapes[t] for t in tensors]
+        shapes = [self.value_shape(i, node) for i in inputs]
         outputs, _ = infer_node(node.op, attrs, [TensorType("float32", s) for s in shapes],
                                 num_outputs=len(node.outputs))  # the compiler's one shape rule
         shape = outputs[0].shape
-        y = self.new_tensor(node.outputs[0], shape, is_float=True)
         spec = FloatOp(node.op, tuple(shapes), tuple(int(d) for d in shape), tuple(sorted(attrs.items())))
+        try:  # the fallback may lack this form (Pow with exponent 3, GPT-2's GELU): a table then
+            float_op_c(spec, "probe")
+        except ModelError:  # or, where no table applies, the fallback's error when the program is written
+            if self.lookup(node):
+                return
+        tensors = [self.float_input(node.name, i) for i in inputs]
+        y = self.new_tensor(node.outputs[0], shape, is_float=True)
         self.out.ops.append(IntOp(node.name, "float", spec, tuple(tensors), y))
         self.device_float[node.outputs[0]] = y
 
