@@ -381,6 +381,9 @@ class _Lowering:
             if value.name in self.device_float and value.name not in self.quantised:  # a float output
                 self.out.outputs[value.name] = self.device_float[value.name]
                 continue
+            if value.name in self.ints:  # an int32 / bool output (a mask)
+                self.out.outputs[value.name] = self.ints[value.name]
+                continue
             if value.name not in self.quantised:
                 raise ModelError(f"hexagon backend: graph output {value.name} must be dequantised (QDQ expected)")
             self.out.outputs[value.name] = self.quantised_device(value.name, value.name)
