@@ -7,7 +7,9 @@ QLinearMatMul, the QDQ patterns no rule covers yet; anything else in scalar floa
 writes HVX C (`kernels`, `eltwise`), compiles it with clang, re-packs clang's
 assembly with our soft-dependency-aware VLIW packer (`packer`), assembles and links
 an ELF and writes ``report.txt``. ``load(out_dir).run(inputs) -> outputs`` runs the
-ELF under qemu-hexagon with float inputs/outputs (quantised at the boundary). Without
+ELF under qemu-hexagon with float inputs/outputs (quantised at the boundary); integer
+inputs (a text model's int64 token ids and mask) travel as int32, refused by name if a
+value does not fit, and bool/int32/float32 outputs come back as such (`index_ops`). Without
 clang/qemu, ``build`` still writes the C and ``run`` raises a `DnnrError` saying what
 to install.
 """
