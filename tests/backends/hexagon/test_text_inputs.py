@@ -28,6 +28,7 @@ from .conftest import needs_toolchain
 VOCAB, WIDTH, TOKENS = 10, 8, 6
 TABLE_SCALE, Y_SCALE, Y_ZERO = 0.05, 0.02, 128  # the embedding's and the Tanh output's parameters
 FILL = -1.0  # Where's real constant: a masked position's value
+P_SCALE = 1 / 255  # the probabilities' scale
 
 
 def _model(table: np.ndarray) -> onnx.ModelProto:
@@ -38,7 +39,11 @@ def _model(table: np.ndarray) -> onnx.ModelProto:
             numpy_helper.from_array(np.array(Y_ZERO, np.uint8), "y_zero"),
             numpy_helper.from_array(np.array(FILL, np.float32), "fill"),
             numpy_helper.from_array(np.array([2], np.int64), "axis2"),
-            numpy_helper.from_array(np.array(3, np.int64), "three")]
+            numpy_helper.from_array(np.array(3, np.int64), "three"),
+            numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+            numpy_helper.from_array(np.array(-np.inf, np.float32), "minus_inf"),
+            numpy_helper.from_array(np.array(P_SCALE, np.float32), "p_scale"),
+            numpy_helper.from_array(np.array(0, np.uint8), "p_zero")]
     nodes = [
         helper.make_node("DequantizeLinear", ["table_q", "t_scale", "t_zero"], ["table"]),
         helper.make_node("Gather", ["table", "ids"], ["rows"], axis=0),
@@ -52,6 +57,19 @@ def _model(table: np.ndarray) -> onnx.ModelProto:
         helper.make_node("Tanh", ["embedding"], ["tanh"]),
         helper.make_node("QuantizeLinear", ["tanh", "y_scale", "y_zero"], ["tanh_q"]),
         helper.make_node("DequantizeLinear", ["tanh_q", "y_scale", "y_zero"], ["tanh_out"]),
+        # SDPA's guard of its Softmax: IsNaN of a dequantised value is known false, Where picks
+        helper.make_node("IsNaN", ["embedding"], ["nan"]),
+        helper.make_node("Where", ["nan", "fill", "embedding"], ["guarded"]),
+        helper.make_node("QuantizeLinear", ["guarded", "t_scale", "t_zero"], ["guarded_q"]),
+        helper.make_node("DequantizeLinear", ["guarded_q", "t_scale", "t_zero"], ["guarded_out"]),
+        # a causal model's mask left in float (−inf): float Where, Add, Softmax, IsNaN of it, Where → Q
+        helper.make_node("Where", ["keep3", "zero", "minus_inf"], ["bias"]),
+        helper.make_node("Add", ["embedding", "bias"], ["scores"]),
+        helper.make_node("Softmax", ["scores"], ["probs"], axis=-1),
+        helper.make_node("IsNaN", ["probs"], ["probs_nan"]),
+        helper.make_node("Where", ["probs_nan", "zero", "probs"], ["probs_safe"]),
+        helper.make_node("QuantizeLinear", ["probs_safe", "p_scale", "p_zero"], ["probs_q"]),
+        helper.make_node("DequantizeLinear", ["probs_q", "p_scale", "p_zero"], ["probs_out"]),
         helper.make_node("Equal", ["ids", "three"], ["is_three"]),
         helper.make_node("And", ["is_three", "keep"], ["three_kept"]),
     ]
@@ -62,7 +80,9 @@ def _model(table: np.ndarray) -> onnx.ModelProto:
         [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, [1, TOKENS, WIDTH]),
          helper.make_tensor_value_info("masked_out", TensorProto.FLOAT, [1, TOKENS, WIDTH]),
          helper.make_tensor_value_info("tanh_out", TensorProto.FLOAT, [1, TOKENS, WIDTH]),
-         helper.make_tensor_value_info("three_kept", TensorProto.BOOL, [1, TOKENS])],
+         helper.make_tensor_value_info("three_kept", TensorProto.BOOL, [1, TOKENS]),
+         helper.make_tensor_value_info("guarded_out", TensorProto.FLOAT, [1, TOKENS, WIDTH]),
+         helper.make_tensor_value_info("probs_out", TensorProto.FLOAT, [1, TOKENS, WIDTH])],
         init)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
@@ -75,7 +95,16 @@ def _exact(table: np.ndarray, ids: np.ndarray, mask: np.ndarray) -> dict[str, np
     real = rows.astype(np.float32) * np.float32(TABLE_SCALE)
     tanh_q = np.clip(np.rint(np.tanh(real) / np.float32(Y_SCALE)) + Y_ZERO, 0, 255).astype(np.uint8)
     return {"embedding": rows, "masked_out": masked, "tanh_out": tanh_q,
-            "three_kept": (ids == 3) & mask.astype(bool)}
+            "three_kept": (ids == 3) & mask.astype(bool), "guarded_out": rows}
+
+
+def _probabilities(table: np.ndarray, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The float part: softmax over each token's row; a masked token's row is all −inf,
+    its softmax NaN (0 / 0), which the guard turns into 0."""
+    real = table[np.where(ids < 0, ids + VOCAB, ids)].astype(np.float64) * TABLE_SCALE
+    keep = mask.astype(bool)[..., None]
+    weights = np.exp(real - real.max(axis=-1, keepdims=True))
+    return np.where(keep, weights / weights.sum(axis=-1, keepdims=True), 0.0)
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +138,12 @@ def test_ids_and_masks_run_exactly_on_the_device(built: tuple[Path, np.ndarray, 
     np.testing.assert_array_equal(got["three_kept"], reference["three_kept"])
     # onnxruntime's tanh may round differently in the last float bit: at most one step apart
     assert np.abs(got["tanh_out"] - reference["tanh_out"]).max() <= Y_SCALE * 1.001
+    np.testing.assert_array_equal(got["guarded_out"], reference["guarded_out"])
+    # the float Softmax (the fallback's exp) within one step; masked tokens' rows exactly 0
+    probabilities = _probabilities(table, ids, mask)
+    assert np.abs(got["probs_out"] - reference["probs_out"]).max() <= P_SCALE * 1.001
+    assert np.abs(got["probs_out"] - probabilities).max() <= P_SCALE * 0.501 + 1e-6
+    assert np.all(quantised["probs_out"][mask == 0] == 0)
 
 
 @needs_toolchain
