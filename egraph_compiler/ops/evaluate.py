@@ -127,9 +127,7 @@ def _reduce(op: str, attrs: Attrs, x: Array) -> Array:
 
 def _reshape(attrs: Attrs, x: Array, shape: Array) -> Array:
     target = [int(d) for d in shape.reshape(-1)]
-    if not attrs.get("allowzero", 0):
-        target = [x.shape[i] if d == 0 and i < x.ndim else d for i, d in enumerate(target)]
-    return x.reshape(target)
+    return x.reshape(target if attrs.get("allowzero", 0) else shape_builtins.reshape_shape(x.shape, target))
 
 
 def _slice(attrs: Attrs, x: Array) -> Array:
@@ -350,10 +348,7 @@ def _unsqueeze(attrs: Attrs, x: Array) -> Array:
 
 
 def _squeeze(attrs: Attrs, x: Array) -> Array:
-    axes = _axes(attrs, x.ndim)
-    if not axes:  # absent or empty: every axis of size 1
-        axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
-    return np.squeeze(x, axis=axes)
+    return x.reshape(shape_builtins.squeeze_shape(x.shape, attrs.get("axes") or ()))
 
 
 def _gather(attrs: Attrs, x: Array, indices: Array) -> Array:

@@ -31,10 +31,9 @@ MAX_OPERATORS = 1000
 # auto_pad Convs get explicit pads before the rules; BERT's token ids are an int32 device
 # input read by a run-time Gather, its mask bool tensors, `backends/hexagon/index_ops`).
 # GPT-2, LLaMA and BART keep their causal masks' −inf in float (the test quantiser leaves
-# the nodes reaching ±inf unquantised). Not yet: wav2vec2 (Unsqueeze of the raw input on
-# the host side) and SegFormer (Resize has no integer kernel).
-HEXAGON_MODELS = ("resnet50", "mobilenet_v2", "convnext", "vit", "efficientnet", "bert_sdpa", "bert_eager", "gpt2",
-                  "llama", "bart")
+# the nodes reaching ±inf unquantised).
+HEXAGON_MODELS = ("resnet50", "mobilenet_v2", "convnext", "vit", "efficientnet", "wav2vec2", "segformer",
+                  "bert_sdpa", "bert_eager", "gpt2", "llama", "bart")
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ import numpy as np
 
 from egraph_compiler.backends.hexagon import index_kernels as _index_kernels  # noqa: F401  (registers Take, IntElementwise)
 from egraph_compiler.backends.hexagon import padding as _padding  # noqa: F401  (registers the Pad kernel)
+from egraph_compiler.backends.hexagon import resize as _resize  # noqa: F401  (registers the Resize kernel)
 from egraph_compiler.backends.hexagon import toolchain
 from egraph_compiler.backends.hexagon.fallback import FLOAT_C
 from egraph_compiler.backends.hexagon.kinds import kernel

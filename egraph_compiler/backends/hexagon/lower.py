@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from egraph_compiler import ops
+from egraph_compiler.backends.hexagon.before_lowering import before_lowering
 from egraph_compiler.backends.hexagon.eltwise import QBinary, QClip, QDepthwise, QPool
 from egraph_compiler.backends.hexagon.fallback import (
     Dequantize,
@@ -361,6 +362,10 @@ class _Lowering:
                 self.lower_on_integers(node)
             elif node.op == "Pad" and (node.inputs[0] in self.quantised or node.inputs[0] in self.alias):
                 self.pad(node)
+            elif node.op == "Resize" and (node.inputs[0] in self.quantised or node.inputs[0] in self.alias):
+                # `resize` registers its kernel with `kinds`, which imports this module: imported on use
+                from egraph_compiler.backends.hexagon.resize import lower_resize
+                lower_resize(self, node)
             elif node.op in ("IsNaN", "IsInf") and node.inputs[0] in self.quantised:
                 self.never_special(node)
             elif node.op == "IsNaN" and node.inputs[0] in self.device_float:
@@ -1071,7 +1076,7 @@ class _Lowering:
 
 
 def lower_qdq(graph: Graph) -> Lowered:
-    return _Lowering(graph).run()
+    return _Lowering(before_lowering(graph)).run()
 
 
 def _lower_op(low: _Lowering, node: Node, inputs: list[str], y_name: str, yq: QParams,
@@ -1319,6 +1324,8 @@ def _bias(graph: Graph, name: str, acc_scale: np.ndarray, channels: int, node: N
     if bias_quant is not None:
         scale = np.asarray(bias_quant[0]).astype(np.float64).reshape(-1)
         zero = np.zeros((), np.int64) if bias_quant[1] is None else np.asarray(bias_quant[1]).astype(np.int64)
+        if not np.any(values.astype(np.int64).reshape(-1) - zero.reshape(-1)):  # zero in any scale (wav2vec2's)
+            return np.zeros(channels, np.int64)
         if values.dtype in (np.uint8, np.int8):
             # A bias quantised as an activation (the quantiser shares one constant — BERT's zero
             # biases — between an Add and a Gemm): its real values, rounded to accumulator units
