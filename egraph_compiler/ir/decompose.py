@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from egraph_compiler.ir import conv_transpose
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import AttrValue, Graph, Node
 from egraph_compiler.ir.names import fresh_name
@@ -542,6 +543,7 @@ DECOMPOSERS: dict[str, Callable[[_Builder, Node], None]] = {
     "MeanVarianceNormalization": _mean_variance_normalization,
     "DynamicQuantizeLinear": _dynamic_quantize_linear,
     "MaxPool": _max_pool,
+    "ConvTranspose": conv_transpose.decompose,  # one Conv per stride phase
 }
 # Operators decomposed only in some forms (the others keep their kernel as they are).
 _ONLY_WHEN: dict[str, Callable[[Graph, Node], bool]] = {
@@ -549,6 +551,7 @@ _ONLY_WHEN: dict[str, Callable[[Graph, Node], bool]] = {
     "TopK": lambda _, node: len(node.outputs) > 1 and bool(node.outputs[1]),  # indices used
     "MaxPool": lambda graph, node: (len(node.outputs) > 1 and bool(node.outputs[1])) or (
         node.inputs[0] in graph.types and graph.types[node.inputs[0]].dtype in _EXACT_IN_FLOAT32),
+    "ConvTranspose": lambda graph, node: conv_transpose.plan(graph, node) is not None,
 }
 
 

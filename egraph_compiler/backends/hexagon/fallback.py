@@ -52,6 +52,7 @@ static inline float dnnr_fsqrt(float v) {
   return dnnr_fma(dnnr_fnma(s, s, v), 0.5f * y, s);  /* one Newton step on s, residual exact */
 }
 static inline float dnnr_fexp(float x) {
+  if (x != x) return x;  /* NaN stays NaN (a fully masked Softmax row: −inf − −inf), as expf */
   if (x < -87.0f) return 0.0f;
   if (x > 88.0f) x = 88.0f;
   float n = Q6_R_convert_w2sf_R(Q6_R_convert_sf2w_R(x * 1.44269504f));  /* round to nearest */

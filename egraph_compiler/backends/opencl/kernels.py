@@ -705,7 +705,13 @@ class _Gen:
         k = self.ivar("k", k_size)
         m, nn = self.ivar("m", m_size), self.ivar("nn", n_size)
         abody = Scope(s)
-        abody.emit(f"const int m = {_clamp_high('mt * TM + tm', m_size - 1)};")
+        # a symbolic build (sizes are arguments): where the rows fill whole tiles the
+        # clamp goes, a version per divisibility (a path condition); with a literal
+        # size LLVM drops it itself, and with it the loads are one row apart (BERT's
+        # QKV matmul at seq 16: 17.7 µs with the clamp, 11.5 bound)
+        exact_m = isinstance(m_size, SymInt) and m_size % tm == 0
+        exact_n = isinstance(n_size, SymInt) and n_size % tn == 0
+        abody.emit(f"const int m = {'mt * TM + tm' if exact_m else _clamp_high('mt * TM + tm', m_size - 1)};")
         if a_vec:
             a_index: tuple[ix.IExpr, ...] = (k,)
         else:
@@ -713,7 +719,7 @@ class _Gen:
             a_index = (*a_batch, k, m) if trans_a else (*a_batch, m, k)
         abody.emit(f"av[tm] = {self.em.value(abody, a_name, a_index)};")
         bbody = Scope(s)
-        bbody.emit(f"const int nn = {_clamp_high('nt * TN + tn', n_size - 1)};")
+        bbody.emit(f"const int nn = {'nt * TN + tn' if exact_n else _clamp_high('nt * TN + tn', n_size - 1)};")
         if b_vec:
             b_index: tuple[ix.IExpr, ...] = (k,)
         else:
@@ -751,7 +757,10 @@ class _Gen:
         out_index = (*bidx, *(() if a_vec else (m,)), *(() if b_vec else (nn,)))
         self.declare_iteration(done, out_index)
         self.epilogue(done, value)
-        fin.nest(f"if (m < {m_size} && nn < {n_size})", done)
+        # whole tiles (a symbolic build's version, above) need no bound on the store
+        guard = " && ".join(c for c, exact in ((f"m < {m_size}", exact_m),
+                                               (f"nn < {n_size}", exact_n)) if not exact)
+        fin.nest(f"if ({guard})" if guard else "", done)
         tiles = Scope(s)
         if b_read is not None:
             tiles.emit(f"const float{tn} accv = acc[tm]; const float* accs = (const float*)&accv;")

@@ -100,8 +100,30 @@ def _quantise(model: onnx.ModelProto, tmp, seed: int, quant_format: QuantFormat 
     out = tmp / ("qdq_reduced.onnx" if reduce_range else "qdq.onnx")
     quantize_static(str(tmp / "folded.onnx"), str(out), Reader(), quant_format=quant_format,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=per_channel,
-                    reduce_range=reduce_range)
+                    reduce_range=reduce_range, nodes_to_exclude=_unbounded_nodes(folded))
     return str(out)
+
+
+def _unbounded_nodes(model: onnx.ModelProto) -> list[str]:
+    """Nodes whose values reach ±inf: from a constant holding ±inf (a causal mask's −inf)
+    through its readers up to the Softmax that turns them into probabilities. Calibrated,
+    they get scale inf and their quantised values say nothing (GPT-2, LLaMA, BART); a user
+    quantising these models leaves them in float, so do we."""
+    infinite = {i.name for i in model.graph.initializer if _has_infinity(onnx.numpy_helper.to_array(i))}
+    infinite |= {n.output[0] for n in model.graph.node if n.op_type == "Constant" and n.attribute
+                 and n.attribute[0].type == onnx.AttributeProto.TENSOR
+                 and _has_infinity(onnx.numpy_helper.to_array(n.attribute[0].t))}
+    excluded: list[str] = []
+    for node in model.graph.node:  # topological order: a reader comes after its writer
+        if node.op_type not in ("Constant", "Shape") and any(i in infinite for i in node.input):
+            excluded.append(node.name)
+            if node.op_type != "Softmax":
+                infinite.update(node.output)
+    return excluded
+
+
+def _has_infinity(values: np.ndarray) -> bool:
+    return values.dtype.kind == "f" and bool(np.isinf(values).any())
 
 
 def _through_quant_rules(path: str) -> Graph:
