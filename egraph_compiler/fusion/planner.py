@@ -22,7 +22,7 @@ from egraph_compiler.fusion.blocks import Block, Decision, FusionPlan
 from egraph_compiler.fusion.layout import LayoutChoice, select_layouts
 from egraph_compiler.fusion.profile_db import CostModel, ProfileDb, profile_key
 from egraph_compiler.fusion.projections import merge_projections
-from egraph_compiler.fusion.recompute import broadcast_recompute, merged_recompute
+from egraph_compiler.fusion.recompute import broadcast_verdict, merged_recompute
 from egraph_compiler.fusion.structure import ROW_REDUCE_OPS, BlockStructure, analyse
 from egraph_compiler.fusion.tables import (
     BREAK,
@@ -138,25 +138,13 @@ class _Planner:
         if verdict == FUSE and self.cost.prologue_reuse is not None and \
                 self.prologue_of(block, candidate, shape):
             verdict = PROFILE  # the anchor's kernel re-evaluates it: fuse where it pays
-        extra = broadcast_recompute(self.view, block, candidate, via) if verdict == FUSE and \
-            shape.anchor is None and self.cost.recompute_evals_per_us is not None else None
-        if extra is not None:  # a broadcast read re-evaluates the block per element
-            key = self.profile_key(block, candidate, via, shape)
-            known = self.db.lookup(key) if self.db is not None else None
-            fuse = known if known is not None else self.cost.recompute_is_profitable(
-                self.view.numel(via) * 4, extra)
-            source = "profile db" if known is not None else f"cost model ({extra} re-evaluations)"
-            self.decisions.append(Decision(block_id, label, PROFILE, f"{first} then {second}: "
-                                           f"{source} says {'fuse' if fuse else 'not profitable'}",
-                                           key, edge))
-            if not fuse:
-                return False
-            block.add(candidate)
-            block_type[0] = result
-            return True
+        priced = broadcast_verdict(self.view, self.cost, self.db, block, candidate, via) \
+            if verdict == FUSE and shape.anchor is None else None
+        if priced is not None:  # a broadcast read re-evaluates the block per element
+            verdict = PROFILE
         if verdict == PROFILE:
             key = self.profile_key(block, candidate, via, shape)
-            fuse, source = self.profitable(key, candidate, via, shape, block)
+            fuse, source = priced or self.profitable(key, candidate, via, shape, block)
             reason = f"{first} then {second}: {source} says {'fuse' if fuse else 'not profitable'}"
             self.decisions.append(Decision(block_id, label, PROFILE, reason, key, edge))
             if not fuse:

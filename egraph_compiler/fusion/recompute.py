@@ -13,8 +13,28 @@ the launch and the intermediate's round trip it saves (`CostModel.recompute_is_p
 
 from __future__ import annotations
 
+from egraph_compiler.fusion.profile_db import CostModel, ProfileDb, profile_key
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ops import current
+
+
+def broadcast_verdict(view: GraphView, cost: CostModel, db: ProfileDb | None, block: set[int],
+                      candidate: int, via: str) -> tuple[bool, str] | None:
+    """Whether ``candidate`` joining pointwise ``block`` through ``via`` pays, and what
+    said so (the profile database's entry for the step first, then the cost model);
+    None when nothing is read broadcast or the cost model does not price it."""
+    if cost.recompute_evals_per_us is None:
+        return None
+    extra = broadcast_recompute(view, block, candidate, via)
+    if extra is None:
+        return None
+    reference = view.nodes[max(block)].op
+    known = db.lookup(profile_key(view.nodes[candidate].op, reference, view.numel(via))) \
+        if db is not None else None
+    if known is not None:
+        return known, "profile db"
+    return cost.recompute_is_profitable(view.numel(via) * 4, extra), \
+        f"cost model ({extra} re-evaluations)"
 
 
 def broadcast_recompute(view: GraphView, block: set[int], candidate: int,
