@@ -21,8 +21,9 @@ ratio. On a loaded machine wall time mostly measures the scheduler, so each run'
 process CPU time (every thread: PoCL's workers, onnxruntime's pool) is reported too,
 its minimum over the rounds; onnxruntime's is taken from a second session with its
 pool's spin-waiting off (a spinning thread burns CPU time doing nothing), timed in
-the same rounds. dnnr's kernels alone are the sum of every launch's OpenCL profiling-event time
-(`CompiledModel.time_launches`, minimum over ``--rounds // 4`` repetitions of the
+the same rounds. The model compiled with fusion off is timed in the same rounds too
+(the issue's "fused never slower than fusion-off"). dnnr's kernels alone are the sum
+of every launch's OpenCL profiling-event time (`CompiledModel.time_launches`, minimum over ``--rounds // 4`` repetitions of the
 median of 3), and the ``--hot`` slowest launches are listed by kind and operators.
 The largest difference between dnnr's outputs and onnxruntime's is printed beside.
 """
@@ -109,6 +110,10 @@ def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
     artefact = build_artefact(plan, work / f"{name}.dnnr", params, selection=selection)
     compile_s = time.perf_counter() - start
     compiled = CompiledModel(work / f"{name}.dnnr")
+    # the issue's other CPU criterion: fused never slower than fusion off
+    plan_off, selection_off = execution_plan(optimised, rules, fuse=False, params=params)
+    build_artefact(plan_off, work / f"{name}.off.dnnr", params, selection=selection_off)
+    unfused = CompiledModel(work / f"{name}.off.dnnr")
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -123,15 +128,19 @@ def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
     ours_out = compiled.run(feeds)  # warm-up: PoCL compiles work-group functions lazily
     ort_out = dict(zip(names, session.run(names, feeds), strict=True))
     quiet.run(names, feeds)
-    ours_s, ort_s, ours_cpu, ort_cpu = [], [], [], []
+    unfused.run(feeds)
+    ours_s, ort_s, ours_cpu, ort_cpu, off_s = [], [], [], [], []
     for _ in range(rounds):
         t0 = time.perf_counter()
         compiled.run(feeds)
         t1 = time.perf_counter()
         session.run(names, feeds)
         t2 = time.perf_counter()
+        unfused.run(feeds)
+        t3 = time.perf_counter()
         ours_s.append(t1 - t0)
         ort_s.append(t2 - t1)
+        off_s.append(t3 - t2)
         c0 = time.process_time()
         compiled.run(feeds)
         c1 = time.process_time()
@@ -145,6 +154,12 @@ def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
         per_launch = times if per_launch is None else [min(a, b) for a, b in
                                                       zip(per_launch, times, strict=True)]
     assert per_launch is not None
+    off_launch = None
+    for _ in range(max(rounds // 4, 1)):
+        times = unfused.time_launches()
+        off_launch = times if off_launch is None else [min(a, b) for a, b in
+                                                       zip(off_launch, times, strict=True)]
+    assert off_launch is not None
     launches = compiled.plan["launches"]
     ranked = sorted(zip(per_launch, launches, strict=True), key=lambda t: -t[0])
     error = max(float(np.max(np.abs(ours_out[k].astype(np.float64) - v)))
@@ -154,9 +169,11 @@ def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
             "ours_ms": min(ours_s) * 1e3, "ort_ms": min(ort_s) * 1e3,
             "kernels_ms": sum(per_launch) * 1e3, "ours_cpu_ms": min(ours_cpu) * 1e3,
             "ort_cpu_ms": min(ort_cpu) * 1e3, "error": error / max(scale, 1e-30),
+            "off_ms": min(off_s) * 1e3, "off_kernels_ms": sum(off_launch) * 1e3,
+            "off_launches": len(unfused.plan["launches"]),
             "operators": artefact.operators,
-            "hot": [(s * 1e3, launch["kind"], "+".join(launch["ops"])) for s, launch in
-                    ranked[:hot]]}
+            "hot": [(s * 1e3, launch["kind"], "+".join(launch["ops"]), launch.get("variant", ""))
+                    for s, launch in ranked[:hot]]}
 
 
 def main() -> None:
@@ -173,8 +190,8 @@ def main() -> None:
             print(f"{name}: {result['operators']} operators, {result['launches']} launches, "
                   f"compiled in {result['compile_s']:.0f} s, max |dnnr - ort| / max |ort| = "
                   f"{result['error']:.2g}")
-            for ms, kind, ops in result["hot"]:
-                print(f"  {ms:8.3f} ms  {kind:10s} {ops[:90]}")
+            for ms, kind, ops, variant in result["hot"]:
+                print(f"  {ms:8.3f} ms  {kind:10s} {variant[:28]:28s} {ops[:70]}")
     print(f"\nPoCL threads {_pocl_cores()} = onnxruntime intra-op threads; min of "
           f"{args.rounds} alternating runs, ms")
     print(f"{'model':20s} {'dnnr e2e':>9s} {'kernels':>9s} {'ort':>9s} {'e2e/ort':>8s} "
@@ -184,6 +201,12 @@ def main() -> None:
               f"{r['ours_ms'] / r['ort_ms']:8.2f} {r['kernels_ms'] / r['ort_ms']:8.2f} "
               f"{r['ours_cpu_ms']:9.2f} {r['ort_cpu_ms']:9.2f} "
               f"{r['ours_cpu_ms'] / r['ort_cpu_ms']:8.2f}")
+    print(f"\nfusion off (same rounds), ms\n{'model':20s} {'launches':>8s} {'off e2e':>9s} "
+          f"{'off kern':>9s} {'fused/off e2e':>13s} {'kernels':>8s}")
+    for r in rows:
+        print(f"{r['model']:20s} {r['off_launches']:8d} {r['off_ms']:9.2f} "
+              f"{r['off_kernels_ms']:9.2f} {r['ours_ms'] / r['off_ms']:13.2f} "
+              f"{r['kernels_ms'] / r['off_kernels_ms']:8.2f}")
 
 
 if __name__ == "__main__":

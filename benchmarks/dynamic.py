@@ -11,6 +11,13 @@ the torch reference (onnxruntime on the export for the unstored shape).
 
     PYTHONPATH=. python3 benchmarks/dynamic.py [--only bert_sdpa,gpt2] [--repeat 20]
         [--dims batch=1..2,height=32..48:16,width=32..40:8 --unstored batch=1,height=48,width=32]
+        [--no-magic] [--kernels 5]
+
+Device times are the median and the minimum over ``--repeat`` whole runs of the plan of
+the summed launch times (profiling events); the ratio is of the minima (the machine's
+load adds time, never removes it). ``--no-magic`` divides by size arguments with ``/``
+and ``%`` (`symbolic.MAGIC_DIVISION` off); ``--kernels N`` prints, per shape, the N
+launches whose symbolic device time exceeds the bound one's most.
 
 ``--dims``/``--unstored`` replace the table's ranges and unstored shape for every model
 of ``--only`` (a smaller grid: the symbolic build compiles once per path over it).
@@ -19,6 +26,7 @@ of ``--only`` (a smaller grid: the symbolic build compiles once per path over it
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -31,6 +39,7 @@ import onnxruntime as ort
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from egraph_compiler import pipeline, runner  # noqa: E402
+from egraph_compiler.backends.opencl import symbolic as symbolic_build  # noqa: E402
 from tests.corpus import build, check  # noqa: E402
 
 # per model: the --dim ranges (every stored shape inside them) and one shape not stored
@@ -71,8 +80,9 @@ def feeds_at(model: check.CorpusModel, shape: dict[str, int]) -> dict[str, np.nd
 
 
 def latency(models: list[runner.CheckedModel], feeds: dict[str, np.ndarray],
-            repeat: int) -> list[tuple[float, float]]:
-    """Per model: the median wall ms of `run` and the summed device ms of its launches.
+            repeat: int) -> list[tuple[float, float, float, list[float]]]:
+    """Per model: the median wall ms of `run`, the median and the minimum over the
+    repeats of its launches' summed device ms, and each launch's minimum device ms.
     The models run in turn within each repeat, so load from other processes on the
     machine falls on all of them alike."""
     walls: list[list[float]] = [[] for _ in models]
@@ -83,11 +93,15 @@ def latency(models: list[runner.CheckedModel], feeds: dict[str, np.ndarray],
             start = time.perf_counter()
             model.run(feeds)
             walls[k].append((time.perf_counter() - start) * 1e3)
-    devices = []
     for model in models:
         model.run(feeds)  # time_launches times the plan on the data `run` left
-        devices.append(sum(model.time_launches(repeat)) * 1e3)
-    return [(statistics.median(w), d) for w, d in zip(walls, devices, strict=True)]
+    runs: list[list[list[float]]] = [[] for _ in models]
+    for _ in range(repeat):
+        for k, model in enumerate(models):
+            runs[k].append([t * 1e3 for t in model.time_launches(1)])
+    return [(statistics.median(w), statistics.median(sum(r) for r in per_run),
+             min(sum(r) for r in per_run), [min(ts) for ts in zip(*per_run, strict=True)])
+            for w, per_run in zip(walls, runs, strict=True)]
 
 
 def main() -> None:
@@ -96,7 +110,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--dims", help="NAME=LO..HI[:STEP],... for every model of --only")
     parser.add_argument("--unstored", help="NAME=VALUE,... a shape inside --dims")
+    parser.add_argument("--no-magic", action="store_true",
+                        help="divide by size arguments with / and % (no magic numbers)")
+    parser.add_argument("--kernels", type=int, default=0,
+                        help="per shape, the N launches the symbolic artefact loses most on")
     args = parser.parse_args()
+    symbolic_build.MAGIC_DIVISION = not args.no_magic
     if bool(args.dims) != bool(args.unstored):
         parser.error("--dims and --unstored go together")
     if args.dims:
@@ -111,8 +130,9 @@ def main() -> None:
             MODELS[name] = (ranges, shape)
     names = args.only.split(",")
     corpus = build.build(names, log=lambda _: None)
+    print(f"load average {os.getloadavg()[0]:.2f}; device ms: median / min of {args.repeat}")
     print("| model | shape | symbolic wall ms | bound wall ms | symbolic device ms | "
-          "bound device ms | device ratio | err symbolic | err bound |")
+          "bound device ms | device ratio (min) | err symbolic | err bound |")
     print("|---|---|---|---|---|---|---|---|---|")
     summary = []
     for name in names:
@@ -143,14 +163,22 @@ def main() -> None:
                 n_times += time.perf_counter() - start
                 n_cpu += time.process_time() - cpu
                 bound = runner.load_artefact(out)
-                (sym_wall, sym_dev), (bound_wall, bound_dev) = latency([symbolic, bound], feed,
-                                                                       args.repeat)
+                (sym_wall, sym_med, sym_dev, sym_each), (bound_wall, bound_med, bound_dev,
+                                                         bound_each) = latency(
+                    [symbolic, bound], feed, args.repeat)
                 err_s = check.relative_error(symbolic.run(feed), expected)
                 err_b = check.relative_error(bound.run(feed), expected)
                 tag = "" if k < len(shapes) - 1 else " (not stored)"
                 print(f"| {name} | {shape}{tag} | {sym_wall:.3f} | {bound_wall:.3f} | "
-                      f"{sym_dev:.3f} | {bound_dev:.3f} | {sym_dev / bound_dev:.2f} | "
-                      f"{err_s:.1e} | {err_b:.1e} |")
+                      f"{sym_med:.3f} / {sym_dev:.3f} | {bound_med:.3f} / {bound_dev:.3f} | "
+                      f"{sym_dev / bound_dev:.2f} | {err_s:.1e} | {err_b:.1e} |")
+                if args.kernels and len(sym_each) == len(bound_each):
+                    worst = sorted(range(len(sym_each)),
+                                   key=lambda j: bound_each[j] - sym_each[j])[:args.kernels]
+                    kinds = [la["kind"] for la in bound.plan["launches"]]
+                    print("  slowest against bound (launch kind: symbolic / bound µs): " +
+                          ", ".join(f"{j} {kinds[j]}: {sym_each[j] * 1e3:.1f} / "
+                                    f"{bound_each[j] * 1e3:.1f}" for j in worst))
             dynamic = result.report.target["dynamic"]
             regions = dynamic["regions"]
             summary.append(f"{name}: compile once {once:.1f} s wall / {once_cpu:.1f} s CPU "

@@ -256,7 +256,8 @@ def bench_hexagon(args: argparse.Namespace, work: Path) -> None:
             decisions = tuple(sorted((k, v["option"]) for k, v in artefact.select["decisions"].items()))
             if decisions not in seen:
                 meta = json.loads((tmp / policy / "meta.json").read_text())
-                stdin = hexagon._to_device(x, meta["inputs"][info.name])
+                stdin = hexagon._to_device(x, meta["inputs"][info.name]) if feeds is None else b"".join(
+                    hexagon._to_device(np.asarray(feeds[n]), meta["inputs"][n], n) for n in meta["input_order"])
                 try:
                     seen[decisions] = str(_executed_packets(tmp / policy / "model.elf", stdin))
                 except toolchain.ToolchainError as error:  # the artefact faults: say so, go on

@@ -370,10 +370,11 @@ def _build_target(target: str, result: CompileResult, out: Path, progress: Progr
         params = KernelParams.for_device(kernel_device)
         if db is not None:
             params = dataclasses.replace(params, tuned=tuned_options(db, tuned_device))
+        from egraph_compiler.backends.opencl.segmented import data_dependent
         from egraph_compiler.backends.opencl.specialise import value_inputs, write_deferred
 
         needed = value_inputs(graph)
-        if needed:  # sizes decided by input values too: dims and values bound at run time
+        if needed or data_dependent(graph):  # sizes decided by input values too: dims and values bound at run time
             artefact = write_deferred(graph, out, needed, result.rules, db, params=params)
         else:
             artefact = build_symbolic(graph, out, tables=result.rules, profile_db=db, params=params,

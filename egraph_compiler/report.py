@@ -108,9 +108,12 @@ def render_report(report: Report | dict[str, Any]) -> str:
         parts.append("target: " + ", ".join(f"{k} {v}" for k, v in target.items()
                                             if not isinstance(v, (list, dict))))
     specialised = target.get("specialised")
-    if specialised:  # sizes decided by input values: kernels generated at run time (issue 17)
+    if specialised and specialised["value_inputs"]:  # sizes decided by input values (issue 17)
         parts.append("specialised at run time on the values of: " + ", ".join(
             f"{name} ({why})" for name, why in specialised["value_inputs"].items()))
+    if specialised and specialised.get("data_dependent"):  # sizes decided by data: segments
+        parts.append("run in segments cut at the nodes whose output sizes come from their data: "
+                     + ", ".join(f"{name} {how}" for name, how in specialised["data_dependent"].items()))
     dynamic = target.get("dynamic")
     if dynamic:  # a symbolic OpenCL artefact: its ranges, arena and versions (issue 15)
         parts.append("symbolic: " + ", ".join(f"{n}={r[0]}..{r[1]}" + (f":{r[2]}" if len(r) > 2 else "")

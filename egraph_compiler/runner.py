@@ -139,6 +139,10 @@ def run_artefact(out_dir: Path, input_specs: Sequence[str], output_dir: Path,
     outputs = model.run(inputs, cast=cast)
     for done in getattr(model.model, "specialisations", ()):  # sizes decided by input values
         how = "from the cache" if done["cached"] else f"compiled in {done['seconds']:.2f} s"
+        if "segment" in done:  # a segment sized by the data of a cut before it (`segmented`)
+            print(f"segment of {done['segment']} nodes compiled for the sizes this run's data gave: "
+                  f"{done['launches']} launches, {how}")
+            continue
         print(f"specialised for {', '.join(f'{n}={v}' for n, v in done['values'].items())}: "
               f"{done['launches']} launches, {how}")
     try:

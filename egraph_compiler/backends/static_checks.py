@@ -9,8 +9,9 @@ and zero-sized tensors, which have a value without being computed.
 - Zero-sized tensors: a value with a zero dim is the empty array of its dtype and
   shape whatever its inputs are, so it becomes a constant and the nodes that
   computed it go (the index code divided by the zero extent). A node that still
-  reads an empty tensor to make a non-empty one (a Concat with an empty piece, a
-  reduction over an empty axis) is refused by name, not compiled wrongly.
+  reads an empty tensor to make a non-empty one is evaluated when all its operands
+  are known (a reduction over an empty axis: ONNX's identity, 0, -inf, 1...), else
+  refused by name (a Concat with an empty piece), not compiled wrongly.
 """
 
 from __future__ import annotations
@@ -50,18 +51,38 @@ def prepare_static_graph(graph: Graph, target: str) -> Graph:
     inputs = {v.name for v in graph.inputs}
     nodes = tuple(node for node in graph.nodes if not all(o in empty for o in node.outputs if o))
     nodes = tuple(_empty_operands_as_constants(node, empty & inputs, constants) for node in nodes)
+    computing: list[Node] = []
     for node in nodes:
         # an empty shape operand is a value (Reshape to a scalar), not an empty piece;
         # so is an empty operand the IR holds as an attribute (axes: none given)
         shape_only = (*SHAPE_INPUTS.get(node.op, ()), *_attribute_operands(node.op))
         reads = [i for k, i in enumerate(node.inputs) if i in empty and k not in shape_only]
-        if reads and all(o in sizes for o in node.outputs if o):  # else: sized at run time
-            raise DnnrError(f"error: node '{node.outputs[0]}' ({node.op}) reads the zero-sized "
-                            f"tensor '{reads[0]}' to make a non-empty one; the {target} target "
-                            "cannot compile that\n  hint: remove the empty piece from the model")
+        if not reads or not all(o in sizes for o in node.outputs if o):  # else: sized at run time
+            computing.append(node)
+            continue
+        folded = _evaluated(node, constants)
+        if folded is not None:  # a reduction over an empty set: its identity (0, -inf, 1...)
+            constants.update(folded)
+            continue
+        raise DnnrError(f"error: node '{node.outputs[0]}' ({node.op}) reads the zero-sized "
+                        f"tensor '{reads[0]}' to make a non-empty one; the {target} target "
+                        "cannot compile that\n  hint: remove the empty piece from the model")
+    nodes = tuple(computing)
     kept = {i for node in nodes for i in node.inputs} | {v.name for v in graph.outputs}
     constants = {name: array for name, array in constants.items() if name in kept and name not in inputs}
     return replace(graph, nodes=nodes, constants=constants)
+
+
+def _evaluated(node: Node, constants: dict[str, np.ndarray]) -> dict[str, np.ndarray] | None:
+    """The outputs of ``node`` when every operand is known (an empty one is: all empty
+    tensors of a shape are equal) and the registry can evaluate it, else None."""
+    from egraph_compiler.ops.evaluate import can_evaluate, evaluate_node
+
+    if not can_evaluate(node.op) or not all(i in constants for i in node.inputs if i):
+        return None
+    values = evaluate_node(node.op, node.attrs, [constants[i] if i else None for i in node.inputs],
+                           len(node.outputs))
+    return {name: value for name, value in zip(node.outputs, values, strict=False) if name}
 
 
 def _attribute_operands(op: str) -> tuple[int, ...]:

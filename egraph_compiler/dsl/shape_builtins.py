@@ -4,11 +4,16 @@ Used by `rules/layout.dnnr` to canonicalise Squeeze/Unsqueeze/Flatten to Reshape
 fold computed Reshape targets. Dims may be symbolic (`DimExpr`); a function raises
 `ValueError` when it cannot give an exact answer, which makes the guard or computed
 attribute that called it fail (no match), as the other int-list built-ins do.
+
+Squeeze takes a ``require`` hook for the condition on dims it needs: by
+default a condition that does not hold (or, over `DimExpr`, is not known to) raises; the
+verifier passes its own, which records a Z3 condition (`verify.evalexpr`), so both
+stages run the one definition.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from egraph_compiler.ir.dims import Dim, DimExpr, dim_add, dim_floordiv, dim_mul
@@ -74,15 +79,23 @@ def reshape_shape(shape: Sequence[Dim], target: Sequence[Dim]) -> tuple[Dim, ...
     return tuple(out)
 
 
-def squeeze_shape(shape: Sequence[Dim], axes: Sequence[int]) -> tuple[Dim, ...]:
+Require = Callable[[Any], None]
+
+
+def _holds(condition: Any) -> None:
+    if not condition:
+        raise ValueError("a condition on the dims does not hold (or cannot be proved)")
+
+
+def squeeze_shape(shape: Sequence[Dim], axes: Sequence[int], require: Require = _holds) -> tuple[Dim, ...]:
     """ONNX Squeeze output shape; no axes = drop every dim equal to 1."""
     if not axes:
-        if any(isinstance(d, DimExpr) for d in shape):
+        if any(not isinstance(d, int) for d in shape):
             raise ValueError("squeeze of all unit dims with symbolic dims")
         return tuple(d for d in shape if d != 1)
     drop = {_axis(a, len(shape)) for a in axes}
-    if any(shape[i] != 1 for i in drop):
-        raise ValueError("Squeeze of a dim that is not 1")
+    for i in drop:
+        require(shape[i] == 1)  # a squeezed dim is 1
     return tuple(d for i, d in enumerate(shape) if i not in drop)
 
 
@@ -100,7 +113,7 @@ def unsqueeze_shape(shape: Sequence[Dim], axes: Sequence[int]) -> tuple[Dim, ...
 def flatten_shape(shape: Sequence[Dim], axis: int) -> tuple[Dim, ...]:
     """ONNX Flatten output shape: [prod(shape[:axis]), prod(shape[axis:])]."""
     rank = len(shape)
-    if not -rank <= int(axis) <= rank:
+    if not isinstance(axis, int) or not -rank <= axis <= rank:
         raise ValueError(f"Flatten axis {axis} is out of range for rank {rank}")
     cut = int(axis) + rank if axis < 0 else int(axis)
     return (_prod(shape[:cut]), _prod(shape[cut:]))

@@ -208,7 +208,7 @@ class Decoder:
             node = self._multi_node(eclass)
             for dep in self._deps(node):
                 self.emit(dep)
-            names = self._emit_op(eclass, node, multi=True, force_node=True)
+            names = self._emit_op(eclass, node, multi=True)
             if self.choice[eclass] is node and eclass not in self.value_of:
                 self.value_of[eclass] = names[0]
         return self.multi[eclass]
@@ -233,7 +233,7 @@ class Decoder:
                 attrs[attr.name] = self.sat.tables.tensor_attrs[attrs[attr.name]]
         return tuple(sorted(attrs.items()))
 
-    def _emit_op(self, eclass: int, node: ENode, multi: bool = False, force_node: bool = False) -> list[str]:
+    def _emit_op(self, eclass: int, node: ENode, multi: bool = False) -> list[str]:
         if multi and eclass in self.multi:
             return self.multi[eclass]
         inputs = self._inputs(node)

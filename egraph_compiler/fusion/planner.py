@@ -24,9 +24,7 @@ from egraph_compiler.fusion.profile_db import CostModel, ProfileDb, profile_key
 from egraph_compiler.fusion.projections import merge_projections
 from egraph_compiler.fusion.structure import ROW_REDUCE_OPS, BlockStructure, analyse
 from egraph_compiler.fusion.tables import (
-    ANCHOR_OPS,
     BREAK,
-    COMPILE_TIME_OPS,
     FUSE,
     MANY_TO_MANY,
     ONE_TO_MANY,
@@ -35,6 +33,8 @@ from egraph_compiler.fusion.tables import (
     REORGANIZE,
     SHUFFLE,
     FusionTables,
+    anchor_kind,
+    compile_time,
     role_of,
 )
 from egraph_compiler.fusion.units import Unit, find_units
@@ -57,7 +57,7 @@ def fold_compile_time(graph: Graph) -> Graph:
     for node in graph.nodes:
         data = [v for v in node.inputs if v]
         shape_of = node.op in ("Shape", "Size") and data and _static(graph, data[0])
-        if node.op in COMPILE_TIME_OPS or shape_of or (data and all(v in constants for v in data)):
+        if compile_time(node.op) or shape_of or (data and all(v in constants for v in data)):
             if shape_of:
                 dims = np.array(graph.types[data[0]].shape, dtype=np.int64)
                 values = [dims if node.op == "Shape" else np.array(dims.prod(), np.int64)]
@@ -383,7 +383,7 @@ def _neighbour_pairs(view: GraphView, blocks: list[set[int]], owner: dict[int, i
 def _reuse_factor(view: GraphView, anchor: int) -> float:
     node = view.nodes[anchor]
     out_shape = view.shape(node.outputs[0])
-    kind = ANCHOR_OPS.get(node.op)
+    kind = anchor_kind(node.op)
     if kind == "conv":
         kernel = view.shape(node.inputs[1])
         return max(out_shape[1] / 8.0, 1.0) * float(np.prod(kernel[2:]))
@@ -477,7 +477,7 @@ def _make_block(view: GraphView, planner: _Planner, block_id: int, members: set[
         result, _ = planner.tables.verdict(fused, planner.node_mapping(n))
         fused = result or MANY_TO_MANY
     if shape.anchor is not None:
-        fused = MANY_TO_MANY if view.nodes[shape.anchor].op in ANCHOR_OPS else fused
+        fused = MANY_TO_MANY if anchor_kind(view.nodes[shape.anchor].op) else fused
     maps, used = _store_maps(view, shape, perms)
     units = tuple(u.kind for u in planner.units if u.nodes <= members)
     return Block(block_id, ordered, tuple(view.nodes[n].op for n in ordered), fused, shape.kind,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from egraph_compiler import ops
 from egraph_compiler.fusion import index as ix
-from egraph_compiler.fusion.tables import ANCHOR_OPS, role_of
+from egraph_compiler.fusion.tables import anchor_kind, role_of
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.graph import Node
 from egraph_compiler.shapes.symint import everywhere, proved_equal
@@ -134,7 +134,7 @@ def _descent_bound(highest: int, blocks: Iterable[list[int]]) -> int:
 def analyse(view: GraphView, nodes: frozenset[int],
             block_of: dict[int, int] | None = None) -> BlockStructure | str:
     ordered = sorted(nodes)
-    anchors = [n for n in ordered if view.nodes[n].op in ANCHOR_OPS]
+    anchors = [n for n in ordered if anchor_kind(view.nodes[n].op)]
     if any(role_of(view.nodes[n].op) == "unsupported" for n in ordered):
         return "unsupported operator"
     if len(anchors) > 1 and not all(view.nodes[n].op in ROW_REDUCE_OPS for n in anchors):
@@ -244,7 +244,7 @@ def _anchored(view: GraphView, ordered: list[int], anchor: int, inputs: list[str
     for v in outputs:
         if v not in spine_values:
             return "a prologue value is needed outside the block"
-    kind = ANCHOR_OPS[view.nodes[anchor].op]
+    kind = anchor_kind(view.nodes[anchor].op)
     if kind in ("conv", "matmul", "pool"):
         reused = [n for n in prologue if role_of(view.nodes[n].op) == "elementwise"]
         if len(reused) > MAX_REUSED_PROLOGUE_OPS:

@@ -36,13 +36,10 @@ MAPPING_TYPES = (ONE_TO_ONE, REORGANIZE, SHUFFLE, ONE_TO_MANY, MANY_TO_MANY)
 
 FUSE, BREAK, PROFILE = "fuse", "break", "profile"
 
-# The shipped library's anchors and layout operators (`ops` derives roles from the op
-# declarations); an operator declared only in a rule file: `role_of`.
+# The shipped library's layout operators (`ops` derives roles from the op declarations);
+# the planner asks the active registry (`role_of`, `anchor_kind`), so an operator declared
+# only in a rule file plans too.
 LAYOUT_OPS = ops.shipped().with_role("layout")
-ANCHOR_OPS = dict(ops.shipped().anchors())
-# Shape-only operators (``cost per_element(0)``: computed from shapes, never a kernel):
-# evaluated at compile time.
-COMPILE_TIME_OPS = frozenset(name for name, info in ops.shipped().ops.items() if info.cost == ("per_element", 0.0))
 
 @dataclass(frozen=True)
 class FusionTables:
@@ -101,3 +98,17 @@ def role_of(op: str) -> str:
     active registry says: an operator declared only in a rule file plans too."""
     info = ops.current().get(op)
     return info.role if info is not None else "unsupported"
+
+
+def anchor_kind(op: str) -> str | None:
+    """The kernel class (``anchor conv|matmul|pool|reduce|rownorm|indexed``) the active
+    registry declares for ``op``, or None for an operator that is no anchor."""
+    info = ops.current().get(op)
+    return info.anchor if info is not None else None
+
+
+def compile_time(op: str) -> bool:
+    """A shape-only operator (``cost per_element(0)``: computed from shapes, never a
+    kernel), evaluated at compile time."""
+    info = ops.current().get(op)
+    return info is not None and info.cost == ("per_element", 0.0)

@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from egraph_compiler.ir import conv_transpose
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import AttrValue, Graph, Node
 from egraph_compiler.ir.names import fresh_name
@@ -455,7 +456,8 @@ def _dft_matmul(b: _Builder, x: str, shape: tuple[int, ...], dtype: str, axis: i
     rank = len(shape)
     n, parts = shape[axis], shape[-1]
     basis = np.eye(n * parts).reshape(n * parts, n, parts)
-    matrix = _dft_reference(basis, length, 1, inverse, onesided)  # [n*parts, m, parts_out]
+    matrix = _reference_output("DFT", [basis, np.asarray(length, np.int64), np.asarray(1, np.int64)],
+                               inverse=int(inverse), onesided=int(onesided))  # [n*parts, m, parts_out]
     m, parts_out = matrix.shape[1], matrix.shape[2]
     others = [k for k in range(rank - 1) if k != axis]
     perm = (*others, axis, rank - 1)
@@ -499,51 +501,24 @@ def _stft(b: _Builder, node: Node) -> None:
                 onesided, node.outputs[0])
 
 
-def _dft_reference(x: np.ndarray, length: int, axis: int, inverse: bool, onesided: bool) -> np.ndarray:
-    """ONNX DFT-17/20 on ``x`` (the reference's meaning): [..., 1 or 2] real or complex parts."""
-    signal = x[..., 0] if x.shape[-1] == 1 else x[..., 0] + 1j * x[..., 1]
-    if inverse and onesided:
-        return np.fft.irfft(signal, n=length, axis=axis)[..., np.newaxis]
-    result = np.fft.ifft(signal, n=length, axis=axis) if inverse else np.fft.fft(signal, n=length, axis=axis)
-    if onesided:
-        result = np.take(result, range(result.shape[axis] // 2 + 1), axis=axis)
-    return np.stack([result.real, result.imag], axis=-1)
-
-
-def _window(b: _Builder, node: Node) -> None:
-    size = b.constant_value(node.inputs[0])
-    if size is None:
-        raise _refuse(b, node, f"needs {node.op}'s size as a compile-time constant (its output "
-                      "shape is that value)", "make size an initializer")
-    n = int(np.asarray(size).reshape(-1)[0])
-    periodic = int(node.attr("periodic", 1))
-    denominator = n if periodic else n - 1
-    k = np.arange(n, dtype=np.float64)
-    phase = 2 * np.pi * k / denominator if denominator > 0 else np.zeros(n)
-    if node.op == "HannWindow":
-        window = 0.5 - 0.5 * np.cos(phase)
-    elif node.op == "HammingWindow":
-        window = 25 / 46 - (21 / 46) * np.cos(phase)
-    else:
-        window = 0.42 - 0.5 * np.cos(phase) + 0.08 * np.cos(2 * phase)
-    b.constants[node.outputs[0]] = window.astype(_output_dtype(node))
-
-
-def _mel_weight_matrix(b: _Builder, node: Node) -> None:
+def _fold_by_the_reference(b: _Builder, node: Node) -> None:
+    """A node whose inputs must all be constants (its output shape is computed from them):
+    the constant ONNX's reference implementation (the spec's own definition) gives."""
     values = [b.constant_value(i) for i in node.inputs]
     if any(v is None for v in values):
-        raise _refuse(b, node, "needs every MelWeightMatrix input as a compile-time constant (its "
+        raise _refuse(b, node, f"needs every {node.op} input as a compile-time constant (its "
                       "output shape is computed from them)", "make the inputs initializers")
-    from onnx.reference.ops.op_mel_weight_matrix import MelWeightMatrix  # the spec's own definition
-
-    matrix = MelWeightMatrix._run(None, *values, output_datatype=int(node.attr("output_datatype", 1)))[0]  # type: ignore[arg-type]
-    b.constants[node.outputs[0]] = np.asarray(matrix).astype(_output_dtype(node))
+    b.constants[node.outputs[0]] = _reference_output(node.op, values, **node.attr_dict)  # type: ignore[arg-type]
 
 
-def _output_dtype(node: Node) -> np.dtype:
-    import onnx
+def _reference_output(op: str, values: Sequence[np.ndarray], **attrs: AttrValue) -> np.ndarray:
+    """``op``'s first output on constant ``values``, by ONNX's reference implementation."""
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
 
-    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(int(node.attr("output_datatype", 1))))
+    names = [f"input{k}" for k in range(len(values))]
+    evaluator = ReferenceEvaluator(helper.make_node(op, names, ["output"], **attrs))
+    return np.asarray(evaluator.run(None, dict(zip(names, values, strict=True)))[0])
 
 
 def _col2im(b: _Builder, node: Node) -> None:
@@ -559,8 +534,8 @@ def _col2im(b: _Builder, node: Node) -> None:
 DECOMPOSERS: dict[str, Callable[[_Builder, Node], None]] = {
     "RNN": _recurrent, "GRU": _recurrent, "LSTM": _recurrent,
     "GroupNormalization": _group_normalization, "DFT": _dft,
-    "HannWindow": _window, "HammingWindow": _window, "BlackmanWindow": _window,
-    "MelWeightMatrix": _mel_weight_matrix,
+    "HannWindow": _fold_by_the_reference, "HammingWindow": _fold_by_the_reference,
+    "BlackmanWindow": _fold_by_the_reference, "MelWeightMatrix": _fold_by_the_reference,
     "STFT": _stft,
     "Col2Im": _col2im,
     "LayerNormalization": _layer_normalization,
@@ -568,6 +543,7 @@ DECOMPOSERS: dict[str, Callable[[_Builder, Node], None]] = {
     "MeanVarianceNormalization": _mean_variance_normalization,
     "DynamicQuantizeLinear": _dynamic_quantize_linear,
     "MaxPool": _max_pool,
+    "ConvTranspose": conv_transpose.decompose,  # one Conv per stride phase
 }
 # Operators decomposed only in some forms (the others keep their kernel as they are).
 _ONLY_WHEN: dict[str, Callable[[Graph, Node], bool]] = {
@@ -575,6 +551,7 @@ _ONLY_WHEN: dict[str, Callable[[Graph, Node], bool]] = {
     "TopK": lambda _, node: len(node.outputs) > 1 and bool(node.outputs[1]),  # indices used
     "MaxPool": lambda graph, node: (len(node.outputs) > 1 and bool(node.outputs[1])) or (
         node.inputs[0] in graph.types and graph.types[node.inputs[0]].dtype in _EXACT_IN_FLOAT32),
+    "ConvTranspose": lambda graph, node: conv_transpose.plan(graph, node) is not None,
 }
 
 

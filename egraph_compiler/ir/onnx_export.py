@@ -30,11 +30,6 @@ CUSTOM_DOMAIN = "ai.dnnr"
 _IR_VERSION = 8
 
 
-# Opset 18 turned these reductions' `axes` attribute into an input (ReduceSum: opset 13).
-_REDUCE_AXES_INPUT_18 = frozenset({
-    "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-    "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp",
-})
 GELU_OPSET = 20  # the first opset with a Gelu operator
 
 
@@ -160,43 +155,42 @@ class _Exporter:
             op, inputs = "Mul", inputs + inputs
         elif op == "GeluTanh":  # opset 20's Gelu with the tanh approximation
             op, attrs["approximate"] = "Gelu", "tanh"
-        ints = lambda key, base: self.constant(f"{node.name}_{base}", np.asarray(attrs.pop(key), dtype=np.int64))  # noqa: E731
-        if op in ("Unsqueeze", "Squeeze", "ReduceSum") and "axes" in attrs:
-            inputs = inputs[:1] + [ints("axes", "axes")]
-        elif op in _REDUCE_AXES_INPUT_18 and "axes" in attrs and self.opset >= 18:
-            inputs = inputs[:1] + [ints("axes", "axes")]
-        elif op == "Split" and "split" in attrs:
-            inputs = inputs[:1] + [ints("split", "split")]
-        elif op == "Split" and len(inputs) == 1:
-            sizes = self._uneven_split(node)
-            if sizes is not None:  # opset 18's last-chunk-smaller split needs explicit sizes at 17
-                inputs.append(self.constant(f"{node.name}_split", np.asarray(sizes, dtype=np.int64)))
-            elif self.opset >= 18:  # opset 18 wants the sizes or their count
-                attrs["num_outputs"] = len(node.outputs)
-        elif op == "Slice" and "starts" in attrs:
-            inputs = inputs[:1] + [ints("starts", "starts"), ints("ends", "ends")]
-            if "axes" in attrs:
-                inputs.append(ints("axes", "axes"))
-            if "steps" in attrs:
-                if len(inputs) == 3:
-                    inputs.append("")
-                inputs.append(ints("steps", "steps"))
-        elif op == "Pad" and "pads" in attrs:
+        if op == "Pad" and "pads" in attrs:
             inputs = inputs[:1] + self._pad_inputs(node, attrs)
         elif op == "Pad":  # run-time pads: the fill value and axes are inputs as well
             attrs = {k: v for k, v in attrs.items() if k not in ("value", "axes")}
         elif op == "Clip":
             inputs = self._clip_inputs(node, attrs)
-        elif op == "DFT" and self.opset >= 20:  # opset 20 takes the axis as an input
-            if "axis" in attrs or len(inputs) < 3:
-                axis = attrs.pop("axis", 1)
-                inputs = (inputs + [""])[:2] + [self.constant(f"{node.name}_axis", np.asarray(axis, dtype=np.int64))]
+        elif op == "Split" and "split" not in attrs and len(inputs) == 1:
+            sizes = self._uneven_split(node)
+            if sizes is not None:  # opset 18's last-chunk-smaller split needs explicit sizes at 17
+                inputs.append(self.constant(f"{node.name}_split", np.asarray(sizes, dtype=np.int64)))
+            elif self.opset >= 18:  # opset 18 wants the sizes or their count
+                attrs["num_outputs"] = len(node.outputs)
+        elif op == "DFT" and self.opset >= 20 and "axis" not in attrs and len(inputs) < 3:
+            attrs["axis"] = 1  # opset 20's default axis is -2; the IR's (opset 17's) is 1
+        inputs = self._attributes_as_inputs(node, op, inputs, attrs)
         # An operator ONNX does not define (one declared only in a rule file) is written in
         # dnnr's own domain, so the model stays well-formed and says where it came from.
         proto = helper.make_node(op, inputs, list(node.outputs), name=node.name,
                                  domain=None if onnx.defs.has(op) else CUSTOM_DOMAIN)
         proto.attribute.extend(make_attribute(op, key, value) for key, value in sorted(attrs.items()))
         return proto
+
+    def _attributes_as_inputs(self, node: Node, op: str, inputs: list[str], attrs: dict) -> list[str]:
+        """The IR's constant attributes that ONNX's ``op`` at the export opset takes as inputs
+        of the same name (Squeeze's axes, the reductions' from opset 18, Split's split,
+        Slice's bounds, DFT's axis from opset 20), as int64 initializers at those positions
+        ('' for an absent one before them)."""
+        try:
+            formals = onnx.defs.get_schema(op, self.opset).inputs
+        except onnx.defs.SchemaError:  # a rule file's operator, or one newer than the opset
+            formals = []
+        for position, formal in enumerate(formals):
+            if formal.name in attrs:
+                value = np.asarray(attrs.pop(formal.name), dtype=np.int64)
+                inputs = (inputs + [""] * position)[:position] + [self.constant(f"{node.name}_{formal.name}", value)]
+        return inputs
 
     def _clip_inputs(self, node: Node, attrs: dict) -> list[str]:
         """Opset-17 Clip inputs: constant bounds (IR attributes; ±inf = absent) become

@@ -99,12 +99,23 @@ def _axes(attrs: Attrs, rank: int, key: str = "axes") -> tuple[int, ...] | None:
     return tuple(_normalize_axis(int(a), rank) for a in axes)
 
 
+def _extreme(dtype: np.dtype, sign: int) -> float | int | bool:
+    """±inf for floats, the dtype's max/min for integers (booleans: True/False)."""
+    if dtype.kind == "f":
+        return sign * np.inf
+    if dtype.kind == "b":
+        return sign > 0
+    info = np.iinfo(dtype)
+    return info.max if sign > 0 else info.min
+
+
 # ONNX's reductions as (x, axes, keepdims) -> result.
 _REDUCERS: dict[str, Callable[[Array, tuple[int, ...], bool], Array]] = {
     "ReduceSum": lambda x, a, k: np.sum(x, axis=a, keepdims=k),
     "ReduceMean": lambda x, a, k: np.mean(x, axis=a, keepdims=k),
-    "ReduceMax": lambda x, a, k: np.max(x, axis=a, keepdims=k),
-    "ReduceMin": lambda x, a, k: np.min(x, axis=a, keepdims=k),
+    # over an empty set ONNX gives the identity: the lowest (highest) value of the dtype
+    "ReduceMax": lambda x, a, k: np.max(x, axis=a, keepdims=k, initial=_extreme(x.dtype, -1)),
+    "ReduceMin": lambda x, a, k: np.min(x, axis=a, keepdims=k, initial=_extreme(x.dtype, 1)),
     "ReduceProd": lambda x, a, k: np.prod(x, axis=a, keepdims=k),
     "ReduceL1": lambda x, a, k: np.sum(np.abs(x), axis=a, keepdims=k),
     "ReduceL2": lambda x, a, k: np.sqrt(np.sum(x * x, axis=a, keepdims=k)),
@@ -127,9 +138,7 @@ def _reduce(op: str, attrs: Attrs, x: Array) -> Array:
 
 def _reshape(attrs: Attrs, x: Array, shape: Array) -> Array:
     target = [int(d) for d in shape.reshape(-1)]
-    if not attrs.get("allowzero", 0):
-        target = [x.shape[i] if d == 0 and i < x.ndim else d for i, d in enumerate(target)]
-    return x.reshape(target)
+    return x.reshape(target if attrs.get("allowzero", 0) else shape_builtins.reshape_shape(x.shape, target))
 
 
 def _slice(attrs: Attrs, x: Array) -> Array:
@@ -350,10 +359,7 @@ def _unsqueeze(attrs: Attrs, x: Array) -> Array:
 
 
 def _squeeze(attrs: Attrs, x: Array) -> Array:
-    axes = _axes(attrs, x.ndim)
-    if not axes:  # absent or empty: every axis of size 1
-        axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
-    return np.squeeze(x, axis=axes)
+    return x.reshape(shape_builtins.squeeze_shape(x.shape, attrs.get("axes") or ()))
 
 
 def _gather(attrs: Attrs, x: Array, indices: Array) -> Array:

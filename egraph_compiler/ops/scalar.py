@@ -217,17 +217,19 @@ def evaluate_in(expr: ast.Expr, env: Mapping[str, Any], domain: Domain) -> Any |
 class Spelling:
     """How a C-like target writes scalar code: ``functions`` maps a scalar built-in to a
     template over ``{0}``, ``{1}`` …; ``binary`` overrides an operator (``"/"`` →
-    ``"dnnr_fdiv({0}, {1})"``); ``literal`` writes a float constant."""
+    ``"dnnr_fdiv({0}, {1})"``); ``reciprocal`` a division of the literal 1 (``1 / {0}``);
+    ``literal`` writes a float constant."""
 
     functions: Mapping[str, str]
     literal: Callable[[float], str]
     binary: Mapping[str, str] = field(default_factory=dict)
+    reciprocal: str | None = None
 
 
 _C_OPERATORS = {"and": "&&", "or": "||"}
 
 
-def _unwrap(text: str) -> str:
+def unwrap(text: str) -> str:
     """``(a + b)`` → ``a + b`` when the outer parentheses enclose the whole text."""
     if not (text.startswith("(") and text.endswith(")")):
         return text
@@ -253,6 +255,8 @@ class _C(ScalarBackend):
         return f"(-{operand})" if op == "-" else f"(!{operand})"
 
     def binary(self, op: str, lhs: str, rhs: str) -> str:
+        if op == "/" and self.spelling.reciprocal and lhs == self.number(1.0):
+            return self.spelling.reciprocal.format(unwrap(rhs))
         if op in self.spelling.binary:
             return self.spelling.binary[op].format(lhs, rhs)
         return f"({lhs} {_C_OPERATORS.get(op, op)} {rhs})"
@@ -261,7 +265,7 @@ class _C(ScalarBackend):
         if func == "select":
             return f"({args[0]} ? {args[1]} : {args[2]})"
         if func in self.spelling.functions:  # a call's own parentheses delimit its operands
-            return self.spelling.functions[func].format(*(_unwrap(a) for a in args))
+            return self.spelling.functions[func].format(*(unwrap(a) for a in args))
         raise ValueError(f"no C spelling for Call {func}")
 
     def unsupported(self, expr: ast.Expr) -> Exception:

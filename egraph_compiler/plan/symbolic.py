@@ -24,9 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from egraph_compiler.ir.dims import Dim, DimExpr, dim_add
-from egraph_compiler.plan.memory import ExecutionPlan, lifetimes
 from egraph_compiler.shapes.prover import prove_le
-from egraph_compiler.shapes.symint import expr_of
 
 
 @dataclass(frozen=True)
@@ -35,14 +33,6 @@ class SymbolicPlacement:
     sizes: dict[str, Dim]  # arena tensor -> aligned byte size over the dims
     arena_bytes: int  # the box's peak (at its upper corner, proved the maximum)
     proofs: int  # disjointness and bound facts the prover established
-
-
-def placement_of(plan: ExecutionPlan) -> tuple[dict[str, Dim], dict[str, Dim],
-                                               dict[str, tuple[int, int]]]:
-    """The plan's offsets and sizes as dim expressions, and the tensors' lifetimes."""
-    offsets = {n: expr_of(o) for n, o in plan.offsets.items()}
-    sizes = {n: expr_of(s) for n, s in plan.sizes.items()}
-    return offsets, sizes, lifetimes(plan)
 
 
 def prove_placement(offsets: Mapping[str, Dim], sizes: Mapping[str, Dim],

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import z3
 
-from egraph_compiler.dsl import ast
+from egraph_compiler.dsl import ast, shape_builtins
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ops.evaluate import evaluate_node
 from egraph_compiler.verify import evalexpr
@@ -785,7 +785,7 @@ class Flatten(Builtin):
               attrs: dict[str, Any]) -> tuple[Dims, list[Any]]:
         axis = attrs.get("axis", 1)
         try:
-            return evalexpr.sym_flatten_shape(list(dims[0]), axis, lambda c: None), []
+            return list(evalexpr.call_shape_builtin(shape_builtins.flatten_shape, list(dims[0]), axis)), []
         except evalexpr.NotApplicable as err:
             raise Illformed(str(err)) from err
 

@@ -92,37 +92,22 @@ def sym_reshape_target(source: Sequence[Any], result: Sequence[Any], require: Re
     return list(result)
 
 
-def sym_squeeze_shape(shape: Sequence[Any], axes: Sequence[int], require: Require
-                      ) -> list[Any]:
-    if not axes:
-        raise NotApplicable("squeeze of all unit dims with symbolic dims")
-    drop = {shape_builtins._axis(a, len(shape)) for a in axes}
-    for i in drop:
-        require(_int(shape[i]) == 1)
-    return [d for i, d in enumerate(shape) if i not in drop]
-
-
-def sym_unsqueeze_shape(shape: Sequence[Any], axes: Sequence[int], require: Require
-                        ) -> list[Any]:
-    try:
-        return list(shape_builtins.unsqueeze_shape(list(shape), list(axes)))
-    except ValueError as err:
-        raise NotApplicable(str(err)) from err
-
-
-def sym_flatten_shape(shape: Sequence[Any], axis: int, require: Require) -> list[Any]:
-    rank = len(shape)
-    if not isinstance(axis, int) or not -rank <= axis <= rank:
-        raise NotApplicable(f"Flatten axis {axis} for rank {rank}")
-    cut = axis + rank if axis < 0 else axis
-    return [_prod(shape[:cut]), _prod(shape[cut:])]
-
-
+# Reshape's own: its target entries may be symbolic (-1 and 0 decided by the solver), which
+# the compiler's version never meets. Squeeze, Unsqueeze and Flatten are the compiler's.
 SHAPE_BUILTINS: dict[str, Callable[..., Any]] = {
     "reshape_shape": sym_reshape_shape, "reshape_target": sym_reshape_target,
-    "squeeze_shape": sym_squeeze_shape, "unsqueeze_shape": sym_unsqueeze_shape,
-    "flatten_shape": sym_flatten_shape,
+    "squeeze_shape": shape_builtins.squeeze_shape,
+    "unsqueeze_shape": lambda shape, axes, require: shape_builtins.unsqueeze_shape(shape, axes),
+    "flatten_shape": lambda shape, axis, require: shape_builtins.flatten_shape(shape, axis),
 }
+
+
+def call_shape_builtin(function: Callable[..., Any], *args: Any, **hooks: Any) -> Any:
+    """``function(*args)``; where it raises (no exact answer), the rule does not fire."""
+    try:
+        return function(*args, **hooks)
+    except ValueError as err:
+        raise NotApplicable(str(err)) from err
 
 
 class Z3Domain(guard_eval.GuardDomain):
@@ -183,7 +168,7 @@ class Z3Domain(guard_eval.GuardDomain):
         if not getattr(self.facts, "symbolic_shape_builtins", True):
             raise NotApplicable(f"{name} over symbolic dims")
         if name in SHAPE_BUILTINS:
-            return SHAPE_BUILTINS[name](*args, require=self._require)
+            return list(call_shape_builtin(SHAPE_BUILTINS[name], *args, require=self._require))
         from egraph_compiler.verify.perm import PERM_BUILTINS  # perm imports this module's users
 
         if name in PERM_BUILTINS:

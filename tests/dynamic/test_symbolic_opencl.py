@@ -127,6 +127,21 @@ def test_plan_holds_expressions_versions_and_peak_arena(bert) -> None:  # noqa: 
                for o in box["offsets"].values())
 
 
+def test_divisions_by_sizes_are_magic_multiplications(bert) -> None:  # noqa: ANN001
+    """Every ``/`` and ``%`` by a size argument became a multiply by the divisor's magic
+    (`magicdiv`), whose two values each box passes after the sizes (the runs above
+    check the numbers)."""
+    _, out, target, _ = bert
+    text = (out / "kernels.cl").read_text()
+    bodies = [chunk.partition(") {\n")[2] for chunk in text.split("__kernel")[1:]]
+    assert not [m.group(0) for b in bodies for m in re.finditer(r"[^/*][/%]=? *s\d+\b", b)]
+    magic = target["dynamic"]["magic_division"]
+    assert magic["sites"] > magic["divisors"] >= magic["kernels"] > 0
+    plan = json.loads((out / "plan.json").read_text())
+    assert any(e.startswith("magic_m(") for box in plan["boxes"] for launch in box["sizes"]
+               for e in launch)
+
+
 def test_bound_compile_matches_the_symbolic_artefact(bert, tmp_path: Path) -> None:  # noqa: ANN001
     model, out, _, result = bert  # the same e-graph result, bound to one shape
     pipeline.write_artefact(result, "opencl", tmp_path, bindings={"batch": 2, "seq": 9})

@@ -114,6 +114,16 @@ def test_hexagon_fallback_covers_what_it_can_spell(name: str) -> None:
         assert fallback.has_float_fallback(name, len(info.decl.params)), name
 
 
+def test_hexagon_fallback_divides_by_a_reciprocal_and_leaves_no_outer_parentheses() -> None:
+    """The fallback's C comes from the declarations (no per-operator C table): ``1 / y``
+    is the FMA reciprocal, ``a / b`` the correctly rounded division."""
+    c = fallback._generated
+    assert c("Sigmoid", {}, ["v"]) == "dnnr_frecip(1.0f + dnnr_fexp(-v))"
+    assert c("Div", {}, ["a", "b"]) == "dnnr_fdiv(a, b)" and c("Sub", {}, ["a", "b"]) == "a - b"
+    code, _ = fallback.float_op_c(fallback.FloatOp("Add", ((2,), (1,)), (2,)), "k")
+    assert "float a = x0[i0 * 1]; float b = x1[0]; (void)b; out[i0 * 1] = a + b;" in code, code
+
+
 def test_declared_shape_builtin_and_dtype_reach_shape_inference(tmp_path) -> None:
     """``shape builtin matmul`` and ``-> bool`` on an operator no Python file knows."""
     from egraph_compiler import dsl

@@ -28,11 +28,12 @@ from tests.corpus import build, check
 MAX_OPERATORS = 1000
 # the corpus models whose QDQ-quantised graphs the Hexagon backend lowers today (ViT's
 # class-token Concat is a row-major concat; EfficientNet's run-time Pad a table copy, its
-# auto_pad Convs get explicit pads before the rules). Not yet: the text models (token ids
-# are int64 graph inputs read by a run-time Gather: no integer device tensor of indices;
-# then boolean mask operators), wav2vec2 (Unsqueeze of the raw input on the host side)
-# and SegFormer (Resize has no integer kernel)
-HEXAGON_MODELS = ("resnet50", "mobilenet_v2", "convnext", "vit", "efficientnet")
+# auto_pad Convs get explicit pads before the rules; BERT's token ids are an int32 device
+# input read by a run-time Gather, its mask bool tensors, `backends/hexagon/index_ops`).
+# GPT-2, LLaMA and BART keep their causal masks' −inf in float (the test quantiser leaves
+# the nodes reaching ±inf unquantised).
+HEXAGON_MODELS = ("resnet50", "mobilenet_v2", "convnext", "vit", "efficientnet", "wav2vec2", "segformer",
+                  "bert_sdpa", "bert_eager", "gpt2", "llama", "bart")
 
 
 @pytest.fixture(scope="module")

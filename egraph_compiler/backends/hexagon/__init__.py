@@ -7,7 +7,9 @@ QLinearMatMul, the QDQ patterns no rule covers yet; anything else in scalar floa
 writes HVX C (`kernels`, `eltwise`), compiles it with clang, re-packs clang's
 assembly with our soft-dependency-aware VLIW packer (`packer`), assembles and links
 an ELF and writes ``report.txt``. ``load(out_dir).run(inputs) -> outputs`` runs the
-ELF under qemu-hexagon with float inputs/outputs (quantised at the boundary). Without
+ELF under qemu-hexagon with float inputs/outputs (quantised at the boundary); integer
+inputs (a text model's int64 token ids and mask) travel as int32, refused by name if a
+value does not fit, and bool/int32/float32 outputs come back as such (`index_ops`). Without
 clang/qemu, ``build`` still writes the C and ``run`` raises a `DnnrError` saying what
 to install.
 """
@@ -15,12 +17,15 @@ to install.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from egraph_compiler.backends.hexagon import index_kernels as _index_kernels  # noqa: F401  (registers Take, IntElementwise)
 from egraph_compiler.backends.hexagon import padding as _padding  # noqa: F401  (registers the Pad kernel)
+from egraph_compiler.backends.hexagon import resize as _resize  # noqa: F401  (registers the Resize kernel)
 from egraph_compiler.backends.hexagon import toolchain
 from egraph_compiler.backends.hexagon.fallback import FLOAT_C
 from egraph_compiler.backends.hexagon.kinds import kernel
@@ -143,15 +148,11 @@ def build(graph: Graph, out_dir: str | Path, mode: str = "sda", select: str = "p
     program, names = _program(lowered, ops)
     report = _report(ops, choices, selection)
     meta = {
-        "inputs": {k: {"device": names[v], "shape": lowered.shapes[v], "scale": lowered.qparams[v].scale,
-                       "zero_point": lowered.qparams[v].zero_point, "signed": lowered.qparams[v].signed,
-                       "nhwc": v in lowered.nhwc, "integer": k in lowered.integer_io}
-                   for k, v in lowered.inputs.items()},
-        "outputs": {k: {"device": names[v], "shape": lowered.shapes[v], "scale": lowered.qparams[v].scale,
-                        "zero_point": lowered.qparams[v].zero_point, "signed": lowered.qparams[v].signed,
-                        "nhwc": v in lowered.nhwc, "integer": k in lowered.integer_io}
-                    for k, v in lowered.outputs.items()},
+        "inputs": {k: _boundary(lowered, k, v, names) for k, v in lowered.inputs.items()},
+        "outputs": {k: _boundary(lowered, k, v, names) for k, v in lowered.outputs.items()},
         "input_order": list(lowered.inputs), "output_order": list(lowered.outputs),
+        # the program's exit code when a run-time Gather index is out of range -> that Gather
+        "index_checks": {str(code): node for code, node in lowered.index_checks.items()},
         # the instruction-family × layout PBQP and its decisions with their costs
         "select": selection.to_json(),
     }
@@ -167,7 +168,31 @@ def build(graph: Graph, out_dir: str | Path, mode: str = "sda", select: str = "p
     return Artefact(out, result.c_file, result.packed_asm, result.elf, report, selection.to_json())
 
 
-def _to_device(x: np.ndarray, info: dict) -> bytes:
+def _boundary(lowered: Lowered, name: str, tensor: str, names: dict[str, str]) -> dict:
+    """What the host needs to convert a graph input or output: device buffer, shape, element
+    type; quantisation parameters for the uint8 tensors (token ids and masks have none)."""
+    info: dict = {"device": names[tensor], "shape": lowered.shapes[tensor], "nhwc": tensor in lowered.nhwc,
+                  "integer": name in lowered.integer_io}
+    if tensor in lowered.element_types or tensor in lowered.floats:
+        info["element_type"] = lowered.element_types.get(tensor, "float32")
+        return info
+    q = lowered.qparams[tensor]
+    return info | {"scale": q.scale, "zero_point": q.zero_point, "signed": q.signed}
+
+
+def _to_device(x: np.ndarray, info: dict, name: str = "") -> bytes:
+    element_type = info.get("element_type")
+    if element_type == "bool":
+        return np.ascontiguousarray(np.asarray(x).astype(bool).astype(np.uint8)).tobytes()
+    if element_type == "int32":  # token ids (int64 in the model) are int32 on the device
+        values = np.asarray(x)
+        if not np.issubdtype(values.dtype, np.integer) and values.dtype != np.bool_:
+            raise DnnrError(f"hexagon run: input {name} must hold integers, got {values.dtype}")
+        limits = np.iinfo(np.int32)
+        if values.size and (values.min() < limits.min or values.max() > limits.max):
+            bad = values[(values < limits.min) | (values > limits.max)].reshape(-1)[0]
+            raise DnnrError(f"hexagon run: input {name} holds {bad}, which does not fit the device's int32")
+        return np.ascontiguousarray(values.astype("<i4")).tobytes()
     if info.get("integer"):  # the model takes int8/uint8 itself
         q = (x.astype(np.int16) + (128 if info["signed"] else 0)).astype(np.uint8)
     else:
@@ -188,13 +213,28 @@ class Runner:
         elf = self.out_dir / "model.elf"
         if not elf.exists():
             raise DnnrError(f"hexagon backend: {elf} was not built; {toolchain.INSTALL_HINT}")
-        stdin = b"".join(_to_device(np.asarray(inputs[name]), meta["inputs"][name]) for name in meta["input_order"])
-        raw = toolchain.run_elf(elf, stdin)
+        stdin = b"".join(_to_device(np.asarray(inputs[name]), meta["inputs"][name], name)
+                         for name in meta["input_order"])
+        try:
+            raw = toolchain.run_elf(elf, stdin)
+        except toolchain.ToolchainError as error:
+            failed = re.search(r"\(exit (\d+)\)", str(error))
+            node = meta.get("index_checks", {}).get(failed.group(1)) if failed else None
+            if node is None:
+                raise
+            raise DnnrError(f"hexagon run: Gather {node}: an index is out of range for its data") from None
         outputs, offset = {}, 0
         for name in meta["output_order"]:
             info = meta["outputs"][name]
             shape = tuple(info["shape"])
             size = int(np.prod(shape))
+            if "element_type" in info:  # int32, bool or float32, row-major
+                dtype = np.dtype({"int32": "<i4", "bool": "u1", "float32": "<f4"}[info["element_type"]])
+                values = np.frombuffer(raw[offset:offset + size * dtype.itemsize], dtype=dtype)
+                offset += size * dtype.itemsize
+                outputs[name] = values.reshape(shape).astype(bool) if info["element_type"] == "bool" \
+                    else values.reshape(shape).copy()
+                continue
             q = np.frombuffer(raw[offset:offset + size], dtype=np.uint8)
             offset += size
             if info.get("nhwc", len(shape) == 4):
@@ -210,7 +250,7 @@ class Runner:
         result = {}
         for name, q in self.run_quantized(inputs).items():
             info = meta["outputs"][name]
-            if info.get("integer"):  # the model's output is int8/uint8 itself
+            if info.get("integer") or "element_type" in info:  # the model's output is int8/uint8 itself
                 result[name] = q
                 continue
             zp = info["zero_point"] - (128 if info["signed"] else 0)

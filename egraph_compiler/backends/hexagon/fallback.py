@@ -23,7 +23,7 @@ from egraph_compiler import ops
 from egraph_compiler.backends.hexagon.eltwise import _broadcast_index, _nested
 from egraph_compiler.backends.hexagon.kernels import _c_array
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ops.scalar import Spelling, to_c
+from egraph_compiler.ops.scalar import Spelling, to_c, unwrap
 
 FLOAT_C = r"""
 /* Float helpers for the scalar fallback: no libm, no division instruction. */
@@ -52,6 +52,7 @@ static inline float dnnr_fsqrt(float v) {
   return dnnr_fma(dnnr_fnma(s, s, v), 0.5f * y, s);  /* one Newton step on s, residual exact */
 }
 static inline float dnnr_fexp(float x) {
+  if (x != x) return x;  /* NaN stays NaN (a fully masked Softmax row: −inf − −inf), as expf */
   if (x < -87.0f) return 0.0f;
   if (x > 88.0f) x = 88.0f;
   float n = Q6_R_convert_w2sf_R(Q6_R_convert_sf2w_R(x * 1.44269504f));  /* round to nearest */
@@ -83,17 +84,21 @@ static inline float dnnr_ferf(float x) {
 
 # How the fallback writes scalar semantics (`ops.scalar.to_c`): no libm, so only the
 # built-ins FLOAT_C implements; an operator using another has no fallback (a clear error).
+# ``1 / y`` is a reciprocal (Sigmoid), cheaper than a correctly rounded division.
 SPELLING = Spelling(
     functions={"exp": "dnnr_fexp({0})", "sqrt": "dnnr_fsqrt({0})", "erf": "dnnr_ferf({0})",
                "abs": "({0} < 0.0f ? -{0} : {0})", "max": "({0} > {1} ? {0} : {1})",
                "min": "({0} < {1} ? {0} : {1})"},
     literal=lambda value: f"{value!r}f",
     binary={"/": "dnnr_fdiv({0}, {1})"},
+    reciprocal="dnnr_frecip({0})",
 )
-# Tuned spellings (a reciprocal instead of a division) and the binary operators' bodies,
-# which predate the generated ones and keep the kernels byte-identical.
-UNARY_C = {"Sigmoid": "dnnr_frecip(1.0f + dnnr_fexp(-v))"}
-BINARY_C = {"Add": "a + b", "Sub": "a - b", "Mul": "a * b", "Div": "dnnr_fdiv(a, b)"}
+# The float operators Pow becomes for the exponents it has a fallback for (no libm pow).
+_POW = {2.0: "a * a", 1.0: "a", 0.5: "dnnr_fsqrt(a)"}
+
+
+def _operand_names(count: int) -> list[str]:
+    return ["v"] if count == 1 else ["a", "b"] if count == 2 else [f"a{i}" for i in range(count)]
 
 
 def _generated(op: str, attrs: dict[str, object], operands: list[str]) -> str | None:
@@ -105,15 +110,14 @@ def _generated(op: str, attrs: dict[str, object], operands: list[str]) -> str | 
     numbers = {k: float(v) for k, v in values.items() if isinstance(v, (int, float))}
     names = [p.name for p in info.decl.params]
     try:
-        return to_c(info.semantics, dict(zip(names, operands, strict=False)), numbers, SPELLING)
+        return unwrap(to_c(info.semantics, dict(zip(names, operands, strict=False)), numbers, SPELLING))
     except (KeyError, ValueError):
         return None  # a built-in this target cannot spell (tanh, log, …)
 
 
 def has_float_fallback(op: str, arity: int = 1) -> bool:
     """Whether the scalar float fallback computes ``op`` (with its default attributes)."""
-    return op in UNARY_C or op in BINARY_C or op == "Pow" or op in WHOLE_TENSOR_BODIES or \
-        _generated(op, {}, [f"x{i}" for i in range(arity)]) is not None
+    return op == "Pow" or op in WHOLE_TENSOR_BODIES or _generated(op, {}, _operand_names(arity)) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,24 +199,20 @@ def _f(value: float) -> str:
 def float_op_c(op: FloatOp, prefix: str) -> tuple[str, str]:
     shapes, out_shape = op.input_shapes, op.output_shape or (1,)
     params = ", ".join(f"const float *restrict x{i}" for i in range(len(shapes)))
-    generated = None if op.op in UNARY_C or op.op in BINARY_C else \
-        _generated(op.op, dict(op.attrs), ["v"] if len(shapes) == 1 else [f"a{i}" for i in range(len(shapes))])
-    if op.op in UNARY_C or (generated is not None and len(shapes) == 1):
-        body = f"  for (int i = 0; i < {int(np.prod(out_shape))}; i++) {{ float v = x0[i]; out[i] = {UNARY_C.get(op.op, generated)}; }}\n"
+    names = _operand_names(len(shapes))
+    generated = _generated(op.op, dict(op.attrs), names)
+    if op.op == "Pow":
+        exponent = op.attr("exponent")
+        generated = _POW.get(exponent)  # type: ignore[arg-type]
+        if generated is None:
+            raise ModelError(f"hexagon backend: Pow with exponent {exponent} has no scalar fallback (2, 1, 0.5 only)")
+    if generated is not None and len(shapes) == 1:
+        body = f"  for (int i = 0; i < {int(np.prod(out_shape))}; i++) {{ float v = x0[i]; out[i] = {generated}; }}\n"
     elif generated is not None:
-        reads = " ".join(f"float a{i} = x{i}[{_broadcast_index(s or (1,), out_shape)}];" for i, s in enumerate(shapes))
-        body = _nested(out_shape, f"{reads} out[{_broadcast_index(out_shape, out_shape)}] = {generated};")
-    elif op.op in BINARY_C or op.op == "Pow":
-        ia, ib = _broadcast_index(shapes[0] or (1,), out_shape), _broadcast_index(shapes[1] or (1,), out_shape)
-        io = _broadcast_index(out_shape, out_shape)
-        if op.op == "Pow":
-            exponent = op.attr("exponent")
-            expression = {2.0: "a * a", 1.0: "a", 0.5: "dnnr_fsqrt(a)"}.get(exponent)  # type: ignore[arg-type]
-            if expression is None:
-                raise ModelError(f"hexagon backend: Pow with exponent {exponent} has no scalar fallback (2, 1, 0.5 only)")
-        else:
-            expression = BINARY_C[op.op]
-        body = _nested(out_shape, f"float a = x0[{ia}]; float b = x1[{ib}]; (void)b; out[{io}] = {expression};")
+        reads = " ".join(f"float {n} = x{i}[{_broadcast_index(s or (1,), out_shape)}];"
+                         for i, (n, s) in enumerate(zip(names, shapes, strict=True)))
+        unused = " (void)b;" if len(shapes) == 2 else ""  # Pow's exponent b is a constant
+        body = _nested(out_shape, f"{reads}{unused} out[{_broadcast_index(out_shape, out_shape)}] = {generated};")
     elif op.op in WHOLE_TENSOR_BODIES:
         body = WHOLE_TENSOR_BODIES[op.op](op, shapes, out_shape)
     else:

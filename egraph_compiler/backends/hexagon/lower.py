@@ -29,13 +29,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from egraph_compiler import ops
+from egraph_compiler.backends.hexagon.before_lowering import before_lowering
 from egraph_compiler.backends.hexagon.eltwise import QBinary, QClip, QDepthwise, QPool
 from egraph_compiler.backends.hexagon.fallback import (
     Dequantize,
     FloatOp,
     Gather,
     Quantize,
+    float_op_c,
     has_float_fallback,
+)
+from egraph_compiler.backends.hexagon.index_ops import (
+    ELEMENT_TYPES,
+    FIRST_FAIL_CODE,
+    INT32_INPUTS,
+    IntElementwise,
+    Lookup,
+    Take,
 )
 from egraph_compiler.backends.hexagon.kernels import (
     MATMUL_ACT_MAX_K,
@@ -108,8 +119,13 @@ class Lowered:
     floats: set[str] = field(default_factory=set)  # float32 device tensors (the scalar fallback's)
     constants: dict[str, np.ndarray] = field(default_factory=dict)  # initialised device tensors (device layout)
     integer_io: set[str] = field(default_factory=set)  # graph inputs/outputs that are int8/uint8 in the model
+    # device tensors of token ids and masks (`index_ops`): "int32" or "bool"; absent: uint8 or float32
+    element_types: dict[str, str] = field(default_factory=dict)
+    index_checks: dict[int, str] = field(default_factory=dict)  # program exit code -> the Gather whose index failed
 
     def element_bytes(self, tensor: str) -> int:
+        if tensor in self.element_types:
+            return ELEMENT_TYPES[self.element_types[tensor]][2]
         return 4 if tensor in self.floats else 1
 
 
@@ -133,6 +149,9 @@ def _qparams_of(graph: Graph, scale_name: str, zero_name: str, where: str) -> QP
     zp = _const(graph, zero_name) if zero_name else np.zeros((), np.uint8)
     if scale.size != 1:
         raise ModelError(f"hexagon backend: per-channel activation quantisation in {where} is not supported")
+    if not np.isfinite(scale).all() or not scale.reshape(-1)[0] > 0:
+        raise ModelError(f"hexagon backend: {where}: quantisation scale {scale_name} is {scale.reshape(-1)[0]} "
+                         "(the quantiser calibrated a tensor holding ±inf, e.g. a causal mask's −inf; exclude it)")
     signed = zp.dtype == np.int8
     return QParams(float(scale.reshape(-1)[0]), int(zp.reshape(-1)[0]) + (128 if signed else 0), signed)
 
@@ -205,13 +224,17 @@ class _Lowering:
         self.dq_per_axis: dict[str, np.ndarray] = {}
         self.consumed: set[str] = set()  # nodes lowered as part of an earlier one (MatMulInteger's Cast, Mul)
         self.known: dict[str, np.ndarray] = dict(graph.constants)  # constants and static Shape results
+        self.graph_inputs = {v.name: v for v in graph.inputs}
+        self.ints: dict[str, str] = {}  # integer / bool ONNX value -> its int32 / bool device tensor
 
     # -- device tensors ------------------------------------------------------------
     def new_tensor(self, name: str, shape: tuple[int, ...], qparams: QParams | None = None,
-                   nhwc: bool = False, is_float: bool = False) -> str:
+                   nhwc: bool = False, is_float: bool = False, element_type: str | None = None) -> str:
         while name in self.out.shapes:
             name += "_"
         self.out.shapes[name] = tuple(int(d) for d in shape)
+        if element_type is not None:
+            self.out.element_types[name] = element_type
         if qparams is not None:
             self.out.qparams[name] = qparams
         if nhwc and len(shape) == 4:
@@ -253,7 +276,8 @@ class _Lowering:
                 (tensor in self.out.nhwc) == (nhwc and len(shape) == 4):
             return tensor
         is_float = tensor in self.out.floats
-        y = self.new_tensor(f"{tensor}_g", shape, self.out.qparams.get(tensor), nhwc, is_float)
+        y = self.new_tensor(f"{tensor}_g", shape, self.out.qparams.get(tensor), nhwc, is_float,
+                            self.out.element_types.get(tensor))
         if np.array_equal(table, np.arange(table.size)):  # same bytes, another shape or layout flag
             self.out.ops.append(IntOp(node_name, "gather", Gather(table, 0), (tensor,), y))
         else:
@@ -320,6 +344,12 @@ class _Lowering:
                 self.gather_at_constant_indices(node)
             elif node.op in _LAYOUT_OPS:
                 self.layout_op(node)
+            elif node.op == "Split":
+                self.split(node)
+            elif node.op == "Expand":
+                self.expand(node)
+            elif node.op == "Slice" and all(i in self.known for i in node.inputs[1:] if i):
+                self.slice(node)
             elif node.op == "Shape":
                 self.shape_of(node)
             elif node.op in _INTEGER_SIGNATURES:
@@ -332,12 +362,32 @@ class _Lowering:
                 self.lower_on_integers(node)
             elif node.op == "Pad" and (node.inputs[0] in self.quantised or node.inputs[0] in self.alias):
                 self.pad(node)
+            elif node.op == "Resize" and (node.inputs[0] in self.quantised or node.inputs[0] in self.alias):
+                # `resize` registers its kernel with `kinds`, which imports this module: imported on use
+                from egraph_compiler.backends.hexagon.resize import lower_resize
+                lower_resize(self, node)
+            elif node.op in ("IsNaN", "IsInf") and node.inputs[0] in self.quantised:
+                self.never_special(node)
+            elif node.op == "IsNaN" and node.inputs[0] in self.device_float:
+                self.is_nan(node)
+            elif node.op == "Where" and node.inputs[0] in self.known:
+                self.where_known(node)
+            elif node.op == "Gather" and self.integer_value(node.inputs[1]) is not None:
+                self.take(node)
+            elif any(self.integer_value(i) is not None for i in node.inputs if i):
+                self.on_integers(node)
             else:
                 self.compute(node)
         for value in self.graph.outputs:
             if value.name in self.alias:  # an integer output (of a QLinear operator)
                 self.out.outputs[value.name] = self.alias[value.name]
                 self.out.integer_io.add(value.name)
+                continue
+            if value.name in self.device_float and value.name not in self.quantised:  # a float output
+                self.out.outputs[value.name] = self.device_float[value.name]
+                continue
+            if value.name in self.ints:  # an int32 / bool output (a mask)
+                self.out.outputs[value.name] = self.ints[value.name]
                 continue
             if value.name not in self.quantised:
                 raise ModelError(f"hexagon backend: graph output {value.name} must be dequantised (QDQ expected)")
@@ -376,12 +426,13 @@ class _Lowering:
             raise ModelError(f"hexagon backend: Gather {node.name}: an index is out of range for axis {axis}")
         table = np.take(index, indices, axis=axis)
         result = self.gather(node.name, source, table, tuple(int(d) for d in table.shape), False)
-        (self.alias if x in self.alias else self.quantised if x in self.quantised else self.device_float)[y] = result
+        self.domain_of(x)[y] = result
 
     def shape_of(self, node: Node) -> None:
         """Shapes are static here: Shape(x) is a constant for the operators reading it (Reshape)."""
         x = node.inputs[0]
-        tensor = self.quantised_device(x, node.name) if x in self.quantised else self.device_float.get(x)
+        tensor = self.quantised_device(x, node.name) if x in self.quantised else \
+            self.device_float.get(x) or self.integer_value(x)
         if tensor is None:
             raise ModelError(f"hexagon backend: Shape {node.name} reads {x}, which is not computed on the device")
         shape = np.asarray(self.out.shapes[tensor], dtype=np.int64)
@@ -434,7 +485,245 @@ class _Lowering:
             return self.quantised_device(x, node.name)
         if x in self.device_float:
             return self.device_float[x]
+        if (tensor := self.integer_value(x)) is not None:
+            return tensor
         raise ModelError(f"hexagon backend: {node.op} {node.name} reads {x}, which is not computed on the device")
+
+    def domain_of(self, x: str) -> dict[str, str]:
+        """Where a data-moving operator's result is known: the domain its input ``x`` is in."""
+        if x in self.alias:
+            return self.alias
+        if x in self.quantised:
+            return self.quantised
+        return self.ints if x in self.ints else self.device_float
+
+    # -- token ids and masks: int32 / bool device tensors (`index_ops`) ---------------------
+    def integer_value(self, name: str) -> str | None:
+        """The int32 / bool device tensor holding the integer ONNX value ``name``, or None.
+        An integer graph input (int64 token ids, an attention mask) becomes an int32 device
+        input the first time an operator reads it (the host converts it, `_to_device`)."""
+        if name in self.ints:
+            return self.ints[name]
+        graph_input = self.graph_inputs.get(name)
+        if graph_input is None or name in self.out.inputs:
+            return None
+        dtype = graph_input.type.dtype
+        if dtype not in (*INT32_INPUTS, "bool"):
+            return None
+        shape = tuple(int(d) for d in graph_input.type.shape or ())
+        element_type = "bool" if dtype == "bool" else "int32"
+        self.ints[name] = self.out.inputs[name] = self.new_tensor(name, shape, element_type=element_type)
+        return self.ints[name]
+
+    def is_integer(self, name: str) -> bool:
+        """Whether ``name`` is an integer or bool value (on the device or known at compile time)."""
+        if self.integer_value(name) is not None:
+            return True
+        return name in self.known and np.asarray(self.known[name]).dtype.kind in "biu"
+
+    def integer_operand(self, name: str, node: Node) -> str:
+        """An integer operand on the device: a run-time value, or a compile-time one copied there."""
+        tensor = self.integer_value(name)
+        if tensor is not None:
+            return tensor
+        if name not in self.known:
+            raise ModelError(f"hexagon backend: {node.op} {node.name} reads {name}, which is neither an integer "
+                             "computed on the device nor known at compile time")
+        values = np.asarray(self.known[name])
+        if values.dtype == np.bool_:
+            element_type, data = "bool", values.astype(np.uint8)
+        elif np.issubdtype(values.dtype, np.integer):
+            if values.size and (values.min() < np.iinfo(np.int32).min or values.max() > np.iinfo(np.int32).max):
+                raise ModelError(f"hexagon backend: {node.op} {node.name}: constant {name} does not fit int32")
+            element_type, data = "int32", values.astype(np.int32)
+        else:
+            raise ModelError(f"hexagon backend: {node.op} {node.name}: constant {name} of {values.dtype} is "
+                             "read as an integer operand")
+        key = f"{name}_{element_type}"
+        if key not in self.out.shapes:
+            self.out.constants[self.new_tensor(key, values.shape, element_type=element_type)] = data
+        return key
+
+    def take(self, node: Node) -> None:
+        """Gather at run-time indices (the embedding lookup): rows of whatever the data holds,
+        so a quantised table gives its quantised rows with the table's own parameters."""
+        x, y = node.inputs[0], node.outputs[0]
+        ids = self.integer_value(node.inputs[1])
+        assert ids is not None
+        if self.out.element_types[ids] != "int32":
+            raise ModelError(f"hexagon backend: Gather {node.name}: the indices {node.inputs[1]} are not integers")
+        source = self.in_layout(node.name, self.device_source(node, x), False)
+        shape = self.out.shapes[source]
+        if not shape:
+            raise ModelError(f"hexagon backend: Gather {node.name} of a scalar")
+        axis = int(node.attr("axis", 0)) % len(shape)  # type: ignore[arg-type]
+        id_shape = self.out.shapes[ids]
+        code = FIRST_FAIL_CODE + len(self.out.index_checks)
+        self.out.index_checks[code] = node.name
+        spec = Take(int(np.prod(shape[:axis])), int(shape[axis]), int(np.prod(shape[axis + 1:])),
+                    int(np.prod(id_shape)), self.out.element_bytes(source), code)
+        result = self.new_tensor(y, (*shape[:axis], *id_shape, *shape[axis + 1:]), self.out.qparams.get(source),
+                                 is_float=source in self.out.floats,
+                                 element_type=self.out.element_types.get(source))
+        self.out.ops.append(IntOp(node.name, "take", spec, (source, ids), result))
+        self.domain_of(x)[y] = result
+
+    def on_integers(self, node: Node) -> None:
+        """An elementwise operator reading a device integer (mask logic, Cast to bool, Where).
+        A Where whose operands are real numbers (quantised or float constants) picks between
+        quantised values (`select_quantised`)."""
+        if node.op == "Where" and not all(self.is_integer(v) for v in node.inputs[1:3]):
+            readers = self.consumers.get(node.outputs[0], [])
+            if readers and all(r.op == "QuantizeLinear" for r in readers):
+                self.select_quantised(node)
+            else:  # the quantiser left it in float (a causal mask's −inf): select float32 values
+                self.select_float(node)
+            return
+        tensors = [self.integer_operand(i, node) for i in node.inputs if i]
+        types = [self.out.element_types[t] for t in tensors]
+        shapes = [self.out.shapes[t] for t in tensors]
+        attrs = dict(node.attr_dict)
+        if node.op == "Cast":
+            to = int(attrs.get("to", 0))  # type: ignore[arg-type]
+            if to not in (9, 6, 7):  # bool, int32, int64
+                raise ModelError(f"hexagon backend: Cast {node.name} of a device integer to ONNX type {to} "
+                                 "(only to bool, int32 or int64 on the device)")
+            output_type = "bool" if to == 9 else "int32"
+        else:  # the registry's evaluator says what the operator makes of these operand types
+            probe = [np.zeros(1, bool if t == "bool" else np.int32) for t in types]
+            try:
+                (sample,) = evaluate_node(node.op, node.attrs, probe)
+            except ModelError as error:
+                raise ModelError(f"hexagon backend: {node.op} {node.name} on device integers: {error}") from None
+            kind = np.asarray(sample).dtype
+            if kind != np.bool_ and not np.issubdtype(kind, np.integer):
+                raise ModelError(f"hexagon backend: {node.op} {node.name} makes {kind} from device integers "
+                                 "(only integer and bool results stay on the device)")
+            output_type = "bool" if kind == np.bool_ else "int32"
+        tensors = [self.in_layout(node.name, t, False) for t in tensors]
+        out_shape = tuple(int(d) for d in np.broadcast_shapes(*shapes))
+        spec = IntElementwise(node.op, tuple(sorted(attrs.items())), tuple(shapes), tuple(types), out_shape, output_type)
+        y = self.new_tensor(node.outputs[0], out_shape, element_type=output_type)
+        self.out.ops.append(IntOp(node.name, "int_eltwise", spec, tuple(tensors), y))
+        self.ints[node.outputs[0]] = y
+
+    def never_special(self, node: Node) -> None:
+        """IsNaN / IsInf of a dequantised value: (q − z)·s with finite s is never NaN or
+        infinite, so the result is known to be all false (BERT's SDPA guards its Softmax so)."""
+        x = node.inputs[0]
+        source = self.quantised[x]
+        shape = self.out.shapes[self.device(source)] if source not in self.graph.constants else \
+            np.shape(self.graph.constants[source])
+        scale = self.dq_params[x].scale if x in self.dq_params else self.out.qparams[self.device(source)].scale
+        if not np.isfinite(scale):
+            raise ModelError(f"hexagon backend: {node.op} {node.name}: {x} is dequantised with scale {scale}")
+        self.known[node.outputs[0]] = np.zeros(shape, bool)
+
+    def is_nan(self, node: Node) -> None:
+        """IsNaN of a float32 device tensor (a Softmax left in float by the quantiser): a bool tensor."""
+        x = self.device_float[node.inputs[0]]
+        shape = self.out.shapes[x]
+        y = self.new_tensor(node.outputs[0], shape, element_type="bool")
+        spec = IntElementwise("IsNaN", (), (shape,), ("float32",), shape, "bool")
+        self.out.ops.append(IntOp(node.name, "int_eltwise", spec, (x,), y))
+        self.ints[node.outputs[0]] = y
+
+    def where_known(self, node: Node) -> None:
+        """Where at a compile-time condition: one branch when the condition is uniform and
+        that branch has the result's shape (nothing runs), else a select on the device."""
+        condition = np.asarray(self.known[node.inputs[0]])
+        branch = node.inputs[1] if condition.size and condition.reshape(-1)[0] else node.inputs[2]
+        if self.is_integer(node.inputs[1]) and self.is_integer(node.inputs[2]):
+            self.on_integers(node)
+            return
+        shapes = [np.shape(condition)] + [self.value_shape(v, node) for v in node.inputs[1:3]]
+        uniform = condition.size and np.all(condition == condition.reshape(-1)[0])
+        if not uniform or tuple(self.value_shape(branch, node)) != tuple(np.broadcast_shapes(*shapes)):
+            self.select_quantised(node)
+            return
+        y = node.outputs[0]
+        for table in (self.quantised, self.device_float, self.dq_params, self.dq_per_axis):
+            if branch in table:
+                table[y] = table[branch]  # type: ignore[index]
+        if y not in self.quantised and y not in self.device_float:
+            self.select_quantised(node)
+
+    def value_shape(self, value: str, node: Node) -> tuple[int, ...]:
+        """The ONNX shape of a real value the lowering knows (device, quantised constant or constant)."""
+        if value in self.quantised:
+            source = self.quantised[value]
+            if source in self.graph.constants and self.alias.get(source, source) not in self.out.shapes:
+                return tuple(np.shape(self.graph.constants[source]))
+            return self.out.shapes[self.device(source)]
+        if value in self.device_float:
+            return self.out.shapes[self.device_float[value]]
+        if value in self.graph.constants:
+            return tuple(np.shape(self.graph.constants[value]))
+        raise ModelError(f"hexagon backend: {node.op} {node.name} reads {value}, which is not computed on the device")
+
+    def select_quantised(self, node: Node) -> None:
+        """Where(c, a, b) read only by QuantizeLinear(s, z): Q(where(c, a, b)) = where(c, Q(a), Q(b))
+        element by element, so each of a, b is quantised (a constant, as QuantizeLinear does)
+        or requantised (a quantised tensor) to (s, z) and the kernel picks bytes."""
+        y = node.outputs[0]
+        readers = self.consumers.get(y, [])
+        if not readers or any(r.op != "QuantizeLinear" for r in readers) or y in {v.name for v in self.graph.outputs}:
+            raise ModelError(f"hexagon backend: Where {node.name}: its real-valued result must be read only by "
+                             "QuantizeLinear to run on the integers")
+        params = {(q.scale, q.zero_point, q.signed) for q in (_qparams(self.graph, r) for r in readers)}
+        if len(params) != 1:
+            raise ModelError(f"hexagon backend: Where {node.name} is quantised with different parameters")
+        yq = QParams(*params.pop())
+        condition = self.integer_operand(node.inputs[0], node)
+        if self.out.element_types[condition] != "bool":
+            raise ModelError(f"hexagon backend: Where {node.name}: the condition is not bool")
+        picks = [self.quantised_to(value, yq, node) for value in node.inputs[1:3]]
+        tensors = [self.in_layout(node.name, t, False) for t in (condition, *picks)]
+        shapes = tuple(self.out.shapes[t] for t in tensors)
+        out_shape = tuple(int(d) for d in np.broadcast_shapes(*shapes))
+        spec = IntElementwise("Where", (), shapes, ("bool", "uint8", "uint8"), out_shape, "uint8")
+        result = self.new_tensor(y, out_shape, yq)
+        self.out.ops.append(IntOp(node.name, "int_eltwise", spec, tuple(tensors), result))
+        self.quantised[y] = result
+
+    def select_float(self, node: Node) -> None:
+        """Where(c, a, b) on real values the quantiser left in float: picks float32 values."""
+        condition = self.integer_operand(node.inputs[0], node)
+        if self.out.element_types[condition] != "bool":
+            raise ModelError(f"hexagon backend: Where {node.name}: the condition is not bool")
+        tensors = [self.in_layout(node.name, condition, False)] + [self.float_input(node.name, v)
+                                                                   for v in node.inputs[1:3]]
+        shapes = tuple(self.out.shapes[t] for t in tensors)
+        out_shape = tuple(int(d) for d in np.broadcast_shapes(*shapes))
+        spec = IntElementwise("Where", (), shapes, ("bool", "float32", "float32"), out_shape, "float32")
+        y = self.new_tensor(node.outputs[0], out_shape, is_float=True)
+        self.out.ops.append(IntOp(node.name, "int_eltwise", spec, tuple(tensors), y))
+        self.device_float[node.outputs[0]] = y
+
+    def quantised_to(self, value: str, q: QParams, node: Node) -> str:
+        """``value`` (a real-valued ONNX value) as a uint8 device tensor quantised with ``q``."""
+        if value in self.quantised:
+            return self.requantize(node.name, self.in_layout(node.name, self.quantised_device(value, node.name), False),
+                                   q, f"{value}_rq")
+        if value in self.device_float:
+            source = self.device_float[value]
+            shape = self.out.shapes[source]
+            y = self.new_tensor(f"{value}_q", shape, q)
+            self.out.ops.append(IntOp(node.name, "quant", Quantize(int(np.prod(shape)), q.zero_point, q.scale),
+                                      (source,), y))
+            return y
+        if value in self.graph.constants:
+            values = np.asarray(self.graph.constants[value], np.float32)
+            if np.isnan(values).any():
+                raise ModelError(f"hexagon backend: {node.op} {node.name}: constant {value} holds NaN")
+            with np.errstate(over="ignore"):  # QuantizeLinear saturates; −inf and float32's lowest give 0
+                scaled = np.rint(values / np.float32(q.scale))
+            data = np.clip(scaled.astype(np.float64) + q.zero_point, 0, 255).astype(np.uint8)
+            key = f"{value}_q{q.scale:.9g}_{q.zero_point}"
+            if key not in self.out.shapes:
+                self.out.constants[self.new_tensor(key, values.shape, q)] = data
+            return key
+        raise ModelError(f"hexagon backend: {node.op} {node.name} reads {value}, which is not computed on the device")
 
     def layout_op(self, node: Node) -> None:
         x, y = node.inputs[0], node.outputs[0]
@@ -444,7 +733,59 @@ class _Lowering:
         if node.op == "Transpose":
             index = index.transpose([int(p) for p in node.attr("perm", tuple(reversed(range(index.ndim))))])  # type: ignore[union-attr]
         result = self.gather(node.name, source, index.reshape(shape), shape, False)
-        (self.alias if x in self.alias else self.quantised if x in self.quantised else self.device_float)[y] = result
+        self.domain_of(x)[y] = result
+
+    def split(self, node: Node) -> None:
+        """Split of a device tensor (GPT-2's fused QKV projection): one table gather per output."""
+        x = node.inputs[0]
+        source = self.device_source(node, x)
+        index = self.physical_index(source)
+        axis = int(node.attr("axis", 0)) % index.ndim  # type: ignore[arg-type]
+        length = index.shape[axis]
+        if len(node.inputs) > 1 and node.inputs[1]:
+            if node.inputs[1] not in self.known:
+                raise ModelError(f"hexagon backend: Split {node.name}: the sizes must be known at compile time")
+            sizes = [int(v) for v in np.asarray(self.known[node.inputs[1]]).reshape(-1)]
+        elif node.attr("split", None) is not None:
+            sizes = [int(v) for v in node.attr("split")]  # type: ignore[union-attr]
+        else:  # equal parts, the last one smaller (opset 18's num_outputs)
+            count = len(node.outputs)
+            part = -(-length // count)
+            sizes = [min(part, length - k * part) for k in range(count)]
+        if sum(sizes) != length or len(sizes) != len(node.outputs) or min(sizes) < 0:
+            raise ModelError(f"hexagon backend: Split {node.name}: sizes {sizes} of an axis of {length}")
+        start = 0
+        for size, y in zip(sizes, node.outputs, strict=True):
+            table = np.take(index, np.arange(start, start + size), axis=axis)
+            start += size
+            if y:
+                self.domain_of(x)[y] = self.gather(node.name, source, table, tuple(int(d) for d in table.shape), False)
+
+    def slice(self, node: Node) -> None:
+        """Slice of a device tensor at compile-time starts/ends/axes/steps (LLaMA's rotate_half):
+        the registry's evaluation of the Slice on the tensor's element offsets is the table."""
+        x = node.inputs[0]
+        source = self.device_source(node, x)
+        operands = [self.physical_index(source)] + [np.asarray(self.known[i]) if i else None for i in node.inputs[1:]]
+        (table,) = evaluate_node("Slice", node.attrs, operands)
+        table = np.asarray(table)
+        self.domain_of(x)[node.outputs[0]] = self.gather(node.name, source, table, tuple(int(d) for d in table.shape),
+                                                         False)
+
+    def expand(self, node: Node) -> None:
+        """Expand of a device tensor (LLaMA's grouped-query key/value repeat): a broadcast table."""
+        x = node.inputs[0]
+        if node.inputs[1] not in self.known:
+            raise ModelError(f"hexagon backend: Expand {node.name}: the shape must be known at compile time")
+        source = self.device_source(node, x)
+        index = self.physical_index(source)
+        target = tuple(int(v) for v in np.asarray(self.known[node.inputs[1]]).reshape(-1))
+        try:
+            shape = tuple(int(d) for d in np.broadcast_shapes(index.shape, target))
+        except ValueError:
+            raise ModelError(f"hexagon backend: Expand {node.name}: {index.shape} does not broadcast to {target}") from None
+        table = np.broadcast_to(index.reshape((1,) * (len(shape) - index.ndim) + index.shape), shape)
+        self.domain_of(x)[node.outputs[0]] = self.gather(node.name, source, table, shape, False)
 
     def pad(self, node: Node) -> None:
         """Pad of a quantised tensor (DQ → Pad → Q, or Pad on the integers): a table copy with
@@ -506,8 +847,50 @@ class _Lowering:
             self.integer_op(node)
         except _NoKernel as reason:
             if not has_float_fallback(node.op, len(node.inputs)):
-                raise ModelError(f"hexagon backend: {node.op} {node.name}: {reason}") from None
+                if not self.lookup(node):
+                    raise ModelError(f"hexagon backend: {node.op} {node.name}: {reason}") from None
+                return
             self.float_op(node)
+
+    def lookup(self, node: Node) -> bool:
+        """A one-input elementwise operator (other operands compile-time scalars) with no float
+        fallback, from a quantised tensor to values read only by QuantizeLinear: a 256-entry table (`index_ops.Lookup`), each
+        entry DQ → the registry's evaluation of the operator → Q. False where that does not apply."""
+        info = ops.current().get(node.op)
+        inputs = [i for i in node.inputs if i]
+        y_name = node.outputs[0]
+        readers = self.consumers.get(y_name, [])
+        float_output = not readers and y_name in {v.name for v in self.graph.outputs}
+        # operands after the first: compile-time scalars (Pow's exponent)
+        scalars = [np.asarray(self.graph.constants[i]) for i in inputs[1:] if i in self.graph.constants]
+        if info is None or not info.elementwise or not inputs or inputs[0] not in self.quantised \
+                or len(scalars) != len(inputs) - 1 or any(v.size != 1 for v in scalars) \
+                or not (float_output or readers) or any(r.op != "QuantizeLinear" for r in readers):
+            return False
+        x = self.in_layout(node.name, self.quantised_device(inputs[0], node.name), False)
+        xq = self.out.qparams[x]
+        real = ((np.arange(256) - xq.zero_point).astype(np.float32) * np.float32(xq.scale)).astype(np.float32)
+        (values,) = evaluate_node(node.op, node.attrs, [real, *(v.reshape(()) for v in scalars)])
+        values = np.asarray(values, np.float32)
+        if np.isnan(values).any():
+            raise ModelError(f"hexagon backend: {node.op} {node.name} is NaN at a quantised input value")
+        shape = self.out.shapes[x]
+        if float_output:  # a graph output the quantiser left in float (BERT's pooler Tanh): float entries
+            y = self.new_tensor(y_name, shape, is_float=True)
+            self.out.ops.append(IntOp(node.name, "lookup", Lookup(int(np.prod(shape)), values), (x,), y))
+            self.device_float[y_name] = y
+            return True
+        params = {(q.scale, q.zero_point, q.signed) for q in (_qparams(self.graph, r) for r in readers)}
+        if len(params) != 1:
+            return False
+        yq = QParams(*params.pop())
+        with np.errstate(over="ignore"):
+            scaled = np.rint(values / np.float32(yq.scale)).astype(np.float64)
+        table = np.clip(scaled + yq.zero_point, 0, 255).astype(np.uint8)
+        y = self.new_tensor(node.outputs[0], shape, yq)
+        self.out.ops.append(IntOp(node.name, "lookup", Lookup(int(np.prod(shape)), table), (x,), y))
+        self.quantised[node.outputs[0]] = y
+        return True
 
     def integer_op(self, node: Node) -> None:
         """A float operator between DequantizeLinear and QuantizeLinear: the rules did not
@@ -676,19 +1059,24 @@ class _Lowering:
             inputs = inputs[:1]
         if any(o for o in node.outputs[1:] if self.consumers.get(o)):
             raise ModelError(f"hexagon backend: {node.op} {node.name}: only the first output is supported")
-        tensors = [self.float_input(node.name, i) for i in inputs]
-        shapes = [self.out.shapes[t] for t in tensors]
+        shapes = [self.value_shape(i, node) for i in inputs]
         outputs, _ = infer_node(node.op, attrs, [TensorType("float32", s) for s in shapes],
                                 num_outputs=len(node.outputs))  # the compiler's one shape rule
         shape = outputs[0].shape
-        y = self.new_tensor(node.outputs[0], shape, is_float=True)
         spec = FloatOp(node.op, tuple(shapes), tuple(int(d) for d in shape), tuple(sorted(attrs.items())))
+        try:  # the fallback may lack this form (Pow with exponent 3, GPT-2's GELU): a table then
+            float_op_c(spec, "probe")
+        except ModelError:  # or, where no table applies, the fallback's error when the program is written
+            if self.lookup(node):
+                return
+        tensors = [self.float_input(node.name, i) for i in inputs]
+        y = self.new_tensor(node.outputs[0], shape, is_float=True)
         self.out.ops.append(IntOp(node.name, "float", spec, tuple(tensors), y))
         self.device_float[node.outputs[0]] = y
 
 
 def lower_qdq(graph: Graph) -> Lowered:
-    return _Lowering(graph).run()
+    return _Lowering(before_lowering(graph)).run()
 
 
 def _lower_op(low: _Lowering, node: Node, inputs: list[str], y_name: str, yq: QParams,
@@ -936,6 +1324,14 @@ def _bias(graph: Graph, name: str, acc_scale: np.ndarray, channels: int, node: N
     if bias_quant is not None:
         scale = np.asarray(bias_quant[0]).astype(np.float64).reshape(-1)
         zero = np.zeros((), np.int64) if bias_quant[1] is None else np.asarray(bias_quant[1]).astype(np.int64)
+        if not np.any(values.astype(np.int64).reshape(-1) - zero.reshape(-1)):  # zero in any scale (wav2vec2's)
+            return np.zeros(channels, np.int64)
+        if values.dtype in (np.uint8, np.int8):
+            # A bias quantised as an activation (the quantiser shares one constant — BERT's zero
+            # biases — between an Add and a Gemm): its real values, rounded to accumulator units
+            # (within half a unit of s_x·s_w, far below one output step), as a float bias is.
+            real = (values.astype(np.int64).reshape(-1) - zero.reshape(-1)).astype(np.float64) * scale
+            return np.rint(real / acc_scale).astype(np.int64) * np.ones(channels, np.int64)
         if values.dtype != np.int32 or not np.allclose(scale, acc_scale, rtol=1e-6, atol=0.0):
             raise ModelError(f"hexagon backend: {node.name}: the bias must be int32 with scale x_scale·w_scale "
                              f"(got {values.dtype}, scale {scale.tolist()} vs {np.atleast_1d(acc_scale).tolist()})")

@@ -19,6 +19,7 @@ from egraph_compiler.backends.opencl.build import Artefact, build_artefact
 from egraph_compiler.backends.opencl.kernels import KernelParams
 from egraph_compiler.backends.opencl.planning import execution_plan
 from egraph_compiler.backends.opencl.runtime import CompiledModel, OpenClError, plan_version
+from egraph_compiler.backends.opencl.segmented import data_dependent
 from egraph_compiler.backends.opencl.specialise import (
     SPECIALISE_PLAN_VERSION,
     SpecialisingModel,
@@ -55,7 +56,7 @@ def compile_graph(graph: Graph, out_dir: str | Path, fuse: bool = True, tables: 
     ``params``: kernel sizes and the device class anchors are chosen for; ``symbolic``:
     ``graph`` before binding, for the multi-version analysis (`execution_plan`)."""
     needed = value_inputs(graph)
-    if needed:  # sizes decided by input values: kernels are generated at run time
+    if needed or data_dependent(graph):  # sizes decided at run time: kernels generated then
         return write_deferred(graph, out_dir, needed, tables, profile_db, fuse, layouts, params)
     plan, selection = execution_plan(graph, tables, profile_db, fuse, layouts, params, symbolic)
     return build(plan, out_dir, params, selection=selection)

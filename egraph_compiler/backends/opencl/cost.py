@@ -12,6 +12,8 @@ them; `choose` takes the cheapest by this model today):
   `rows.RowSplit`), for rows few and long;
 - ``conv-lanes`` (CPU class only): a pointwise conv as a GEMM whose vector lanes are
   consecutive output pixels (`cpu_conv.py`), where PoCL vectorises the work-group;
+- ``conv-vec`` (CPU class only): a k×k conv whose work-item holds explicit vectors of
+  consecutive output pixels, weights packed per channel block (`cpu_window.py`);
 - ``depthwise``: a 2-D depthwise conv's ``rows × width`` output block per work-item
   over a register window (`depthwise.Depthwise`); its efficiency grows with the
   multiply-adds per loaded element, ``rows·width·taps / window``, saturating at
@@ -51,6 +53,8 @@ import numpy as np
 
 from egraph_compiler.backends.opencl.cpu_conv import CHUNK_MADS, LANES_CONVS, LanesConv
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as VARIANT_LANES_CONV
+from egraph_compiler.backends.opencl.cpu_window import VARIANT as VARIANT_VEC_CONV
+from egraph_compiler.backends.opencl.cpu_window import VEC_CONVS, VecConv
 from egraph_compiler.backends.opencl.depthwise import Depthwise, lanes_group
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.rows import RowSplit, chunking
@@ -96,6 +100,10 @@ class DeviceModel:
     spill_penalty: float = 1.0
     # the direct kernel's columns per work-item for a one-row product (0: the default)
     gemv_columns: int = 0
+    # ``conv-vec`` (`cpu_window.py`), µs per 8-lane vector multiply-add, per input
+    # element loaded or placed in a tap's vector, per output element's epilogue
+    # (empty: not offered)
+    vec_conv_us: tuple[float, ...] = ()
 
 
 DEVICES = {
@@ -106,7 +114,7 @@ DEVICES = {
                                    "window": 0.5, "conv-lanes": 0.5},
                        lanes_group_us=0.2, registers=32, spill_penalty=6.0, gemv_columns=16,
                        depthwise_reuse_full=6.0, launch_us=30.0, prologue_gflops=300.0,
-                       direct_tap_penalty=25.0),
+                       direct_tap_penalty=25.0, vec_conv_us=(8.6e-5, 1.04e-4, 8.4e-4)),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
                        items_per_unit=1024, groups_per_unit=4,
                        efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6,
@@ -171,7 +179,8 @@ class Option:
     """One way to generate an anchor: ``variant`` with ``params``, and its estimate."""
 
     variant: str
-    params: Tile | Gemv | Direct | Depthwise | RowSplit | Window | Winograd | LanesConv | None
+    params: Tile | Gemv | Direct | Depthwise | RowSplit | Window | Winograd | LanesConv | \
+        VecConv | None
     estimate_us: float
 
     def describe(self) -> str:
@@ -198,7 +207,7 @@ class Option:
                 (f" k-groups {p.groups}" if p.groups > 1 else "")
         if isinstance(self.params, RowSplit):
             return f"row-split {self.params.groups}"
-        if isinstance(self.params, LanesConv):
+        if isinstance(self.params, LanesConv | VecConv):
             return self.params.describe()
         return self.variant
 
@@ -225,7 +234,8 @@ def _fill(units: int, slots: int) -> float:
 def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
             direct_items: int, tiled_ok: bool, gemv_side: str | None,
             tiles: Sequence[Tile] = TILES, depthwise: bool = False,
-            window_taps: int = 0, width: int = 0, winograd: bool = False) -> list[Option]:
+            window_taps: int = 0, width: int = 0, winograd: bool = False,
+            stride: int = 1) -> list[Option]:
     """Every option for ``C[batch][m][n] = A·B`` over ``k``, priced for ``device``.
 
     ``direct_items``: work-items of the direct kernel; ``tiled_ok``: the tiled GEMM
@@ -238,7 +248,7 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
     square, ``√n``), which the depthwise ``lanes`` groups span; ``winograd``: a 3×3
     stride-1 conv of one group with constant weights (``m`` = Cout, ``n`` = N·OH·OW,
     ``k`` = Cin·9, square maps assumed), which `winograd.py` applies to on devices
-    whose model has a "winograd" efficiency."""
+    whose model has a "winograd" efficiency; ``stride``: a conv's column stride."""
     eff, peak = device.efficiency, device.peak_gflops * 1e3  # FLOP per µs
     flops = 2.0 * batch * m * n * k
     # the direct kernel redoes a window position's arithmetic and padding checks per
@@ -295,7 +305,10 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                                  (device.bandwidth_gbs * 1e3 * eff["gemv"] * fill)))
     if winograd and "winograd" in eff and batch == 1:
         result += _winograd_options(device, m, n, k // 9, width)
-    if window_taps and batch == 1:
+    vec = _vec_conv_options(device, m, n, k, window_taps, width, stride) \
+        if window_taps and batch == 1 else []
+    result += vec
+    if window_taps and batch == 1 and not vec:
         # like depthwise: multiply-adds per loaded element (per input channel, the
         # window against rows·width·taps vector multiply-adds), a square kernel assumed
         side = max(1, round(window_taps ** 0.5))
@@ -372,6 +385,42 @@ def _lanes_conv_options(device: DeviceModel, flops: float, m: int, n: int, k: in
         estimate = padded / (peak * eff * reuse) + \
             groups * device.lanes_group_us / device.compute_units
         result.append(Option(VARIANT_LANES_CONV, LanesConv(channels, shape.pixels), estimate))
+    return result
+
+
+def _vec_conv_options(device: DeviceModel, m: int, n: int, k: int, taps: int, width: int,
+                      stride: int) -> list[Option]:
+    """``conv-vec`` (`cpu_window.py`) for a dense conv of ``taps`` > 1 (a square window,
+    ``m`` output channels, ``n`` = N·OH·OW outputs each, ``k`` = Cin·taps), on a device
+    with ``vec_conv_us``. Offered where it measured faster than the ``window`` kernel on
+    PoCL, and then instead of it (the window model's estimates were 2.7× off for the
+    MobileNetV3 stem): a stem (at most 4 input channels) of stride 1 or 2 (AlexNet's
+    11×11 stride-4 stem ran 2.5 ms against the window kernel's 1.5) or output rows that
+    fit one 16-wide vector (VGG-sized 3×3 convs too: 256 channels on 14×14 2.0 ms
+    against 3.1, 512 on 7×7 4.1 against 23.6). Priced per work-item: its vector multiply-adds, the row segments it
+    loads and the tap vectors it builds from them, and its outputs' epilogues, at the
+    rates `DeviceModel.vec_conv_us` fitted to 20 measured (conv, block) pairs (ResNet-50
+    at an eighth of the width and MobileNetV3 on PoCL here; within 0.6-2.1× of each,
+    and for every conv the block it prices cheapest was the fastest measured)."""
+    if not device.vec_conv_us or taps <= 1:
+        return []
+    cin, side = k // taps, max(1, round(taps ** 0.5))
+    width = width or max(1, round(n ** 0.5))
+    if (cin > 4 or stride > 2) and width > 16:
+        return []
+    fma_us, element_us, output_us = device.vec_conv_us
+    rows = max(1, n // width)
+    result = []
+    for shape in VEC_CONVS:
+        channels = min(shape.channels, m)
+        if channels != shape.channels and VecConv(channels, shape.pixels) in VEC_CONVS:
+            continue  # the same kernel as a smaller block listed
+        items = _cdiv(m, channels) * rows * _cdiv(width, shape.pixels)
+        span = (shape.pixels - 1) * stride + side
+        estimate = items * (cin * taps * channels * _cdiv(shape.pixels, 8) * fma_us +
+                            cin * side * (span + shape.pixels * side) * element_us +
+                            channels * shape.pixels * output_us)
+        result.append(Option(VARIANT_VEC_CONV, VecConv(channels, shape.pixels), estimate))
     return result
 
 
@@ -500,8 +549,14 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
         best = choose(options(device, cout // group, columns, cin_g * taps, group, items,
                               not depthwise, "n" if columns == 1 else None,
                               depthwise=depthwise and len(x_shape) == 4,
-                              window_taps=window_taps, width=out_shape[-1]))
+                              window_taps=window_taps, width=out_shape[-1],
+                              stride=strides[-1]))
         p = best.params
+        if isinstance(p, VecConv):  # once per channel block and window row segment
+            side = max(1, round(taps ** 0.5))
+            span = (p.pixels - 1) * strides[-1] + side
+            return _cdiv(cout, p.channels) * max(1.0, side / strides[0] * span /
+                                                 (p.pixels * strides[-1]))
         if isinstance(p, Window):  # once per channel tile and window covering it
             side = max(1, round(taps ** 0.5))
             window = ((p.rows - 1) * strides[0] + side) * ((p.width - 1) * strides[-1] + side)

@@ -6,8 +6,8 @@ work-item count and its output shapes as a polynomial in the symbolic dims
 the polynomial from the exact values at every point of the box and answers None
 unless it reproduces each of them exactly; `evaluate` computes it at run time.
 Expressions are plain text in ``plan.json``; the run-time reader accepts only
-integers, dim names, ``+``, ``-``, ``*``, ``**``, exact ``/``, ``cdiv``, ``fdiv`` and
-``fmod`` (never `eval`). Since the symbolic build DERIVES most quantities from the dims
+integers, dim names, ``+``, ``-``, ``*``, ``**``, exact ``/``, ``cdiv``, ``fdiv``,
+``fmod`` and a divisor's ``magic_m``/``magic_s`` (`magicdiv.magic_argument`; never `eval`). Since the symbolic build DERIVES most quantities from the dims
 (`shapes.symint`, written by `render`), `fit` is the fallback for the rest (a size the
 generator computed through ``int()`` or NumPy) and the cross-check of nothing else.
 """
@@ -21,6 +21,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from egraph_compiler.backends.opencl.magicdiv import magic_argument
 from egraph_compiler.ir.dims import Dim
 
 MAX_DEGREE = 2  # per dim: sizes are products of dims; attention's seq*seq is degree 2
@@ -102,18 +103,6 @@ def _product(columns: list[list[int]], exps: tuple[int, ...], row: int) -> int:
     return value
 
 
-def _unused_value(monomials: Sequence[tuple[int, ...]], coefficients: Sequence[Fraction],
-           point: Point) -> Fraction:
-    total = Fraction(0)
-    for exps, c in zip(monomials, coefficients, strict=True):
-        if c:
-            term = c
-            for x, e in zip(point, exps, strict=True):
-                term *= x ** e
-            total += term
-    return total
-
-
 def _render(dims: Sequence[str], monomials: Sequence[tuple[int, ...]],
             coefficients: Sequence[Fraction]) -> str:
     denominator = int(np.lcm.reduce([c.denominator for c in coefficients])) if coefficients else 1
@@ -178,6 +167,12 @@ def _eval(node: ast.AST, dims: Mapping[str, int]) -> Fraction:
         if den > 0 and num.denominator == 1 and den.denominator == 1:
             return Fraction({"cdiv": -(-num // den), "fdiv": num // den,
                              "fmod": num % den}[node.func.id])
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in ("magic_m", "magic_s") and len(node.args) == 1
+            and not node.keywords):
+        divisor = _eval(node.args[0], dims)
+        if divisor.denominator == 1 and divisor >= 0:
+            return Fraction(magic_argument(int(divisor), node.func.id[-1]))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_eval(node.operand, dims)
     if isinstance(node, ast.BinOp):

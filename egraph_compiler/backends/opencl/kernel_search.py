@@ -45,6 +45,8 @@ from egraph_compiler.backends.opencl import cost
 from egraph_compiler.backends.opencl.build import build_artefact
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as LANES_CONV
 from egraph_compiler.backends.opencl.cpu_conv import LanesConv
+from egraph_compiler.backends.opencl.cpu_window import VARIANT as VEC_CONV
+from egraph_compiler.backends.opencl.cpu_window import VecConv
 from egraph_compiler.backends.opencl.depthwise import Depthwise
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.kernels import KernelParams
@@ -165,8 +167,21 @@ def _kmeans(points: np.ndarray, k: int, rng: np.random.Generator) -> tuple[np.nd
     return labels, float(((points - c[labels]) ** 2).sum())
 
 
+@dataclass(frozen=True)
+class Knobs:
+    """Chameleon's own settings: the exploration bonus per unit of knob distance, the
+    share of the open options kept as candidates (1/``fraction``, at least
+    ``explore``), and the largest share of the budget one round measures
+    (1/``share``)."""
+
+    bonus: float = 0.15
+    fraction: int = 8
+    explore: int = 8
+    share: int = 4
+
+
 def chameleon_search(space: tuple[cost.Option, ...], default: cost.Option, measure: Measure,
-                     budget: int, seed: int, explore: int = 8) -> Curve:
+                     budget: int, seed: int, knobs: Knobs = Knobs()) -> Curve:
     rng = np.random.default_rng(seed)
     points = np.array([features(o) for o in space])
     prior = np.log(np.array([max(o.estimate_us, 1e-6) for o in space]))
@@ -187,11 +202,11 @@ def chameleon_search(space: tuple[cost.Option, ...], default: cost.Option, measu
         dist = np.sqrt(((points[:, None, :] - points[done][None]) ** 2).sum(2))
         predicted = _surrogate(points, prior, done, np.array([measured[k] for k in done]))
         # exploration bonus: far from every measured point, the surrogate knows less
-        score = predicted - 0.15 * dist.min(1)
+        score = predicted - knobs.bonus * dist.min(1)
         open_ = [k for k in np.argsort(score) if k not in measured]
-        candidates = np.array(open_[:max(explore, len(open_) // 8)])
+        candidates = np.array(open_[:max(knobs.explore, len(open_) // knobs.fraction)])
         left = min(budget, len(space)) - len(measured)
-        cap = max(1, min(left, max(2, budget // 4), len(candidates)))
+        cap = max(1, min(left, max(2, budget // knobs.share), len(candidates)))
         reps = _sample(points[candidates], cap, rng)
         chosen = []
         for r in reps:
@@ -411,7 +426,7 @@ def option_to_json(option: cost.Option) -> dict[str, object]:
         return {"variant": "winograd", "bm": p.bm, "bn": p.bn, "bk": p.bk, "tm": p.tm,
                 "tn": p.tn, "groups": p.groups, "batched": p.batched,
                 "contiguous": p.contiguous, "slices": p.slices}
-    if isinstance(p, LanesConv):
+    if isinstance(p, LanesConv | VecConv):
         return {"variant": option.variant, "channels": p.channels, "pixels": p.pixels}
     return {"variant": option.variant}
 
@@ -447,6 +462,8 @@ def option_from_json(data: dict[str, Any], where: str) -> cost.Option:
         if variant == LANES_CONV:
             return cost.Option(variant, LanesConv(int(data["channels"]), int(data["pixels"])),
                                0.0)
+        if variant == VEC_CONV:
+            return cost.Option(variant, VecConv(int(data["channels"]), int(data["pixels"])), 0.0)
     except (KeyError, TypeError, ValueError) as error:
         raise DnnrError(f"{where}: bad kernel option {data}: {error}") from None
     raise DnnrError(f"{where}: unknown kernel variant {data.get('variant')!r} "

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +50,39 @@ def _device(device: str | None):  # noqa: ANN202 - pyopencl has no stubs
     return devices[0][1]
 
 
+@dataclass(frozen=True)
+class DeviceTensor:
+    """A tensor left in a device buffer (``offset`` in elements): what one segment of a
+    segmented artefact hands the next without a copy through the host."""
+
+    buffer: Any  # cl.Buffer
+    offset: int
+    dtype: np.dtype
+    shape: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def read(self, queue: Any) -> np.ndarray:
+        import pyopencl as cl
+
+        array = np.empty(self.shape, dtype=self.dtype)
+        if array.size:
+            cl.enqueue_copy(queue, array, self.buffer, src_offset=self.offset * self.dtype.itemsize)
+        return array
+
+
+Tensor = np.ndarray | DeviceTensor  # a value on the host or on the device
+
+
 class CompiledModel:
-    """A loaded artefact: ``run({input name: array}) -> {output name: array}``."""
+    """A loaded artefact: ``run({input name: array}) -> {output name: array}``.
+    ``shared`` (a context and its queue) puts it beside other models on one device, so
+    `run_device` can read their `DeviceTensor` outputs in place (segmented artefacts)."""
 
     def __init__(self, out_dir: str | Path, device: str | None = None,
-                 images: bool | None = None) -> None:
+                 images: bool | None = None, shared: tuple[Any, Any] | None = None) -> None:
         import pyopencl as cl
 
         out = Path(out_dir)
@@ -67,12 +97,16 @@ class CompiledModel:
             raise OpenClError(f"{out} was written by another dnnr version (plan version "
                               f"{self.plan.get('version')}, expected {PLAN_VERSION}): compile "
                               "it again")
-        self.device = _device(device)
-        self.context = cl.Context([self.device])
-        # `run`'s queue has profiling off (PoCL timestamps every command: ResNet-50's
-        # run took 7 % longer); `time_launches` reads each kernel's device time from
-        # its event on a profiling queue of its own
-        self.queue = cl.CommandQueue(self.context)
+        if shared is not None:
+            self.context, self.queue = shared
+            self.device = self.context.devices[0]
+        else:
+            self.device = _device(device)
+            self.context = cl.Context([self.device])
+            # `run`'s queue has profiling off (PoCL timestamps every command: ResNet-50's
+            # run took 7 % longer); `time_launches` reads each kernel's device time from
+            # its event on a profiling queue of its own
+            self.queue = cl.CommandQueue(self.context)
         self.profiling_queue = cl.CommandQueue(
             self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         # pyopencl caches built binaries keyed by source, so a rebuilt artefact with
@@ -197,21 +231,7 @@ class CompiledModel:
         import pyopencl as cl
 
         tensors = self.plan["tensors"]
-        if self.symbolic:
-            self._bind_shape(inputs)
-        for name in self.plan["inputs"]:
-            if name not in inputs:
-                raise OpenClError(f"missing input '{name}'")
-            info = tensors[name]
-            # np.require keeps a rank-0 input rank 0 (ascontiguousarray makes it 1-D)
-            array = np.require(np.asarray(inputs[name], dtype=info["dtype"]), requirements="C")
-            if not self.symbolic and list(array.shape) != info["shape"]:
-                raise OpenClError(f"input '{name}' has shape {list(array.shape)}, the artefact "
-                                  f"was compiled for {info['shape']}")
-            if array.size:
-                cl.enqueue_copy(self.queue, self.buffers[name][0], array)
-        for kernel, global_size, local_size in self.launches:
-            self._enqueue(kernel, global_size, local_size)
+        self._launch(inputs)
         results = {}
         for name in self.plan["outputs"]:
             info = tensors[name]
@@ -230,8 +250,60 @@ class CompiledModel:
         self.queue.finish()
         return results
 
+    def _launch(self, inputs: Mapping[str, Tensor]) -> None:
+        """Copy ``inputs`` in (host arrays, or device tensors buffer to buffer) and
+        enqueue every launch."""
+        import pyopencl as cl
+
+        tensors = self.plan["tensors"]
+        if self.symbolic:
+            self._bind_shape(inputs)
+        for name in self.plan["inputs"]:
+            if name not in inputs:
+                raise OpenClError(f"missing input '{name}'")
+            info = tensors[name]
+            given = inputs[name]
+            if isinstance(given, DeviceTensor):
+                if self.symbolic or list(given.shape) != info["shape"] or str(given.dtype) != info["dtype"]:
+                    raise OpenClError(f"input '{name}' is {given.dtype}{list(given.shape)} on the "
+                                      f"device, the artefact was compiled for {info['dtype']}{info['shape']}")
+                if given.nbytes:
+                    cl.enqueue_copy(self.queue, self.buffers[name][0], given.buffer,
+                                    byte_count=given.nbytes, src_offset=given.offset * given.dtype.itemsize,
+                                    dst_offset=self.buffers[name][1] * given.dtype.itemsize)
+                continue
+            # np.require keeps a rank-0 input rank 0 (ascontiguousarray makes it 1-D)
+            array = np.require(np.asarray(given, dtype=info["dtype"]), requirements="C")
+            if not self.symbolic and list(array.shape) != info["shape"]:
+                raise OpenClError(f"input '{name}' has shape {list(array.shape)}, the artefact "
+                                  f"was compiled for {info['shape']}")
+            if array.size:
+                cl.enqueue_copy(self.queue, self.buffers[name][0], array)
+        for kernel, global_size, local_size in self.launches:
+            self._enqueue(kernel, global_size, local_size)
+
+    def run_device(self, inputs: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        """Run on ``inputs`` (host arrays or device tensors of the shared context) and
+        leave the outputs on the device, valid until this model runs again (constant
+        outputs stay host arrays; an input passed through is returned as given)."""
+        if self.symbolic:
+            raise OpenClError("a symbolic artefact cannot hand its outputs over on the device")
+        self._launch(inputs)
+        tensors = self.plan["tensors"]
+        results: dict[str, Tensor] = {}
+        for name in self.plan["outputs"]:
+            info = tensors[name]
+            if name in self.constant_arrays:
+                results[name] = np.array(self.constant_arrays[name])
+            elif name in inputs and info["kind"] == "input":
+                results[name] = inputs[name]
+            else:
+                buffer, offset = self.buffers[name]
+                results[name] = DeviceTensor(buffer, offset, np.dtype(info["dtype"]), tuple(info["shape"]))
+        return results
+
     # -- symbolic artefacts ------------------------------------------------------------
-    def _bind_shape(self, inputs: dict[str, np.ndarray]) -> None:
+    def _bind_shape(self, inputs: Mapping[str, Any]) -> None:
         """Bind the dims from the input shapes, check them against the compiled ranges
         and select the box (version) they fall in; its launches are set up once per
         distinct shape in a row."""

@@ -24,9 +24,10 @@ output shape is not static, through values shape inference could not tell, as lo
 as each value on the way could be a shape value (rank ≤ 1, at most
 `shapes.infer.VALUE_LIMIT` elements: the sizes shape inference tracks). A size that
 depends on a tensor's contents (the ``execution_determined`` operators: NonZero,
-Unique, Compress, NonMaxSuppression) is not looked at, and the graph is refused as
-before, by name. A small 1-D data operand of such a node (OneHot's
-indices) is specialised on too: correct, but compiled once per distinct value.
+Unique, Compress, NonMaxSuppression) is not a value input's: such a graph is run in
+segments cut at those nodes (`segmented`), each compiled here once its sizes are
+known. A small 1-D data operand of a size-from-values node (OneHot's indices) is
+specialised on too: correct, but compiled once per distinct value.
 """
 
 from __future__ import annotations
@@ -128,6 +129,8 @@ def value_inputs(graph: Graph) -> dict[str, str]:
             name = stack.pop()
             if name in seen or name in graph.constants or name in graph.shape_values:
                 continue  # known at compile time (a constant, or a tracked value: Shape(x))
+            if name in producer and _dynamism(producer[name].op) == EXECUTION_DETERMINED:
+                continue  # sized by the data at run time (`segmented`), not by an input's value
             seen.add(name)
             if not _could_be_shape_value(graph, name):
                 continue  # data, or a size no value of a small input decides
@@ -180,8 +183,12 @@ def write_deferred(graph: Graph, out_dir: str | Path, needed: Mapping[str, str],
                    profile_db: Any = None, fuse: bool = True, layouts: str = "pbqp",
                    params: Any = None) -> Artefact:
     """An artefact compiled at run time for the values of ``needed``'s inputs: the graph,
-    the options of this compile and the value inputs with their reasons."""
+    the options of this compile and the value inputs with their reasons; cut into
+    segments at the nodes whose output sizes come from their data (`segmented`)."""
     from egraph_compiler import ir
+    from egraph_compiler.backends.opencl.segmented import data_dependent
+
+    cuts = data_dependent(graph)
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -195,7 +202,7 @@ def write_deferred(graph: Graph, out_dir: str | Path, needed: Mapping[str, str],
     doc = {
         "version": SPECIALISE_PLAN_VERSION, "graph": graph.name, "model": GRAPH_FILE,
         "inputs": [v.name for v in graph.inputs], "outputs": [v.name for v in graph.outputs],
-        "tensors": tensors, "value_inputs": dict(needed),
+        "tensors": tensors, "value_inputs": dict(needed), "data_dependent": cuts,
         "dims": {name: list(r) for name, r in sorted(graph.symbols.items())
                  if any(name in _symbols(v.type.shape) for v in graph.inputs)},
         "options": {"fuse": fuse, "layouts": layouts, "params": _params_json(params),
@@ -203,9 +210,15 @@ def write_deferred(graph: Graph, out_dir: str | Path, needed: Mapping[str, str],
                     "rules": _rules_record(tables)},
     }
     (out / "plan.json").write_text(json.dumps(doc, indent=1) + "\n")
-    described = {"value_inputs": dict(needed),
-                 "why": "sizes depend on these inputs' values: the kernels are generated at "
-                        "the first run with each set of values and cached"}
+    described: dict[str, Any] = {"value_inputs": dict(needed),
+                                 "why": "sizes depend on these inputs' values: the kernels are "
+                                        "generated at the first run with each set of values and cached"}
+    if cuts:
+        described["data_dependent"] = cuts
+        described["why"] = ("sizes depend on the data of these nodes (device: count, scan and scatter "
+                            "kernels; host: selection on read-back operands): the graph runs in "
+                            "segments cut at them, each compiled at the first run with its sizes"
+                            + (" and on the value inputs' values" if needed else ""))
     return Artefact(out, 0, 0, len(graph.nodes), 0, 0, 0, specialised=described)
 
 
@@ -251,8 +264,12 @@ def specialised_graph(graph: Graph, values: Mapping[str, np.ndarray],
 def compile_for_values(out_dir: str | Path, inputs: Mapping[str, np.ndarray], target: str | Path) -> int:
     """Compile the deferred artefact ``out_dir`` for ``inputs`` into ``target`` (kernels
     generated, nothing built on a device or cached): what its first run with them
-    compiles, so a caller can see a refusal early. The launches per run."""
-    return SpecialisingModel(out_dir, cache=False)._compile(inputs, Path(target))
+    compiles, so a caller can see a refusal early. The launches per run (0 for a
+    segmented artefact: its segments are sized by the run)."""
+    model = SpecialisingModel(out_dir, cache=False)
+    if model.data_dependent:
+        return 0
+    return model._compile(inputs, Path(target))
 
 
 class SpecialisingModel:
@@ -272,6 +289,8 @@ class SpecialisingModel:
         self._cache = _cache_folder(self.out, self.plan) if cache else None
         self.specialisations: list[dict[str, Any]] = []  # one per compile, in order
         self.last: Any = None  # the CompiledModel of the last run
+        self.data_dependent: dict[str, str] = self.plan.get("data_dependent", {})
+        self._segmented: Any = None  # a `segmented.SegmentedRun`, made at the first run
 
     # what a loaded CompiledModel offers, answered by the last specialisation
     @property
@@ -298,6 +317,15 @@ class SpecialisingModel:
         return digest.hexdigest()[:16]
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.data_dependent:
+            from egraph_compiler.backends.opencl.segmented import SegmentedRun
+
+            self._check_dims(inputs)
+            if self._segmented is None:
+                self._segmented = SegmentedRun(self)
+            results = self._segmented.run(inputs)
+            self.last = self._segmented.last
+            return results
         key = self.key(inputs)
         model = self._compiled.get(key)
         if model is None:
@@ -360,49 +388,72 @@ class SpecialisingModel:
             "launches": launches, "cached": False})
         return model
 
-    def _compile(self, inputs: Mapping[str, np.ndarray], target: Path) -> int:
-        """Specialise the graph for ``inputs`` and write its static artefact into
-        ``target``; the launches per run."""
-        from egraph_compiler import ir, ops
+    def rules_context(self) -> Any:
+        """The registry of the rule files this artefact was compiled with, in force."""
+        from egraph_compiler import ops
+
+        rules = self._load_rules()
+        return ops.using(rules) if rules is not None else _no_context()
+
+    def graph(self) -> Graph:
+        """The optimised graph kept at compile time, shapes inferred (call under
+        `rules_context`)."""
+        if self._graph is None:
+            from egraph_compiler import ir, shapes
+
+            self._graph = shapes.infer_shapes(ir.load_onnx(self.out / self.plan["model"]))
+        return self._graph
+
+    def compile_static(self, graph: Graph, target: Path) -> int:
+        """Write the static artefact of ``graph`` (sizes all known) into ``target`` with
+        this artefact's compile options (call under `rules_context`); its launches."""
         from egraph_compiler.backends import opencl
         from egraph_compiler.backends.opencl.kernels import KernelParams
         from egraph_compiler.backends.static_checks import prepare_static_graph
         from egraph_compiler.fusion import ProfileDb
 
-        rules = self._load_rules()
         options = self.plan["options"]
+        graph = prepare_static_graph(graph, "opencl")
+        db = ProfileDb.load(self.out / options["profile"]) if options["profile"] else None
+        artefact = opencl.compile_graph(graph, target, fuse=options["fuse"], tables=self._load_rules(),
+                                        profile_db=db, layouts=options["layouts"],
+                                        params=KernelParams(**options["params"]))
+        if artefact.specialised is not None:  # a size from a value no value input decides
+            where = ", ".join(artefact.specialised["value_inputs"].values()) or "its nodes"
+            raise DnnrError(f"error: {self.out}: sizes still unknown in a graph specialised at run "
+                            f"time (at {where})\n  hint: compile for the onnx target")
+        return artefact.kernels
+
+    def _compile(self, inputs: Mapping[str, np.ndarray], target: Path) -> int:
+        """Specialise the graph for ``inputs`` and write its static artefact into
+        ``target``; the launches per run."""
         tensors = self.plan["tensors"]
         self._check_dims(inputs)
-        with ops.using(rules) if rules is not None else _no_context():
-            if self._graph is None:
-                from egraph_compiler import shapes
-
-                self._graph = shapes.infer_shapes(ir.load_onnx(self.out / self.plan["model"]))
+        with self.rules_context():
             values = {name: np.asarray(inputs[name], dtype=tensors[name]["dtype"])
                       for name in self.value_inputs}
-            graph = specialised_graph(self._graph, values,
+            graph = specialised_graph(self.graph(), values,
                                       {n: np.shape(a) for n, a in inputs.items()})
             left = value_inputs(graph)
             if left or any(not _is_static(graph, n) for n in graph.types):
                 raise DnnrError(f"error: {self.out}: sizes still unknown after specialising on "
                                 f"{', '.join(self.value_inputs)}"
                                 + (f" (they also depend on {', '.join(left)})" if left else ""))
-            graph = prepare_static_graph(graph, "opencl")
-            db = ProfileDb.load(self.out / options["profile"]) if options["profile"] else None
-            params = KernelParams(**options["params"])
-            artefact = opencl.compile_graph(graph, target, fuse=options["fuse"], tables=rules,
-                                            profile_db=db, layouts=options["layouts"], params=params)
+            launches = self.compile_static(graph, target)
+        # a reduction over an empty set is its identity whatever the data (no device
+        # computes anything for it, as for an empty tensor)
+        of_empty = {v.name for v in graph.outputs if _reads_empty(self.graph(), graph, v.name)}
         written = json.loads((target / "plan.json").read_text())["tensors"]
         # (an empty output is no computation: a zero-sized tensor is a constant anyway)
         folded = [v.name for v in graph.outputs if written.get(v.name, {}).get("kind") == "constant"
-                  and int(np.prod(written[v.name]["shape"], dtype=np.int64)) > 0
-                  and v.name not in self._graph.constants and v.name not in self.value_inputs]
+                  and int(np.prod(written[v.name]["shape"], dtype=np.int64)) > 0 and v.name not in of_empty
+                  and v.name not in self.graph().constants and v.name not in self.value_inputs]
         if folded:  # as the importer refuses a constant output: no device computes it
             raise DnnrError(f"error: output '{folded[0]}' folds to a constant once the values of "
                             f"{', '.join(self.value_inputs)} are known; dnnr needs computed outputs "
                             "(nothing would run on the OpenCL device for it)\n  hint: compute it "
                             "with numpy, or compile for the onnx target")
-        return artefact.kernels
+        return launches
 
     def _check_dims(self, inputs: Mapping[str, np.ndarray]) -> None:
         """Each symbolic input dim inside its compiled range (``--dim``)."""
@@ -414,6 +465,33 @@ class SpecialisingModel:
                     if not low <= got <= high:
                         raise DnnrError(f"error: input '{name}' dim {axis} ({want}) is {got}, outside "
                                         f"the compiled range {want}={low}..{high}")
+
+
+def _reads_empty(before: Graph, after: Graph, name: str) -> bool:
+    """Whether ``name`` is computed (in ``before``; ``after`` is it specialised) from a
+    node that reads a zero-sized tensor: a reduction over an empty set, or a value
+    computed from one."""
+
+    def empty(operand: str) -> bool:
+        for graph in (before, after):
+            if operand in graph.constants and np.asarray(graph.constants[operand]).size == 0:
+                return True
+            shape = graph.types[operand].shape if operand in graph.types else None
+            if shape is not None and any(d == 0 for d in shape if isinstance(d, int)):
+                return True
+        return False
+
+    producer = before.producer()
+    stack, seen = [name], set()
+    while stack:
+        node = producer.get(stack.pop())
+        if node is None or node.name in seen:
+            continue
+        seen.add(node.name)
+        if any(empty(operand) for operand in node.inputs if operand):
+            return True
+        stack.extend(operand for operand in node.inputs if operand)
+    return False
 
 
 class _no_context:

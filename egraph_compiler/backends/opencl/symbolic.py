@@ -36,6 +36,12 @@ traced and Z3 decides, per box, that the version's variant is the cheapest at ev
 shape of it (or names the crossover shape), and along a single varying dim solves the
 crossover intervals and checks the dispatch follows them (`crossover.py`).
 
+A size argument costs more than the literal it replaces where the literal let the
+OpenCL compiler simplify: each division or remainder by one is a multiply by the
+divisor's magic number, two more arguments the run time computes per shape
+(`magicdiv`); a matmul tile that divides its dim keeps no clamp (`kernels.matmul_direct`:
+a version per divisibility), which a literal size let LLVM drop.
+
 ``plan.json`` (version 3) holds the versions, and per box its condition, the
 expressions and the offsets; the run time binds the dims from the input shapes,
 refuses a shape outside the ranges (naming the input, the dim and the range), picks
@@ -58,8 +64,16 @@ from typing import Any
 import numpy as np
 
 from egraph_compiler import shapes
-from egraph_compiler.backends.opencl import cost, crossover, dimpoly, versions
-from egraph_compiler.backends.opencl.build import Artefact, Assembled, assemble, write_files
+from egraph_compiler.backends.opencl import cost, crossover, dimpoly, magicdiv, versions
+from egraph_compiler.backends.opencl.build import (
+    ARG_BYTES_LIMIT,
+    SIZE_ARG_BYTES,
+    TENSOR_ARG_BYTES,
+    Artefact,
+    Assembled,
+    assemble,
+    write_files,
+)
 from egraph_compiler.backends.opencl.kernels import KernelParams, anchor_shape
 from egraph_compiler.backends.opencl.planning import execution_plan
 from egraph_compiler.backends.static_checks import prepare_static_graph
@@ -78,6 +92,10 @@ SYMBOLIC_PLAN_VERSION = 3
 # of a compare per load where a bound compile has none (ResNet-50 up to 15 % slower)
 SHAPE_STABLE = False
 DEFAULT_HIGH = 16  # a dim without --dim (or with an unbounded one) is compiled for 1..16
+# divide by size arguments through their magic numbers (`magicdiv`): a multiply where a
+# bound kernel's literal divisor is one; without it PoCL scalarises the division
+# (benchmarks/dynamic.py --no-magic measures the difference)
+MAGIC_DIVISION = True
 MAX_POINTS = 2048  # shapes compiled: about 0.1-0.7 s each (BERT-tiny to ResNet-50 on PoCL hosts)
 
 Point = tuple[int, ...]
@@ -605,6 +623,7 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
             "id": signature,
             "launches": [{k: v for k, v in la.items() if k not in ("global", "sizes", "shape_key")}
                          for la in sample.built.doc["launches"]]})
+    divisors = _magic_divisions(sources, version_docs) if MAGIC_DIVISION else {}
     box_docs = []
     arena_bytes = 0
     for leaf in leaves:
@@ -623,7 +642,10 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
             # upper corner's numbers
             "offsets": symbolic_offsets or {n: t["offset"] for n, t in corner["tensors"].items()
                                             if t["kind"] == "arena"},
-            "sizes": [[leaf.expressions[f"size/{k}/{j}"] for j in range(len(la["sizes"]))]
+            # each size a kernel divides by is followed by its magic (`magicdiv`)
+            "sizes": [_with_magic([leaf.expressions[f"size/{k}/{j}"]
+                                   for j in range(len(la["sizes"]))],
+                                  divisors.get(la["kernel"], ()))
                       for k, la in enumerate(launches)],
             "items": [leaf.expressions[f"items/{k}"] for k in range(len(launches))],
             "output_shapes": {n: [leaf.expressions[f"shape/{n}/{j}"]
@@ -706,11 +728,39 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                         "fitted_names": sorted(set(partition.fitted))[:20]},
         "computed_at_run_time": sorted(computed),
         "crossovers": crossovers,
+        # divisions by size arguments done by multiplication (`magicdiv`)
+        "magic_division": {"kernels": len(divisors),
+                           "divisors": sum(len(d) for d in divisors.values()),
+                           "sites": sum(sources[k].count("DNNR_DIV(") + sources[k].count("DNNR_REM(")
+                                        for k in divisors)},
     }
     return Artefact(out_dir, len(top["launches"]), len(sources), int(top["operators"]),
                     arena_bytes, int(top["naive_bytes"]), int(top["lower_bound_bytes"]),
                     {n: str(i["reason"]) for n, i in images.items()}, None, top["select"],
                     dynamic)
+
+
+def _magic_divisions(sources: dict[str, str], version_docs: Sequence[dict]
+                     ) -> dict[str, list[int]]:
+    """Rewrite ``sources`` in place so that each kernel divides by its size arguments
+    through their magic numbers (`magicdiv.rewrite`), where the extra arguments stay
+    within the portable limit; per kernel rewritten, the indices of those sizes."""
+    tensor_args = {la["kernel"]: len(la["args"]) for doc in version_docs for la in doc["launches"]}
+    divisors: dict[str, list[int]] = {}
+    for name, source in sources.items():
+        rewritten, used = magicdiv.rewrite(source)
+        sizes = len(magicdiv.size_parameters(source))
+        if used and TENSOR_ARG_BYTES * tensor_args.get(name, 0) + \
+                SIZE_ARG_BYTES * (sizes + 2 * len(used)) <= ARG_BYTES_LIMIT:
+            sources[name] = rewritten
+            divisors[name] = [int(s.removeprefix("s")) for s in used]
+    return divisors
+
+
+def _with_magic(sizes: list[str], divisors: Sequence[int]) -> list[str]:
+    """A launch's size expressions and, per divisor (in `magicdiv.rewrite`'s parameter
+    order), its magic's two expressions, which the run time evaluates per shape."""
+    return sizes + [f"magic_{part}({sizes[k]})" for k in divisors for part in "ms"]
 
 
 def _anchor_choices(probe: _Probe) -> dict[str, str]:

@@ -103,6 +103,13 @@ def _matmuls() -> dict[str, onnx.ModelProto]:
         "batched-broadcast-sigmoid": _model(
             [helper.make_node("MatMul", ["x", "z"], ["m"]), helper.make_node("Sigmoid", ["m"], ["y"])],
             {"x": [3, 2, 33, 19], "z": [2, 19, 45]}, [3, 2, 33, 45], {}),
+        # a Linear on an NHWC activation: the batch dims fold into the GEMM's rows,
+        # read through a Relu prologue, stored through a Transpose back to NCHW
+        "rows-folded-transpose-epilogue": _model(
+            [helper.make_node("Relu", ["x"], ["xr"]),
+             helper.make_node("MatMul", ["xr", "W"], ["m"]),
+             helper.make_node("Transpose", ["m"], ["y"], perm=[0, 3, 1, 2])],
+            {"x": [2, 3, 5, 19]}, [2, 45, 3, 5], {"W": normal(19, 45)}),
         "vector-matrix": _model(
             [helper.make_node("MatMul", ["x", "W"], ["y"])], {"x": [2, 1, 300]}, [2, 1, 29],
             {"W": normal(300, 29)}),
@@ -226,3 +233,14 @@ def test_compile_for_gpu_from_the_command_line(tmp_path: Path) -> None:
     assert [launch["variant"].split()[0] for launch in compiled.plan["launches"]] == ["tiled"]
     feeds = {"x": np.random.default_rng(5).standard_normal((2, 5, 9, 7)).astype(np.float32)}
     assert_close(compiled.run(feeds), run_ort(model, feeds), rtol=1e-4, atol=1e-5)
+
+
+def test_linear_batch_dims_fold_into_gemm_rows(tmp_path: Path) -> None:
+    """A [2, 3, 5, 19] × [19, 45] MatMul is one GEMM of 30 rows (its shape class says
+    so), not six GEMMs of 5 rows; a B with batch dims stays batched."""
+    _check(MATMULS["rows-folded-transpose-epilogue"], KernelParams(), tmp_path / "folded")
+    assert load(tmp_path / "folded").plan["launches"][0]["shape_key"].startswith(
+        "MatMul m30 n45 k19 b1")
+    _check(MATMULS["batched-broadcast-sigmoid"], KernelParams(), tmp_path / "batched")
+    assert load(tmp_path / "batched").plan["launches"][0]["shape_key"].startswith(
+        "MatMul m33 n45 k19 b6")

@@ -22,6 +22,7 @@ from onnx import helper, numpy_helper
 
 from egraph_compiler import ops
 from egraph_compiler.backends.opencl import compile_graph, load, ops_nn
+from egraph_compiler.ir import conv_transpose
 from egraph_compiler.ir.graph import Node
 from tests.backends.opencl.helpers import static_graph
 
@@ -79,6 +80,13 @@ CASES = [
                     strides=[2], auto_pad="SAME_UPPER"),
     _conv_transpose("conv_transpose_output_shape", _image(1, 1, 3, 3), _image(1, 2, 3, 3), False,
                     strides=[3, 2], output_shape=[10, 8]),
+    # kernel 1 under stride 2: a phase no tap reaches (bias only): the gather kernel
+    _conv_transpose("conv_transpose_phase_without_taps", _image(1, 3, 4, 4), _image(3, 2, 1, 1), True,
+                    strides=[2, 2], output_padding=[1, 1]),
+    # a weight given at run time: the gather kernel (the phase Convs need a constant weight)
+    ("conv_transpose_runtime_weight", 17,
+     [helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 1], pads=[1, 0, 0, 1])],
+     {"x": _image(1, 3, 4, 5), "w": _image(3, 2, 3, 2)}, {}, ["y"]),
     _top_k("top_k_largest_last_axis_ties", _TIES, 4),
     _top_k("top_k_smallest_axis0_ties", _TIES, 2, axis=0, largest=0),
     _top_k("top_k_int64_whole_line", RNG.integers(-5, 5, (2, 3, 6)).astype(np.int64), 6, axis=-1),
@@ -176,8 +184,26 @@ def test_conv_transpose_pads_follow_onnx_reference() -> None:
     def node(**attrs: object) -> Node:
         return Node("ConvTranspose", ("x", "w"), ("y",), tuple(sorted(attrs.items())))
     # total padding 2*(5-1) + 4 - 10 = 2 when the output is 10: split evenly either way
-    assert ops_nn.conv_transpose_pad_begin(node(strides=(2,), auto_pad="SAME_UPPER"), [5], [10], [4]) == [1]
+    assert conv_transpose.pad_begin(node(strides=(2,), auto_pad="SAME_UPPER"), [5], [10], [4]) == [1]
     # total 3 (kernel 5): SAME_UPPER puts the odd one at the end, SAME_LOWER at the start
-    assert ops_nn.conv_transpose_pad_begin(node(strides=(2,), auto_pad="SAME_UPPER"), [5], [10], [5]) == [1]
-    assert ops_nn.conv_transpose_pad_begin(node(strides=(2,), auto_pad="SAME_LOWER"), [5], [10], [5]) == [2]
-    assert ops_nn.conv_transpose_pad_begin(node(pads=(2, 0)), [5], [10], [4]) == [2]
+    assert conv_transpose.pad_begin(node(strides=(2,), auto_pad="SAME_UPPER"), [5], [10], [5]) == [1]
+    assert conv_transpose.pad_begin(node(strides=(2,), auto_pad="SAME_LOWER"), [5], [10], [5]) == [2]
+    assert conv_transpose.pad_begin(node(pads=(2, 0)), [5], [10], [4]) == [2]
+
+
+def test_conv_transpose_runs_as_one_conv_per_stride_phase(tmp_path: Path) -> None:
+    """A constant-weight ConvTranspose is lowered to stride_h x stride_w Convs whose
+    outputs interleave (`ir.conv_transpose`); the result matches onnxruntime."""
+    import json
+
+    name, opset, nodes, feeds, constants, outputs = _conv_transpose(
+        "phases", _image(1, 8, 6, 6), _image(8, 4, 4, 4), True, strides=[2, 2], pads=[1, 1, 1, 1])
+    model = _model(nodes, feeds, constants, outputs, opset)
+    graph = static_graph(model, feeds)
+    phases = conv_transpose.plan(graph, graph.nodes[0])
+    assert phases is not None and [len(p.taps) for p in phases.phases[0]] == [2, 2]
+    got, want = _run_both(model, feeds, tmp_path)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
+    launched = [op for launch in json.loads((tmp_path / "plan.json").read_text())["launches"]
+                for op in launch["ops"]]
+    assert launched.count("Conv") == 4 and "ConvTranspose" not in launched

@@ -80,3 +80,30 @@ def test_cost_model_splits_only_few_long_rows() -> None:
     assert long.variant == "row-split" and long.params.groups >= 8
     assert cost.choose(cost.row_options(gpu, 4096, 768, 256)).variant == "row"
     assert cost.choose(cost.row_options(cpu, 1, 65536, 64)).variant == "row"
+
+
+ROWNORMS = [c for c in sorted(CASES) if not c.startswith("reduce")]
+CACHED = {**{c: CASES[c] for c in ROWNORMS},
+          # rows a whole number of work-groups wide (no guard) with a prologue
+          "softmax-512-prologue": helper.make_model(helper.make_graph(
+              [helper.make_node("Add", ["x", "x"], ["a"]),
+               helper.make_node("Softmax", ["a"], ["t"], axis=-1),
+               helper.make_node("Mul", ["t", "t"], ["y"])], "g",
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 512])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4, 512])]),
+              opset_imports=[helper.make_opsetid("", 18)])}
+
+
+@pytest.mark.parametrize("case", sorted(CACHED))
+def test_rows_in_registers_match_onnxruntime(case: str, tmp_path: Path) -> None:
+    """`KernelParams.row_cache`: each work-item keeps its elements of the row in
+    registers (ragged rows guarded); one launch, the epilogue fused."""
+    model = CACHED[case]
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    feeds = {"x": np.random.default_rng(5).standard_normal(shape).astype(np.float32) * 4}
+    params = KernelParams(row_serial_below=0, row_cache=8, reduce_work_group=256)
+    build(plan_memory(plan_fusion(static_graph(model, feeds))), tmp_path, params)
+    compiled = load(tmp_path)
+    assert len(compiled.plan["launches"]) == 1
+    assert "float xs[ROWC];" in (tmp_path / "kernels.cl").read_text()
+    assert_close(compiled.run(feeds), run_ort(model, feeds), rtol=1e-4, atol=1e-5)

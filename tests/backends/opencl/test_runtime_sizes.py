@@ -152,12 +152,22 @@ def test_empty_axes_input_folds_at_compile_time(tmp_path, noop: int) -> None:
     _check(model, opencl.load(tmp_path / "out"), ["y"], feeds)
 
 
-def test_size_from_a_large_tensors_contents_is_still_refused_by_name(tmp_path) -> None:
-    model = _model([helper.make_node("NonZero", ["x"], ["y"])],
-                   [helper.make_tensor_value_info("x", FLOAT, [4, 4])],
-                   [_out("y", 2, INT64)])
-    with pytest.raises(ir.DnnrError, match="NonZero"):
-        _compile(model, tmp_path)
+def test_size_from_a_tensors_contents_is_not_specialised_on(tmp_path) -> None:
+    """NonZero's count comes from its data, not from an input's value: its operand (a
+    small 1-D one too, which could be a size vector) is not a value input; the graph
+    runs in segments (`segmented`)."""
+    model = _model([helper.make_node("NonZero", ["x"], ["i"]),
+                    helper.make_node("Reshape", ["i", "flat"], ["f"]),
+                    helper.make_node("Gather", ["table", "f"], ["y"])],
+                   [helper.make_tensor_value_info("x", FLOAT, [4]),
+                    helper.make_tensor_value_info("table", FLOAT, [4, 2])], [_out("y", 2)])
+    model.graph.initializer.append(helper.make_tensor("flat", INT64, [1], [-1]))
+    artefact, loaded, outputs = _compile(model, tmp_path)
+    assert artefact.specialised["value_inputs"] == {}
+    assert artefact.specialised["data_dependent"] == {"NonZero_0": "NonZero (device)"}
+    table = np.arange(8, dtype=np.float32).reshape(4, 2)
+    for x in ([0, 2, 0, 3], [1, 1, 1, 1]):
+        _check(model, loaded, outputs, {"x": np.array(x, np.float32), "table": table})
 
 
 def test_an_output_that_folds_to_a_constant_is_refused(tmp_path) -> None:
@@ -168,3 +178,28 @@ def test_an_output_that_folds_to_a_constant_is_refused(tmp_path) -> None:
     _, loaded, _ = _compile(model, tmp_path)
     with pytest.raises(ir.DnnrError, match=r"output 'w' folds to a constant once the values of size"):
         loaded.run({"size": np.array(8, np.int64)})
+
+
+def test_reductions_over_an_empty_set_give_the_identity(tmp_path) -> None:
+    """ONNX: a reduction over a zero-length axis is its identity (0, 1, -inf, +inf...),
+    with the axes a constant or a run-time input; the onnxruntime answer is the check."""
+    model = _model(
+        [helper.make_node("ReduceMax", ["x", "raxes"], ["high"], keepdims=1),
+         helper.make_node("ReduceMin", ["n", "raxes"], ["low"], keepdims=0),
+         helper.make_node("ReduceProd", ["x", "one"], ["prod"], keepdims=0),
+         helper.make_node("ReduceLogSumExp", ["x", "raxes"], ["lse"], keepdims=0),
+         helper.make_node("Abs", ["x"], ["a"]),
+         helper.make_node("ReduceSum", ["a", "one"], ["s"], keepdims=1),
+         helper.make_node("Sqrt", ["s"], ["l2"]),
+         helper.make_node("Relu", ["y"], ["r"])],
+        [helper.make_tensor_value_info("x", FLOAT, [2, 0, 3]),
+         helper.make_tensor_value_info("n", INT64, [0, 4]),
+         helper.make_tensor_value_info("raxes", INT64, [1]),
+         helper.make_tensor_value_info("y", FLOAT, [2, 3])],
+        [_out("high", 3), _out("low", 1, INT64), _out("prod", 2), _out("lse", 2), _out("l2", 3), _out("r", 2)])
+    model.graph.initializer.append(helper.make_tensor("one", INT64, [1], [1]))
+    _, loaded, outputs = _compile(model, tmp_path)
+    y = np.random.default_rng(2).standard_normal((2, 3)).astype(np.float32)
+    for axis in (1, 0):
+        _check(model, loaded, outputs, {"x": np.zeros((2, 0, 3), np.float32), "n": np.zeros((0, 4), np.int64),
+                                        "raxes": np.array([axis], np.int64), "y": y})

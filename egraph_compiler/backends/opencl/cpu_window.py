@@ -1,0 +1,187 @@
+"""A k×k convolution as explicit vectors of output pixels: the ``conv-vec`` option (CPU
+devices only).
+
+The ``window`` kernel (`window.py`), which the CPU cost model picked for every dense
+k×k conv, keeps its register block in ``floatN`` vectors along output channels, and
+PoCL runs its work-items one by one: ResNet-50's 7×7 stride-2 stem (8 channels) ran at
+45 GFLOP/s, MobileNetV3's 3×3 stride-2 stem (16 channels) at 16. `cpu_conv.py`'s
+answer for 1×1 convs — consecutive pixels on consecutive work-items, scalar
+accumulators, PoCL vectorising the item loop — was tried for k×k windows first (a
+work-group per output row, masked loads, the same packed weights): at stride 1 PoCL
+vectorised it (ResNet-50's 56×56 3×3 conv: 0.075-0.082 ms against the window kernel's
+0.088), but a stride-2 window's loads are gathers and PoCL left the item loop scalar
+(the 7×7 stem 1.09 ms, against 0.62), so that form was dropped.
+
+Here the vector is explicit: a work-item computes ``channels`` output channels ×
+``pixels`` consecutive output columns of one row, one ``float{pixels}`` accumulator per
+channel. Per input channel and window row it loads the row segment its window spans
+once, as scalars (the block's prologue evaluated once per loaded element; bounds
+checks only in items whose segment crosses the row's edge), builds each tap's vector
+of inputs at stride ``s1`` from them, and does ``channels`` vector multiply-adds with
+broadcast weights. Nothing relies on a vectoriser across work-items, so input channels
+and window rows stay loops. The weights are *packed* at generation:
+``[Cout/channels][Cin][K0][K1][channels]`` (output channels zero-padded to whole
+blocks), so a work-item's weights are one contiguous run read in order. The epilogue
+is unrolled, one copy per output element.
+
+Measured on PoCL here (`cost._vec_conv_options` says where it is offered, fitted to
+these): the two stems 0.40 / 0.21 ms against the window kernel's 0.62 / 0.42, the
+3×3 convs of ResNet-50's 14×14 and 7×7 stages (an eighth of the width) 0.035-0.069 ms
+against 0.073-0.093; on 28×28 and 56×56 maps it was no faster (0.059-0.087 against
+0.055-0.081 for 28×28), so it is not offered there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from egraph_compiler.backends.opencl.depthwise import (
+    cdiv,
+)
+from egraph_compiler.backends.opencl.emit import Scope
+from egraph_compiler.fusion import index as ix
+
+if TYPE_CHECKING:
+    from egraph_compiler.backends.opencl.gemm import ConvGeometry
+    from egraph_compiler.backends.opencl.kernels import Kernel, _Gen
+
+VARIANT = "conv-vec"
+
+
+@dataclass(frozen=True)
+class VecConv:
+    """``conv-vec`` parameters: output channels (accumulators) × consecutive output
+    columns (each accumulator a ``float{pixels}``) per work-item."""
+
+    channels: int
+    pixels: int = 16
+
+    def describe(self) -> str:
+        return f"{VARIANT} {self.channels}x{self.pixels}"
+
+
+VEC_CONVS = (VecConv(8, 16), VecConv(16, 16), VecConv(8, 8), VecConv(16, 8))
+
+
+def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
+    """A work-item computes ``channels`` output channels × ``pixels`` consecutive output
+    columns of one row as explicit vectors: per input channel and window row it loads
+    the row segment its window spans once (scalars: the block's prologue evaluated once
+    per element, zero where the padding reaches), gathers each tap's ``pixels``
+    inputs into a vector (at stride ``s1``), and does ``channels`` vector multiply-adds
+    with broadcast weights, read from the packed layout. Needs no vectoriser across
+    work-items, so input channels and window rows stay loops, and a stride-2 window
+    costs shuffles, not gathers (on PoCL the lane kernels' stride-2 loads left their
+    work-item loop scalar). The segment is read with bounds checks only in work-items
+    whose segment crosses the row's edge."""
+    node = gen.anchor()
+    x_name, w_name = node.inputs[0], node.inputs[1]
+    weights = gen.view.constants.get(w_name)
+    if not applies(geo) or weights is None or not gen.single_use(w_name) or \
+            np.asarray(weights).dtype != np.float32 or params.pixels not in (2, 4, 8, 16):
+        return None
+    bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
+    batch, cout, out_h, out_w = geo.out_shape
+    cin, in_h, in_w = geo.x_shape[1:]
+    (k0, k1), (s0, s1), (d0, d1) = geo.kernel, geo.strides, geo.dilations
+    channels, pixels = min(params.channels, cout), params.pixels
+    n_ct, n_vt = cdiv(cout, channels), cdiv(out_w, pixels)
+    span = (pixels - 1) * s1 + (k1 - 1) * d1 + 1
+    total = batch * n_ct * out_h * n_vt
+    packed = gen.derive(w_name, _packed(np.asarray(weights), channels), f"k{channels}")
+    per_block = cin * k0 * k1 * channels
+    vec = f"float{pixels}"
+    s = Scope()
+    s.emit("const int gid = get_global_id(0);")
+    s.emit(f"if (gid >= {total}) return;")
+    s.emit("int r = gid;")
+    s.emit(f"const int vt = r % {n_vt}; r /= {n_vt};")
+    s.emit(f"const int oh = r % {out_h}; r /= {out_h};")
+    s.emit(f"const int ct = r % {n_ct}; const int n = r / {n_ct};")
+    s.emit(f"const int ow0 = vt * {pixels};")
+    s.emit(f"const int ih0 = oh * {s0} - {geo.begin[0]}; const int iw0 = ow0 * {s1} - {geo.begin[1]};")
+    s.emit(f"const bool inner = iw0 >= 0 && iw0 + {span} <= {in_w};")
+    s.emit(f"__global const float* wk = {gen.em.params[packed]} + ct * {per_block};")
+    acc = [f"a{c}" for c in range(channels)]
+    s.emit(" ".join(f"{vec} {name} = ({vec})(0.0f);" for name in acc))
+    n_var, ci_var, h_var = gen.ivar("n", batch), gen.ivar("ci", cin), ix.IVar("h", 0, in_h - 1)
+    taps = Scope(s)
+    taps.emit(f"const int h = ih0 + q0 * {d0};")
+    row = Scope(taps)
+    segment = [f"r{j}" for j in range(span)]
+    row.emit(" ".join(f"float {name};" for name in segment))
+    inner, edge = Scope(row), Scope(row)
+    for j in range(span):
+        row.emit(f"const int w{j} = iw0 + {j};")
+        at = gen.em.value(inner, x_name, (n_var, ci_var, h_var, ix.IVar(f"w{j}", 0, in_w - 1)))
+        inner.emit(f"r{j} = {at};")
+        edge.emit(f"const int cw{j} = w{j} < 0 ? 0 : (w{j} < {in_w} ? w{j} : {in_w - 1});")
+        at = gen.em.value(edge, x_name, (n_var, ci_var, h_var, ix.IVar(f"cw{j}", 0, in_w - 1)))
+        edge.emit(f"r{j} = (w{j} >= 0 && w{j} < {in_w}) ? {at} : 0.0f;")
+    row.nest("if (inner)", inner)
+    row.nest("else", edge)
+    for q1 in range(k1):
+        parts = ", ".join(f"r{q1 * d1 + j * s1}" for j in range(pixels))
+        tap = Scope(row)
+        tap.emit(f"const {vec} x = ({vec})({parts});")
+        base = f"((ci * {k0} + q0) * {k1} + {q1}) * {channels}"
+        for c in range(channels):
+            tap.emit(f"{acc[c]} += x * wk[{base} + {c}];")
+        row.nest("", tap)
+    checks = (["h >= 0"] if geo.begin[0] > 0 else []) + [f"h < {in_h}"]
+    taps.nest(f"if ({' && '.join(checks)})", row)
+    s.nest(f"for (int ci = 0; ci < {cin}; ++ci) for (int q0 = 0; q0 < {k0}; ++q0)", taps)
+    co_var = gen.ivar("co", cout)
+    oh_var, ow_var = gen.ivar("oh", out_h), gen.ivar("ow", out_w)
+    lanes = "0123456789abcdef"
+    for c in range(channels):
+        for j in range(pixels):
+            fin = Scope(s)
+            fin.emit(f"const int ow = ow0 + {j}; const int co = ct * {channels} + {c};")
+            done = Scope(fin)
+            value = f"{acc[c]}.s{lanes[j]}"
+            if bias is not None:
+                value = f"({value} + {gen.em.value(done, bias, (co_var,))})"
+            gen.declare_iteration(done, (n_var, co_var, oh_var, ow_var))
+            gen.epilogue(done, value)
+            guards = ([f"ow < {out_w}"] if out_w % pixels else []) + \
+                ([f"co < {cout}"] if cout % channels else [])
+            fin.nest(f"if ({' && '.join(guards)})" if guards else "", done)
+            s.nest("", fin)
+    return gen.finish(s, total, vec_group(total, gen.params.work_group))
+
+
+# work-groups a `conv-vec` grid is cut into at least, where its items allow: PoCL hands a
+# device thread whole groups, so a 28-item grid (ResNet-50's 14×14 3×3 convs at an eighth
+# of the width) in one 64-item group would leave one of the two threads idle (on the
+# loaded machine the split measured neither faster nor slower)
+VEC_GROUPS = 8
+
+
+def vec_group(items: int, limit: int) -> int:
+    """The work-group size of a ``conv-vec`` grid of ``items``: at most ``limit``, a
+    power of two, small enough for `VEC_GROUPS` groups where the items allow."""
+    local = limit
+    while local > 1 and cdiv(items, local) < VEC_GROUPS:
+        local //= 2
+    return local
+
+
+def applies(geo: ConvGeometry) -> bool:
+    """A 2-D conv of one group with a window of several taps."""
+    return geo.spatial == 2 and geo.group == 1 and geo.taps > 1
+
+
+def _packed(weights: np.ndarray, channels: int) -> np.ndarray:
+    """``[Cout][Cin][K0][K1]`` as ``[Cout/channels][Cin][K0][K1][channels]``, the output
+    channels padded with zeros to whole blocks."""
+    cout = weights.shape[0]
+    padded = cdiv(cout, channels) * channels
+    if padded > cout:
+        weights = np.concatenate([weights, np.zeros((padded - cout, *weights.shape[1:]),
+                                                    weights.dtype)])
+    blocks = weights.reshape(padded // channels, channels, *weights.shape[1:])
+    return np.ascontiguousarray(np.moveaxis(blocks, 1, -1))

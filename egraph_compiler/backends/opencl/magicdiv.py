@@ -1,0 +1,167 @@
+"""Invariant integer division by multiplication for the symbolic OpenCL artefact.
+
+A bound (``--bind``) kernel divides its indices by literals, which the OpenCL compiler
+turns into a multiply and a shift; the symbolic artefact divides by size ARGUMENTS
+(``(gid/s2)%s3``), a real division, which x86 has no vector form of, so PoCL
+scalarises every work-item loop that holds one (GPT-2's QKV split ran 7.5 µs against
+2.6 µs bound). Here each division or remainder by a size argument becomes a multiply
+by that divisor's "magic number" (Granlund & Montgomery, PLDI 1994, Theorem 4.2;
+Hacker's Delight §10-8; libdivide): the host computes ``(m, s)`` once per shape next
+to the size itself (`dimpoly.evaluate`'s ``magic_m``/``magic_s``, evaluated where the
+run time binds the dims) and the kernel computes ``q = (x*m) >> (31 + s)`` as one
+64-bit product (the high word of ``mul_hi``), ``r = x - q*d``. PoCL does not inline
+OpenCL's ``mul_hi``: with it the BERT mask kernel took 55.7 µs, with the real division
+28.7, with the 64-bit product 16.8 (bound: 11.5; benchmarks/dynamic.py --kernels).
+
+The bound: with dividends of N = 31 bits (``|x| < 2^31``, every int index) the
+theorem's multiplier ``m = floor(2^(31+l) / d) + 1``, ``l = ceil(log2 d)``, fits 32
+bits for every ``1 <= d < 2^31`` (``d > 2^(l-1)`` makes ``2^(31+l)/d < 2^32``), and
+``floor(x*m / 2^(31+l)) == floor(x / d)`` for ``0 <= x < 2^31`` because
+``2^(31+l) < m*d <= 2^(31+l) + 2^l``; ``|x|*m < 2^63``, so the signed 64-bit product
+never overflows. For ``-2^31 < x < 0`` the product overshoots ``x/d`` downwards by
+``|x|*(m*d - 2^(31+l)) / (d*2^(31+l)) < 1/d``, less than the gap to the next integer
+below, so the floor is exactly ``trunc(x/d) - 1``: adding ``x >> 31``'s one back gives
+C's truncating ``/`` (and ``%``) that the rewrite replaces, at every sign. ``d = 0``
+gets ``(0, 0)``: the kernel never divides by it (the division it replaces would
+trap), the host must not fail.
+"""
+
+from __future__ import annotations
+
+import re
+
+# the operand of the theorem: |dividend| < 2^DIVIDEND_BITS
+DIVIDEND_BITS = 31
+
+# defined once per program (kernels.cl concatenates every kernel); x is evaluated
+# several times, which the compiler merges (the expressions are pure index arithmetic)
+PRELUDE = """#ifndef DNNR_MAGIC_DIV
+#define DNNR_MAGIC_DIV
+// x / d and x % d by d's magic (m, s), |x| < 2^31 (magicdiv.py): a multiply, not a division
+#define DNNR_DIV(x, m, s) ((int)(((long)(x) * (long)(uint)(m)) >> (31 + (uint)(s))) - \\
+  ((int)(x) >> 31))
+#define DNNR_REM(x, d, m, s) ((int)(x) - DNNR_DIV(x, m, s) * (d))
+#endif
+"""
+
+
+def magic(divisor: int) -> tuple[int, int]:
+    """``(m, s)`` with ``floor(x / d) == (x*m) >> (31 + s)`` for ``0 <= x < 2^31``
+    (``m`` an unsigned 32-bit number); ``(0, 0)`` for ``d = 0``."""
+    if divisor == 0:
+        return 0, 0
+    if not 0 < divisor < 2**DIVIDEND_BITS:
+        raise ValueError(f"magic division: divisor {divisor} outside 1..2^31-1")
+    shift = (divisor - 1).bit_length()  # l = ceil(log2 d)
+    multiplier = (1 << (DIVIDEND_BITS + shift)) // divisor + 1
+    assert multiplier < 1 << 32  # the theorem's bound (module docstring)
+    return multiplier, shift
+
+
+def magic_argument(divisor: int, part: str) -> int:
+    """The kernel argument ``part`` (``"m"`` or ``"s"``) of ``divisor``'s magic, as the
+    ``int`` the run time passes (``m`` above 2^31 - 1 reinterpreted as negative: the
+    kernel casts it back to ``uint``)."""
+    multiplier, shift = magic(divisor)
+    if part == "s":
+        return shift
+    return multiplier - (1 << 32) if multiplier >= 1 << 31 else multiplier
+
+
+# a division, remainder or ``/=`` by a hoisted size argument ``sK``; not a comment
+# (``//``, ``/*``) and not a size followed by more name (``s12`` is not ``s1``)
+_BY_SIZE = re.compile(r"(?<![/*])([/%])(=?)[ \t]*(s\d+)(?![\w(\[])")
+_PARAMETER = re.compile(r"const int (s\d+)\b")
+# what may precede a left operand for it to be the whole operand: a binary operator of
+# lower precedence than ``/``, an opening bracket, a separator (``*``, ``/``, ``%`` would
+# make the left operand longer; ``!``, ``~`` and a cast bind tighter)
+_OPERAND_FOLLOWS = set("([,=+-?:<>;{&|^\n")
+# a name the kernel declares with a floating-point type (``float t1``, ``__global const
+# float* restrict in0``): its quotient by a size is a float division, not an index's
+_FLOAT_NAME = re.compile(r"\b(?:float|half|double)\d*\s*\*?\s*(?:restrict\s+)?(\w+)")
+# an operand that may not be an int: a float literal or cast, an array element (its
+# type is the buffer's), a call of anything but this rewrite's own macros
+_NOT_INDEX = re.compile(r"\[|\d\.|\.\d|\b\d+f\b|\((?:float|half|double)|\b(?!DNNR_)\w+\s*\(")
+
+
+def _left_operand(text: str, end: int) -> int | None:
+    """Where the left operand of the operator at ``end`` starts: an identifier or
+    number, a parenthesised group, or a call ``f(...)``; None when the operand is
+    anything else or the text before it would bind it differently."""
+    k = end
+    while k > 0 and text[k - 1] in " \t":
+        k -= 1
+    if k == 0:
+        return None
+    if text[k - 1] == ")":
+        depth, k = 0, k - 1
+        while k >= 0:
+            depth += {")": 1, "(": -1}.get(text[k], 0)
+            if depth == 0:
+                break
+            k -= 1
+        if k < 0:
+            return None
+        while k > 0 and (text[k - 1].isalnum() or text[k - 1] == "_"):  # a call's name
+            k -= 1
+    elif text[k - 1].isalnum() or text[k - 1] == "_":
+        while k > 0 and (text[k - 1].isalnum() or text[k - 1] in "_."):
+            k -= 1
+    else:
+        return None
+    before = k
+    while before > 0 and text[before - 1] in " \t":
+        before -= 1
+    if before > 0 and text[before - 1] not in _OPERAND_FOLLOWS:
+        return None
+    if before > 1 and text[before - 2:before] in ("++", "--", "->"):
+        return None
+    return k
+
+
+def size_parameters(source: str) -> list[str]:
+    """The hoisted size parameters (``const int sK``) of a kernel's header."""
+    return _PARAMETER.findall(source.partition(") {\n")[0])
+
+
+def rewrite(source: str) -> tuple[str, list[str]]:
+    """``source`` (a kernel after `build.hoist_sizes`) with every division and remainder
+    of an int index by a size argument whose operands it can delimit (and can tell
+    are not floating-point) done by magic multiplication, the
+    magic of each such size as two more trailing parameters ``const int sK_m, sK_s``;
+    and those sizes' names in parameter order (empty: ``source`` unchanged)."""
+    header, brace, body = source.partition(") {\n")
+    sizes = set(size_parameters(source))
+    if not brace or not sizes:
+        return source, []
+    floats = set(_FLOAT_NAME.findall(source))
+    used: list[str] = []
+    position = 0
+    # one pass left to right: a rewritten division is a new left operand for the next
+    # (``((gid)/s2)%s3``), so the text rebuilt so far is what the scan looks back into
+    text = body
+    while True:
+        match = _BY_SIZE.search(text, position)
+        if match is None:
+            break
+        op, assign, size = match.groups()
+        start = _left_operand(text, match.start())
+        # ``x /= s`` only for a plain variable ``x``
+        plain = re.fullmatch(r"\w+", text[start:match.start()].strip()) if start is not None else None
+        operand = text[start:match.start()].rstrip() if start is not None else ""
+        if size not in sizes or start is None or (assign and plain is None) or \
+                _NOT_INDEX.search(operand) or floats & set(re.findall(r"\b[A-Za-z_]\w*", operand)):
+            position = match.end()
+            continue
+        if size not in used:
+            used.append(size)
+        magic_args = f"{size}_m, {size}_s"
+        call = f"DNNR_DIV({operand}, {magic_args})" if op == "/" else \
+            f"DNNR_REM({operand}, {size}, {magic_args})"
+        replacement = f"{operand} = {call}" if assign else call
+        text = text[:start] + replacement + text[match.end():]
+        position = start + len(replacement)
+    if not used:
+        return source, []
+    params = "".join(f", const int {s}_m, const int {s}_s" for s in used)
+    return PRELUDE + header + params + brace + text, used
