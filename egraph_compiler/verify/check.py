@@ -252,7 +252,7 @@ class _Solver:
 
     def __init__(self, seconds: float, budget: Budget | None = None,
                  slack: float = WALL_SLACK) -> None:
-        self.solver = z3.Solver()
+        self.solver = _tier_solver()
         self.seconds = seconds
         self.budget = budget
         self.slack = slack  # the wall-clock cap, in budgets (Z3 does not count everywhere)
@@ -304,6 +304,20 @@ class _Solver:
         return str(result), model
 
 
+# The Z3 solver of this tier of this rule (`check_tier` clears it), with the context it
+# belongs to: every check pushes its facts and pops them, so one solver serves them
+# all. A fresh solver costs about 1 ms before its first check (its first push sets up
+# Z3's SMT kernel), as much as most of the library's checks.
+_SOLVER: list[tuple[Any, z3.Solver]] = []
+
+
+def _tier_solver() -> z3.Solver:
+    ctx = z3.main_ctx()
+    if not _SOLVER or _SOLVER[0][0] is not ctx:
+        _SOLVER[:] = [(ctx, z3.Solver())]
+    return _SOLVER[0][1]
+
+
 # Queries proved unsat in this tier of this rule (`check_tier` clears it), by the ids of
 # their assertions: Z3 shares structurally equal terms, so a configuration whose query
 # is one already proved (another rank of a variable the query does not read, another
@@ -333,6 +347,7 @@ def check_tier(canon: CanonRule, sems: dict[str, OpSemantics], tier: str,
     _PAIRED_FIRST.clear()
     _PROVED.clear()
     _SHAPE_STAGES.clear()
+    _SOLVER.clear()
     try:
         configs = _configs(canon, sems, max_rank, guard)
     except Unsupported as err:

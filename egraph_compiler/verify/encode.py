@@ -89,6 +89,41 @@ def stable_key(obj: object) -> str:
     return hashlib.sha1(repr(obj).encode()).hexdigest()[:10]
 
 
+# Results of the pure term builders below (`broadcast`, `project`, `in_bounds`, a
+# variable's dims and their ">= 1" facts), by the ids of their arguments, for z3py's
+# current main context: a rule's configurations and encodings build the same terms
+# again and again (z3py spends ~20 us per term; Z3 shares equal terms, so a
+# remembered result is the very term a new call would build: the queries are the
+# same). The arguments are kept with the result, so their ids are not reused while
+# they key it.
+_MEMO: dict[Any, tuple[Any, Any]] = {}
+_MEMO_CONTEXT: list[Any] = [None]
+_MEMO_LIMIT = 200_000
+
+
+def _memo_key(value: Any, keep: list[Any]) -> Any:
+    if isinstance(value, z3.AstRef):
+        keep.append(value)
+        return value.get_id()
+    if isinstance(value, (list, tuple)):
+        return tuple(_memo_key(v, keep) for v in value)
+    return (type(value).__name__, value)  # (True and 1 are different arguments)
+
+
+def _memoised(name: str, args: Any, build: Callable[[], Any]) -> Any:
+    ctx = z3.main_ctx()
+    if _MEMO_CONTEXT[0] is not ctx or len(_MEMO) > _MEMO_LIMIT:
+        _MEMO.clear()
+        _MEMO_CONTEXT[0] = ctx
+    keep: list[Any] = []  # the terms themselves (a caller may change its lists)
+    key = (name, _memo_key(args, keep))
+    hit = _MEMO.get(key)
+    if hit is None:
+        hit = (keep, build())
+        _MEMO[key] = hit
+    return hit[1]
+
+
 @dataclass
 class Encoder:
     sems: dict[str, OpSemantics]
@@ -157,7 +192,7 @@ class Encoder:
         return self.config.rank_of[var]
 
     def shape(self, var: str) -> Dims:
-        return [z3.Int(f"d_{var}_{k}") for k in range(self.rank(var))]
+        return list(dims_of(var, self.rank(var)))
 
     def element_fact(self, kind: str, var: str) -> z3.BoolRef:
         key = (kind, var)
@@ -500,8 +535,9 @@ class Encoder:
         """Dims >= 1, unsigned integer elements, instantiated guard facts and (unless
         ``axioms`` is false) the axioms of the scalar functions met."""
         facts: list[z3.BoolRef] = []
-        for var, _rank in self.config.ranks:
-            facts.extend(d >= 1 for d in self.shape(var))
+        for var, rank in self.config.ranks:
+            facts.extend(_memoised("positive", (var, rank),
+                                   lambda var=var, rank=rank: [d >= 1 for d in dims_of(var, rank)]))
         for var, cells in self.touched.items():
             for _idx, term in cells:
                 facts.extend(self.domain.element_facts(term))
@@ -568,8 +604,19 @@ def _grid(n: int, bound: int) -> list[tuple[int, ...]]:
     return points
 
 
+def dims_of(var: str, rank: int) -> Dims:
+    """The dims of tensor ``?var`` at ``rank`` (z3 Ints named by both; do not mutate)."""
+    return _memoised("dims", (var, rank),
+                     lambda: [z3.Int(f"d_{var}_{k}") for k in range(rank)])
+
+
 def broadcast(shapes: list[Dims]) -> tuple[Dims, list[Any]]:
     """NumPy broadcasting of symbolic shapes: result dims and when it is legal."""
+    out, wf = _memoised("broadcast", shapes, lambda: _broadcast(shapes))
+    return list(out), list(wf)
+
+
+def _broadcast(shapes: list[Dims]) -> tuple[Dims, list[Any]]:
     rank = max((len(s) for s in shapes), default=0)
     out: Dims = []
     wf: list[Any] = []
@@ -590,7 +637,8 @@ def broadcast(shapes: list[Dims]) -> tuple[Dims, list[Any]]:
 
 
 def in_bounds(idx: tuple[Any, ...] | list[Any], dims: Dims) -> list[Any]:
-    return [z3.And(i >= 0, i < d) for i, d in zip(idx, dims, strict=True)]
+    return list(_memoised("in_bounds", (idx, dims), lambda: [
+        z3.And(i >= 0, i < d) for i, d in zip(idx, dims, strict=True)]))
 
 
 def row_major_offset(idx: tuple[Any, ...] | list[Any], dims: Dims) -> Any:
@@ -613,7 +661,8 @@ def target_length(attrs: dict[str, Any], var: str) -> int | None:
 def project(dims: Dims, idx: list[Any]) -> list[Any]:
     """The operand index that broadcasting reads for output index ``idx``."""
     offset = len(idx) - len(dims)
-    return [z3.If(d == 1, 0, idx[offset + k]) for k, d in enumerate(dims)]
+    return list(_memoised("project", (dims, idx[offset:]), lambda: [
+        z3.If(d == 1, 0, idx[offset + k]) for k, d in enumerate(dims)]))
 
 
 def scalar_expr(expr: ast.Expr, env: dict[str, Any], domain: Domain) -> Any:
