@@ -1,5 +1,5 @@
 """Verdicts on disk, keyed by the rule's text, the semantics of the operators it
-uses, the z3 version and this verifier's version: an unchanged library re-verifies
+uses, the z3 version and the verifier's source: an unchanged library re-verifies
 instantly, and editing an operator's `= expr` re-checks the rules that use it."""
 
 from __future__ import annotations
@@ -20,11 +20,21 @@ from egraph_compiler.verify.semantics import OpSemantics
 from egraph_compiler.verify.text import rule_text
 from egraph_compiler.verify.verdict import Counterexample, TensorValue, Verdict
 
-# 2: Reshape target values, Flatten, Gemm, Conv, ConstantOfShape; 3: paired induction
-# (split lemma), QuantizeLinear's monotonicity, division as an inverse, resource limits
-# 4: one normal form with the e-graph (right-hand defaults), ranks to dsl.normalize.RANK_LIMIT
-# 5: symbolic perms (Transpose rules to rank 6), the contraction normal form (`methods`)
-VERIFIER_VERSION = "5"
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def source_digest(root: Path = _PACKAGE_ROOT) -> str:
+    """SHA-256 of the verifier's and the DSL's own source: a verdict is only as good as the
+    code that reached it, so any change to either re-verifies (a hand-bumped version
+    number was forgotten once, and a warm cache then served verdicts of the old code)."""
+    digest = hashlib.sha256()
+    for package in ("verify", "dsl"):
+        for path in sorted((root / package).rglob("*.py")):
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+VERIFIER_SOURCE = source_digest()
 
 
 def default_cache_dir() -> Path:
@@ -44,7 +54,7 @@ def cache_key(rule: ast.Rule, sems: dict[str, OpSemantics], options: str) -> str
     canon = canonical(rule, {n: s.decl for n, s in sems.items()})
     stripped = strip_spans(rule)
     assert isinstance(stripped, ast.Rule)
-    parts = [VERIFIER_VERSION, f"{RANK_LIMIT}/{WIDE_RANK_LIMIT}", z3.get_version_string(), rule_text(stripped),
+    parts = [VERIFIER_SOURCE, f"{RANK_LIMIT}/{WIDE_RANK_LIMIT}", z3.get_version_string(), rule_text(stripped),
              options]
     parts += [sems[op].text for op in canon.ops if op in sems]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

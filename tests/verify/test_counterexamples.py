@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,13 @@ def test_the_cache_lives_in_the_user_cache_directory(monkeypatch: pytest.MonkeyP
     assert cache.default_cache_dir() == tmp_path / "home" / ".cache" / "dnnr" / "verify"
     monkeypatch.setenv("DNNR_CACHE_DIR", str(tmp_path / "mine"))
     assert cache.default_cache_dir() == tmp_path / "mine" / "verify"
+
+
+def test_a_change_to_the_verifier_source_changes_every_cache_key(tmp_path: Path) -> None:
+    root = Path(cache.__file__).resolve().parent.parent
+    for package in ("verify", "dsl"):
+        shutil.copytree(root / package, tmp_path / package)
+    assert cache.source_digest(tmp_path) == cache.VERIFIER_SOURCE
+    check = tmp_path / "verify" / "check.py"
+    check.write_text(check.read_text() + "\n# a changed verifier\n")
+    assert cache.source_digest(tmp_path) != cache.VERIFIER_SOURCE
