@@ -24,9 +24,11 @@ from tests.conformance import cases, coverage, runner
 # axes, keep_aspect_ratio_policy) OpenCL 1,132 (+27: all 6 Pad and 37 Resize cases);
 # session 8 opsk3 OpenCL 1,173 (+41: NonZero, Compress, Unique, NonMaxSuppression in
 # segments, 21; reductions over an empty set, 14; LayerNormalization expansions whose
-# Concat of shapes reads an empty piece, 6), onnx unchanged.
+# Concat of shapes reads an empty piece, 6), onnx unchanged; then the lead's change
+# (an output that folds to a constant once the input values are known is served from the
+# weights: the windows, MelWeightMatrix, Range) OpenCL 1,190 (+17).
 # A floor, so a change that quietly refuses much more fails here instead of passing.
-FLOOR = {"onnx": 1113, "opencl": 1113}
+FLOOR = {"onnx": 1113, "opencl": 1190}
 
 
 @pytest.fixture(scope="module")

@@ -440,19 +440,8 @@ class SpecialisingModel:
                                 f"{', '.join(self.value_inputs)}"
                                 + (f" (they also depend on {', '.join(left)})" if left else ""))
             launches = self.compile_static(graph, target)
-        # a reduction over an empty set is its identity whatever the data (no device
-        # computes anything for it, as for an empty tensor)
-        of_empty = {v.name for v in graph.outputs if _reads_empty(self.graph(), graph, v.name)}
-        written = json.loads((target / "plan.json").read_text())["tensors"]
-        # (an empty output is no computation: a zero-sized tensor is a constant anyway)
-        folded = [v.name for v in graph.outputs if written.get(v.name, {}).get("kind") == "constant"
-                  and int(np.prod(written[v.name]["shape"], dtype=np.int64)) > 0 and v.name not in of_empty
-                  and v.name not in self.graph().constants and v.name not in self.value_inputs]
-        if folded:  # as the importer refuses a constant output: no device computes it
-            raise DnnrError(f"error: output '{folded[0]}' folds to a constant once the values of "
-                            f"{', '.join(self.value_inputs)} are known; dnnr needs computed outputs "
-                            "(nothing would run on the OpenCL device for it)\n  hint: compute it "
-                            "with numpy, or compile for the onnx target")
+        # an output that folds to a constant once the values are known (a window of a
+        # given length) is served from the weights, as a constant output of a static model is
         return launches
 
     def _check_dims(self, inputs: Mapping[str, np.ndarray]) -> None:
@@ -465,33 +454,6 @@ class SpecialisingModel:
                     if not low <= got <= high:
                         raise DnnrError(f"error: input '{name}' dim {axis} ({want}) is {got}, outside "
                                         f"the compiled range {want}={low}..{high}")
-
-
-def _reads_empty(before: Graph, after: Graph, name: str) -> bool:
-    """Whether ``name`` is computed (in ``before``; ``after`` is it specialised) from a
-    node that reads a zero-sized tensor: a reduction over an empty set, or a value
-    computed from one."""
-
-    def empty(operand: str) -> bool:
-        for graph in (before, after):
-            if operand in graph.constants and np.asarray(graph.constants[operand]).size == 0:
-                return True
-            shape = graph.types[operand].shape if operand in graph.types else None
-            if shape is not None and any(d == 0 for d in shape if isinstance(d, int)):
-                return True
-        return False
-
-    producer = before.producer()
-    stack, seen = [name], set()
-    while stack:
-        node = producer.get(stack.pop())
-        if node is None or node.name in seen:
-            continue
-        seen.add(node.name)
-        if any(empty(operand) for operand in node.inputs if operand):
-            return True
-        stack.extend(operand for operand in node.inputs if operand)
-    return False
 
 
 class _no_context:
