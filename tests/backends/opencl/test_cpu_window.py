@@ -15,13 +15,10 @@ import onnx
 import pytest
 from onnx import helper
 
-from egraph_compiler.backends.opencl import KernelParams, build, cost, load
+from egraph_compiler.backends.opencl import KernelParams, cost
 from egraph_compiler.backends.opencl.cpu_window import VARIANT, VecConv, _packed, vec_group
-from egraph_compiler.fusion import plan_fusion
-from egraph_compiler.plan import plan_memory
-from tests.backends.opencl.helpers import static_graph
+from tests.backends.opencl.test_cpu_conv import _run  # one build-run-compare helper
 from tests.backends.opencl.test_gemm import _conv, _model
-from tests.modelzoo import assert_close, run_ort
 
 
 def _dilated(cin: int, cout: int, size: int, k: int, dilation: int, pad: int
@@ -46,16 +43,6 @@ CASES = {
     "7x7-stride2-stem": (_conv(1, 3, (23, 40), 8, 7, 2, 3), 12 * 20, VecConv(8, 16)),
     "5x5-dilated": (_dilated(4, 6, 12, 3, 2, 2), 12 * 12, VecConv(16, 8)),
 }
-
-
-def _run(model: onnx.ModelProto, params: KernelParams, tmp_path: Path) -> list[dict]:
-    rng = np.random.default_rng(5)
-    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
-             .astype(np.float32) for i in model.graph.input}
-    build(plan_memory(plan_fusion(static_graph(model, feeds))), tmp_path, params)
-    compiled = load(tmp_path)
-    assert_close(compiled.run(feeds), run_ort(model, feeds), rtol=1e-4, atol=1e-4)
-    return compiled.plan["launches"]
 
 
 def _forced(model: onnx.ModelProto, columns: int, block: VecConv) -> KernelParams:
