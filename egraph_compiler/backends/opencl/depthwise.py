@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from egraph_compiler.backends.opencl.emit import Scope
 from egraph_compiler.fusion import index as ix
+from egraph_compiler.shapes.symint import SymInt
 
 if TYPE_CHECKING:
     from egraph_compiler.backends.opencl.gemm import ConvGeometry
@@ -106,7 +107,8 @@ def depthwise(gen: _Gen, geo: ConvGeometry, params: Depthwise) -> Kernel:
             value = gen.em.value(s, w_name, (co_var, 0, q0, q1))
             weights[q0, q1] = value
     row_ok, col_ok = window_positions(s, geo, (win_h, win_w), (rows, width),
-                                      clamp=not params.lanes)
+                                      clamp=not params.lanes,
+                                      blocks=(n_rt, lanes_group(n_wt)) if params.lanes else None)
     # on a CPU the accumulators are scalars and the epilogue is unrolled: PoCL runs a
     # work-group as a loop over its work-items and vectorises that loop only when it
     # is innermost — a rolled epilogue loop (and the array it indexes) left every
@@ -140,20 +142,21 @@ def depthwise(gen: _Gen, geo: ConvGeometry, params: Depthwise) -> Kernel:
         for e in range(rows * width):
             fin = Scope(s)
             fin.emit(f"const int oh = oh0 + {e // width}; const int ow = ow0 + {e % width};")
-            _store(gen, fin, geo, (n_var, co_var), bias, acc[e])
+            _store(gen, fin, geo, (n_var, co_var), bias, acc[e], (rows, width), params.lanes)
             s.nest("", fin)
         return gen.finish(s, total, lanes_group(n_wt) if params.lanes else gen.params.work_group)
     # elsewhere the epilogue stays rolled (one copy of the fused epilogue, not rows × width)
     fin = Scope(s)
     fin.emit(f"const int oh = oh0 + e / {width}; const int ow = ow0 + e % {width};")
-    _store(gen, fin, geo, (n_var, co_var), bias, "acc[e]")
+    _store(gen, fin, geo, (n_var, co_var), bias, "acc[e]", (rows, width), params.lanes)
     s.nest(f"for (int e = 0; e < {rows * width}; ++e)", fin)
     return gen.finish(s, total, gen.params.work_group)
 
 
 def _store(gen: _Gen, fin: Scope, geo: ConvGeometry, batch_channel: tuple[ix.IExpr, ix.IExpr],
-           bias: str | None, value: str) -> None:
-    """The epilogue of output (``oh``, ``ow``) from accumulator ``value``, if in range."""
+           bias: str | None, value: str, block: tuple[int, int], lanes: bool) -> None:
+    """The epilogue of output (``oh``, ``ow``) from accumulator ``value``, if in range
+    (`store_checks` of ``block``s; ``lanes``: items past the last column block)."""
     n_var, co_var = batch_channel
     out_h, out_w = geo.out_shape[2:]
     done = Scope(fin)
@@ -161,28 +164,33 @@ def _store(gen: _Gen, fin: Scope, geo: ConvGeometry, batch_channel: tuple[ix.IEx
         value = f"({value} + {gen.em.value(done, bias, (co_var,))})"
     gen.declare_iteration(done, (n_var, co_var, gen.ivar("oh", out_h), gen.ivar("ow", out_w)))
     gen.epilogue(done, value)
-    fin.nest(f"if (oh < {out_h} && ow < {out_w})", done)
+    checks = store_checks(geo, block, ragged_width=lanes)
+    fin.nest(f"if ({' && '.join(checks)})" if checks else "", done)
 
 
 def window_positions(s: Scope, geo: ConvGeometry, window: tuple[int, int],
-                     block: tuple[int, int], clamp: bool = True
+                     block: tuple[int, int], clamp: bool = True,
+                     blocks: tuple[int, int] | None = None
                      ) -> tuple[list[list[str]], list[list[str]]]:
     """Emit the input rows ``h{a}`` and columns ``w{b}`` of a work-item's window (from
     ``ih0``/``iw0``) and, where a position can fall outside the input, its clamped
     ``ch{a}``/``cw{b}``; return each row's and column's bounds checks (empty: none
     needed). Padding reads a clamped element and selects zero, with no branch.
-    ``clamp`` False: no clamped positions (the loads are masked instead)."""
+    ``clamp`` False: no clamped positions (the loads are masked instead). ``blocks``:
+    the work-items' blocks along each dim where more than cover the output (a
+    ``lanes`` group's extra items), else ``⌈out / block⌉``."""
     in_h, in_w = geo.x_shape[2:]
+    n_blocks = blocks or (cdiv(geo.out_shape[2], block[0]), cdiv(geo.out_shape[3], block[1]))
     row_ok, col_ok = [], []
     for a in range(window[0]):
         s.emit(f"const int h{a} = ih0 + {a};")
-        checks = _checks(f"h{a}", geo, 0, a, block[0])
+        checks = _checks(f"h{a}", geo, 0, a, block[0], n_blocks[0])
         if checks and clamp:
             s.emit(f"const int ch{a} = h{a} < 0 ? 0 : (h{a} < {in_h} ? h{a} : {in_h - 1});")
         row_ok.append(checks)
     for b in range(window[1]):
         s.emit(f"const int w{b} = iw0 + {b};")
-        checks = _checks(f"w{b}", geo, 1, b, block[1])
+        checks = _checks(f"w{b}", geo, 1, b, block[1], n_blocks[1])
         if checks and clamp:
             s.emit(f"const int cw{b} = w{b} < 0 ? 0 : (w{b} < {in_w} ? w{b} : {in_w - 1});")
         col_ok.append(checks)
@@ -220,12 +228,41 @@ def load_window_row(gen: _Gen, row: Scope, geo: ConvGeometry, x_name: str,
                  else f"const float x{b} = {value};")
 
 
-def _checks(position: str, geo: ConvGeometry, d: int, offset: int, block: int) -> list[str]:
-    """Bounds checks of window position ``offset`` along spatial dim ``d`` for blocks of
-    ``block`` outputs: below zero only where the padding reaches, above the input
-    always — whether the last block's window crosses the end depends on the size, and a
-    rule that does not keeps one source for convs that differ only in shape (sizes are
-    kernel arguments, `build.hoist_sizes`); the check is once per work-item."""
+def _checks(position: str, geo: ConvGeometry, d: int, offset: int, block: int,
+            blocks: int) -> list[str]:
+    """Bounds checks of window position ``offset`` along spatial dim ``d`` for ``blocks``
+    blocks of ``block`` outputs: below zero only where the padding reaches; above the
+    input always in a bound compile — whether the last block's window crosses the end
+    depends on the size, and a rule that does not keeps one source for convs that differ
+    only in shape (sizes are kernel arguments, `build.hoist_sizes`), where LLVM drops a
+    dead check itself once the sizes are literals. A symbolic build's sizes stay
+    arguments, so there the check goes where no block's window reaches the end, a
+    comparison of sizes recorded as a path condition (`versions.py`): a version per
+    outcome (MobileNetV2's first depthwise launch at 1×32×32 took 17.6 µs with its
+    checks, 11.7 bound)."""
     checks = [f"{position} >= 0"] if geo.begin[d] > offset else []
-    checks.append(f"{position} < {geo.x_shape[2 + d]}")
+    in_size, out_size = geo.x_shape[2 + d], geo.out_shape[2 + d]
+    last = (blocks - 1) * block * geo.strides[d] - geo.begin[d] + offset
+    if not symbolic(in_size, out_size) or last >= in_size:
+        checks.append(f"{position} < {in_size}")
+    return checks
+
+
+def symbolic(*sizes: int) -> bool:
+    """Some size is a `SymInt` (a symbolic build): a check on it is a version condition."""
+    return any(isinstance(size, SymInt) for size in sizes)
+
+
+def store_checks(geo: ConvGeometry, block: tuple[int, int], ragged_width: bool = False
+                 ) -> list[str]:
+    """The store's bounds checks ``oh < H``, ``ow < W`` of blocks of ``block`` output
+    rows × columns: in a symbolic build none along a dim the blocks fill exactly (a
+    recorded comparison, as `_checks`); ``ragged_width``: the width's kept whatever the
+    size (work-items past the last block, as a ``lanes`` group's)."""
+    out_h, out_w = geo.out_shape[2:]
+    checks = []
+    if not symbolic(out_h) or out_h % block[0] != 0:
+        checks.append(f"oh < {out_h}")
+    if ragged_width or not symbolic(out_w) or out_w % block[1] != 0:
+        checks.append(f"ow < {out_w}")
     return checks

@@ -21,7 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from egraph_compiler.backends.opencl.depthwise import cdiv, load_window_row, window_positions
+from egraph_compiler.backends.opencl.depthwise import (
+    cdiv,
+    load_window_row,
+    store_checks,
+    window_positions,
+)
 from egraph_compiler.backends.opencl.emit import Scope
 
 if TYPE_CHECKING:
@@ -117,6 +122,7 @@ def window(gen: _Gen, geo: ConvGeometry, params: Window) -> Kernel | None:
         value = f"({value} + {gen.em.value(done, bias, (co_var,))})"
     gen.declare_iteration(done, (n_var, co_var, gen.ivar("oh", out_h), gen.ivar("ow", out_w)))
     gen.epilogue(done, value)
-    fin.nest(f"if (co < {cout} && oh < {out_h} && ow < {out_w})", done)
+    checks = [f"co < {cout}", *store_checks(geo, (rows, width))]
+    fin.nest(f"if ({' && '.join(checks)})", done)
     s.nest(f"for (int eo = 0; eo < {rows * width * tc}; ++eo)", fin)
     return gen.finish(s, total, gen.params.work_group)
