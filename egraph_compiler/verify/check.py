@@ -18,9 +18,7 @@ Otherwise the reductions are unrolled for lengths <= 4 (a model there is a real
 counterexample) and the verdict is `unknown` if none is found.
 
 Every Z3 check runs under a resource limit (`Budget`, `RLIMIT_PER_SECOND`), not a
-wall-clock timeout, so that a verdict does not depend on the machine's load; its
-safety net, for the procedures where Z3 does not count that limit, is a cap on the
-checking thread's CPU time (`watchdog`), which a busy machine does not inflate either.
+wall-clock timeout, so that a verdict does not depend on the machine's load.
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ import numpy as np
 import z3
 
 from egraph_compiler.dsl import ast
-from egraph_compiler.verify import contraction, evalexpr, watchdog
+from egraph_compiler.verify import contraction, evalexpr
 from egraph_compiler.verify.builtin_ops import Undefined
 from egraph_compiler.verify.configs import RANK_LIMIT, enumerate_configs, guard_refuted
 from egraph_compiler.verify.encode import (
@@ -75,34 +73,29 @@ BOUNDED_SECONDS = 5.0  # per unrolled check once the induction has not closed
 # keeps every budget within a factor 2 of what it was in wall-clock seconds (measure:
 # `python benchmarks/verify.py --calibrate`).
 RLIMIT_PER_SECOND = 3_000_000
-# The safety net where Z3 stops counting its resource units: a check ends once the
-# thread running it has spent this many times its budget in CPU seconds (`watchdog`).
-# CPU time, not wall time: under a load of 10 on two cores a wall-clock cap turned
-# checks that prove in seconds `unknown`.
-CPU_SLACK = 5.0
+WALL_SLACK = 5.0  # a wall-clock timeout this many times the budget: a safety net only
 SMALL_FIRST_SECONDS = 1.0
 PLAIN_SECONDS = 1.0  # an induction check without the function axioms first (`_closes`)  # a quick look for a small counterexample (`_check_config`)
 
 
 @dataclass
 class Budget:
-    """What Z3 may still do for one tier of one rule: resource units, and a deadline on
-    the checking thread's CPU clock (`time.thread_time`) far beyond them, reached only
-    where Z3 stops counting."""
+    """What Z3 may still do for one tier of one rule: resource units, and a wall-clock
+    deadline far beyond them (reached only where Z3 stops counting)."""
 
     units: int
-    cpu_deadline: float
+    wall_deadline: float
 
     @classmethod
     def of_seconds(cls, seconds: float) -> Budget:
-        return cls(int(seconds * RLIMIT_PER_SECOND), time.thread_time() + seconds * CPU_SLACK)
+        return cls(int(seconds * RLIMIT_PER_SECOND), time.monotonic() + seconds * WALL_SLACK)
 
-    def cpu_left(self) -> float:
-        return self.cpu_deadline - time.thread_time()
+    def wall_left(self) -> float:
+        return self.wall_deadline - time.monotonic()
 
     def exhausted(self, seconds: float = 0.0) -> bool:
         """Less than ``seconds`` of budget is left."""
-        return self.units <= seconds * RLIMIT_PER_SECOND or self.cpu_left() <= 0
+        return self.units <= seconds * RLIMIT_PER_SECOND or self.wall_left() <= 0
 
 
 @dataclass
@@ -258,28 +251,23 @@ class _Solver:
     left of ``budget`` (the tier's), which it spends."""
 
     def __init__(self, seconds: float, budget: Budget | None = None,
-                 slack: float = CPU_SLACK) -> None:
+                 slack: float = WALL_SLACK) -> None:
         self.solver = _tier_solver()
         self.seconds = seconds
         self.budget = budget
-        self.slack = slack  # the CPU-time cap, in budgets (Z3 does not count everywhere)
-        self.cpu_cap = seconds * slack  # of the last `_run` (`_checked` reuses it)
+        self.slack = slack  # the wall-clock cap, in budgets (Z3 does not count everywhere)
 
     def _run(self, seed: int) -> Any:
         s = self.solver
-        units, self.cpu_cap = int(self.seconds * RLIMIT_PER_SECOND), self.seconds * self.slack
+        units, wall = int(self.seconds * RLIMIT_PER_SECOND), self.seconds * self.slack
         if self.budget is not None:
-            units, self.cpu_cap = (min(units, self.budget.units),
-                                   min(self.cpu_cap, self.budget.cpu_left()))
-        s.set("rlimit", max(1, units), "random_seed", seed + SEED_OFFSET)
+            units, wall = min(units, self.budget.units), min(wall, self.budget.wall_left())
+        s.set("rlimit", max(1, units), "timeout", max(1, int(wall * 1000)), "random_seed", seed + SEED_OFFSET)
         before = rlimit_count(s)
-        result = self._checked()
+        result = s.check()
         if self.budget is not None:
             self.budget.units -= rlimit_count(s) - before
         return result
-
-    def _checked(self) -> Any:
-        return watchdog.check_within(self.solver, self.cpu_cap)
 
     def check(self, facts: list[Any], small: Callable[[], list[Any]] | None = None,
               retry_spent: bool = False) -> tuple[str, Any]:
@@ -295,8 +283,7 @@ class _Solver:
         s.add(*facts)
         result = self._run(0)
         for seed in RETRY_SEEDS:  # nonlinear tactics give up by luck: retry other seeds
-            spent = any(word in s.reason_unknown()
-                        for word in ("timeout", "cancel", "resource", "interrupt"))
+            spent = any(word in s.reason_unknown() for word in ("timeout", "cancel", "resource"))
             if result != z3.unknown or (spent and not retry_spent) or (
                     self.budget is not None and self.budget.exhausted(0.5)):
                 break
@@ -308,7 +295,7 @@ class _Solver:
             if preferred:
                 s.push()
                 s.add(*preferred)
-                if self._checked() == z3.sat:
+                if s.check() == z3.sat:
                     model = s.model()
                 s.pop()
         s.pop()

@@ -30,7 +30,7 @@ def tiers_for(rule: ast.Rule, sems: dict[str, OpSemantics], ops: tuple[str, ...]
 
 def verify_rule(rule: ast.Rule, sems: dict[str, OpSemantics], timeout_s: float = 60.0,
                 suggest: bool = True, machine: bool = True) -> Verdict:
-    start, cpu_start = time.monotonic(), time.thread_time()
+    start = time.monotonic()
     canon = canonical(rule, {name: s.decl for name, s in sems.items()})
     where = str(rule.span)
     if canon.problems:
@@ -53,13 +53,11 @@ def verify_rule(rule: ast.Rule, sems: dict[str, OpSemantics], timeout_s: float =
     if result.status != "proved":
         guard, wrong = "", False
         if result.status == "failed" and suggest and result.stage != "applicability":
-            # CPU seconds of this thread (Z3 runs in it), so that the suggestion does
-            # not depend on the machine's load
-            budget = min(SEARCH_SECONDS, max(2.0, timeout_s - (time.thread_time() - cpu_start)))
-            search_deadline = time.thread_time() + budget
+            budget = min(SEARCH_SECONDS, max(2.0, timeout_s - (time.monotonic() - start)))
+            search_deadline = time.monotonic() + budget
 
             def prove(g: ast.Expr) -> bool | None:
-                left = search_deadline - time.thread_time()
+                left = search_deadline - time.monotonic()
                 if left <= 0:
                     return None
                 status = check_tier(canon, sems, exact_tier, g, left, use_fuzz=False,
