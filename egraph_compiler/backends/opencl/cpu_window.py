@@ -99,7 +99,10 @@ def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
     s.emit("const int gid = get_global_id(0);")
     s.emit(f"if (gid >= {total}) return;")
     s.emit("int r = gid;")
-    s.emit(f"const int vt = r % {n_vt}; r /= {n_vt};")
+    # a symbolic build whose output row is one column block (a recorded comparison: a
+    # version condition) knows its window's columns, as a bound compile's literals do
+    one_block = symbolic(out_w, in_w) and n_vt == 1
+    s.emit("const int vt = 0;" if one_block else f"const int vt = r % {n_vt}; r /= {n_vt};")
     s.emit(f"const int oh = r % {out_h}; r /= {out_h};")
     s.emit(f"const int ct = r % {n_ct}; const int n = r / {n_ct};")
     s.emit(f"const int ow0 = vt * {pixels};")
@@ -115,15 +118,25 @@ def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
     segment = [f"r{j}" for j in range(span)]
     row.emit(" ".join(f"float {name};" for name in segment))
     inner, edge = Scope(row), Scope(row)
+    inside = _columns_inside(geo, span) if one_block else None
     for j in range(span):
         row.emit(f"const int w{j} = iw0 + {j};")
         at = gen.em.value(inner, x_name, (n_var, ci_var, h_var, ix.IVar(f"w{j}", 0, in_w - 1)))
         inner.emit(f"r{j} = {at};")
+        if inside is not None:  # column w{j} = j - begin: its checks are decided
+            if j < geo.begin[1] or j >= inside:
+                edge.emit(f"r{j} = 0.0f;")
+            else:
+                edge.emit(f"r{j} = {gen.em.value(edge, x_name, (n_var, ci_var, h_var, ix.IVar(f'w{j}', 0, in_w - 1)))};")
+            continue
         edge.emit(f"const int cw{j} = w{j} < 0 ? 0 : (w{j} < {in_w} ? w{j} : {in_w - 1});")
         at = gen.em.value(edge, x_name, (n_var, ci_var, h_var, ix.IVar(f"cw{j}", 0, in_w - 1)))
         edge.emit(f"r{j} = (w{j} >= 0 && w{j} < {in_w}) ? {at} : 0.0f;")
-    row.nest("if (inner)", inner)
-    row.nest("else", edge)
+    if inside is not None:  # the one block's segment is `inner` or not at every shape here
+        row.nest("", inner if geo.begin[1] == 0 and inside == span else edge)
+    else:
+        row.nest("if (inner)", inner)
+        row.nest("else", edge)
     for q1 in range(k1):
         parts = ", ".join(f"r{q1 * d1 + j * s1}" for j in range(pixels))
         tap = Scope(row)
@@ -143,8 +156,10 @@ def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
     co_var = gen.ivar("co", cout)
     oh_var, ow_var = gen.ivar("oh", out_h), gen.ivar("ow", out_w)
     lanes = "0123456789abcdef"
+    # the one block's columns inside the output (recorded comparisons, as `_columns_inside`)
+    stored = next((j for j in range(pixels) if not j < out_w), pixels) if one_block else pixels
     for c in range(channels):
-        for j in range(pixels):
+        for j in range(stored):
             fin = Scope(s)
             fin.emit(f"const int ow = ow0 + {j}; const int co = ct * {channels} + {c};")
             done = Scope(fin)
@@ -153,11 +168,23 @@ def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
                 value = f"({value} + {gen.em.value(done, bias, (co_var,))})"
             gen.declare_iteration(done, (n_var, co_var, oh_var, ow_var))
             gen.epilogue(done, value)
-            guards = ([f"ow < {out_w}"] if out_w % pixels else []) + \
+            guards = ([f"ow < {out_w}"] if not one_block and out_w % pixels else []) + \
                 ([f"co < {cout}"] if cout % channels else [])
             fin.nest(f"if ({' && '.join(guards)})" if guards else "", done)
             s.nest("", fin)
     return gen.finish(s, total, vec_group(total, gen.params.work_group))
+
+
+def _columns_inside(geo: ConvGeometry, span: int) -> int:
+    """For a row of one column block (``iw0 = -begin``): how many of the segment's
+    ``span`` columns ``j - begin`` lie below the input's width, by comparisons of
+    sizes that the path records (`versions.py`); past the first that does not, none
+    does, which that comparison implies."""
+    in_w = geo.x_shape[3]
+    for j in range(geo.begin[1], span):
+        if not j - geo.begin[1] < in_w:
+            return j
+    return span
 
 
 # work-groups a `conv-vec` grid is cut into at least, where its items allow: PoCL hands a
