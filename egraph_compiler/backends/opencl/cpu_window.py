@@ -133,10 +133,10 @@ def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
             # one unsigned compare for both ends: LLVM merges ``w >= 0 && w < W`` into
             # it only for a literal W, not knowing a size argument is never negative
             # (ResNet-50's stem at 2×48×40: 113 µs with the pair, 92 with this, 87 bound)
-            edge.emit(f"const bool in{j} = (uint)w{j} < (uint){in_w}; "
-                      f"const int cw{j} = in{j} ? w{j} : 0;")
+            edge.emit(f"const bool ok{j} = (uint)w{j} < (uint){in_w}; "
+                      f"const int cw{j} = ok{j} ? w{j} : 0;")
             at = gen.em.value(edge, x_name, (n_var, ci_var, h_var, ix.IVar(f"cw{j}", 0, in_w - 1)))
-            edge.emit(f"r{j} = in{j} ? {at} : 0.0f;")
+            edge.emit(f"r{j} = ok{j} ? {at} : 0.0f;")
             continue
         edge.emit(f"const int cw{j} = w{j} < 0 ? 0 : (w{j} < {in_w} ? w{j} : {in_w - 1});")
         at = gen.em.value(edge, x_name, (n_var, ci_var, h_var, ix.IVar(f"cw{j}", 0, in_w - 1)))
