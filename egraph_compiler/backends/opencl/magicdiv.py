@@ -24,6 +24,15 @@ below, so the floor is exactly ``trunc(x/d) - 1``: adding ``x >> 31``'s one back
 C's truncating ``/`` (and ``%``) that the rewrite replaces, at every sign. ``d = 0``
 gets ``(0, 0)``: the kernel never divides by it (the division it replaces would
 trap), the host must not fail.
+
+Most dividends are indices of work-item ids and sizes, never negative: for those
+(`nonnegative_names`, `is_nonnegative`: built of ids, sizes, literals, ``+ * / %``
+and names every assignment of which is such) the rewrite emits ``DNNR_UDIV`` /
+``DNNR_UREM``, the same product with ``x`` zero-extended and no sign correction. The
+bound above is unchanged (``x < 2^31``), and the product of two zero-extended 32-bit
+values is one unsigned vector multiply (``vpmuludq``) where PoCL vectorises across
+work-items; the signed one, a sign-extended by a zero-extended factor, is not
+(GPT-2's QKV split at 3×7: 5.4 µs signed, 2.2 unsigned, 2.7 bound).
 """
 
 from __future__ import annotations
