@@ -22,11 +22,9 @@ them, so before planning it replaces each by operators it compiles (`decompose`)
   LayerNormalization (the rownorm kernel), the statistics are ReduceMean / Sub / Mul /
   Sqrt / Reciprocal beside it;
 - ``MaxPool`` of 8- or 16-bit integers or float16: Cast to float32, MaxPool, Cast back
-  (exact); one
-  whose Indices output is used: MaxPool and the dnnr-internal MaxPoolIndices beside it;
-- ``DynamicQuantizeLinear``: its function body (ReduceMin/ReduceMax, Div, Round, Clip,
-  Cast to uint8);
-- ``MeanVarianceNormalization``: its function body (ReduceMean, Sub, Sqrt, Div);
+  (exact); one whose Indices output is used: MaxPool and the dnnr-internal MaxPoolIndices beside it;
+- ``DynamicQuantizeLinear``, ``MeanVarianceNormalization``: ONNX's own function body
+  (GroupNormalization's gives 3 kernels where InstanceNormalization's rownorm gives 1);
 - ``TopK`` whose indices are used: TopK for the values and the dnnr-internal TopKIndices
   (rules/operators.dnnr, block "opsk") for the indices;
 - ``Col2Im`` stays (its kernel is ``anchor indexed``, backends/opencl/ops_extra.py) when
@@ -44,11 +42,15 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import onnx
+import onnx.inliner
 
 from egraph_compiler.ir import conv_transpose
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.graph import AttrValue, Graph, Node
+from egraph_compiler.ir.graph import AttrValue, Graph, Node, Value
 from egraph_compiler.ir.names import fresh_name
+from egraph_compiler.ir.onnx_export import to_onnx
+from egraph_compiler.ir.onnx_import import load_onnx
 
 
 class _Builder:
@@ -319,6 +321,29 @@ def _lstm_step(b: _Builder, node: Node, xt: str, h: str, c: str, r_t: str, peep:
 
 
 # -- normalisation ----------------------------------------------------------------------------
+def _onnx_function_body(b: _Builder, node: Node) -> None:
+    """``node`` as ONNX defines it: its schema's function body at the graph's opset (the
+    schema's attribute defaults filled in), inlined by onnx and imported like any model, its
+    own values renamed apart from the graph's."""
+    outer = [v for v in (*node.inputs, *node.outputs) if v]
+    inputs = tuple(Value(v, b.graph.types[v]) for v in dict.fromkeys(node.inputs) if v and v not in b.constants)
+    one = Graph(node.name, inputs, tuple(Value(v, b.graph.types[v]) for v in node.outputs if v), (node,),
+                {v: b.constants[v] for v in node.inputs if v in b.constants},
+                {v: b.graph.types[v] for v in outer if v in b.graph.types}, b.graph.opset)
+    model = to_onnx(one)
+    model.graph.value_info.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, t.dims)
+                                  for t in model.graph.initializer)  # the inliner types its operands
+    written = next(n for n in model.graph.node if n.op_type == node.op)
+    given = {a.name for a in written.attribute}
+    written.attribute.extend(a.default_value for name, a in onnx.defs.get_schema(node.op, model.opset_import[0].version)
+                             .attributes.items() if a.default_value.type and name not in given)
+    body = load_onnx(onnx.inliner.inline_selected_functions(model, [], exclude=True, inline_schema_functions=True))
+    rename = {v: v if v in outer else b.fresh(v) for v in (*body.constants, *(o for n in body.nodes for o in n.outputs))}
+    b.constants.update({rename[k]: v for k, v in body.constants.items()})
+    b.nodes += [dataclasses.replace(n, inputs=tuple(rename.get(i, i) for i in n.inputs), name=rename[n.outputs[0]],
+                                    outputs=tuple(rename.get(o, o) for o in n.outputs)) for n in body.nodes]
+
+
 def _group_normalization(b: _Builder, node: Node) -> None:
     x, scale, bias = node.inputs[:3]
     shape = b.shape(x, node)
@@ -372,39 +397,6 @@ def _top_k(b: _Builder, node: Node) -> None:
         b.nodes.append(dataclasses.replace(node, outputs=(values,)))
     b.nodes.append(dataclasses.replace(node, op="TopKIndices", outputs=(indices,),
                                        name=f"{node.name}/indices"))
-
-
-def _mean_variance_normalization(b: _Builder, node: Node) -> None:
-    """MeanVarianceNormalization: onnx's function body, (x - E[x]) / (sqrt(E[x²] - E[x]²)
-    + 1e-9) over axes (default 0, 2, 3)."""
-    x = node.inputs[0]
-    rank = len(b.shape(x, node))
-    axes = tuple(sorted(int(a) % rank for a in (node.attr("axes") or (0, 2, 3))))  # type: ignore[union-attr]
-    mean = b.op("ReduceMean", [x], axes=axes, keepdims=1)
-    mean_of_squares = b.op("ReduceMean", [b.op("Mul", [x, x])], axes=axes, keepdims=1)
-    variance = b.op("Sub", [mean_of_squares, b.op("Mul", [mean, mean])])
-    deviation = b.op("Add", [b.op("Sqrt", [variance]), b.scalar(1e-9, b.dtype(x))])
-    b.op("Div", [b.op("Sub", [x, mean]), deviation], outputs=[node.outputs[0]])
-
-
-def _dynamic_quantize_linear(b: _Builder, node: Node) -> None:
-    """DynamicQuantizeLinear: onnx's function body. The range [min(x, 0), max(x, 0)] over
-    255 is the scale, the zero point -min / scale saturated to [0, 255] and rounded half to
-    even, y = saturate(round(x / scale) + zero point), both as uint8."""
-    x = node.inputs[0]
-    rank = len(b.shape(x, node))
-    everything = tuple(range(rank))
-    zero = b.scalar(0.0, "float32")
-    low = b.op("Min", [b.op("ReduceMin", [x], axes=everything, keepdims=0), zero])
-    high = b.op("Max", [b.op("ReduceMax", [x], axes=everything, keepdims=0), zero])
-    y, scale_out, zero_out = (*node.outputs, "", "")[:3]
-    scale = b.op("Div", [b.op("Sub", [high, low]), b.scalar(255.0, "float32")], [scale_out or b.fresh("scale")])
-    shift = b.op("Round", [b.op("Clip", [b.op("Sub", [zero, b.op("Div", [low, scale])])], min=0.0, max=255.0)])
-    if zero_out:
-        b.op("Cast", [shift], [zero_out], to=2)  # uint8
-    quantised = b.op("Clip", [b.op("Add", [b.op("Round", [b.op("Div", [x, scale])]), shift])], min=0.0, max=255.0)
-    if y:
-        b.op("Cast", [quantised], [y], to=2)
 
 
 # 8- and 16-bit integers and float16 are exact in float32, and max is monotone: MaxPool over
@@ -540,8 +532,8 @@ DECOMPOSERS: dict[str, Callable[[_Builder, Node], None]] = {
     "Col2Im": _col2im,
     "LayerNormalization": _layer_normalization,
     "TopK": _top_k,
-    "MeanVarianceNormalization": _mean_variance_normalization,
-    "DynamicQuantizeLinear": _dynamic_quantize_linear,
+    "MeanVarianceNormalization": _onnx_function_body,
+    "DynamicQuantizeLinear": _onnx_function_body,
     "MaxPool": _max_pool,
     "ConvTranspose": conv_transpose.decompose,  # one Conv per stride phase
 }
