@@ -19,8 +19,7 @@ them, so before planning it replaces each by operators it compiles (`decompose`)
 - ``HannWindow`` / ``HammingWindow`` / ``BlackmanWindow`` / ``MelWeightMatrix`` whose inputs
   are constants: folded to the constant they are.
 - ``LayerNormalization`` whose Mean or InvStdDev output is used: Y stays a
-  LayerNormalization (the rownorm kernel), the statistics are ReduceMean / Sub / Mul /
-  Sqrt / Reciprocal beside it;
+  LayerNormalization (the rownorm kernel), the statistics are ONNX's function body's;
 - ``MaxPool`` of 8- or 16-bit integers or float16: Cast to float32, MaxPool, Cast back
   (exact); one whose Indices output is used: MaxPool and the dnnr-internal MaxPoolIndices beside it;
 - ``DynamicQuantizeLinear``, ``MeanVarianceNormalization``: ONNX's own function body
@@ -321,13 +320,15 @@ def _lstm_step(b: _Builder, node: Node, xt: str, h: str, c: str, r_t: str, peep:
 
 
 # -- normalisation ----------------------------------------------------------------------------
-def _onnx_function_body(b: _Builder, node: Node) -> None:
-    """``node`` as ONNX defines it: its schema's function body at the graph's opset (the
-    schema's attribute defaults filled in), inlined by onnx and imported like any model, its
-    own values renamed apart from the graph's."""
+def _onnx_function_body(b: _Builder, node: Node, outputs: Sequence[str] = ()) -> None:
+    """``node``'s ``outputs`` (default: all) as ONNX defines them: its schema's function body
+    at the graph's opset (the schema's attribute defaults filled in), inlined by onnx and
+    imported like any model (what the other outputs need alone is dropped), its own values
+    renamed apart from the graph's."""
     outer = [v for v in (*node.inputs, *node.outputs) if v]
     inputs = tuple(Value(v, b.graph.types[v]) for v in dict.fromkeys(node.inputs) if v and v not in b.constants)
-    one = Graph(node.name, inputs, tuple(Value(v, b.graph.types[v]) for v in node.outputs if v), (node,),
+    wanted = tuple(Value(v, b.graph.types[v]) for v in outputs or node.outputs if v)
+    one = Graph(node.name, inputs, wanted, (node,),
                 {v: b.constants[v] for v in node.inputs if v in b.constants},
                 {v: b.graph.types[v] for v in outer if v in b.graph.types}, b.graph.opset)
     model = to_onnx(one)
@@ -337,7 +338,11 @@ def _onnx_function_body(b: _Builder, node: Node) -> None:
     given = {a.name for a in written.attribute}
     written.attribute.extend(a.default_value for name, a in onnx.defs.get_schema(node.op, model.opset_import[0].version)
                              .attributes.items() if a.default_value.type and name not in given)
-    body = load_onnx(onnx.inliner.inline_selected_functions(model, [], exclude=True, inline_schema_functions=True))
+    try:
+        body = load_onnx(onnx.inliner.inline_selected_functions(model, [], exclude=True, inline_schema_functions=True))
+    except (ModelError, RuntimeError) as error:  # onnx's inliner asserts in C++
+        raise _refuse(b, node, f"cannot inline ONNX's function body of {node.op}: {str(error).splitlines()[0]}",
+                      "bind the input dims (--bind NAME=INT)") from None
     rename = {v: v if v in outer else b.fresh(v) for v in (*body.constants, *(o for n in body.nodes for o in n.outputs))}
     b.constants.update({rename[k]: v for k, v in body.constants.items()})
     b.nodes += [dataclasses.replace(n, inputs=tuple(rename.get(i, i) for i in n.inputs), name=rename[n.outputs[0]],
@@ -366,27 +371,9 @@ def _group_normalization(b: _Builder, node: Node) -> None:
 
 def _layer_normalization(b: _Builder, node: Node) -> None:
     """LayerNormalization whose Mean or InvStdDev output is used: the rownorm kernel writes
-    Y alone, so Y stays a LayerNormalization and the statistics are computed beside it
-    (ReduceMean over axis.., in float32 as stash_type=1 asks; onnx's function body)."""
-    x = node.inputs[0]
-    rank = len(b.shape(x, node))
-    axis = int(node.attr("axis", -1))
-    if not -rank <= axis < rank:
-        raise ModelError(f"node '{node.name}' (LayerNormalization): axis {axis} is out of range "
-                         f"for rank {rank}")
-    if int(node.attr("stash_type", 1)) != 1:
-        raise _refuse(b, node, "computes LayerNormalization's statistics in float32 only "
-                      "(stash_type=1)", "export with stash_type=1 (the default)")
-    axes = tuple(range(axis % rank, rank))
-    y, mean_out, inverse_out = (*node.outputs, "", "")[:3]
-    b.nodes.append(dataclasses.replace(node, outputs=(y,)))
-    stashed = x if b.dtype(x) == "float32" else b.op("Cast", [x], to=1)
-    mean = b.op("ReduceMean", [stashed], [mean_out or b.fresh("mean")], axes=axes, keepdims=1)
-    centred = b.op("Sub", [stashed, mean])
-    variance = b.op("ReduceMean", [b.op("Mul", [centred, centred])], axes=axes, keepdims=1)
-    epsilon = b.scalar(float(node.attr("epsilon", 1e-5)), "float32")
-    b.op("Reciprocal", [b.op("Sqrt", [b.op("Add", [variance, epsilon])])],
-         [inverse_out or b.fresh("inv_std_dev")])
+    Y alone, so Y stays a LayerNormalization and the statistics are ONNX's function body's."""
+    b.nodes.append(dataclasses.replace(node, outputs=node.outputs[:1]))
+    _onnx_function_body(b, node, node.outputs[1:])
 
 
 def _top_k(b: _Builder, node: Node) -> None:
