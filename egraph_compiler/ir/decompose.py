@@ -138,12 +138,11 @@ def _refuse(b: _Builder, node: Node, what: str, hint: str) -> ModelError:
 # -- recurrent layers -------------------------------------------------------------------------
 _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 _DEFAULT_ACTIVATIONS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}
-# ONNX's recurrent activations (the RNN operators' doc): which take alpha / beta, and their defaults.
-_ALPHA = {"affine": 1.0, "leakyrelu": 0.01, "thresholdedrelu": 1.0, "scaledtanh": 1.0,
-          "hardsigmoid": 0.2, "elu": 1.0}
-_BETA = {"affine": 0.0, "scaledtanh": 1.0, "hardsigmoid": 0.5}
-_PLAIN = {"relu": "Relu", "tanh": "Tanh", "sigmoid": "Sigmoid", "softsign": "Softsign",
-          "softplus": "Softplus"}
+# ONNX's recurrent activations (the RNN operators' doc). Their alpha / beta default to the
+# operator's (its schema's); Affine's and ScaledTanh's, operators ONNX has dropped, are here.
+_ACTIVATIONS = ("Relu", "Tanh", "Sigmoid", "Affine", "LeakyRelu", "ThresholdedRelu", "ScaledTanh",
+                "HardSigmoid", "Elu", "Softsign", "Softplus")
+_DROPPED = {"Affine": {"alpha": 1.0, "beta": 0.0}, "ScaledTanh": {"alpha": 1.0, "beta": 1.0}}
 
 Activation = Callable[[_Builder, str], str]
 
@@ -155,33 +154,27 @@ def _activations(node: Node, directions: int) -> list[list[Activation]]:
     if len(names) != per_direction * directions:
         raise ModelError(f"node '{node.name}' ({node.op}): {len(names)} activations for "
                          f"{directions} direction(s); ONNX wants {per_direction} per direction")
-    alphas = list(node.attr("activation_alpha") or ())
-    betas = list(node.attr("activation_beta") or ())
+    given = {"alpha": list(node.attr("activation_alpha") or ()), "beta": list(node.attr("activation_beta") or ())}
     functions: list[Activation] = []
     for name in names:
-        key = str(name).lower()
-        alpha = (alphas.pop(0) if alphas else _ALPHA[key]) if key in _ALPHA else None
-        beta = (betas.pop(0) if betas else _BETA[key]) if key in _BETA else None
-        functions.append(_activation(node, key, alpha, beta))
+        op = next((a for a in _ACTIVATIONS if a.lower() == str(name).lower()), None)
+        if op is None:
+            raise ModelError(f"node '{node.name}' ({node.op}): activation '{name}' is not one of "
+                             "ONNX's recurrent activations")
+        schema = _DROPPED.get(op) or {k: a.default_value.f for k, a in onnx.defs.get_schema(op).attributes.items()}
+        params = {k: float(given[k].pop(0) if given[k] else schema[k]) for k in ("alpha", "beta") if k in schema}
+        functions.append(_activation(op, params))
     return [functions[d * per_direction:(d + 1) * per_direction] for d in range(directions)]
 
 
-def _activation(node: Node, key: str, alpha: float | None, beta: float | None) -> Activation:
-    if key in _PLAIN:
-        return lambda b, x: b.op(_PLAIN[key], [x])
-    if key in ("leakyrelu", "thresholdedrelu", "elu"):
-        op = {"leakyrelu": "LeakyRelu", "thresholdedrelu": "ThresholdedRelu", "elu": "Elu"}[key]
-        return lambda b, x: b.op(op, [x], alpha=float(alpha))
-    if key == "hardsigmoid":
-        return lambda b, x: b.op("HardSigmoid", [x], alpha=float(alpha), beta=float(beta))
-    if key == "affine":
-        return lambda b, x: b.op("Add", [b.op("Mul", [x, b.scalar(alpha, b.dtype_hint)]),
-                                         b.scalar(beta, b.dtype_hint)])
-    if key == "scaledtanh":
-        return lambda b, x: b.op("Mul", [b.op("Tanh", [b.op("Mul", [x, b.scalar(beta, b.dtype_hint)])]),
-                                         b.scalar(alpha, b.dtype_hint)])
-    raise ModelError(f"node '{node.name}' ({node.op}): activation '{key}' is not one of ONNX's "
-                     "recurrent activations")
+def _activation(op: str, params: dict[str, float]) -> Activation:
+    if op == "Affine":
+        return lambda b, x: b.op("Add", [b.op("Mul", [x, b.scalar(params["alpha"], b.dtype_hint)]),
+                                         b.scalar(params["beta"], b.dtype_hint)])
+    if op == "ScaledTanh":
+        return lambda b, x: b.op("Mul", [b.op("Tanh", [b.op("Mul", [x, b.scalar(params["beta"], b.dtype_hint)])]),
+                                         b.scalar(params["alpha"], b.dtype_hint)])
+    return lambda b, x: b.op(op, [x], **params)
 
 
 def _recurrent(b: _Builder, node: Node) -> None:
