@@ -57,14 +57,9 @@ LATER_OPSET_ATTRS: dict[str, frozenset[str]] = {
     "DequantizeLinear": frozenset({"block_size"}),
 }
 # Attributes of later opsets that are harmless to drop at their default value.
-_DROPPABLE = {
-    ("Cast", "saturate"): None, ("CastLike", "saturate"): None,
-    ("QuantizeLinear", "saturate"): None, ("QuantizeLinear", "output_dtype"): 0,
-    ("Split", "num_outputs"): None,
-    ("BatchNormalization", "spatial"): 1, ("BatchNormalization", "is_test"): None,
-    ("BatchNormalization", "consumed_inputs"): None, ("BatchNormalization", "training_mode"): 0,
-    ("Resize", "antialias"): 0, ("Resize", "keep_aspect_ratio_policy"): "stretch",
-}
+# (BatchNormalization's and CastLike's are removed by their rules, Resize's kept: `LATER_OPSET_ATTRS`.)
+_DROPPABLE = {("Cast", "saturate"): None, ("QuantizeLinear", "saturate"): None,
+              ("QuantizeLinear", "output_dtype"): 0, ("Split", "num_outputs"): None}
 
 
 class ImportContext(Protocol):
@@ -347,7 +342,7 @@ def _opset17_attrs(node: Node, label: str) -> Node:
         if key in allowed:
             continue
         default = _DROPPABLE.get((node.op, key), "<keep>")
-        if default is None or default == value or (default == "ones" and isinstance(value, tuple) and set(value) <= {1}):
+        if default is None or default == value:
             dropped[key] = None
             continue
         raise ModelError(f"{label}: attribute {key}={value!r} has no opset-17 equivalent in dnnr")
