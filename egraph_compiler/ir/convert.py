@@ -220,34 +220,24 @@ class NodeConverter:
         ]
 
     def _convert_Upsample(self, node: Node, label: str) -> list[Node]:
-        if self.ctx.opset < 9:
-            scales = np.asarray(node.attr("scales", ()), dtype=np.float32)
-        else:
-            scales = self._const(node.inputs[1])
-            if scales is None:  # run-time scales: the same Resize, reading them as they come
-                return [self._resize_asymmetric(node, node.inputs[1], label)]
-        return [self._resize_asymmetric(node, scales.astype(np.float32), label)]
-
-    def _resize_asymmetric(self, node: Node, scales: np.ndarray | str, label: str) -> Node:
-        """Upsample / Resize-10 as opset-17 Resize: asymmetric coordinates, floor rounding
-        (``scales`` a constant, or the name of a run-time float32 value)."""
-        if not isinstance(scales, str) and np.any(scales < 1):
-            raise ModelError(f"{label}: downsampling {node.op} before opset 11 is not supported")
+        """Upsample (and Resize-10, Upsample-9 renamed) as opset-17 Resize: asymmetric
+        coordinates, floor rounding; its scales an attribute (opset 7–8), a constant or a
+        run-time input (the same Resize, reading them as they come)."""
+        scales = node.inputs[1] if self.ctx.opset >= 9 else ""
+        constant = self._const(scales) if scales else np.asarray(node.attr("scales", ()), dtype=np.float32)
+        if constant is not None:
+            if np.any(constant < 1):
+                raise ModelError(f"{label}: downsampling {node.op} before opset 11 is not supported")
+            scales = self.ctx.add_constant(f"{node.outputs[0]}_scales", constant.astype(np.float32))
         mode = str(node.attr("mode", "nearest"))
         if mode not in ("nearest", "linear"):
             raise ModelError(f"{label}: {node.op} mode {mode!r} is not supported")
-        scales_name = scales if isinstance(scales, str) else \
-            self.ctx.add_constant(f"{node.outputs[0]}_scales", scales)
         attrs = (("coordinate_transformation_mode", "asymmetric"), ("mode", mode), ("nearest_mode", "floor"))
-        return Node("Resize", (node.inputs[0], "", scales_name), node.outputs, attrs, node.name)
+        return [Node("Resize", (node.inputs[0], "", scales), node.outputs, attrs, node.name)]
 
     def _convert_Resize(self, node: Node, label: str) -> list[Node]:
-        if self.ctx.opset < 11:
-            scales = self._const(node.inputs[1])
-            if scales is None:
-                raise ModelError(f"{label}: Resize-10 with run-time scales is not supported")
-            return [self._resize_asymmetric(node, scales.astype(np.float32), label)]
-        return [node]  # opset 18/19's axes, antialias, aspect policy and modes: the OpenCL backend checks them
+        # opset 18/19's axes, antialias, aspect policy and modes: the OpenCL backend checks them
+        return self._convert_Upsample(node, label) if self.ctx.opset < 11 else [node]
 
     def _convert_Scatter(self, node: Node, label: str) -> list[Node]:
         return [_with(node, op="ScatterElements")]
