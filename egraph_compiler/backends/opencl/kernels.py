@@ -60,6 +60,7 @@ import numpy as np
 from egraph_compiler.backends.opencl import cost, cpu_conv, gemm, images, ops_extra, ops_models
 from egraph_compiler.backends.opencl import cpu_window as vec_conv
 from egraph_compiler.backends.opencl import depthwise as dw
+from egraph_compiler.backends.opencl import pixel_rows as pixel_form
 from egraph_compiler.backends.opencl import rows as row_split
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl import window as win
@@ -123,6 +124,18 @@ class KernelParams:
     # passes through `reduce_work_group` lanes. A GPU wants it: Softmax over BERT-base's
     # 512-wide rows ran at 24 % of the H200's bandwidth with 256 lanes of 2 elements
     row_cache: int = 0
+    # pointwise kernels: output elements per work-item, consecutive along every
+    # output's last dim (`_Gen.pointwise`); 1 is one element per work-item. More share
+    # the index arithmetic of the leading dims and each broadcast operand's load and
+    # its operators between the items (EfficientNet's squeeze-excitation scale
+    # evaluated its Sigmoid once per element; BERT-base's mask kernel was bound by
+    # index divisions, 44 % of the H200's bandwidth)
+    pointwise_items: int = 1
+    # rownorm over rows whose elements are strided in memory while consecutive rows
+    # are adjacent (LayerNorm over the channels of an NCHW map, ConvNeXt): a
+    # work-group takes this many rows, its lanes along the rows (`pixel_rows.py`);
+    # 0 keeps one work-group per row
+    strided_rows: int = 0
     # Conv/MatMul anchors: the device class whose cost model picks each anchor's
     # option (`cost.DEVICES`: "cpu" for PoCL, "gpu"), or a forced variant
     # ("direct", "tiled", "gemv") and its parameters (tests, `dnnr tune`).
@@ -156,7 +169,9 @@ class KernelParams:
         and 256-item work-groups, and lets the cost model pick tiled anchors."""
         if device == "gpu":
             return KernelParams(work_group=256, reduce_work_group=256, row_serial_below=0,
-                                device="gpu", hoist_sizes=False, row_cache=8)
+                                device="gpu", hoist_sizes=False, row_cache=8,
+                                pointwise_items=_env_int("DNNR_GPU_POINTWISE_ITEMS", 4),
+                                strided_rows=_env_int("DNNR_GPU_STRIDED_ROWS", 32))
         if device != "cpu":
             raise ValueError(f"unknown OpenCL device class '{device}' (cpu or gpu)")
         # a bound compile for PoCL: sizes stay literals (constant-folded index
@@ -206,6 +221,15 @@ def _zero_accumulators(s: Scope, outer: str, inner: str,
         s.emit(f"float acc[{outer}][{inner}];")
         s.emit(UNROLL + f"for (int a = 0; a < {outer}; ++a) " + UNROLL +
                f"for (int b = 0; b < {inner}; ++b) acc[a][b] = 0.0f;")
+
+def _env_int(name: str, default: int) -> int:
+    """An integer kernel parameter of the GPU class from the environment (benchmarks
+    build artefacts at several settings), else ``default``."""
+    import os
+
+    text = os.environ.get(name, "")
+    return int(text) if text.strip().isdigit() else default
+
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
@@ -384,6 +408,9 @@ class _Gen:
 
     # -- pointwise ----------------------------------------------------------------------
     def pointwise(self) -> Kernel:
+        items = self.pointwise_items()
+        if items > 1:
+            return self._pointwise_items(items)
         local = self.params.work_group
         total = max((self.view.numel(v) for v in self.block.outputs), default=0)
         scope = Scope()
@@ -399,6 +426,41 @@ class _Gen:
             if body is not scope:
                 scope.nest(f"if (gid < {numel})", body)
         return self.finish(scope, total, local)
+
+    def pointwise_items(self) -> int:
+        """`KernelParams.pointwise_items`, halved until it divides every output's last
+        dim (static shapes only: a symbolic build keeps one element per work-item)."""
+        items = self.params.pointwise_items
+        shapes = [self.view.shape(v) for v in self.block.outputs]
+        if not shapes or any(not s or any(type(d) is not int or d < 1 for d in s)
+                             for s in shapes):
+            return 1
+        while items > 1 and any(s[-1] % items for s in shapes):
+            items //= 2
+        return items
+
+    def _pointwise_items(self, items: int) -> Kernel:
+        """``items`` consecutive elements of every output's last dim per work-item: the
+        leading dims' index is computed once, and a value that does not depend on the
+        last dim (a broadcast operand, the operators on it) is loaded and evaluated
+        once, the emitter's memo keyed by index (`emit.ValueEmitter.value`)."""
+        self.variant = f"items {items}"
+        total = max(self.view.numel(v) for v in self.block.outputs) // items
+        scope = Scope()
+        scope.emit("const int gid = get_global_id(0);")
+        scope.emit(f"if (gid >= {total}) return;")
+        for value, store in self.stores.items():
+            shape = self.view.shape(value)
+            groups = self.view.numel(value) // items
+            body = scope.child() if groups < total else scope
+            lead = ix.delinearize(self.ivar("gid", groups), (*shape[:-1], shape[-1] // items))
+            for j in range(items):
+                index = (*lead[:-1], ix.add(ix.mul(lead[-1], items), j))
+                result = self.em.value(body, value, index)
+                body.emit(self.store_line(value, store, self.store_offset(value, index), result))
+            if body is not scope:
+                scope.nest(f"if (gid < {groups})", body)
+        return self.finish(scope, total, self.params.work_group)
 
     # -- anchor options -----------------------------------------------------------------
     def pick(self, sizes: dict[str, int], direct_items: int, tiled_ok: bool,
@@ -1114,6 +1176,12 @@ class _Gen:
         groups = 1 if serial else self.row_groups(rows, length)[0]
         if groups > 1:
             return self._split_rownorm(node, rows, length, groups, x_name, x_shape, full(r_idx))
+        if not serial and node.op == "LayerNormalization" and self.params.strided_rows:
+            kernel = pixel_form.pixel_rownorm(
+                self, node, rows, length, x_name, x_shape, full(r_idx),
+                lambda body, x: self._scale_shift(body, node, full(r_idx), x_shape, x))
+            if kernel is not None:
+                return kernel
         if not serial and self.params.row_cache > 0:
             return self._cached_rownorm(node, rows, length, x_name, x_shape, full(r_idx))
         s = Scope()

@@ -1,0 +1,119 @@
+"""The GPU class's memory-bound kernel forms on PoCL against onnxruntime: LayerNorm over
+the channels of an NCHW map with lanes along the pixels (`pixel_rows.py`, both write
+forms, ragged rows and rows), and pointwise kernels with several consecutive elements
+per work-item (`KernelParams.pointwise_items`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from egraph_compiler.backends.opencl import KernelParams, build, load
+from egraph_compiler.backends.opencl.pixel_rows import access_strides
+from egraph_compiler.fusion import plan_fusion
+from egraph_compiler.plan import plan_memory
+from tests.backends.opencl.helpers import static_graph
+from tests.modelzoo import assert_close, run_ort
+
+GPU = KernelParams(work_group=256, reduce_work_group=256, row_serial_below=0, device="gpu",
+                   hoist_sizes=False, row_cache=8, pointwise_items=4, strided_rows=32)
+
+
+def _model(nodes: list[onnx.NodeProto], inputs: dict[str, list[int]], outputs: dict[str, list[int]],
+           constants: dict[str, np.ndarray]) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info(k, TensorProto.FLOAT, v) for k, v in inputs.items()],
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, v) for k, v in outputs.items()],
+        [numpy_helper.from_array(v, k) for k, v in constants.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def _channel_layernorm(channels: int, back_to_nchw: bool) -> onnx.ModelProto:
+    """ConvNeXt's LayerNorm2d: NCHW → NHWC, LayerNorm over C, a Mul epilogue, then (or
+    not) back to NCHW."""
+    rng = np.random.default_rng(3)
+    shape = [2, channels, 5, 7]
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("LayerNormalization", ["t", "g", "b"], ["n"], axis=-1,
+                              epsilon=1e-6),
+             helper.make_node("Mul", ["n", "three"], ["m" if back_to_nchw else "y"])]
+    out = [2, 5, 7, channels]
+    if back_to_nchw:
+        nodes.append(helper.make_node("Transpose", ["m"], ["y"], perm=[0, 3, 1, 2]))
+        out = shape
+    return _model(nodes, {"x": shape}, {"y": out},
+                  {"g": rng.uniform(0.5, 1.5, channels).astype(np.float32),
+                   "b": rng.standard_normal(channels).astype(np.float32),
+                   "three": np.array(3.0, np.float32)})
+
+
+def _build_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray], tmp_path: Path,
+               params: KernelParams = GPU) -> tuple[list[dict], dict[str, np.ndarray]]:
+    build(plan_memory(plan_fusion(static_graph(model, feeds))), tmp_path, params)
+    compiled = load(tmp_path)
+    return compiled.plan["launches"], compiled.run(feeds)
+
+
+@pytest.mark.parametrize(("channels", "back", "form"), [
+    (24, False, "transposed"), (20, False, "transposed"), (20, True, "direct")])
+def test_pixel_rows_layernorm_matches_onnxruntime(channels: int, back: bool, form: str,
+                                                  tmp_path: Path) -> None:
+    """70 pixels (not a whole number of 32-pixel work-groups); 20 channels over 8
+    parts per pixel leave a ragged last register."""
+    model = _channel_layernorm(channels, back)
+    feeds = {"x": np.random.default_rng(5).standard_normal([2, channels, 5, 7]).astype(np.float32)
+             * 3 + 1}
+    launches, got = _build_run(model, feeds, tmp_path)
+    rows = [launch for launch in launches if "LayerNormalization" in launch["ops"]]
+    assert len(rows) == 1 and rows[0]["variant"] == f"pixel-rows 32 {form}"
+    assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-5)
+
+
+def test_contiguous_rows_keep_a_work_group_per_row(tmp_path: Path) -> None:
+    """LayerNorm over a contiguous last axis is not the pixel-rows form's."""
+    rng = np.random.default_rng(2)
+    model = _model([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)],
+                   {"x": [70, 24]}, {"y": [70, 24]},
+                   {"g": rng.uniform(0.5, 1.5, 24).astype(np.float32),
+                    "b": rng.standard_normal(24).astype(np.float32)})
+    feeds = {"x": rng.standard_normal([70, 24]).astype(np.float32)}
+    launches, got = _build_run(model, feeds, tmp_path)
+    assert [launch["variant"] for launch in launches] == [""]
+    assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-5)
+
+
+def test_access_strides_reads_the_probe() -> None:
+    lines = ["const int i0 = ((o)/35);", "const float t1 = in0[840*i0 + 35*r + ((o)%35)];",
+             "const float t2 = (t1 * 2.0f);", "out0[24*o + r] = t2;"]
+    assert access_strides(lines) == [("load", 1, 35), ("store", 24, 1)]
+    assert access_strides(["int g3 = (int)(t2);"]) is None
+
+
+def _se_scale() -> onnx.ModelProto:
+    """EfficientNet's squeeze-excitation scale x · σ(s), s per (n, c), and a transpose
+    of s whose last dim is 6."""
+    return _model([helper.make_node("Sigmoid", ["s"], ["g"]),
+                   helper.make_node("Mul", ["x", "g"], ["y"]),
+                   helper.make_node("Transpose", ["s"], ["z"], perm=[0, 2, 3, 1])],
+                  {"x": [2, 6, 5, 12], "s": [2, 6, 1, 1]},
+                  {"y": [2, 6, 5, 12], "z": [2, 1, 1, 6]}, {})
+
+
+@pytest.mark.parametrize("items", [1, 4])
+def test_pointwise_items_match_onnxruntime(items: int, tmp_path: Path) -> None:
+    """4 items per work-item along the last dim of 12 (the 6-wide transpose takes 2,
+    the largest power of two dividing its last dim), and the one-element form."""
+    from dataclasses import replace
+
+    model = _se_scale()
+    rng = np.random.default_rng(7)
+    feeds = {"x": rng.standard_normal([2, 6, 5, 12]).astype(np.float32),
+             "s": rng.standard_normal([2, 6, 1, 1]).astype(np.float32)}
+    launches, got = _build_run(model, feeds, tmp_path, replace(GPU, pointwise_items=items))
+    variants = {launch["variant"] for launch in launches if launch["kind"] == "pointwise"}
+    assert variants == ({"items 4", "items 2"} if items == 4 else {""})
+    assert_close(got, run_ort(model, feeds), rtol=1e-5, atol=1e-6)
