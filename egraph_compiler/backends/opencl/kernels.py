@@ -60,6 +60,7 @@ import numpy as np
 from egraph_compiler.backends.opencl import cost, cpu_conv, gemm, images, ops_extra, ops_models
 from egraph_compiler.backends.opencl import cpu_window as vec_conv
 from egraph_compiler.backends.opencl import depthwise as dw
+from egraph_compiler.backends.opencl import im2col as col
 from egraph_compiler.backends.opencl import pixel_rows as pixel_form
 from egraph_compiler.backends.opencl import rows as row_split
 from egraph_compiler.backends.opencl import spelling as sp
@@ -136,6 +137,11 @@ class KernelParams:
     # work-group takes this many rows, its lanes along the rows (`pixel_rows.py`);
     # 0 keeps one work-group per row
     strided_rows: int = 0
+    # a ``tiled`` conv of stride at least this (3×3 and larger, one group) as an
+    # explicit im2col to scratch then the tiled GEMM (`im2col.py`); 0: never. Its
+    # tile: `im2col_tile`, else `im2col.pick_tile`'s
+    im2col_min_stride: int = 0
+    im2col_tile: Tile | None = None
     # Conv/MatMul anchors: the device class whose cost model picks each anchor's
     # option (`cost.DEVICES`: "cpu" for PoCL, "gpu"), or a forced variant
     # ("direct", "tiled", "gemv") and its parameters (tests, `dnnr tune`).
@@ -171,7 +177,8 @@ class KernelParams:
             return KernelParams(work_group=256, reduce_work_group=256, row_serial_below=0,
                                 device="gpu", hoist_sizes=False, row_cache=8,
                                 pointwise_items=_env_int("DNNR_GPU_POINTWISE_ITEMS", 4),
-                                strided_rows=_env_int("DNNR_GPU_STRIDED_ROWS", 32))
+                                strided_rows=_env_int("DNNR_GPU_STRIDED_ROWS", 32),
+                                im2col_min_stride=_env_int("DNNR_GPU_IM2COL_STRIDE", 0))
         if device != "cpu":
             raise ValueError(f"unknown OpenCL device class '{device}' (cpu or gpu)")
         # a bound compile for PoCL: sizes stay literals (constant-folded index
@@ -589,6 +596,8 @@ class _Gen:
             if kernel is not None:
                 return kernel
         if option.variant == "tiled":
+            if col.applies(self, geo):
+                return col.im2col_gemm(self, geo)
             problem, _ = gemm.conv_problem(self, geo)
             return gemm.tiled_or_split(self, problem, option.params)  # type: ignore[arg-type]
         if option.variant == "gemv":

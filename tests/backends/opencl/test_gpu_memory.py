@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from egraph_compiler.backends.opencl import KernelParams, build, load
+from egraph_compiler.backends.opencl.gemm import Tile
 from egraph_compiler.backends.opencl.pixel_rows import access_strides
 from egraph_compiler.fusion import plan_fusion
 from egraph_compiler.plan import plan_memory
@@ -23,10 +24,12 @@ GPU = KernelParams(work_group=256, reduce_work_group=256, row_serial_below=0, de
                    hoist_sizes=False, row_cache=8, pointwise_items=4, strided_rows=32)
 
 
-def _model(nodes: list[onnx.NodeProto], inputs: dict[str, list[int]], outputs: dict[str, list[int]],
-           constants: dict[str, np.ndarray]) -> onnx.ModelProto:
+def _model(nodes: list[onnx.NodeProto], inputs: dict[str, list[int]],
+           outputs: dict[str, list[int]], constants: dict[str, np.ndarray]
+           ) -> onnx.ModelProto:
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info(k, TensorProto.FLOAT, v) for k, v in inputs.items()],
+        nodes, "g", [helper.make_tensor_value_info(k, TensorProto.FLOAT, v)
+                     for k, v in inputs.items()],
         [helper.make_tensor_value_info(k, TensorProto.FLOAT, v) for k, v in outputs.items()],
         [numpy_helper.from_array(v, k) for k, v in constants.items()])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
@@ -119,3 +122,30 @@ def test_pointwise_items_match_onnxruntime(items: int, tmp_path: Path) -> None:
     variants = {launch["variant"] for launch in launches if launch["kind"] == "pointwise"}
     assert variants == ({"items 4", "items 2"} if items == 4 else {""})
     assert_close(got, run_ort(model, feeds), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("stride", "pads", "out", "tile"), [
+    (2, [1, 1, 1, 1], [7, 6], None), (2, [0, 1, 2, 0], [7, 5], Tile(64, 64, 16, 4, 4, True)),
+    (3, [1, 1, 1, 1], [5, 4], Tile(32, 32, 16, 2, 2, False))])
+def test_im2col_conv_matches_onnxruntime(stride: int, pads: list[int], out: list[int],
+                                         tile: Tile | None, tmp_path: Path) -> None:
+    """A strided 3×3 conv with a Relu prologue and an Add epilogue as im2col to scratch
+    then the tiled GEMM (`im2col.py`): K = 5·9 = 45 (a ragged last K step),
+    asymmetric padding, the forced option's tile and `KernelParams.im2col_tile`."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(4)
+    model = _model([helper.make_node("Relu", ["x"], ["r"]),
+                    helper.make_node("Conv", ["r", "w", "bias"], ["c"], kernel_shape=[3, 3],
+                                     strides=[stride, stride], pads=pads),
+                    helper.make_node("Add", ["c", "c"], ["y"])],
+                   {"x": [2, 5, 13, 11]}, {"y": [2, 6, *out]},
+                   {"w": rng.standard_normal([6, 5, 3, 3]).astype(np.float32),
+                    "bias": rng.standard_normal(6).astype(np.float32)})
+    feeds = {"x": rng.standard_normal([2, 5, 13, 11]).astype(np.float32)}
+    params = replace(GPU, anchor_variant="tiled", anchor_tile=Tile(32, 64, 16, 2, 4, True),
+                     im2col_min_stride=2, im2col_tile=tile)
+    launches, got = _build_run(model, feeds, tmp_path, params)
+    conv = [launch for launch in launches if "Conv" in launch["ops"]]
+    assert len(conv) == 2 and conv[0]["variant"].startswith("im2col "), conv
+    assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-4)
