@@ -111,8 +111,11 @@ def pixel_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     if per_lane > MAX_REGISTERS:
         return None
     loads = _probe(gen, lambda scope: gen.em.value(scope, x_name, index))
-    if not loads or not any(d_r for _, _, d_r in loads) or \
-            any(d_r and (d_r == 1 or d_o != 1) for _, d_o, d_r in loads):
+    # every load that moves with the row coalesced along the rows (one that does not
+    # is a per-element parameter, e.g. ConvNeXt's layer scale), one at least strided
+    # along its row
+    moving = [(d_o, d_r) for _, d_o, d_r in loads or () if d_o]
+    if not moving or any(d_o != 1 for d_o, _ in moving) or all(d_r == 1 for _, d_r in moving):
         return None
 
     def epilogue(scope: Scope, value: str) -> None:

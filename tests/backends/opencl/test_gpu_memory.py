@@ -35,12 +35,16 @@ def _model(nodes: list[onnx.NodeProto], inputs: dict[str, list[int]],
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 
-def _channel_layernorm(channels: int, back_to_nchw: bool) -> onnx.ModelProto:
+def _channel_layernorm(channels: int, back_to_nchw: bool, scaled: bool = False
+                       ) -> onnx.ModelProto:
     """ConvNeXt's LayerNorm2d: NCHW → NHWC, LayerNorm over C, a Mul epilogue, then (or
-    not) back to NCHW."""
+    not) back to NCHW; ``scaled``: a per-channel scale before it (a load that moves
+    along the row only)."""
     rng = np.random.default_rng(3)
     shape = [2, channels, 5, 7]
-    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
+    scale = [helper.make_node("Mul", ["x", "s"], ["xs"])] if scaled else []
+    nodes = [*scale,
+             helper.make_node("Transpose", ["xs" if scaled else "x"], ["t"], perm=[0, 2, 3, 1]),
              helper.make_node("LayerNormalization", ["t", "g", "b"], ["n"], axis=-1,
                               epsilon=1e-6),
              helper.make_node("Mul", ["n", "three"], ["m" if back_to_nchw else "y"])]
@@ -51,7 +55,9 @@ def _channel_layernorm(channels: int, back_to_nchw: bool) -> onnx.ModelProto:
     return _model(nodes, {"x": shape}, {"y": out},
                   {"g": rng.uniform(0.5, 1.5, channels).astype(np.float32),
                    "b": rng.standard_normal(channels).astype(np.float32),
-                   "three": np.array(3.0, np.float32)})
+                   "three": np.array(3.0, np.float32),
+                   **({"s": rng.uniform(0.5, 1.5, [channels, 1, 1]).astype(np.float32)}
+                      if scaled else {})})
 
 
 def _build_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray], tmp_path: Path,
@@ -61,15 +67,15 @@ def _build_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray], tmp_path: P
     return compiled.plan["launches"], compiled.run(feeds)
 
 
-@pytest.mark.parametrize(("channels", "back", "form"), [
-    (24, False, "32 transposed"), (20, False, "32 transposed"), (20, True, "32 direct"),
-    (300, False, "16 transposed")])
-def test_pixel_rows_layernorm_matches_onnxruntime(channels: int, back: bool, form: str,
-                                                  tmp_path: Path) -> None:
+@pytest.mark.parametrize(("channels", "back", "scaled", "form"), [
+    (24, False, False, "32 transposed"), (20, False, True, "32 transposed"),
+    (20, True, True, "32 direct"), (300, False, False, "16 transposed")])
+def test_pixel_rows_layernorm_matches_onnxruntime(channels: int, back: bool, scaled: bool,
+                                                  form: str, tmp_path: Path) -> None:
     """70 pixels (not a whole number of 32-pixel work-groups); 20 channels over 8
     parts per pixel leave a ragged last register; 300 channels take 16 pixels per
     work-group (19 registers a lane, not 38)."""
-    model = _channel_layernorm(channels, back)
+    model = _channel_layernorm(channels, back, scaled)
     feeds = {"x": np.random.default_rng(5).standard_normal([2, channels, 5, 7]).astype(np.float32)
              * 3 + 1}
     launches, got = _build_run(model, feeds, tmp_path)
