@@ -111,11 +111,15 @@ def pixel_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     if per_lane > MAX_REGISTERS:
         return None
     loads = _probe(gen, lambda scope: gen.em.value(scope, x_name, index))
-    # every load that moves with the row coalesced along the rows (one that does not
-    # is a per-element parameter, e.g. ConvNeXt's layer scale), one at least strided
-    # along its row
+    # loads that move with the row (one that does not is a per-element parameter, e.g.
+    # ConvNeXt's layer scale): one at least strided along its row and coalesced along
+    # the rows; the others either that or contiguous along the row — a work-group's
+    # rows × whole rows of such an operand are one contiguous block, whose sectors the
+    # parts' loads share through the cache (ConvNeXt's downsampling LayerNorm adds an
+    # NHWC branch to an NCHW residual)
     moving = [(d_o, d_r) for _, d_o, d_r in loads or () if d_o]
-    if not moving or any(d_o != 1 for d_o, _ in moving) or all(d_r == 1 for _, d_r in moving):
+    if not any(d_o == 1 and d_r != 1 for d_o, d_r in moving) or \
+            any(d_o != 1 and d_r != 1 for d_o, d_r in moving):
         return None
 
     def epilogue(scope: Scope, value: str) -> None:
