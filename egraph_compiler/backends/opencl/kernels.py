@@ -141,6 +141,9 @@ class KernelParams:
     # explicit im2col to scratch then the tiled GEMM (`im2col.py`); 0: never. Its
     # tile: `im2col_tile`, else `im2col.pick_tile`'s
     im2col_min_stride: int = 0
+    # work-group reductions (`reduce`, row-split): independent partial sums per
+    # work-item (`rows.strided_accumulate`); 1: one accumulator
+    reduce_unroll: int = 1
     im2col_tile: Tile | None = None
     # Conv/MatMul anchors: the device class whose cost model picks each anchor's
     # option (`cost.DEVICES`: "cpu" for PoCL, "gpu"), or a forced variant
@@ -178,7 +181,8 @@ class KernelParams:
                                 device="gpu", hoist_sizes=False, row_cache=8,
                                 pointwise_items=_env_int("DNNR_GPU_POINTWISE_ITEMS", 4),
                                 strided_rows=_env_int("DNNR_GPU_STRIDED_ROWS", 32),
-                                im2col_min_stride=_env_int("DNNR_GPU_IM2COL_STRIDE", 0))
+                                im2col_min_stride=_env_int("DNNR_GPU_IM2COL_STRIDE", 0),
+                                reduce_unroll=_env_int("DNNR_GPU_REDUCE_UNROLL", 4))
         if device != "cpu":
             raise ValueError(f"unknown OpenCL device class '{device}' (cpu or gpu)")
         # a bound compile for PoCL: sizes stay literals (constant-folded index
@@ -1034,9 +1038,9 @@ class _Gen:
         self.defines.append(f"WG {local}")
         s.emit("const int o = get_group_id(0); const int lid = get_local_id(0);")
         s.emit("__local float red[WG];")
-        s.emit(f"float accv = {init};")
         body = Scope(s)
         if len(reduced) > 1 and 2 * reduced[-1] >= local:
+            s.emit(f"float accv = {init};")
             # the outer reduced axes as loops and the innermost split over the group
             # (at most half its lanes idle): no / and % per element (see the serial
             # form above; PoCL: 16 × 56² ran 0.21 ms flat, 0.03 ms with literal sizes)
@@ -1053,7 +1057,13 @@ class _Gen:
                 outer.nest(header, body)
                 body = outer
             s.lines.extend(body.lines)
+        elif self.params.reduce_unroll > 1:
+            row_split.strided_accumulate(
+                s, "accv", (init, step, _combine_only(step)), "lid", str(length), "WG",
+                self.params.reduce_unroll,
+                lambda body: self.em.value(body, x_name, input_index(out_vars, r_idx)))
         else:
+            s.emit(f"float accv = {init};")
             x = self.em.value(body, x_name, input_index(out_vars, r_idx))
             body.emit(f"accv = {step.format('accv', x)};")
             s.nest(f"for (int r = lid; r < {length}; r += WG)", body)

@@ -155,3 +155,24 @@ def test_im2col_conv_matches_onnxruntime(stride: int, pads: list[int], out: list
     conv = [launch for launch in launches if "Conv" in launch["ops"]]
     assert len(conv) == 2 and conv[0]["variant"].startswith("im2col "), conv
     assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("groups", [None, 3])
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "ReduceL2"])
+def test_unrolled_reductions_match_onnxruntime(op: str, groups: int | None,
+                                               tmp_path: Path) -> None:
+    """`KernelParams.reduce_unroll`: 4 partials per work-item, one work-group per row
+    and `row-split`; 1000 elements a row (the last unrolled step ragged)."""
+    from dataclasses import replace
+
+    from egraph_compiler.backends.opencl.rows import RowSplit
+
+    reduce = [helper.make_node(op, ["x"], ["y"])] if op == "GlobalAveragePool" else [
+        helper.make_node(op, ["x", "axes"], ["y"], keepdims=1)]
+    model = _model(reduce, {"x": [2, 3, 40, 25]}, {"y": [2, 3, 1, 1]},
+                   {} if op == "GlobalAveragePool" else {"axes": np.array([2, 3], np.int64)})
+    feeds = {"x": np.random.default_rng(6).standard_normal([2, 3, 40, 25]).astype(np.float32)}
+    params = replace(GPU, reduce_unroll=4, row_split=RowSplit(groups) if groups else None)
+    _, got = _build_run(model, feeds, tmp_path, params)
+    assert "accv3" in (tmp_path / "kernels.cl").read_text()
+    assert_close(got, run_ort(model, feeds), rtol=1e-5, atol=1e-5)
