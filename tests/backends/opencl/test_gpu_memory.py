@@ -106,27 +106,28 @@ def test_access_strides_reads_the_probe() -> None:
 
 def _se_scale() -> onnx.ModelProto:
     """EfficientNet's squeeze-excitation scale x · σ(s), s per (n, c), and a transpose
-    of s whose last dim is 6."""
+    of s whose last dim (3) is too short to split."""
     return _model([helper.make_node("Sigmoid", ["s"], ["g"]),
                    helper.make_node("Mul", ["x", "g"], ["y"]),
                    helper.make_node("Transpose", ["s"], ["z"], perm=[0, 2, 3, 1])],
-                  {"x": [2, 6, 5, 12], "s": [2, 6, 1, 1]},
-                  {"y": [2, 6, 5, 12], "z": [2, 1, 1, 6]}, {})
+                  {"x": [2, 3, 5, 40], "s": [2, 3, 1, 1]},
+                  {"y": [2, 3, 5, 40], "z": [2, 1, 1, 3]}, {})
 
 
-@pytest.mark.parametrize("items", [1, 4])
+@pytest.mark.parametrize("items", [1, 2, 4, 8])
 def test_pointwise_items_match_onnxruntime(items: int, tmp_path: Path) -> None:
-    """4 items per work-item along the last dim of 12 (the 6-wide transpose takes 2,
-    the largest power of two dividing its last dim), and the one-element form."""
+    """2 or 4 items per work-item along the last dim of 40 (runs of 20 or 10 lanes);
+    8 would leave runs of 5, shorter than a sector, and takes 4; the transpose's last
+    dim of 3 keeps one element per work-item."""
     from dataclasses import replace
 
     model = _se_scale()
     rng = np.random.default_rng(7)
-    feeds = {"x": rng.standard_normal([2, 6, 5, 12]).astype(np.float32),
-             "s": rng.standard_normal([2, 6, 1, 1]).astype(np.float32)}
+    feeds = {"x": rng.standard_normal([2, 3, 5, 40]).astype(np.float32),
+             "s": rng.standard_normal([2, 3, 1, 1]).astype(np.float32)}
     launches, got = _build_run(model, feeds, tmp_path, replace(GPU, pointwise_items=items))
     variants = {launch["variant"] for launch in launches if launch["kind"] == "pointwise"}
-    assert variants == ({"items 4", "items 2"} if items == 4 else {""})
+    assert variants == ({f"items {min(items, 4)}", ""} if items > 1 else {""})
     assert_close(got, run_ort(model, feeds), rtol=1e-5, atol=1e-6)
 
 
