@@ -184,7 +184,9 @@ class KernelParams:
                                 pointwise_items=_env_int("DNNR_GPU_POINTWISE_ITEMS", 2),
                                 strided_rows=_env_int("DNNR_GPU_STRIDED_ROWS", 32),
                                 im2col_min_stride=_env_int("DNNR_GPU_IM2COL_STRIDE", 0),
-                                reduce_unroll=_env_int("DNNR_GPU_REDUCE_UNROLL", 4))
+                                reduce_unroll=_env_int("DNNR_GPU_REDUCE_UNROLL", 4),
+                                row_split=row_split.RowSplit(_env_int("DNNR_GPU_ROW_SPLIT", 0))
+                                if _env_int("DNNR_GPU_ROW_SPLIT", 0) else None)
         if device != "cpu":
             raise ValueError(f"unknown OpenCL device class '{device}' (cpu or gpu)")
         # a bound compile for PoCL: sizes stay literals (constant-folded index
