@@ -1,6 +1,7 @@
 """One OpenCL kernel per fusion block, by kernel kind.
 
-- ``pointwise``: one work-item per output element; everything lazily evaluated.
+- ``pointwise``: one work-item per output element, or (`KernelParams.pointwise_items`,
+  the GPU class) a few of one row; everything lazily evaluated.
 
 Conv and MatMul/Gemm anchors have several kernel *options* (`cost.options` lists them
 as data, `cost.choose` picks one per shape for the device class in
@@ -22,7 +23,9 @@ buffer (`Kernel.then`, `Kernel.scratch`).
 - ``reduce``: Reduce*, ArgMax/ArgMin, global pools — a work-group reduction in
   local memory when the reduced extent is large, a serial loop when small.
 - ``rownorm``: Softmax, LogSoftmax, Layer/InstanceNormalization — two reductions over a
-  row, then the normalised row through the epilogue.
+  row, then the normalised row through the epilogue; a LayerNorm whose rows are
+  strided in memory and adjacent to each other (over NCHW channels) takes several
+  rows per work-group, lanes along the rows (`pixel_rows.py`).
 - ``rowgroup``: reductions over the same rows chained with elementwise operators
   (LayerNorm or Softmax written out as exporters emit them) — one reduction per
   Reduce*, per-row values computed once.
