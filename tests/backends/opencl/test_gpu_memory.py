@@ -177,3 +177,19 @@ def test_unrolled_reductions_match_onnxruntime(op: str, groups: int | None,
     _, got = _build_run(model, feeds, tmp_path, params)
     assert "accv3" in (tmp_path / "kernels.cl").read_text()
     assert_close(got, run_ort(model, feeds), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("unroll", "launches"), [(1, 2), (4, 1)])
+def test_unrolled_reduction_keeps_one_work_group_per_row(unroll: int, launches: int,
+                                                         tmp_path: Path) -> None:
+    """EfficientNet's first GlobalAveragePool at batch 8 (256 rows of 112²): with one
+    accumulator the GPU cost model splits each row over two work-groups (two
+    launches); counting 4 loads in flight per work-item fills the device with one."""
+    from dataclasses import replace
+
+    model = _model([helper.make_node("GlobalAveragePool", ["x"], ["y"])],
+                   {"x": [8, 32, 112, 112]}, {"y": [8, 32, 1, 1]}, {})
+    feeds = {"x": np.random.default_rng(8).standard_normal([8, 32, 112, 112]).astype(np.float32)}
+    got_launches, got = _build_run(model, feeds, tmp_path, replace(GPU, reduce_unroll=unroll))
+    assert len(got_launches) == launches
+    assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-6)
