@@ -7,7 +7,8 @@ per row (`kernels._Gen._cached_rownorm`) then reads one element per 32-byte sect
 ConvNeXt-T's stage-1 LayerNorms ran at 7–16 % of the H200's bandwidth.
 
 Here a work-group takes ``P`` consecutive rows (`KernelParams.strided_rows`, halved
-for long rows until a lane keeps at most `MAX_REGISTERS` elements) and its
+for long rows until a lane keeps at most `MAX_REGISTERS` elements, and for few rows
+until there are `MIN_GROUPS` work-groups; fewer keep one work-group per row) and its
 ``P × L`` lanes are ``lane = pixel + P · part``: the ``P`` lanes of a warp read one
 element of ``P`` adjacent rows (one coalesced access), and each keeps its row's
 elements ``part, part + L, …`` in registers. The two row statistics (mean, then the
@@ -43,6 +44,10 @@ if TYPE_CHECKING:
 UNROLL = "__attribute__((opencl_unroll_hint)) "  # xs[] stays in registers
 LANES = 256  # work-group size: P rows × L parts
 MIN_PIXELS = 8  # rows per work-group at least (one 32-byte sector of each element)
+# work-groups at least: on the H200 ConvNeXt-T's LayerNorms ran faster than one
+# work-group per row with 98 work-groups or more, the same with 49, slower with 25
+# (batch 1, 28² × 192: 0.007 → 0.010 ms)
+MIN_GROUPS = 96
 MAX_REGISTERS = 32  # row elements a lane keeps (beyond it the form is not offered)
 LOCAL_FLOATS = 12 * 1024  # the transposed tile's budget (48 KiB of local memory)
 
@@ -102,10 +107,14 @@ def pixel_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     pixels = gen.params.strided_rows
     if pixels < 2 or LANES % pixels or rows < 2 or length < 2:
         return None
-    # long rows: fewer rows per work-group, more lanes per row, down to a sector's
-    # worth of rows (8 floats: each access still fills the sectors it touches)
-    while -(-length // (LANES // pixels)) > MAX_REGISTERS and pixels > MIN_PIXELS:
+    # long rows or few of them: fewer rows per work-group (more lanes per row, more
+    # work-groups), down to a sector's worth of rows (8 floats: each access still
+    # fills the sectors it touches)
+    while (-(-length // (LANES // pixels)) > MAX_REGISTERS or
+           -(-rows // pixels) < MIN_GROUPS) and pixels > MIN_PIXELS:
         pixels //= 2
+    if -(-rows // pixels) < MIN_GROUPS:
+        return None
     parts = LANES // pixels
     per_lane = -(-length // parts)
     if per_lane > MAX_REGISTERS:

@@ -35,20 +35,20 @@ def _model(nodes: list[onnx.NodeProto], inputs: dict[str, list[int]],
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 
-def _channel_layernorm(channels: int, back_to_nchw: bool, scaled: bool = False
-                       ) -> onnx.ModelProto:
+def _channel_layernorm(channels: int, back_to_nchw: bool, scaled: bool = False,
+                       spatial: tuple[int, int] = (41, 39)) -> onnx.ModelProto:
     """ConvNeXt's LayerNorm2d: NCHW → NHWC, LayerNorm over C, a Mul epilogue, then (or
     not) back to NCHW; ``scaled``: a per-channel scale before it (a load that moves
     along the row only)."""
     rng = np.random.default_rng(3)
-    shape = [2, channels, 5, 7]
+    shape = [2, channels, *spatial]
     scale = [helper.make_node("Mul", ["x", "s"], ["xs"])] if scaled else []
     nodes = [*scale,
              helper.make_node("Transpose", ["xs" if scaled else "x"], ["t"], perm=[0, 2, 3, 1]),
              helper.make_node("LayerNormalization", ["t", "g", "b"], ["n"], axis=-1,
                               epsilon=1e-6),
              helper.make_node("Mul", ["n", "three"], ["m" if back_to_nchw else "y"])]
-    out = [2, 5, 7, channels]
+    out = [2, *spatial, channels]
     if back_to_nchw:
         nodes.append(helper.make_node("Transpose", ["m"], ["y"], perm=[0, 3, 1, 2]))
         out = shape
@@ -67,20 +67,23 @@ def _build_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray], tmp_path: P
     return compiled.plan["launches"], compiled.run(feeds)
 
 
-@pytest.mark.parametrize(("channels", "back", "scaled", "form"), [
-    (24, False, False, "32 transposed"), (20, False, True, "32 transposed"),
-    (20, True, True, "32 direct"), (300, False, False, "16 transposed")])
+@pytest.mark.parametrize(("channels", "back", "scaled", "spatial", "form"), [
+    (24, False, False, (41, 39), "32 transposed"), (20, False, True, (41, 39), "32 transposed"),
+    (20, True, True, (41, 39), "32 direct"), (300, False, False, (41, 39), "16 transposed"),
+    (24, False, False, (20, 20), "8 transposed"), (24, True, False, (5, 7), "")])
 def test_pixel_rows_layernorm_matches_onnxruntime(channels: int, back: bool, scaled: bool,
-                                                  form: str, tmp_path: Path) -> None:
-    """70 pixels (not a whole number of 32-pixel work-groups); 20 channels over 8
-    parts per pixel leave a ragged last register; 300 channels take 16 pixels per
-    work-group (19 registers a lane, not 38)."""
-    model = _channel_layernorm(channels, back, scaled)
-    feeds = {"x": np.random.default_rng(5).standard_normal([2, channels, 5, 7]).astype(np.float32)
-             * 3 + 1}
+                                                  spatial: tuple[int, int], form: str,
+                                                  tmp_path: Path) -> None:
+    """3,198 pixels (100 work-groups of 32, the last ragged); 20 channels over 8 parts
+    per pixel leave a ragged last register; 300 channels take 16 pixels per work-group
+    (19 registers a lane, not 38); 800 pixels take 8 per work-group (100 work-groups,
+    `pixel_rows.MIN_GROUPS`); 70 pixels keep a work-group per row."""
+    model = _channel_layernorm(channels, back, scaled, spatial)
+    feeds = {"x": np.random.default_rng(5).standard_normal([2, channels, *spatial])
+             .astype(np.float32) * 3 + 1}
     launches, got = _build_run(model, feeds, tmp_path)
     rows = [launch for launch in launches if "LayerNormalization" in launch["ops"]]
-    assert len(rows) == 1 and rows[0]["variant"] == f"pixel-rows {form}"
+    assert len(rows) == 1 and rows[0]["variant"] == (f"pixel-rows {form}" if form else "")
     assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-5)
 
 
