@@ -34,6 +34,9 @@ class Extraction:
     cost: Cost
     provenance: dict[str, tuple[str, ...]]
     seconds: float = 0.0
+    # False when the DAG-aware improvement pass ran out of its time budget
+    # (`CostModel.improve_seconds`); the graph is valid, only possibly costlier
+    improvement_complete: bool = True
     # rewritten node -> "name (Op)" of the original nodes of its e-class
     origins: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
