@@ -729,19 +729,7 @@ class _Lowering:
         for value in (operands[0], operands[2]):
             if value and value not in self.known:
                 raise ModelError(f"hexagon backend: Pad {node.name}: {value} must be known at compile time")
-        shape = self.out.shapes[source]
-        pads = np.asarray(self.known[operands[0]] if operands[0] else node.attr("pads", ()), np.int64).reshape(-1)
-        axes = [int(a) % len(shape) for a in np.asarray(self.known[operands[2]]).reshape(-1)] if operands[2] \
-            else list(range(len(shape)))
-        if pads.size != 2 * len(axes) or np.any(pads < 0):
-            raise ModelError(f"hexagon backend: Pad {node.name}: pads {pads.tolist()} (only non-negative pads of "
-                             f"each axis of a {shape} tensor)")
-        widths = [(0, 0)] * len(shape)
-        for k, axis in enumerate(axes):
-            widths[axis] = (int(pads[k]), int(pads[k + len(axes)]))
         mode = str(node.attr("mode", "constant"))
-        if mode not in ("constant", "edge", "reflect"):
-            raise ModelError(f"hexagon backend: Pad {node.name}: mode {mode} is not supported")
         fill = q.zero_point
         if mode == "constant" and operands[1]:
             value = self.constant_float(operands[1], node)
@@ -749,11 +737,13 @@ class _Lowering:
             if not 0 <= fill <= 255 or np.float32((fill - q.zero_point) * q.scale) != np.float32(value):
                 raise ModelError(f"hexagon backend: Pad {node.name}: the pad value {value} is not exactly "
                                  "representable in its input's quantisation")
-        index = self.physical_index(source)
-        if mode == "constant":
-            table = np.pad(index, widths, mode="constant", constant_values=-1)
-        else:
-            table = np.pad(index, widths, mode="edge" if mode == "edge" else "reflect")
+        # the registry's evaluation of this Pad on the element offsets, -1 where it fills, is the table
+        operands = [self.physical_index(source), *(np.asarray(self.known[v]) if v and k != 1 else None
+                                                     for k, v in enumerate(operands))]
+        try:
+            (table,) = evaluate_node("Pad", {**node.attr_dict, "value": -1}, operands)
+        except ModelError as error:
+            raise ModelError(f"hexagon backend: Pad {node.name} of a {self.out.shapes[source]} tensor: {error}") from None
         out_shape = tuple(int(d) for d in table.shape)
         result = self.new_tensor(f"{y}_pad", out_shape, q)
         self.out.ops.append(IntOp(node.name, "pad", QPad(table.reshape(-1).astype(np.int32), fill), (source,), result))
