@@ -152,6 +152,15 @@ class OpInfo:
         return tuple(found)
 
     @property
+    def moves_elements(self) -> bool:
+        """Each output element is one input element: the mapping class reorganizes or
+        shuffles (Reshape, Transpose, DepthToSpace, …) or the semantics are the first
+        operand itself (Identity, Dropout)."""
+        d = self.decl
+        return d.mapping in ("reorganize", "shuffle") or (
+            isinstance(d.semantics, ast.Name) and bool(d.params) and d.semantics.name == d.params[0].name)
+
+    @property
     def anchor(self) -> str | None:
         return self.decl.anchor
 

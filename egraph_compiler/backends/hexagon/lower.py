@@ -55,7 +55,6 @@ from egraph_compiler.backends.hexagon.kernels import (
     QMatMulAct,
 )
 from egraph_compiler.backends.hexagon.quant import ELEMENTWISE_SHIFT, requant_from_scales
-from egraph_compiler.dsl import ast as dsl_ast
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Graph, Node, TensorType
 from egraph_compiler.ops.evaluate import NEVER_FOLD, evaluate_node
@@ -184,15 +183,6 @@ def _nhwc(shape: tuple[int, ...]) -> tuple[int, ...]:
 # Operators rules/quant.dnnr writes over integer tensors (qdq-maxpool, qdq-concat-same, qdq-relu).
 _ON_INTEGERS = ("MaxPool", "Concat", "Max")
 _RULE_LOWERED_OPS = {signature[0] for signature in _INTEGER_SIGNATURES.values()} | {"MaxPool", "Relu"}
-
-
-def _moves_elements(op: str) -> bool:
-    """Whether each output element of ``op`` is one input element, wherever the registry
-    says so: its mapping class reorganizes or shuffles (Reshape, Transpose, DepthToSpace, …)
-    or its semantics are its operand (Identity, Dropout)."""
-    info = ops.current().get(op)
-    return info is not None and (info.decl.mapping in ("reorganize", "shuffle") or (
-        isinstance(info.semantics, dsl_ast.Name) and info.semantics.name == info.decl.params[0].name))
 
 
 class _Lowering:
@@ -332,7 +322,7 @@ class _Lowering:
                 self.dequantize(node)
             elif self.compile_time(node):
                 continue
-            elif _moves_elements(node.op) or node.op in ("Split", "Expand") or (
+            elif getattr(ops.current().get(node.op), "moves_elements", False) or node.op in ("Split", "Expand") or (
                     node.op in ("Gather", "Slice") and all(i in self.known for i in node.inputs[1:] if i)):
                 self.move(node)
             elif node.op == "Shape":
