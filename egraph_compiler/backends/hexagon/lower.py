@@ -158,17 +158,12 @@ def _qparams_of(graph: Graph, scale_name: str, zero_name: str, where: str) -> QP
 
 def _dequantize_per_axis(graph: Graph, node: Node) -> np.ndarray:
     """A constant's DequantizeLinear with a 1-D scale (and zero point) along ``axis``, in
-    float32 as onnxruntime computes it: (x − z)·s."""
-    x = _const(graph, node.inputs[0])
-    scale = _const(graph, node.inputs[1]).astype(np.float32).reshape(-1)
-    zero = _const(graph, node.inputs[2]).reshape(-1) if len(node.inputs) > 2 and node.inputs[2] else np.zeros(1)
-    axis = int(node.attr("axis", 1))  # type: ignore[arg-type]
-    if not -x.ndim <= axis < x.ndim or scale.size != x.shape[axis]:
-        raise ModelError(f"hexagon backend: DequantizeLinear {node.name}: {scale.size} scales along axis {axis} "
-                         f"of a {x.shape} tensor")
-    along = [-1 if k == axis % x.ndim else 1 for k in range(x.ndim)]
-    centred = (x.astype(np.int64) - zero.astype(np.int64).reshape(along if zero.size > 1 else [1] * x.ndim))
-    return (centred.astype(np.float32) * scale.reshape(along)).astype(np.float32)
+    float32 as onnxruntime computes it, (x − z)·s: the registry's evaluator."""
+    try:
+        (values,) = evaluate_node(node.op, node.attrs, [_const(graph, i) if i else None for i in node.inputs])
+    except ModelError as error:
+        raise ModelError(f"hexagon backend: DequantizeLinear {node.name}: {error}") from None
+    return values.astype(np.float32)
 
 
 def _nhwc(shape: tuple[int, ...]) -> tuple[int, ...]:
