@@ -167,17 +167,24 @@ def _reference(op: str) -> tuple[Any, type] | None:
 def _by_the_reference(op: str, attrs: dict, xs: list[Array | None], num_outputs: int) -> list[Array]:
     """``op`` by ONNX's reference implementation, the IR's attribute-held operands given
     back as the inputs ONNX takes (element-typed where ONNX types them like the data,
-    int64 otherwise). Integer division by zero, which ONNX leaves undefined, is refused."""
+    int64 otherwise), an operand ONNX takes as int64 only (a shape, repeats) made int64,
+    an absent (None) or empty attribute left out (both mean "absent" in the IR).
+    Integer division by zero, which ONNX leaves undefined, is refused."""
     schema, implementation = _reference(op)
     inputs = list(xs)
     for position, name, _ in _operand_attributes(op):
-        if name in attrs and name not in schema.attributes:
+        if name in attrs and name not in schema.attributes and _given(value := attrs.pop(name)):
             like_data = schema.inputs[position].type_str == schema.inputs[0].type_str
-            value = np.asarray(attrs.pop(name), dtype=xs[0].dtype if like_data else np.int64)
+            value = np.asarray(value, dtype=xs[0].dtype if like_data else np.int64)
             inputs = (inputs + [None] * position)[:position] + [value] + inputs[position + 1:]
+    allowed = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+    for k, formal in enumerate(schema.inputs[:len(inputs)]):
+        if inputs[k] is not None and allowed.get(formal.type_str, [formal.type_str]) == ["tensor(int64)"]:
+            inputs[k] = inputs[k].astype(np.int64)
     names = [f"x{k}" if x is not None else "" for k, x in enumerate(inputs)]
     node = helper.make_node(op, names, [f"y{k}" for k in range(num_outputs)])
-    node.attribute.extend(make_attribute(op, key, value) for key, value in sorted(attrs.items()))
+    node.attribute.extend(make_attribute(op, key, tuple(value) if isinstance(value, list) else value)
+                          for key, value in sorted(attrs.items()) if _given(value))
     integers = any(x is not None and x.dtype.kind in "iu" for x in inputs)
     with np.errstate(all="ignore", divide="raise" if integers else "ignore"):
         try:
@@ -185,6 +192,10 @@ def _by_the_reference(op: str, attrs: dict, xs: list[Array | None], num_outputs:
         except FloatingPointError:
             raise ModelError(f"{op}: integer division by zero") from None
     return list(outputs)
+
+
+def _given(value: object) -> bool:
+    return value is not None and not (isinstance(value, (list, tuple)) and not value)
 
 
 _RUN_PARAMS = {"log": lambda *args: None, "opsets": {"": onnx.defs.onnx_opset_version()}, "verbose": 0,

@@ -92,8 +92,8 @@ class Builtin:
     def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
         """The compiler's own constant folding of `onnx` (one evaluator of each operator);
         inputs it rejects are ill-formed for the replay."""
-        try:
-            return evaluate_node(self.onnx, attrs, inputs)[0]
+        try:  # the encoding's own keys (``_out_rank``) are no attributes of the operator
+            return evaluate_node(self.onnx, {k: v for k, v in attrs.items() if not k.startswith("_")}, inputs)[0]
         except (ModelError, KeyError) as err:
             raise Illformed(f"{self.name}: {err}") from err
 
