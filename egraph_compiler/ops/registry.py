@@ -12,7 +12,7 @@ the rule set it compiles with through `using`). Derivations, where a clause is a
 - cost: ``per_element(1)``;
 - role in generated code: ``anchor`` (an ``anchor`` clause), ``elementwise``,
   ``layout`` (reorganize/shuffle, or a ``cost movement`` op), else ``unsupported``;
-- `OpInfo.expensive`, `OpInfo.row_reduction`, `Registry.kernel_class`: see each.
+- `OpInfo.expensive`, `OpInfo.row_reduction`, `OpInfo.moves_elements`, `Registry.kernel_class`: see each.
 """
 
 from __future__ import annotations
