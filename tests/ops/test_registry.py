@@ -187,3 +187,13 @@ def test_mac_cost_is_counted_by_kernel_class(tmp_path) -> None:
     assert conv.flops == 2 * (16 * 6 * 6) * (3 * 3 * 3)
     assert product.flops == 2 * (5 * 3) * 7
     assert window.flops == (3 * 7 * 7) * 4
+
+
+def test_moves_elements_is_the_mapping_class_or_identity_semantics() -> None:
+    """The Hexagon lowering gathers these by their evaluation on element offsets: a reorganize
+    or shuffle mapping, or semantics that are the first operand; never one that computes or fills."""
+    moving = {name for name, info in REGISTRY.ops.items() if info.moves_elements}
+    assert {"Reshape", "Transpose", "Squeeze", "DepthToSpace", "Identity"} <= moving
+    assert not moving & {"Relu", "Pad", "Resize", "Concat", "Cast", "Add"}
+    assert all(REGISTRY.ops[name].decl.mapping in ("reorganize", "shuffle") or REGISTRY.ops[name].elementwise
+               for name in moving)
