@@ -71,8 +71,21 @@ def _log_softmax(attrs: Attrs, x: Array) -> Array:
     return (shifted - np.log(np.sum(np.exp(shifted), axis=int(attrs.get("axis", -1)), keepdims=True))).astype(x.dtype)
 
 
+def _sum(xs: list[Array | None], mean: bool = False) -> Array:
+    """Sum / Mean added from the first operand on: the reference's Sum starts from +0 (a sum
+    of -0 comes out +0, where onnxruntime keeps -0), its Mean adds in place (a first operand
+    the others broadcast fails)."""
+    parts = [x for x in xs if x is not None]
+    out = parts[0]
+    for x in parts[1:]:
+        out = out + x
+    return np.asarray(out / len(parts) if mean else out).astype(parts[0].dtype)
+
+
 # Where ONNX's reference implementation does not serve constant folding (each says why).
 BY_HAND: dict[str, Callable[[Attrs, list[Array | None]], Array]] = {
+    "Sum": lambda a, xs: _sum(xs),
+    "Mean": lambda a, xs: _sum(xs, mean=True),
     "ConstantOfShape": lambda a, xs: _constant_of_shape(a, xs[0]),
     "Range": lambda a, xs: _range(xs[0], xs[1], xs[2]),
     "LogSoftmax": lambda a, xs: _log_softmax(a, xs[0]),

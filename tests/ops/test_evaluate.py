@@ -82,3 +82,13 @@ def test_attribute_held_operands_go_back_to_the_reference_as_inputs() -> None:
     assert [p.tolist() for p in parts] == [[0, 1, 2], [3, 4, 5], [6]]
     with pytest.raises(ModelError, match="integer division by zero"):
         evaluate_node("Mod", {}, [ints, np.zeros_like(ints)])
+
+
+def test_sum_keeps_negative_zero_and_mean_broadcasts_its_first_operand() -> None:
+    """Where ONNX's reference is not onnxruntime's answer, folding keeps a path of its own."""
+    x = np.array([-0.0, -0.0], dtype=np.float32)
+    (summed,) = evaluate_node("Sum", {}, [x])
+    np.testing.assert_array_equal(np.signbit(summed), np.signbit(_onnxruntime("Sum", {}, [x], TensorProto.FLOAT)))
+    small, large = np.ones(3, np.float32), np.arange(6, dtype=np.float32).reshape(2, 3)
+    (mean,) = evaluate_node("Mean", {}, [small, large])
+    np.testing.assert_array_equal(mean, _onnxruntime("Mean", {}, [small, large], TensorProto.FLOAT))
