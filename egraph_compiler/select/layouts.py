@@ -35,7 +35,8 @@ from egraph_compiler.fusion import (
     layout_options,
     relayout,
 )
-from egraph_compiler.fusion.layout import describe
+from egraph_compiler.fusion.index import Blocked, stored_numel
+from egraph_compiler.fusion.layout import describe, padded
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.select.conversions import Conversion, conversion_sectors, insert_conversions
 from egraph_compiler.select.problem import INFEASIBLE, Problem, Selection, edge, node
@@ -59,6 +60,11 @@ class Pricing:
     # blocks whose constant inputs may be read as image2d_t: block id -> (cost of those
     # reads from buffers, from images)
     images: Mapping[int, tuple[float, float]] = field(default_factory=dict)
+    # conv implementations that read their data input in blocked NCHWc and write the
+    # padded lanes of a blocked output zero: block id -> {implementation label: channel block}
+    blocked: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
+    # only the blocked implementations where one applies (a forced NCHWc policy)
+    force_blocked: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,8 +85,10 @@ def layout_problem(plan: FusionPlan, pricing: Pricing | None = None
     pricing = pricing or Pricing()
     structures = block_structures(plan)
     view = GraphView(plan.graph)
-    tensors = layout_options(view, structures)
+    tensors = layout_options(view, structures, blocked=bool(pricing.blocked))
     stored: dict[int, list[TensorLayoutOptions]] = defaultdict(list)
+    read_as_data = {(c, t.value) for t in tensors for c, _ in t.reads
+                    if _data_input(view, structures[c][1]) == t.value}
     for t in tensors:
         stored[t.producer].append(t)
     position = {b.id: k for k, b in enumerate(plan.blocks)}
@@ -101,7 +109,13 @@ def layout_problem(plan: FusionPlan, pricing: Pricing | None = None
         storage: list[tuple[bool | None, float]] = [(None, 0.0)]
         if block_id in pricing.images:
             storage = [(False, pricing.images[block_id][0]), (True, pricing.images[block_id][1])]
-        impls = sorted(pricing.implementations.get(block_id, ()), key=lambda o: o[1])
+        blocked = pricing.blocked.get(block_id, {})
+        # a blocked conv needs its data input to be an intermediate the selection lays out
+        impls = sorted((o for o in pricing.implementations.get(block_id, ())
+                        if o[0] not in blocked or (b, _data_input(view, structures[b][1])) in read_as_data),
+                       key=lambda o: o[1])
+        if pricing.force_blocked and any(o[0] in blocked for o in impls):
+            impls = [o for o in impls if o[0] in blocked]
         impls = impls[:max(1, MAX_OPTIONS // (len(combos) * len(storage)))] or [("", 0.0)]
         labels, costs, picked, layout_of, images = [], [], [], [], []
         for (label, impl_cost), (image, read_cost) in itertools.product(impls, storage):
@@ -111,7 +125,11 @@ def layout_problem(plan: FusionPlan, pricing: Pricing | None = None
                 parts = [label] if label else []
                 parts += [] if image is None else ["constants as image2d_t" if image else "constants as buffers"]
                 labels.append(" | ".join([*parts, layout]))
-                costs.append(impl_cost + read_cost + pricing.per_sector *
+                # a padded NCHWc output: its lanes past the channels are zero only where
+                # the kernel writes them (a conv through its blocked kernel)
+                unwritten = structures[b][1].kind == "conv" and label not in blocked and any(
+                    padded(view.shape(t.value), t.candidates[k]) for t, k in zip(outs, combo, strict=True))
+                costs.append(INFEASIBLE if unwritten else impl_cost + read_cost + pricing.per_sector *
                              sum(t.write[k] for t, k in zip(outs, combo, strict=True)))
                 picked.append(label)
                 images.append(image)
@@ -126,17 +144,41 @@ def layout_problem(plan: FusionPlan, pricing: Pricing | None = None
         pick_of = next(ks for s, ks in columns[source].stored if s is t)
         shape = view.shape(t.value)
         for c, reads in t.reads:
-            row = [_read_cost(t, shape, reads, k, pricing) for k in range(len(t.candidates))]
-            edges.append(edge(source, names[c], [[row[k]] * option_count[names[c]] for k in pick_of],
+            target = names[c]
+            blocked = pricing.blocked.get(plan.blocks[c].id, {})
+            # the consumer's channel block per option (None: it reads like its kind)
+            wants = [blocked.get(label) if (c, t.value) in read_as_data else None
+                     for label in columns[target].implementation]
+            rows = {want: [_read_cost(t, shape, reads, k, pricing, want) for k in range(len(t.candidates))]
+                    for want in set(wants)}
+            edges.append(edge(source, target, [[rows[want][k] for want in wants] for k in pick_of],
                               tensor=t.value))
     return Problem(tuple(nodes), tuple(edges), unit=pricing.unit), columns
 
 
+def _data_input(view: GraphView, structure) -> str | None:
+    """The data input of a conv block's anchor (what its blocked kernel reads as NCHWc)."""
+    if structure.kind != "conv" or structure.anchor is None:
+        return None
+    return view.nodes[structure.anchor].inputs[0]
+
+
 def _read_cost(t: TensorLayoutOptions, shape: tuple[int, ...], reads: tuple[float, ...], k: int,
-               pricing: Pricing) -> float:
+               pricing: Pricing, channel_block: int | None = None) -> float:
     """A consumer's cost of reading ``t`` stored as candidate ``k``: its own read, or
     where its kernel cannot read that order, a conversion kernel (launch, its reads and
-    writes) and the consumer's row-major read."""
+    writes) and the consumer's row-major read. ``channel_block``: the consumer is a
+    blocked conv reading ``t`` as its data input, in NCHW{b}c only: one contiguous read of
+    the padded tensor, or a conversion into that layout first."""
+    if channel_block is not None:
+        layout = Blocked(1, channel_block, len(shape))
+        stored = float(stored_numel(shape, layout))
+        if t.candidates[k] == layout:
+            return pricing.per_sector * stored
+        if pricing.conversion_launch is None:
+            return INFEASIBLE
+        sectors = conversion_sectors(shape, t.candidates[k], layout) + stored
+        return pricing.conversion_launch + pricing.per_sector * sectors
     if not math.isinf(reads[k]):
         return pricing.per_sector * reads[k]
     if pricing.conversion_launch is None:
@@ -161,6 +203,8 @@ def select_layouts(plan: FusionPlan, time_limit: float = 1.0, policy: str = "pbq
     for name, cols in columns.items():
         implementation[cols.block] = cols.implementation[picks[name]]
         images[cols.block] = cols.images[picks[name]]
+    view = GraphView(plan.graph)
+    for name, cols in columns.items():
         for t, ks in cols.stored:
             k = ks[picks[name]]
 
@@ -168,9 +212,21 @@ def select_layouts(plan: FusionPlan, time_limit: float = 1.0, policy: str = "pbq
                 return t.write[j] + sum(r[j] for _, r in t.reads)
             choices.append(LayoutChoice(t.value, t.candidates[k],
                                         describe(t, k, structures, cost) + f" ({policy}: {selection.solver})"))
-            conversions += [Conversion(t.value, t.candidates[k], plan.blocks[c].id)
-                            for c, reads in t.reads if math.isinf(reads[k])]
+            for c, reads in t.reads:
+                consumer = plan.blocks[c].id
+                block = (pricing.blocked.get(consumer, {}).get(implementation.get(consumer, ""))
+                         if pricing is not None and _data_input(view, structures[c][1]) == t.value
+                         else None)
+                if block is not None:  # a blocked conv reads its data input in NCHW{b}c
+                    target = Blocked(1, block, len(view.shape(t.value)))
+                    if t.candidates[k] != target:
+                        conversions.append(Conversion(t.value, t.candidates[k], consumer, target=target))
+                elif math.isinf(reads[k]):
+                    conversions.append(Conversion(t.value, t.candidates[k], consumer))
     plan = replace(plan, blocks=tuple(replace(b, implementation=implementation.get(b.id, ""),
                                               images=images.get(b.id)) for b in plan.blocks))
-    plan, _ = insert_conversions(plan, conversions)
+    plan, named = insert_conversions(plan, conversions)
+    choices += [LayoutChoice(c.copy, c.target, f"conversion of {c.value} ({list(c.perm)}) into "
+                             f"{list(c.target)} for block {c.consumer}'s blocked conv ({policy})")
+                for c in named if c.target is not None]
     return relayout(plan, choices), selection

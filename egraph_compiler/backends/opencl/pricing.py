@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from egraph_compiler.backends.opencl import cost, gpu_prices, images
+from egraph_compiler.backends.opencl import blocked, cost, gpu_prices, images
 from egraph_compiler.backends.opencl.kernels import KernelParams, anchor_options, generate
 from egraph_compiler.fusion import Block, FusionPlan
 from egraph_compiler.fusion.structure import analyse
@@ -42,15 +42,20 @@ IMAGE_READ_FACTOR = 0.38 / 0.28  # CPU: image reads over buffer reads (measured,
 ANCHOR_KINDS = ("conv", "matmul")
 
 
-def pricing(plan: FusionPlan, params: KernelParams) -> Pricing:
+def pricing(plan: FusionPlan, params: KernelParams, blocked_only: bool = False) -> Pricing:
+    """``blocked_only``: every conv block with a blocked NCHWc kernel is priced with it alone
+    (the ``nchwc`` policy: forces the blocked kernels, the PBQP still lays out the rest)."""
     view = GraphView(plan.graph)
-    implementations = {}
+    implementations, channel_blocks = {}, {}
     for block in plan.blocks:
         if block.kind in ANCHOR_KINDS:
             _, options = anchor_options(view, block, params)
             implementations[block.id] = [(o.describe(), o.estimate_us) for o in options]
+            channel_blocks[block.id] = {o.describe(): o.block for o in options
+                                        if isinstance(o, blocked.BlockedOption)}
     return Pricing("µs (cost model)", SECTOR_BYTES / (_bandwidth_gbs(params) * 1e3),
-                   implementations, LAUNCH_US[params.device], _image_reads(plan, view, params))
+                   implementations, LAUNCH_US[params.device], _image_reads(plan, view, params),
+                   {k: v for k, v in channel_blocks.items() if v}, force_blocked=blocked_only)
 
 
 def _bandwidth_gbs(params: KernelParams) -> float:

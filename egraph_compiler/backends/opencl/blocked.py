@@ -1,0 +1,243 @@
+"""Blocked NCHWc activations (c = 4, 8 or 16): the conv anchor that reads and writes them
+with one vector load per block, and the pointwise kernel that keeps a padded block zero.
+
+Layout: `fusion.index.Blocked` — NCHW stored as N, ⌈C/b⌉, H, W, b, the channel count
+padded with zeros to a multiple of b; every kernel that reads or writes through
+`fusion.index.physical_offset` (pointwise, reductions, pooling, every conv kernel's
+epilogue) addresses it with index arithmetic. The `select` stage decides which
+intermediates take it (`select.layouts`), with conversion kernels where a consumer
+cannot read it.
+
+The conv option ``nchwc{b} …`` (`conv_nchwc`, dense 2-D convs of one group whose weights
+are a constant read once): a work-item computes ``b`` output channels × ``TW`` output
+columns of one output row; per input-channel block and tap it loads the ``b`` input
+channels of a position as one ``float{b}`` (``vload{b}``), and the weights, stored
+``[Cout/b][Cin/b][KH][KW][b_in][b_out]`` (zero-padded), as ``b`` vectors of ``b`` output
+channels: ``acc += x.s0 * w0 + x.s1 * w1 + …``. Its input must be stored
+``Blocked(1, b)`` (the selection inserts a conversion otherwise).
+
+Padding stays zero: the padded lanes' input channels meet zero weights, but a zero only
+holds if the lane holds a number (garbage × 0 may be NaN), so every kernel that writes a
+padded blocked tensor writes its padded lanes with 0.0f and never evaluates the epilogue
+there (a bias + ReLU of a padded lane would read the bias out of range and store
+ReLU(garbage)): the blocked conv (`conv_nchwc`, its ``co >= Cout`` branch) and the
+pointwise kernel (`padded_pointwise`: it walks the padded physical tensor and stores 0
+where the channel index is past the count — conversions NCHW → NCHWc are such pointwise
+``Identity`` blocks). Other kernels walk logical indices only, so the selection offers a
+padded blocked layout only to tensors these two kernels produce (`writes_padding`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from egraph_compiler.backends.opencl import cost
+from egraph_compiler.backends.opencl.emit import Scope
+from egraph_compiler.fusion import index as ix
+from egraph_compiler.fusion.layout import CHANNEL_BLOCKS
+
+if TYPE_CHECKING:
+    from egraph_compiler.backends.opencl.kernels import Kernel, _Gen
+
+BLOCKS = CHANNEL_BLOCKS  # float4, float8, float16 loads
+VARIANT = "nchwc"
+TILE_WIDTH = 4  # output columns per work-item
+UNROLL = "__attribute__((opencl_unroll_hint)) "
+# the blocked conv's estimate relative to the `direct` option at the same shape: measured
+# on PoCL (benchmarks/layout_selection.py --blocked-kernels, resnet50/mobilenet_v2 convs at
+# 1x3x64x64): see `RATIO_NOTE`
+ESTIMATE_RATIO = {4: 1.0, 8: 1.0, 16: 1.0}
+RATIO_NOTE = "blocked conv estimate = direct estimate × ESTIMATE_RATIO[b]"
+
+
+@dataclass(frozen=True)
+class BlockedOption(cost.Option):
+    """The blocked conv as an anchor option: ``params`` unused, ``block`` the channel block."""
+
+    block: int = 4
+
+    def describe(self) -> str:
+        return f"{VARIANT}{self.block} {self.block}x{TILE_WIDTH}"
+
+
+def block_of(label: str) -> int | None:
+    """The channel block of a blocked conv option's label, None for any other option."""
+    if not label.startswith(VARIANT):
+        return None
+    head = label.split()[0][len(VARIANT):]
+    return int(head) if head.isdigit() else None
+
+
+def applies(gen: _Gen) -> bool:
+    """A dense 2-D conv of one group whose weights are a constant read once and whose
+    input is a block input (not computed by a fused prologue) of rank 4."""
+    if gen.block.kind != "conv" or gen.params.shape_stable:
+        return False
+    node = gen.anchor()
+    x_name, w_name = node.inputs[0], node.inputs[1]
+    x_shape = gen.view.shape(x_name)
+    return (len(x_shape) == 4 and int(node.attr("group", 1)) == 1  # type: ignore[arg-type]
+            and w_name in gen.view.constants and gen.single_use(w_name)
+            and x_name in gen.block.inputs and gen.view.dtype(x_name) == "float32"
+            and all(gen.view.shape(v) == gen.view.shape(node.outputs[0])
+                    for v in gen.block.outputs))
+
+
+def options(gen: _Gen, direct_us: float) -> list[BlockedOption]:
+    """The blocked conv at each channel block that fits the channels, priced from the
+    direct kernel's estimate at the same shape (`ESTIMATE_RATIO`)."""
+    if not applies(gen):
+        return []
+    node = gen.anchor()
+    cin, cout = gen.view.shape(node.inputs[0])[1], gen.view.shape(node.outputs[0])[1]
+    return [BlockedOption(VARIANT, None, direct_us * ESTIMATE_RATIO[b], block=b)
+            for b in BLOCKS if b <= max(cin, cout) or b == BLOCKS[0]]
+
+
+def _vec(b: int) -> str:
+    return f"float{b}"
+
+
+def _lane(k: int) -> str:
+    return f"s{k:x}"
+
+
+def conv_nchwc(gen: _Gen, geo, b: int) -> Kernel | None:
+    """The blocked conv kernel (module docstring), or None where it does not apply (the
+    input not stored ``Blocked(1, b)``)."""
+    if not applies(gen) or len(geo.kernel) != 2:
+        return None
+    node = gen.anchor()
+    x_name, w_name = node.inputs[0], node.inputs[1]
+    bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
+    layout = gen.em.layouts.get(x_name)
+    if layout != ix.Blocked(1, b, 4):
+        return None
+    n_batch, cin, height, width = geo.x_shape
+    _, cout, out_h, out_w = geo.out_shape
+    kh, kw = geo.kernel
+    (sh, sw), (dh, dw), (ph, pw) = geo.strides, geo.dilations, geo.begin
+    cib, cob = -(-cin // b), -(-cout // b)
+    weights = np.asarray(gen.view.constants[w_name], dtype=np.float32)
+    padded = np.zeros((cob * b, cib * b, kh, kw), dtype=np.float32)
+    padded[:cout, :cin] = weights
+    # [cob][b_out][cib][b_in][kh][kw] -> [cob][cib][kh][kw][b_in][b_out]
+    blocked = padded.reshape(cob, b, cib, b, kh, kw).transpose(0, 2, 4, 5, 3, 1)
+    w_read = gen.derive(w_name, blocked, f"nchwc{b}")
+    w_param, x_param = gen.em.params[w_read], gen.em.params[x_name]
+    tw = gen.tile(TILE_WIDTH, out_w)
+    n_wt = -(-out_w // tw)
+    total = n_batch * cob * out_h * n_wt
+    vec = _vec(b)
+    s = Scope()
+    s.emit("const int gid = get_global_id(0);")
+    s.emit(f"if (gid >= {total}) return;")
+    s.emit("int r = gid;")
+    s.emit(f"const int wt = r % {n_wt}; r /= {n_wt};")
+    s.emit(f"const int oh = r % {out_h}; r /= {out_h};")
+    s.emit(f"const int cob = r % {cob}; r /= {cob};")
+    s.emit("const int n = r;")
+    s.emit(f"{vec} acc[{tw}];")
+    s.emit(UNROLL + f"for (int tw = 0; tw < {tw}; ++tw) acc[tw] = ({vec})(0.0f);")
+    tap = Scope(s)
+    tap.emit(f"const __global float* wp = {w_param} + "
+             f"((((cob * {cib} + cib) * {kh} + q0) * {kw} + q1) * {b * b});")
+    for k in range(b):
+        tap.emit(f"const {vec} w{k} = vload{b}({k}, wp);")
+    column = Scope(tap)
+    column.emit(f"const int p1 = (wt * {tw} + tw) * {sw} - {pw} + q1 * {dw};")
+    column.emit(f"const int c1 = p1 < 0 ? 0 : (p1 > {width - 1} ? {width - 1} : p1);")
+    column.emit(f"const {vec} xv = (inside0 && p1 >= 0 && p1 < {width}) ? vload{b}(0, {x_param} + "
+                f"(((n * {cib} + cib) * {height} + c0) * {width} + c1) * {b}) : ({vec})(0.0f);")
+    column.emit("acc[tw] += " + " + ".join(f"xv.{_lane(k)} * w{k}" for k in range(b)) + ";")
+    tap.nest(UNROLL + f"for (int tw = 0; tw < {tw}; ++tw)", column)
+    row = Scope(s)
+    row.emit(f"const int p0 = oh * {sh} - {ph} + q0 * {dh};")
+    row.emit(f"const int inside0 = p0 >= 0 && p0 < {height};")
+    row.emit(f"const int c0 = p0 < 0 ? 0 : (p0 > {height - 1} ? {height - 1} : p0);")
+    row.nest(f"for (int q1 = 0; q1 < {kw}; ++q1)", tap)
+    taps = Scope(s)
+    taps.nest(f"for (int q0 = 0; q0 < {kh}; ++q0)", row)
+    s.nest(f"for (int cib = 0; cib < {cib}; ++cib)", taps)
+    # the epilogue per lane: real channels through the fused epilogue, padded ones 0
+    fin = Scope(s)
+    fin.emit(f"const int co = cob * {b} + l; const int ol = wt * {tw} + tw;")
+    done = Scope(fin)
+    value = "accs[l]"
+    n_var = gen.ivar("n", n_batch)
+    if bias is not None:
+        value = f"({value} + {gen.em.value(done, bias, (gen.ivar('co', cout),))})"
+    gen.declare_iteration(done, (n_var, ix.IVar("co", 0, cout - 1), ix.IVar("oh", 0, 0),
+                                 ix.IVar("ol", 0, 0)))
+    gen.epilogue(done, value)
+    pad = Scope(fin)
+    for value_name, store in gen.stores.items():
+        out_layout = gen.em.layouts.get(value_name)
+        if isinstance(out_layout, ix.Blocked) and cout % out_layout.block:
+            ob = out_layout.block
+            blocks = -(-cout // ob)
+            pad.emit(f"{store}[((((n * {blocks} + co / {ob}) * {out_h} + oh) * {out_w} + ol) * {ob})"
+                     f" + co % {ob}] = 0.0f;")
+    fin.nest(f"if (co < {cout} && ol < {out_w})", done)
+    if pad.lines:
+        fin.nest(f"else if (co < {cob * b} && ol < {out_w})", pad)
+    tiles = Scope(s)
+    tiles.emit(f"const {vec} accv = acc[tw]; const float* accs = (const float*)&accv;")
+    tiles.nest(f"for (int l = 0; l < {b}; ++l)", fin)
+    s.nest(UNROLL + f"for (int tw = 0; tw < {tw}; ++tw)", tiles)
+    gen.variant = BlockedOption(VARIANT, None, 0.0, block=b).describe()
+    return gen.finish(s, total, gen.params.work_group)
+
+
+def padded_outputs(gen: _Gen) -> list[str]:
+    """The block's outputs stored in a blocked layout whose channel count is padded."""
+    result = []
+    for value in gen.block.outputs:
+        layout = gen.em.layouts.get(value)
+        if isinstance(layout, ix.Blocked) and gen.view.shape(value)[layout.axis] % layout.block:
+            result.append(value)
+    return result
+
+
+def padded_pointwise(gen: _Gen) -> Kernel | None:
+    """A pointwise block with one output stored in a padded blocked layout: the work-items
+    walk the padded physical tensor; a lane past the channel count stores 0 (module
+    docstring). None when no output is padded."""
+    padded = padded_outputs(gen)
+    if not padded:
+        return None
+    value = padded[0]
+    if len(gen.block.outputs) != 1:
+        from egraph_compiler.ir.errors import ModelError
+        raise ModelError(f"internal error: block {gen.block.id} stores a padded blocked tensor "
+                         "among several outputs")
+    layout = gen.em.layouts[value]
+    assert isinstance(layout, ix.Blocked)
+    shape = gen.view.shape(value)
+    physical = layout.physical_shape(shape)
+    total = math.prod(physical)
+    s = Scope()
+    s.emit("const int gid = get_global_id(0);")
+    s.emit(f"if (gid >= {total}) return;")
+    parts = ix.delinearize(gen.ivar("gid", total), physical)
+    channel_count = shape[layout.axis]
+    s.emit(f"const int ch = {ix.render(ix.add(ix.mul(parts[layout.axis], layout.block), parts[-1]))};")
+    inside = Scope(s)
+    channel = ix.IVar("ch", 0, channel_count - 1)
+    index = (*parts[:layout.axis], channel, *parts[layout.axis + 1:-1])
+    result = gen.em.value(inside, value, index)
+    inside.emit(gen.store_line(value, gen.stores[value], "gid", result))
+    s.nest(f"if (ch < {channel_count})", inside)
+    s.emit(f"else {gen.store_line(value, gen.stores[value], 'gid', '0.0f')}")
+    return gen.finish(s, total, gen.params.work_group)
+
+
+def writes_padding(kind: str, outputs: int) -> bool:
+    """Whether a block of ``kind`` with ``outputs`` stored tensors can write a padded
+    blocked tensor (zeros in its padded lanes): a pointwise block of one output; a conv
+    block only through its blocked option (decided per option by the selection)."""
+    return kind == "pointwise" and outputs == 1
