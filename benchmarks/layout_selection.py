@@ -183,6 +183,95 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
               f"{sel.seconds:8.4f}  {'/'.join(latencies)}  [{chosen}; {conversions} conv]", flush=True)
 
 
+# dense convs of the corpus CNNs at a 64x64 input (resnet50, mobilenet_v2 pointwise):
+# (cin, cout, kernel, stride, height = width of the input)
+BLOCKED_SHAPES = ((64, 64, 3, 1, 16), (64, 256, 1, 1, 16), (256, 64, 1, 1, 16), (128, 128, 3, 1, 8),
+                  (512, 128, 1, 1, 8), (96, 24, 1, 1, 16), (24, 144, 1, 1, 16), (3, 32, 3, 2, 64))
+
+
+def _conv_model(cin: int, cout: int, k: int, stride: int, size: int) -> onnx.ModelProto:
+    """A 1x1 conv feeding the measured conv, so the measured conv's input is an
+    intermediate the selection may store in NCHWc (a pointwise producer would be fused
+    into it as a prologue)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.standard_normal((cout, cin, k, k)) / (cin * k * k) ** 0.5)
+                                .astype(np.float32), "w")
+    bias = numpy_helper.from_array(rng.standard_normal(cout).astype(np.float32), "b")
+    out = (size + 2 * (k // 2) - k) // stride + 1
+    w0 = numpy_helper.from_array((rng.standard_normal((cin, cin, 1, 1)) / cin ** 0.5).astype(np.float32), "w0")
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"]),
+             helper.make_node("Conv", ["a", "w", "b"], ["c"], pads=[k // 2] * 4, strides=[stride] * 2),
+             helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                            [1, cin, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cout, out, out])],
+                              [w0, w, bias])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def bench_blocked_kernels(args: argparse.Namespace, work: Path) -> None:
+    """Device time (OpenCL profiling, median of ``--repeats``) of the conv launch alone:
+    the `direct` kernel (forced), the cost model's pick, and the blocked NCHWc kernel at each
+    channel block (its input in NCHWc, written by the first conv or a conversion) — what
+    `blocked.ESTIMATE_RATIO` is read from."""
+    from dataclasses import replace
+
+    from egraph_compiler.backends.opencl import blocked
+
+    print(f"blocked NCHWc conv vs direct (PoCL, conv launch µs, median of {args.repeats}); "
+          "cin cout k stride size: direct / cost-model pick / nchwc4 / nchwc8 / nchwc16")
+    ratios: dict[int, list[float]] = {b: [] for b in blocked.BLOCKS}
+    for shape in BLOCKED_SHAPES:
+        model = _conv_model(*shape)
+        feeds = random_inputs(model, 0)
+        graph = static_graph(model, feeds)
+        times = {}
+        runs = [("direct", "row-major", replace(KernelParams(), anchor_variant="direct")),
+                ("pick", "pbqp", KernelParams())]
+        runs += [(f"nchwc{b}", "nchwc", KernelParams()) for b in blocked.BLOCKS]
+        for label, policy, params in runs:
+            saved = dict(blocked.ESTIMATE_RATIO)
+            if label.startswith("nchwc"):  # only this block is offered below the others
+                blocked.ESTIMATE_RATIO.update({b: 1.0 if label == f"nchwc{b}" else 1e6 for b in blocked.BLOCKS})
+            try:
+                out = work / "blocked" / "x".join(map(str, shape)) / label
+                opencl.compile_graph(graph, out, layouts=policy, params=params)
+            finally:
+                blocked.ESTIMATE_RATIO.update(saved)
+            doc = json.loads((out / "plan.json").read_text())
+            conv = max(k for k, la in enumerate(doc["launches"]) if la["kind"] == "conv")
+            variant = doc["launches"][conv]["variant"]
+            if label.startswith("nchwc") and variant != f"{label} {label[5:]}x{blocked.TILE_WIDTH}":
+                times[label] = None
+                continue
+            compiled = opencl.load(out)
+            got = compiled.run(feeds)["y"]
+            compiled.run(feeds)
+            times[label] = compiled.time_launches(args.repeats)[conv] * 1e6
+            if label == "pick":
+                times["pick"] = (times["pick"], variant)
+            if label == "direct":
+                expected = got
+            elif not np.allclose(got, expected, rtol=1e-3, atol=1e-4):
+                raise AssertionError(f"{shape} {label}: differs from direct")
+        direct = times["direct"]
+        for b in blocked.BLOCKS:
+            if times.get(f"nchwc{b}") is not None:
+                ratios[b].append(times[f"nchwc{b}"] / direct)
+        pick, variant = times["pick"]
+        cells = " / ".join("-" if times.get(f"nchwc{b}") is None else f"{times[f'nchwc{b}']:.0f}"
+                           for b in blocked.BLOCKS)
+        print(f"  {shape}: {direct:.0f} / {pick:.0f} ({variant}) / {cells}", flush=True)
+    for b, r in ratios.items():
+        if r:
+            print(f"  nchwc{b} / direct: geometric mean {math.exp(statistics.mean(map(math.log, r))):.2f} "
+                  f"(min {min(r):.2f}, max {max(r):.2f}, {len(r)} shapes)")
+
+
 def _fmt2(x: float | None) -> str:
     if x is None:
         return "-"
@@ -280,9 +369,14 @@ def main() -> None:
     parser.add_argument("--dnnr-corpus", action="store_true")
     parser.add_argument("--no-opencl", action="store_true")
     parser.add_argument("--no-hexagon", action="store_true")
+    parser.add_argument("--blocked-kernels", action="store_true",
+                        help="only the blocked NCHWc conv kernel against direct, per conv shape")
     parser.add_argument("--hexagon-models", default="", help="with --dnnr-corpus: only these corpus models on Hexagon")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
+        if args.blocked_kernels:
+            bench_blocked_kernels(args, Path(tmp))
+            return
         if not args.no_opencl:
             bench_opencl(args, Path(tmp))
         if not args.no_hexagon:
