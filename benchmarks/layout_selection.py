@@ -185,7 +185,7 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
 
 # dense convs of the corpus CNNs at a 64x64 input (resnet50, mobilenet_v2 pointwise):
 # (cin, cout, kernel, stride, height = width of the input)
-BLOCKED_SHAPES = ((64, 64, 3, 1, 16), (64, 256, 1, 1, 16), (256, 64, 1, 1, 16), (128, 128, 3, 1, 8),
+BLOCKED_SHAPES = ((64, 64, 3, 1, 16), (256, 64, 1, 1, 16), (64, 256, 1, 1, 16), (128, 128, 3, 1, 8),
                   (512, 128, 1, 1, 8), (96, 24, 1, 1, 16), (24, 144, 1, 1, 16), (3, 32, 3, 2, 64))
 
 

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 BLOCKS = CHANNEL_BLOCKS  # float4, float8, float16 loads
 VARIANT = "nchwc"
-TILE_WIDTH = 4  # output columns per work-item
+TILE_WIDTH = 8  # output columns per work-item
 UNROLL = "__attribute__((opencl_unroll_hint)) "
 # the blocked conv's estimate relative to the `direct` option at the same shape: measured
 # on PoCL (benchmarks/layout_selection.py --blocked-kernels, resnet50/mobilenet_v2 convs at
@@ -133,6 +133,9 @@ def conv_nchwc(gen: _Gen, geo, b: int) -> Kernel | None:
     n_wt = -(-out_w // tw)
     total = n_batch * cob * out_h * n_wt
     vec = _vec(b)
+    # the tile sizes as defines: the build hoists body literals into arguments, and a
+    # loop bound the compiler cannot see keeps acc[] in memory (3x slower on PoCL)
+    gen.defines += [f"NB_B {b}", f"NB_TW {tw}"]
     s = Scope()
     s.emit("const int gid = get_global_id(0);")
     s.emit(f"if (gid >= {total}) return;")
@@ -141,31 +144,40 @@ def conv_nchwc(gen: _Gen, geo, b: int) -> Kernel | None:
     s.emit(f"const int oh = r % {out_h}; r /= {out_h};")
     s.emit(f"const int cob = r % {cob}; r /= {cob};")
     s.emit("const int n = r;")
-    s.emit(f"{vec} acc[{tw}];")
-    s.emit(UNROLL + f"for (int tw = 0; tw < {tw}; ++tw) acc[tw] = ({vec})(0.0f);")
+    s.emit(f"{vec} acc[NB_TW];")
+    s.emit(UNROLL + f"for (int tw = 0; tw < NB_TW; ++tw) acc[tw] = ({vec})(0.0f);")
     tap = Scope(s)
     tap.emit(f"const __global float* wp = {w_param} + "
              f"((((cob * {cib} + cib) * {kh} + q0) * {kw} + q1) * {b * b});")
-    for k in range(b):
-        tap.emit(f"const {vec} w{k} = vload{b}({k}, wp);")
+    tap.emit(f"{vec} w[NB_B];")
+    tap.emit(UNROLL + f"for (int j = 0; j < NB_B; ++j) w[j] = vload{b}(j, wp);")
+    # a window that stays inside the input along a dim needs no check there
+    check_h = ph > 0 or (out_h - 1) * sh - ph + (kh - 1) * dh >= height
+    check_w = pw > 0 or (n_wt * tw - 1) * sw - pw + (kw - 1) * dw >= width
     column = Scope(tap)
-    column.emit(f"const int p1 = (wt * {tw} + tw) * {sw} - {pw} + q1 * {dw};")
-    column.emit(f"const int c1 = p1 < 0 ? 0 : (p1 > {width - 1} ? {width - 1} : p1);")
-    column.emit(f"const {vec} xv = (inside0 && p1 >= 0 && p1 < {width}) ? vload{b}(0, {x_param} + "
-                f"(((n * {cib} + cib) * {height} + c0) * {width} + c1) * {b}) : ({vec})(0.0f);")
-    column.emit("acc[tw] += " + " + ".join(f"xv.{_lane(k)} * w{k}" for k in range(b)) + ";")
-    tap.nest(UNROLL + f"for (int tw = 0; tw < {tw}; ++tw)", column)
+    column.emit(f"const int p1 = (wt * NB_TW + tw) * {sw} - {pw} + q1 * {dw};")
+    column.emit(f"const int c1 = p1 < 0 ? 0 : (p1 > {width - 1} ? {width - 1} : p1);" if check_w
+                else "const int c1 = p1;")
+    load = f"vload{b}(0, {x_param} + (((n * {cib} + cib) * {height} + c0) * {width} + c1) * {b})"
+    conds = (["inside0"] if check_h else []) + ([f"p1 >= 0 && p1 < {width}"] if check_w else [])
+    column.emit(f"const {vec} xv = ({' && '.join(conds)}) ? {load} : ({vec})(0.0f);" if conds
+                else f"const {vec} xv = {load};")
+    column.emit("acc[tw] += " + " + ".join(f"xv.{_lane(k)} * w[{k}]" for k in range(b)) + ";")
+    tap.nest(UNROLL + "for (int tw = 0; tw < NB_TW; ++tw)", column)
     row = Scope(s)
     row.emit(f"const int p0 = oh * {sh} - {ph} + q0 * {dh};")
-    row.emit(f"const int inside0 = p0 >= 0 && p0 < {height};")
-    row.emit(f"const int c0 = p0 < 0 ? 0 : (p0 > {height - 1} ? {height - 1} : p0);")
+    if check_h:
+        row.emit(f"const int inside0 = p0 >= 0 && p0 < {height};")
+        row.emit(f"const int c0 = p0 < 0 ? 0 : (p0 > {height - 1} ? {height - 1} : p0);")
+    else:
+        row.emit("const int c0 = p0;")
     row.nest(f"for (int q1 = 0; q1 < {kw}; ++q1)", tap)
     taps = Scope(s)
     taps.nest(f"for (int q0 = 0; q0 < {kh}; ++q0)", row)
     s.nest(f"for (int cib = 0; cib < {cib}; ++cib)", taps)
     # the epilogue per lane: real channels through the fused epilogue, padded ones 0
     fin = Scope(s)
-    fin.emit(f"const int co = cob * {b} + l; const int ol = wt * {tw} + tw;")
+    fin.emit("const int co = cob * NB_B + l; const int ol = wt * NB_TW + tw;")
     done = Scope(fin)
     value = "accs[l]"
     n_var = gen.ivar("n", n_batch)
@@ -187,8 +199,8 @@ def conv_nchwc(gen: _Gen, geo, b: int) -> Kernel | None:
         fin.nest(f"else if (co < {cob * b} && ol < {out_w})", pad)
     tiles = Scope(s)
     tiles.emit(f"const {vec} accv = acc[tw]; const float* accs = (const float*)&accv;")
-    tiles.nest(f"for (int l = 0; l < {b}; ++l)", fin)
-    s.nest(UNROLL + f"for (int tw = 0; tw < {tw}; ++tw)", tiles)
+    tiles.nest("for (int l = 0; l < NB_B; ++l)", fin)
+    s.nest(UNROLL + "for (int tw = 0; tw < NB_TW; ++tw)", tiles)
     gen.variant = BlockedOption(VARIANT, None, 0.0, block=b).describe()
     return gen.finish(s, total, gen.params.work_group)
 
