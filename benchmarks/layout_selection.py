@@ -236,7 +236,8 @@ def bench_blocked_kernels(args: argparse.Namespace, work: Path) -> None:
         for label, policy, params in runs:
             saved = dict(blocked.ESTIMATE_RATIO)
             if label.startswith("nchwc"):  # only this block is offered below the others
-                blocked.ESTIMATE_RATIO.update({b: 1.0 if label == f"nchwc{b}" else 1e6 for b in blocked.BLOCKS})
+                blocked.ESTIMATE_RATIO.update({(b, w): 1.0 if label == f"nchwc{b}" else 1e6
+                                               for b in blocked.BLOCKS for w in (False, True)})
             try:
                 out = work / "blocked" / "x".join(map(str, shape)) / label
                 opencl.compile_graph(graph, out, layouts=policy, params=params)

@@ -47,11 +47,15 @@ BLOCKS = CHANNEL_BLOCKS  # float4, float8, float16 loads
 VARIANT = "nchwc"
 TILE_WIDTH = 8  # output columns per work-item
 UNROLL = "__attribute__((opencl_unroll_hint)) "
-# the blocked conv's estimate relative to the `direct` option at the same shape: measured
-# on PoCL (benchmarks/layout_selection.py --blocked-kernels, resnet50/mobilenet_v2 convs at
-# 1x3x64x64): see `RATIO_NOTE`
-ESTIMATE_RATIO = {4: 1.0, 8: 1.0, 16: 1.0}
-RATIO_NOTE = "blocked conv estimate = direct estimate × ESTIMATE_RATIO[b]"
+# The blocked conv's estimate: the `direct` option's at the same shape × the measured
+# ratio of the two kernels' device times at (channel block, window taps > 1) × the padding
+# (padded Cin·Cout over Cin·Cout). Measured on PoCL (2-core CPU, conv launch alone, median of
+# 7: `python benchmarks/layout_selection.py --blocked-kernels --repeats 7`) over the dense
+# convs of resnet50 / mobilenet_v2 at 64x64, geometric means over the unpadded shapes:
+# 1x1 (5 shapes) 3.9 / 2.0 / 1.39 at b = 4 / 8 / 16; 3x3 (2 shapes) 1.32 / 0.65 / 0.30.
+# (`conv-vec`, the CPU's window kernel, ran those 3x3 convs at 0.13-0.20 of direct.)
+ESTIMATE_RATIO = {(4, False): 3.9, (8, False): 2.0, (16, False): 1.39,
+                  (4, True): 1.32, (8, True): 0.65, (16, True): 0.30}
 
 
 @dataclass(frozen=True)
@@ -94,8 +98,15 @@ def options(gen: _Gen, direct_us: float) -> list[BlockedOption]:
         return []
     node = gen.anchor()
     cin, cout = gen.view.shape(node.inputs[0])[1], gen.view.shape(node.outputs[0])[1]
-    return [BlockedOption(VARIANT, None, direct_us * ESTIMATE_RATIO[b], block=b)
+    window = int(np.prod(gen.view.shape(node.inputs[1])[2:])) > 1
+    return [BlockedOption(VARIANT, None, direct_us * estimate_ratio(b, window, cin, cout), block=b)
             for b in BLOCKS if b <= max(cin, cout) or b == BLOCKS[0]]
+
+
+def estimate_ratio(b: int, window: bool, cin: int, cout: int) -> float:
+    """The blocked conv's estimate over the direct kernel's (`ESTIMATE_RATIO` × padding)."""
+    padding = (-(-cin // b) * b) * (-(-cout // b) * b) / (cin * cout)
+    return ESTIMATE_RATIO[b, window] * padding
 
 
 def _vec(b: int) -> str:

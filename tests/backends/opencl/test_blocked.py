@@ -121,11 +121,20 @@ def test_pbqp_prices_the_blocked_conv_and_its_conversions(channels: int) -> None
 
 
 def test_blocked_options_are_priced_from_the_direct_kernel() -> None:
+    """direct × the measured ratio at (block, window) × the padding: 6 channels in blocks
+    of 4 are 8 × 8 / (6 × 6) of the work; a 1x1 and a 3x3 conv both get options."""
     _, _, graph = _graph(residual_fork_model())
     fusion_plan = plan_fusion(graph, layouts=False)
     prices = pricing(fusion_plan, KernelParams())
+    windows = set()
     for block_id, labels in prices.blocked.items():
         costs = dict(prices.implementations[block_id])
         direct = min(c for lbl, c in costs.items() if lbl.startswith("direct"))
+        block = next(b for b in fusion_plan.blocks if b.id == block_id)
+        node = fusion_plan.graph.nodes[block.anchor]
+        window = graph.types[node.inputs[1]].shape[2] > 1
+        windows.add(window)
         for label, b in labels.items():
-            assert costs[label] == pytest.approx(direct * nchwc.ESTIMATE_RATIO[b])
+            padding = {4: 64 / 36, 8: 64 / 36, 16: 256 / 36}[b]
+            assert costs[label] == pytest.approx(direct * nchwc.ESTIMATE_RATIO[b, window] * padding)
+    assert windows == {False, True}
