@@ -166,8 +166,11 @@ def _with_blocked(view: GraphView, options: TensorLayoutOptions,
         else:
             writes.append(numel * min(strides[len(shape) - 1], SECTOR))
         for r, (c, lane) in zip(reads, zip(consumers, options.lanes, strict=True), strict=True):
-            r.append(float(numel * min(strides.get(lane, 1), SECTOR))
-                     if structures[c][1].kind in BLOCKED_READERS else CANNOT_READ)
+            # lanes along the channels: runs of b contiguous floats, so a sector serves
+            # min(b, SECTOR) of them
+            step = SECTOR // min(layout.block, SECTOR) if lane == layout.axis else \
+                min(strides.get(lane, 1), SECTOR)
+            r.append(float(numel * step) if structures[c][1].kind in BLOCKED_READERS else CANNOT_READ)
     return TensorLayoutOptions(value, options.producer, (*options.candidates, *extra),
                                tuple(writes), tuple((c, tuple(r)) for c, r in zip(consumers, reads,
                                                                                   strict=True)),

@@ -1466,7 +1466,8 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
     if params.anchor_variant is not None:
         return key, [gen.pick(*shape)]
     direct = min((o.estimate_us for o in candidates if o.variant == "direct"), default=None)
-    extra = blocked.options(gen, direct) if direct is not None else []  # NCHWc input and output
+    # NCHWc input and output, priced from direct (not beside a tuned option: that one is measured)
+    extra = blocked.options(gen, direct) if direct is not None and tuned is None else []
     return key, ([tuned] if tuned is not None else candidates) + extra
 
 
