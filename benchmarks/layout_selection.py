@@ -46,6 +46,7 @@ from egraph_compiler.backends.hexagon.lower import lower_qdq
 from egraph_compiler.backends.opencl import KernelParams
 from egraph_compiler.backends.opencl.pricing import pricing
 from egraph_compiler.fusion import plan_fusion
+from egraph_compiler.fusion.index import Blocked
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.select import SelectError, select_layouts
 from egraph_compiler.select.conversions import CONVERSION_OP
@@ -63,6 +64,8 @@ from tests.modelzoo import (
 )
 
 POLICIES = ("pbqp", "local", "chain-dp")
+# OpenCL also measures the forced blocked NCHWc policy (every conv with a blocked kernel on it)
+OPENCL_POLICIES = (*POLICIES, "nchwc")
 DIMS = {"batch": 2, "height": 14, "width": 14, "seq": 32}
 CORPUS_DIMS = {"batch": 1, "seq": 64, "sequence": 64, "height": 64, "width": 64}
 DEFAULT_LIGHT = ("squeezenet", "resnet50", "inception_v1", "densenet121")
@@ -103,8 +106,11 @@ def _dnnr_corpus(args: argparse.Namespace) -> list[tuple[str, onnx.ModelProto, d
 
     folder = build.build(build.names_in("suite"), log=lambda _: None)
     models = []
+    wanted = [m for m in args.corpus_models.split(",") if m]
     for name in build.names_in("suite"):
-        for exporter in ("ts", "dynamo"):
+        if wanted and name not in wanted:
+            continue
+        for exporter in args.exporters.split(","):
             model = check.load(folder, name, exporter)
             models.append((model.id, onnx.load(model.path), model.feeds(0)))
     return models
@@ -134,8 +140,8 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
     print("OpenCL (PoCL): PBQP of kernel variant x layout, objective in µs of the cost model; "
           f"latency = median ms of {args.repeats} runs")
     header = (f"{'model':22s} {'ops':>5s} {'nodes':>5s} {'edges':>5s} {'solver':18s} {'global':>10s} "
-              f"{'bound':>10s} {'local':>10s} {'chainDP':>10s} {'solve s':>8s}  ms pbqp/local/chain-dp"
-              "  [pbqp: variants, conversions]")
+              f"{'bound':>10s} {'local':>10s} {'chainDP':>10s} {'solve s':>8s}  ms pbqp/local/chain-dp/nchwc"
+              "  [pbqp: variants, conversions, NCHWc tensors]")
     print(header)
     from tests.select.test_opencl_options import shared_reduction_model
 
@@ -159,10 +165,11 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
                 kind = b.implementation.split()[0]
                 variants[kind] = variants.get(kind, 0) + 1
         conversions = sum(b.ops == (CONVERSION_OP,) for b in planned.blocks)
+        blocked_tensors = sum(isinstance(c.perm, Blocked) for c in planned.layouts)
         latencies, seen = [], {}
-        for policy in POLICIES:
+        for policy in OPENCL_POLICIES:
             try:
-                picks = tuple(sorted(sel.policy_picks(policy).items()))
+                picks = tuple(sorted(sel.policy_picks(policy).items())) if policy != "nchwc" else policy
             except ValueError:
                 latencies.append("infeasible")
                 continue
@@ -180,7 +187,8 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
         print(f"{name:22s} {ops:5d} {len(sel.problem.nodes):5d} {len(sel.problem.edges):5d} "
               f"{sel.solver:18s} {_fmt2(sel.objective):>10s} {_fmt2(sel.lower_bound):>10s} "
               f"{_fmt2(sel.local_objective):>10s} {_fmt2(sel.chain_objective):>10s} "
-              f"{sel.seconds:8.4f}  {'/'.join(latencies)}  [{chosen}; {conversions} conv]", flush=True)
+              f"{sel.seconds:8.4f}  {'/'.join(latencies)}  [{chosen}; {conversions} conv; "
+              f"{blocked_tensors} NCHWc]", flush=True)
 
 
 # dense convs of the corpus CNNs at a 64x64 input (resnet50, mobilenet_v2 pointwise):
@@ -370,6 +378,8 @@ def main() -> None:
     parser.add_argument("--dnnr-corpus", action="store_true")
     parser.add_argument("--no-opencl", action="store_true")
     parser.add_argument("--no-hexagon", action="store_true")
+    parser.add_argument("--corpus-models", default="", help="with --dnnr-corpus: only these corpus models")
+    parser.add_argument("--exporters", default="ts,dynamo", help="with --dnnr-corpus: these exporters")
     parser.add_argument("--blocked-kernels", action="store_true",
                         help="only the blocked NCHWc conv kernel against direct, per conv shape")
     parser.add_argument("--hexagon-models", default="", help="with --dnnr-corpus: only these corpus models on Hexagon")

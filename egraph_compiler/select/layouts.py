@@ -137,7 +137,6 @@ def layout_problem(plan: FusionPlan, pricing: Pricing | None = None
         nodes.append(node(names[b], labels, costs))
         columns[names[b]] = NodeColumns(block_id, tuple(picked), tuple(images), tuple(
             (t, tuple(combo[i] for combo in layout_of)) for i, t in enumerate(outs)))
-    option_count = {n.name: len(n.options) for n in nodes}
     edges = []
     for t in tensors:
         source = names[t.producer]

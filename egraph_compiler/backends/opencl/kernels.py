@@ -57,7 +57,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from egraph_compiler.backends.opencl import blocked, cost, cpu_conv, gemm, images, ops_extra, ops_models
+from egraph_compiler.backends.opencl import (
+    blocked,
+    cost,
+    cpu_conv,
+    gemm,
+    images,
+    ops_extra,
+    ops_models,
+)
 from egraph_compiler.backends.opencl import cpu_window as vec_conv
 from egraph_compiler.backends.opencl import depthwise as dw
 from egraph_compiler.backends.opencl import rows as row_split
