@@ -57,15 +57,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from egraph_compiler.backends.opencl import (
-    blocked,
-    cost,
-    cpu_conv,
-    gemm,
-    images,
-    ops_extra,
-    ops_models,
-)
+from egraph_compiler.backends.opencl import blocked as nchwc
+from egraph_compiler.backends.opencl import cost, cpu_conv, gemm, images, ops_extra, ops_models
 from egraph_compiler.backends.opencl import cpu_window as vec_conv
 from egraph_compiler.backends.opencl import depthwise as dw
 from egraph_compiler.backends.opencl import rows as row_split
@@ -392,7 +385,7 @@ class _Gen:
 
     # -- pointwise ----------------------------------------------------------------------
     def pointwise(self) -> Kernel:
-        padded = blocked.padded_pointwise(self)  # an output in NCHWc with padded channels
+        padded = nchwc.padded_pointwise(self)  # an output in NCHWc with padded channels
         if padded is not None:
             return padded
         local = self.params.work_group
@@ -516,9 +509,9 @@ class _Gen:
 
     def conv(self) -> Kernel:
         geo = self.conv_geometry()
-        channel_block = blocked.block_of(self.block.implementation)
+        channel_block = nchwc.block_of(self.block.implementation)
         if channel_block is not None and self.params.anchor_variant is None:  # `select`'s pick
-            kernel = blocked.conv_nchwc(self, geo, channel_block)
+            kernel = nchwc.conv_nchwc(self, geo, channel_block)
             if kernel is None:
                 raise ModelError(f"block {self.block.id}: selected implementation "
                                  f"{self.block.implementation!r} needs its input stored NCHW"
@@ -1475,7 +1468,7 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
         return key, [gen.pick(*shape)]
     direct = min((o.estimate_us for o in candidates if o.variant == "direct"), default=None)
     # NCHWc input and output, priced from direct (not beside a tuned option: that one is measured)
-    extra = blocked.options(gen, direct) if direct is not None and tuned is None else []
+    extra = nchwc.options(gen, direct) if direct is not None and tuned is None else []
     return key, ([tuned] if tuned is not None else candidates) + extra
 
 
