@@ -260,20 +260,34 @@ class Blocked:
     padded with zeros to a multiple of ``block`` — NCHW stored as N, ⌈C/b⌉, H, W, b. A
     kernel then loads the ``block`` channels of one position as one vector.
 
+    ``image``: the same texels in an ``image2d_t`` (SmartMem's 2.5D memory; block 4 =
+    RGBA): texel (x = w, y = (n·⌈C/4⌉ + c/4)·H + h) holds channels c/4·4 … +3, which is
+    exactly the buffer's NCHW4c order, so a device without images runs the same kernels
+    on that buffer.
+
     It iterates as the physical order for plan.json and the report: the kept axes as
-    ints, the split axis as ``"1/4"`` (outer) and ``"1%4"`` (inner)."""
+    ints, the split axis as ``"1/4"`` (outer) and ``"1%4"`` (inner), then ``"image2d_t"``
+    for an image."""
 
     axis: int
     block: int
     rank: int
+    image: bool = False
 
     def __iter__(self):
         for a in range(self.rank):
             yield a if a != self.axis else f"{a}/{self.block}"
         yield f"{self.axis}%{self.block}"
+        if self.image:
+            yield "image2d_t"
+
+    def image_extent(self, shape: tuple[int, ...]) -> tuple[int, int]:
+        """(width, height) in texels of a rank-4 tensor as an RGBA image (``block`` 4)."""
+        n, c, h, w = shape
+        return w, n * -(-c // self.block) * h
 
     def __len__(self) -> int:
-        return self.rank + 1
+        return self.rank + 1 + self.image
 
     def padded(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """The logical shape with the split axis rounded up to whole blocks."""

@@ -79,7 +79,8 @@ def insert_conversions(plan: FusionPlan, conversions: Sequence[Conversion]
         if c.value not in producer or c.consumer not in blocks:
             raise SelectError(f"select: conversion of {c.value!r} for block {c.consumer}: "
                               "no such producer or block")
-        copy = f"{c.value}@" + (f"nchw{c.target.block}c{k}" if c.target is not None else f"rowmajor{k}")
+        copy = f"{c.value}@" + (f"nchw{c.target.block}c{'i' if c.target.image else ''}{k}"
+                                if c.target is not None else f"rowmajor{k}")
         if copy in types:
             raise SelectError(f"select: conversion name {copy!r} is taken")
         types[copy] = types[c.value]

@@ -60,11 +60,13 @@ class Pricing:
     # blocks whose constant inputs may be read as image2d_t: block id -> (cost of those
     # reads from buffers, from images)
     images: Mapping[int, tuple[float, float]] = field(default_factory=dict)
-    # conv implementations that read their data input in blocked NCHWc and write the
-    # padded lanes of a blocked output zero: block id -> {implementation label: channel block}
-    blocked: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
-    # only the blocked implementations where one applies (a forced NCHWc policy)
-    force_blocked: bool = False
+    # conv implementations that read their data input in blocked NCHWc (from a buffer or an
+    # RGBA image) and write the padded lanes of a blocked output zero: block id ->
+    # {implementation label: the layout it reads its data input in}
+    blocked: Mapping[int, Mapping[str, Blocked]] = field(default_factory=dict)
+    # a forced policy: "nchwc" keeps only the blocked implementations reading buffers,
+    # "images" only those reading RGBA images, where one applies ("": no forcing)
+    force: str = ""
 
 
 @dataclass(frozen=True)
@@ -114,8 +116,9 @@ def layout_problem(plan: FusionPlan, pricing: Pricing | None = None
         impls = sorted((o for o in pricing.implementations.get(block_id, ())
                         if o[0] not in blocked or (b, _data_input(view, structures[b][1])) in read_as_data),
                        key=lambda o: o[1])
-        if pricing.force_blocked and any(o[0] in blocked for o in impls):
-            impls = [o for o in impls if o[0] in blocked]
+        forced = [o for o in impls if o[0] in blocked and blocked[o[0]].image == (pricing.force == "images")]
+        if pricing.force and forced:
+            impls = forced
         impls = impls[:max(1, MAX_OPTIONS // (len(combos) * len(storage)))] or [("", 0.0)]
         labels, costs, picked, layout_of, images = [], [], [], [], []
         for (label, impl_cost), (image, read_cost) in itertools.product(impls, storage):
@@ -145,7 +148,7 @@ def layout_problem(plan: FusionPlan, pricing: Pricing | None = None
         for c, reads in t.reads:
             target = names[c]
             blocked = pricing.blocked.get(plan.blocks[c].id, {})
-            # the consumer's channel block per option (None: it reads like its kind)
+            # the layout the consumer reads t in per option (None: it reads like its kind)
             wants = [blocked.get(label) if (c, t.value) in read_as_data else None
                      for label in columns[target].implementation]
             rows = {want: [_read_cost(t, shape, reads, k, pricing, want) for k in range(len(t.candidates))]
@@ -163,14 +166,15 @@ def _data_input(view: GraphView, structure) -> str | None:
 
 
 def _read_cost(t: TensorLayoutOptions, shape: tuple[int, ...], reads: tuple[float, ...], k: int,
-               pricing: Pricing, channel_block: int | None = None) -> float:
+               pricing: Pricing, wanted: Blocked | None = None) -> float:
     """A consumer's cost of reading ``t`` stored as candidate ``k``: its own read, or
     where its kernel cannot read that order, a conversion kernel (launch, its reads and
-    writes) and the consumer's row-major read. ``channel_block``: the consumer is a
-    blocked conv reading ``t`` as its data input, in NCHW{b}c only: one contiguous read of
-    the padded tensor, or a conversion into that layout first."""
-    if channel_block is not None:
-        layout = Blocked(1, channel_block, len(shape))
+    writes) and the consumer's row-major read. ``wanted``: the consumer is a blocked conv
+    reading ``t`` as its data input in that layout only (NCHW{b}c, or an RGBA image):
+    one contiguous read of the padded tensor (an image's price is the implementation's),
+    or a conversion into that layout first."""
+    if wanted is not None:
+        layout = wanted
         stored = float(stored_numel(shape, layout))
         if t.candidates[k] == layout:
             return pricing.per_sector * stored
@@ -213,11 +217,10 @@ def select_layouts(plan: FusionPlan, time_limit: float = 1.0, policy: str = "pbq
                                         describe(t, k, structures, cost) + f" ({policy}: {selection.solver})"))
             for c, reads in t.reads:
                 consumer = plan.blocks[c].id
-                block = (pricing.blocked.get(consumer, {}).get(implementation.get(consumer, ""))
-                         if pricing is not None and _data_input(view, structures[c][1]) == t.value
-                         else None)
-                if block is not None:  # a blocked conv reads its data input in NCHW{b}c
-                    target = Blocked(1, block, len(view.shape(t.value)))
+                target = (pricing.blocked.get(consumer, {}).get(implementation.get(consumer, ""))
+                          if pricing is not None and _data_input(view, structures[c][1]) == t.value
+                          else None)
+                if target is not None:  # a blocked conv reads its data input in NCHW{b}c
                     if t.candidates[k] != target:
                         conversions.append(Conversion(t.value, t.candidates[k], consumer, target=target))
                 elif math.isinf(reads[k]):

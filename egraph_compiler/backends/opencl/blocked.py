@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from egraph_compiler.backends.opencl import cost
+from egraph_compiler.backends.opencl import cost, gpu_prices, images
 from egraph_compiler.backends.opencl.emit import Scope
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.layout import CHANNEL_BLOCKS
@@ -60,20 +60,31 @@ ESTIMATE_RATIO = {(4, False): 3.9, (8, False): 2.0, (16, False): 1.39,
 
 @dataclass(frozen=True)
 class BlockedOption(cost.Option):
-    """The blocked conv as an anchor option: ``params`` unused, ``block`` the channel block."""
+    """The blocked conv as an anchor option: ``params`` unused, ``block`` the channel block,
+    ``image``: its input read from an RGBA ``image2d_t`` (block 4)."""
 
     block: int = 4
+    image: bool = False
 
     def describe(self) -> str:
-        return f"{VARIANT}{self.block} {self.block}x{TILE_WIDTH}"
+        return f"{VARIANT}{self.block}{IMAGE_SUFFIX if self.image else ''} {self.block}x{TILE_WIDTH}"
+
+    @property
+    def input_layout(self) -> ix.Blocked:
+        return ix.Blocked(1, self.block, 4, self.image)
 
 
-def block_of(label: str) -> int | None:
-    """The channel block of a blocked conv option's label, None for any other option."""
+IMAGE_SUFFIX = "-image"
+
+
+def block_of(label: str) -> ix.Blocked | None:
+    """The layout a blocked conv option's label reads its input in, None for any other option."""
     if not label.startswith(VARIANT):
         return None
     head = label.split()[0][len(VARIANT):]
-    return int(head) if head.isdigit() else None
+    image = head.endswith(IMAGE_SUFFIX)
+    head = head.removesuffix(IMAGE_SUFFIX)
+    return ix.Blocked(1, int(head), 4, image) if head.isdigit() else None
 
 
 def applies(gen: _Gen) -> bool:
@@ -99,8 +110,39 @@ def options(gen: _Gen, direct_us: float) -> list[BlockedOption]:
     node = gen.anchor()
     cin, cout = gen.view.shape(node.inputs[0])[1], gen.view.shape(node.outputs[0])[1]
     window = int(np.prod(gen.view.shape(node.inputs[1])[2:])) > 1
-    return [BlockedOption(VARIANT, None, direct_us * estimate_ratio(b, window, cin, cout), block=b)
-            for b in BLOCKS if b <= max(cin, cout) or b == BLOCKS[0]]
+    result = [BlockedOption(VARIANT, None, direct_us * estimate_ratio(b, window, cin, cout), block=b)
+              for b in BLOCKS if b <= max(cin, cout) or b == BLOCKS[0]]
+    x_shape = gen.view.shape(node.inputs[0])
+    width, height = ix.Blocked(1, 4, 4, True).image_extent(x_shape)
+    if max(width, height) <= images.GUARANTEED_EXTENT:  # larger: refused (`image_refusal`)
+        result.append(BlockedOption(VARIANT, None, result[0].estimate_us *
+                                    image_read_factor(gen, cout), block=4, image=True))
+    return result
+
+
+def image_refusal(shape: tuple[int, ...]) -> str | None:
+    """Why a tensor cannot be an RGBA activation image (None: it can)."""
+    width, height = ix.Blocked(1, 4, 4, True).image_extent(shape)
+    if max(width, height) > images.GUARANTEED_EXTENT:
+        return (f"{width}x{height} texels exceed the guaranteed image extent "
+                f"{images.GUARANTEED_EXTENT}")
+    return None
+
+
+# the blocked conv reading its input from an RGBA image over reading the same NCHW4c
+# buffer, on PoCL's CPU device (images forced on; `--blocked-kernels`): `IMAGE_NOTE`
+CPU_IMAGE_FACTOR = 1.0
+IMAGE_NOTE = "measured by benchmarks/layout_selection.py --blocked-kernels"
+
+
+def image_read_factor(gen: _Gen, cout: int) -> float:
+    """Image reads over buffer reads for the blocked conv's input: measured on PoCL for the
+    CPU class; on the GPU class the measured image/buffer ratio (`gpu_prices`) at the
+    input's reuse (every texel is read once per output block and tap)."""
+    if gen.params.device == "cpu":
+        return CPU_IMAGE_FACTOR
+    taps = int(np.prod(gen.view.shape(gen.anchor().inputs[1])[2:]))
+    return gpu_prices.image_factor(float(taps * -(-cout // 4)))
 
 
 def estimate_ratio(b: int, window: bool, cin: int, cout: int) -> float:
@@ -117,17 +159,17 @@ def _lane(k: int) -> str:
     return f"s{k:x}"
 
 
-def conv_nchwc(gen: _Gen, geo, b: int) -> Kernel | None:
+def conv_nchwc(gen: _Gen, geo, wanted: ix.Blocked) -> Kernel | None:
     """The blocked conv kernel (module docstring), or None where it does not apply (the
-    input not stored ``Blocked(1, b)``)."""
+    input not stored in ``wanted``)."""
     if not applies(gen) or len(geo.kernel) != 2:
         return None
     node = gen.anchor()
     x_name, w_name = node.inputs[0], node.inputs[1]
     bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
-    layout = gen.em.layouts.get(x_name)
-    if layout != ix.Blocked(1, b, 4):
+    if gen.em.layouts.get(x_name) != wanted:
         return None
+    b = wanted.block
     n_batch, cin, height, width = geo.x_shape
     _, cout, out_h, out_w = geo.out_shape
     kh, kw = geo.kernel
@@ -170,6 +212,8 @@ def conv_nchwc(gen: _Gen, geo, b: int) -> Kernel | None:
     column.emit(f"const int c1 = p1 < 0 ? 0 : (p1 > {width - 1} ? {width - 1} : p1);" if check_w
                 else "const int c1 = p1;")
     load = f"vload{b}(0, {x_param} + (((n * {cib} + cib) * {height} + c0) * {width} + c1) * {b})"
+    if wanted.image:  # texel (c1, row) of the RGBA image, or of its NCHW4c buffer
+        load = f"DNNR_ACT_LOAD4({x_param}, c1, (n * {cib} + cib) * {height} + c0, {width})"
     conds = (["inside0"] if check_h else []) + ([f"p1 >= 0 && p1 < {width}"] if check_w else [])
     column.emit(f"const {vec} xv = ({' && '.join(conds)}) ? {load} : ({vec})(0.0f);" if conds
                 else f"const {vec} xv = {load};")
@@ -212,18 +256,95 @@ def conv_nchwc(gen: _Gen, geo, b: int) -> Kernel | None:
     tiles.emit(f"const {vec} accv = acc[tw]; const float* accs = (const float*)&accv;")
     tiles.nest("for (int l = 0; l < NB_B; ++l)", fin)
     s.nest(UNROLL + "for (int tw = 0; tw < NB_TW; ++tw)", tiles)
-    gen.variant = BlockedOption(VARIANT, None, 0.0, block=b).describe()
-    return gen.finish(s, total, gen.params.work_group)
+    gen.variant = BlockedOption(VARIANT, None, 0.0, block=b, image=wanted.image).describe()
+    if not wanted.image:
+        return gen.finish(s, total, gen.params.work_group)
+    gen.helpers.append(ACT_PRELUDE)
+    return _activation_images(gen.finish(s, total, gen.params.work_group), reads={x_param})
+
+
+# activation images (SmartMem §3.3's 2.5D memory for intermediates): declared, read and
+# written through these macros; ``-D DNNR_IMAGES`` (the runtime's `images.image_mode`)
+# makes them image2d_t with read_imagef / write_imagef, otherwise the same NCHW4c buffer
+ACT_PRELUDE = """#ifndef DNNR_ACT_ARG_R
+#ifdef DNNR_IMAGES
+__constant sampler_t dnnr_act_sampler = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_NONE | CLK_FILTER_NEAREST;
+#define DNNR_ACT_ARG_R(n) __read_only image2d_t n##_img, const ulong n##_off
+#define DNNR_ACT_ARG_W(n) __write_only image2d_t n##_img, const ulong n##_off
+#define DNNR_ACT_POINTER_R(n)
+#define DNNR_ACT_POINTER_W(n)
+#define DNNR_ACT_LOAD4(n, x, y, w) read_imagef(n##_img, dnnr_act_sampler, (int2)((x), (y)))
+#define DNNR_ACT_STORE4(n, x, y, w, v) write_imagef(n##_img, (int2)((x), (y)), (v))
+#else
+#define DNNR_ACT_ARG_R(n) __global const float* n##_buf, const ulong n##_off
+#define DNNR_ACT_ARG_W(n) __global float* n##_buf, const ulong n##_off
+#define DNNR_ACT_POINTER_R(n) __global const float* restrict n = n##_buf + n##_off;
+#define DNNR_ACT_POINTER_W(n) __global float* restrict n = n##_buf + n##_off;
+#define DNNR_ACT_LOAD4(n, x, y, w) vload4((y) * (w) + (x), n)
+#define DNNR_ACT_STORE4(n, x, y, w, v) vstore4((v), (y) * (w) + (x), n)
+#endif
+#endif
+"""
+
+
+def _activation_images(kernel: Kernel, reads: set[str] = frozenset(), writes: set[str] = frozenset()
+                       ) -> Kernel:
+    """``kernel`` with the parameters in ``reads`` / ``writes`` declared as activation
+    images (`ACT_PRELUDE`) instead of buffers."""
+    from dataclasses import replace
+
+    source = kernel.source
+    for param in reads:
+        source = source.replace(f"__global const float* {param}_buf, const ulong {param}_off",
+                                f"DNNR_ACT_ARG_R({param})")
+        source = source.replace(f"__global const float* restrict {param} = {param}_buf + {param}_off;",
+                                f"DNNR_ACT_POINTER_R({param})")
+    for param in writes:
+        source = source.replace(f"__global float* {param}_buf, const ulong {param}_off",
+                                f"DNNR_ACT_ARG_W({param})")
+        source = source.replace(f"__global float* restrict {param} = {param}_buf + {param}_off;",
+                                f"DNNR_ACT_POINTER_W({param})")
+    return replace(kernel, source=source)
 
 
 def padded_outputs(gen: _Gen) -> list[str]:
-    """The block's outputs stored in a blocked layout whose channel count is padded."""
+    """The block's outputs stored in a blocked layout whose channel count is padded, or
+    as an activation image."""
     result = []
     for value in gen.block.outputs:
         layout = gen.em.layouts.get(value)
-        if isinstance(layout, ix.Blocked) and gen.view.shape(value)[layout.axis] % layout.block:
+        if isinstance(layout, ix.Blocked) and (gen.view.shape(value)[layout.axis] % layout.block
+                                               or layout.image):
             result.append(value)
     return result
+
+
+def image_pointwise(gen: _Gen, value: str, layout: ix.Blocked) -> Kernel:
+    """A pointwise block writing its one output as an RGBA activation image: a work-item
+    per texel computes its four channels (0 past the channel count) and writes them at once."""
+    shape = gen.view.shape(value)
+    n_batch, channels, height, width = shape
+    blocks = -(-channels // 4)
+    total = n_batch * blocks * height * width
+    gen.helpers.append(ACT_PRELUDE)
+    s = Scope()
+    s.emit("const int gid = get_global_id(0);")
+    s.emit(f"if (gid >= {total}) return;")
+    parts = ix.delinearize(gen.ivar("gid", total), (n_batch, blocks, height, width))
+    lanes = []
+    for lane in range(4):
+        s.emit(f"const int ch{lane} = {ix.render(ix.add(ix.mul(parts[1], 4), lane))};")
+        inside = Scope(s)
+        index = (parts[0], ix.IVar(f"ch{lane}", 0, channels - 1), parts[2], parts[3])
+        result = gen.em.value(inside, value, index)
+        inside.emit(f"v{lane} = {result};")
+        s.emit(f"float v{lane} = 0.0f;")
+        s.nest(f"if (ch{lane} < {channels})", inside)
+        lanes.append(f"v{lane}")
+    store = gen.stores[value]
+    s.emit(f"DNNR_ACT_STORE4({store}, {ix.render(parts[3])}, gid / {width}, {width}, "
+           f"(float4)({', '.join(lanes)}));")
+    return _activation_images(gen.finish(s, total, gen.params.work_group), writes={store})
 
 
 def padded_pointwise(gen: _Gen) -> Kernel | None:
@@ -240,6 +361,8 @@ def padded_pointwise(gen: _Gen) -> Kernel | None:
                          "among several outputs")
     layout = gen.em.layouts[value]
     assert isinstance(layout, ix.Blocked)
+    if layout.image:
+        return image_pointwise(gen, value, layout)
     shape = gen.view.shape(value)
     physical = layout.physical_shape(shape)
     total = math.prod(physical)

@@ -514,8 +514,8 @@ class _Gen:
             kernel = nchwc.conv_nchwc(self, geo, channel_block)
             if kernel is None:
                 raise ModelError(f"block {self.block.id}: selected implementation "
-                                 f"{self.block.implementation!r} needs its input stored NCHW"
-                                 f"{channel_block}c")
+                                 f"{self.block.implementation!r} needs its input stored "
+                                 f"{list(channel_block)}")
             return kernel
         option = self.pick(*self.anchor_shape())
         if option.variant == "depthwise":

@@ -42,20 +42,21 @@ IMAGE_READ_FACTOR = 0.38 / 0.28  # CPU: image reads over buffer reads (measured,
 ANCHOR_KINDS = ("conv", "matmul")
 
 
-def pricing(plan: FusionPlan, params: KernelParams, blocked_only: bool = False) -> Pricing:
-    """``blocked_only``: every conv block with a blocked NCHWc kernel is priced with it alone
-    (the ``nchwc`` policy: forces the blocked kernels, the PBQP still lays out the rest)."""
+def pricing(plan: FusionPlan, params: KernelParams, force: str = "") -> Pricing:
+    """``force`` "nchwc" / "images": every conv block with a blocked NCHWc kernel is priced
+    with it alone, reading buffers / RGBA images (the policies of those names: the PBQP still
+    lays out the rest)."""
     view = GraphView(plan.graph)
     implementations, channel_blocks = {}, {}
     for block in plan.blocks:
         if block.kind in ANCHOR_KINDS:
             _, options = anchor_options(view, block, params)
             implementations[block.id] = [(o.describe(), o.estimate_us) for o in options]
-            channel_blocks[block.id] = {o.describe(): o.block for o in options
+            channel_blocks[block.id] = {o.describe(): o.input_layout for o in options
                                         if isinstance(o, blocked.BlockedOption)}
     return Pricing("µs (cost model)", SECTOR_BYTES / (_bandwidth_gbs(params) * 1e3),
                    implementations, LAUNCH_US[params.device], _image_reads(plan, view, params),
-                   {k: v for k, v in channel_blocks.items() if v}, force_blocked=blocked_only)
+                   {k: v for k, v in channel_blocks.items() if v}, force=force)
 
 
 def _bandwidth_gbs(params: KernelParams) -> float:

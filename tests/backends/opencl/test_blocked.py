@@ -104,7 +104,7 @@ def test_pbqp_prices_the_blocked_conv_and_its_conversions(channels: int) -> None
     (edge,) = [e for e in problem.edges if e.tensor == "r1" and
                any(lbl.startswith(nchwc.VARIANT) for lbl in columns[e.target].implementation)]
     target = columns[edge.target]
-    k = next(j for j, lbl in enumerate(target.implementation) if nchwc.block_of(lbl) == 4)
+    k = next(j for j, lbl in enumerate(target.implementation) if nchwc.block_of(lbl) == Blocked(1, 4, 4))
     source_stored = next(ks for t, ks in columns[edge.source].stored if t.value == "r1")
     candidates = next(t for t, _ in columns[edge.source].stored if t.value == "r1").candidates
     row = next(i for i, cand in enumerate(source_stored) if candidates[cand] == (0, 1, 2, 3))
@@ -134,7 +134,10 @@ def test_blocked_options_are_priced_from_the_direct_kernel() -> None:
         node = fusion_plan.graph.nodes[block.anchor]
         window = graph.types[node.inputs[1]].shape[2] > 1
         windows.add(window)
-        for label, b in labels.items():
+        for label, layout in labels.items():
+            b = layout.block
             padding = {4: 64 / 36, 8: 64 / 36, 16: 256 / 36}[b]
-            assert costs[label] == pytest.approx(direct * nchwc.ESTIMATE_RATIO[b, window] * padding)
+            image = nchwc.CPU_IMAGE_FACTOR if layout.image else 1.0
+            assert costs[label] == pytest.approx(direct * nchwc.ESTIMATE_RATIO[b, window] * padding * image)
+        assert any(layout.image for layout in labels.values())
     assert windows == {False, True}
