@@ -231,8 +231,9 @@ def bench_blocked_kernels(args: argparse.Namespace, work: Path) -> None:
     from egraph_compiler.backends.opencl import blocked
 
     print(f"blocked NCHWc conv vs direct (PoCL, conv launch µs, median of {args.repeats}); "
-          "cin cout k stride size: direct / cost-model pick / nchwc4 / nchwc8 / nchwc16")
+          "cin cout k stride size: direct / cost-model pick / nchwc4 / nchwc8 / nchwc16 / nchwc4-image")
     ratios: dict[int, list[float]] = {b: [] for b in blocked.BLOCKS}
+    image_ratios: list[float] = []
     for shape in BLOCKED_SHAPES:
         model = _conv_model(*shape)
         feeds = random_inputs(model, 0)
@@ -241,6 +242,7 @@ def bench_blocked_kernels(args: argparse.Namespace, work: Path) -> None:
         runs = [("direct", "row-major", replace(KernelParams(), anchor_variant="direct")),
                 ("pick", "pbqp", KernelParams())]
         runs += [(f"nchwc{b}", "nchwc", KernelParams()) for b in blocked.BLOCKS]
+        runs.append(("image4", "images", KernelParams()))  # its input an RGBA image (forced on)
         for label, policy, params in runs:
             saved = dict(blocked.ESTIMATE_RATIO)
             if label.startswith("nchwc"):  # only this block is offered below the others
@@ -254,10 +256,11 @@ def bench_blocked_kernels(args: argparse.Namespace, work: Path) -> None:
             doc = json.loads((out / "plan.json").read_text())
             conv = max(k for k, la in enumerate(doc["launches"]) if la["kind"] == "conv")
             variant = doc["launches"][conv]["variant"]
-            if label.startswith("nchwc") and variant != f"{label} {label[5:]}x{blocked.TILE_WIDTH}":
+            if label.startswith("nchwc") and variant != f"{label} {label[5:]}x{blocked.TILE_WIDTH}" or \
+                    label == "image4" and not variant.startswith(f"nchwc4{blocked.IMAGE_SUFFIX}"):
                 times[label] = None
                 continue
-            compiled = opencl.load(out)
+            compiled = opencl.load(out, images=True if label == "image4" else None)
             got = compiled.run(feeds)["y"]
             compiled.run(feeds)
             times[label] = compiled.time_launches(args.repeats)[conv] * 1e6
@@ -272,9 +275,15 @@ def bench_blocked_kernels(args: argparse.Namespace, work: Path) -> None:
             if times.get(f"nchwc{b}") is not None:
                 ratios[b].append(times[f"nchwc{b}"] / direct)
         pick, variant = times["pick"]
-        cells = " / ".join("-" if times.get(f"nchwc{b}") is None else f"{times[f'nchwc{b}']:.0f}"
-                           for b in blocked.BLOCKS)
+        cells = " / ".join("-" if times.get(label) is None else f"{times[label]:.0f}"
+                           for label in [*(f"nchwc{b}" for b in blocked.BLOCKS), "image4"])
+        if times.get("image4") is not None and times.get("nchwc4") is not None:
+            image_ratios.append(times["image4"] / times["nchwc4"])
         print(f"  {shape}: {direct:.0f} / {pick:.0f} ({variant}) / {cells}", flush=True)
+    if image_ratios:
+        print(f"  image4 / nchwc4 (input read as an RGBA image, PoCL images forced on): geometric mean "
+              f"{math.exp(statistics.mean(map(math.log, image_ratios))):.2f} "
+              f"(min {min(image_ratios):.2f}, max {max(image_ratios):.2f})")
     for b, r in ratios.items():
         if r:
             print(f"  nchwc{b} / direct: geometric mean {math.exp(statistics.mean(map(math.log, r))):.2f} "
