@@ -112,9 +112,7 @@ def options(gen: _Gen, direct_us: float) -> list[BlockedOption]:
     window = int(np.prod(gen.view.shape(node.inputs[1])[2:])) > 1
     result = [BlockedOption(VARIANT, None, direct_us * estimate_ratio(b, window, cin, cout), block=b)
               for b in BLOCKS if b <= max(cin, cout) or b == BLOCKS[0]]
-    x_shape = gen.view.shape(node.inputs[0])
-    width, height = ix.Blocked(1, 4, 4, True).image_extent(x_shape)
-    if max(width, height) <= images.GUARANTEED_EXTENT:  # larger: refused (`image_refusal`)
+    if image_refusal(gen.view.shape(node.inputs[0])) is None:
         result.append(BlockedOption(VARIANT, None, result[0].estimate_us *
                                     image_read_factor(gen, cout), block=4, image=True))
     return result

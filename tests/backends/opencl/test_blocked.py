@@ -141,3 +141,37 @@ def test_blocked_options_are_priced_from_the_direct_kernel() -> None:
             assert costs[label] == pytest.approx(direct * nchwc.ESTIMATE_RATIO[b, window] * padding * image)
         assert any(layout.image for layout in labels.values())
     assert windows == {False, True}
+
+
+def test_forced_images_write_and_read_rgba_texels_and_match_onnxruntime(tmp_path: Path) -> None:
+    """The ``images`` policy: the blocked convs read their input as an RGBA image2d_t
+    written texel by texel (write_imagef of four channels, the padded ones 0) by a
+    conversion kernel; on PoCL with images forced on, and on the same artefact's NCHW4c
+    buffers (images off), the results equal onnxruntime's."""
+    model, feeds, graph = _graph(residual_fork_model())
+    compile_graph(graph, tmp_path, layouts="images")
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    variants = [la["variant"] for la in doc["launches"] if la["kind"] == "conv"]
+    assert [v.startswith(f"{nchwc.VARIANT}4{nchwc.IMAGE_SUFFIX}") for v in variants] == \
+        [False, True, True, False], variants
+    extents = doc["activation_images"]
+    assert len(extents) == 2  # r1 and r2, each converted for its blocked conv
+    for value, extent in extents.items():
+        shape = doc["tensors"][value]["shape"]
+        assert (extent["width"], extent["height"]) == (shape[3], shape[0] * -(-shape[1] // 4) * shape[2])
+    source = (tmp_path / "kernels.cl").read_text()
+    assert "DNNR_ACT_STORE4(" in source and "DNNR_ACT_LOAD4(" in source
+    expected = run_ort(model, feeds)
+    on = load(tmp_path, images=True)
+    assert on.images_on, on.images_note
+    assert_close(on.run(feeds), expected, rtol=1e-4, atol=1e-5)
+    off = load(tmp_path, images=False)
+    assert not off.images_on
+    assert_close(off.run(feeds), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_image_extent_limit_is_refused_by_name() -> None:
+    """An activation past the guaranteed 8192-texel extent is not an image option, and says why."""
+    assert nchwc.image_refusal((1, 64, 16, 16)) is None
+    reason = nchwc.image_refusal((1, 64, 600, 8))  # 16 blocks × 600 rows = 9600 texels high
+    assert reason is not None and "8x9600" in reason and "8192" in reason
