@@ -239,10 +239,11 @@ def bench_blocked_kernels(args: argparse.Namespace, work: Path) -> None:
         feeds = random_inputs(model, 0)
         graph = static_graph(model, feeds)
         times = {}
-        runs = [("direct", "row-major", replace(KernelParams(), anchor_variant="direct")),
-                ("pick", "pbqp", KernelParams())]
-        runs += [(f"nchwc{b}", "nchwc", KernelParams()) for b in blocked.BLOCKS]
-        runs.append(("image4", "images", KernelParams()))  # its input an RGBA image (forced on)
+        base = KernelParams.for_device(args.device_class)
+        runs = [("direct", "row-major", replace(base, anchor_variant="direct")),
+                ("pick", "pbqp", base)]
+        runs += [(f"nchwc{b}", "nchwc", base) for b in blocked.BLOCKS]
+        runs.append(("image4", "images", base))  # its input an RGBA image (forced on)
         for label, policy, params in runs:
             saved = dict(blocked.ESTIMATE_RATIO)
             if label.startswith("nchwc"):  # only this block is offered below the others
@@ -260,7 +261,8 @@ def bench_blocked_kernels(args: argparse.Namespace, work: Path) -> None:
                     label == "image4" and not variant.startswith(f"nchwc4{blocked.IMAGE_SUFFIX}"):
                 times[label] = None
                 continue
-            compiled = opencl.load(out, images=True if label == "image4" else None)
+            compiled = opencl.load(out, device=args.opencl_device or None,
+                                   images=True if label == "image4" else None)
             got = compiled.run(feeds)["y"]
             compiled.run(feeds)
             times[label] = compiled.time_launches(args.repeats)[conv] * 1e6
@@ -389,6 +391,8 @@ def main() -> None:
     parser.add_argument("--no-hexagon", action="store_true")
     parser.add_argument("--corpus-models", default="", help="with --dnnr-corpus: only these corpus models")
     parser.add_argument("--exporters", default="ts,dynamo", help="with --dnnr-corpus: these exporters")
+    parser.add_argument("--device-class", default="cpu", help="with --blocked-kernels: cpu or gpu prices")
+    parser.add_argument("--opencl-device", default="", help="with --blocked-kernels: OpenCL device name part")
     parser.add_argument("--blocked-kernels", action="store_true",
                         help="only the blocked NCHWc conv kernel against direct, per conv shape")
     parser.add_argument("--hexagon-models", default="", help="with --dnnr-corpus: only these corpus models on Hexagon")
