@@ -65,7 +65,7 @@ from tests.modelzoo import (
 
 POLICIES = ("pbqp", "local", "chain-dp")
 # OpenCL also measures the forced blocked NCHWc policy (every conv with a blocked kernel on it)
-OPENCL_POLICIES = (*POLICIES, "nchwc")
+OPENCL_POLICIES = (*POLICIES, "nchwc", "images")  # images: run with images forced on
 DIMS = {"batch": 2, "height": 14, "width": 14, "seq": 32}
 CORPUS_DIMS = {"batch": 1, "seq": 64, "sequence": 64, "height": 64, "width": 64}
 DEFAULT_LIGHT = ("squeezenet", "resnet50", "inception_v1", "densenet121")
@@ -125,8 +125,8 @@ def _dims_for(model: onnx.ModelProto, base: dict[str, int]) -> dict[str, int]:
     return dims
 
 
-def _time(out_dir: Path, feeds: dict, repeats: int) -> float:
-    compiled = opencl.load(out_dir)
+def _time(out_dir: Path, feeds: dict, repeats: int, images: bool | None = None) -> float:
+    compiled = opencl.load(out_dir, images=images)
     compiled.run(feeds)  # compile the kernels, warm the caches
     samples = []
     for _ in range(repeats):
@@ -176,7 +176,7 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
             if picks not in seen:
                 try:
                     opencl.compile_graph(graph, work / name / policy, layouts=policy)
-                    seen[picks] = f"{_time(work / name / policy, feeds, args.repeats):.2f}"
+                    seen[picks] = f"{_time(work / name / policy, feeds, args.repeats, policy == 'images' or None):.2f}"
                 except Exception as error:  # the backend fails on this model whatever the layouts
                     seen[picks] = f"failed ({type(error).__name__})"
                 latencies.append(seen[picks])
