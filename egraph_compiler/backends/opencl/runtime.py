@@ -164,7 +164,7 @@ class CompiledModel:
                 self.buffers[name] = (self.arena, offset // itemsize)
                 if self.images_on and name in activation_images:  # RGBA texels (blocked.py)
                     extent = activation_images[name]
-                    self.buffers[name] = (cl.Image(
+                    self.buffers[name] = (cl.create_image(
                         self.context, mf.READ_WRITE,
                         cl.ImageFormat(cl.channel_order.RGBA, cl.channel_type.FLOAT),
                         shape=(extent["width"], extent["height"])), 0)
