@@ -122,7 +122,8 @@ def insert_conversions(plan: FusionPlan, conversions: Sequence[Conversion]
         if b.id in renames:
             rename = renames[b.id]
             b = replace(b, inputs=tuple(rename.get(v, v) for v in b.inputs))
-        new_blocks.append(replace(b, nodes=moved))
+        # the anchor is a node index too: it moves with the nodes
+        new_blocks.append(replace(b, nodes=moved, anchor=None if b.anchor is None else index[b.anchor]))
         for value in b.outputs:
             new_blocks += converted.get(value, [])
     return replace(plan, graph=graph, blocks=tuple(new_blocks)), named

@@ -175,3 +175,42 @@ def test_image_extent_limit_is_refused_by_name() -> None:
     assert nchwc.image_refusal((1, 64, 16, 16)) is None
     reason = nchwc.image_refusal((1, 64, 600, 8))  # 16 blocks × 600 rows = 9600 texels high
     assert reason is not None and "8x9600" in reason and "8192" in reason
+
+
+def test_pbqp_stores_nchwc_between_blocked_convs_where_they_are_cheaper(tmp_path: Path) -> None:
+    """Not forced: with the blocked kernels priced below every other option, the PBQP picks
+    them and stores the tensor between them (r2) in their layout, written by the first
+    with its padded lanes zero and read by the second with no conversion between; the
+    artefact built from that selection equals onnxruntime (arena poisoned with NaN)."""
+    from dataclasses import replace
+
+    import pyopencl as cl
+
+    from egraph_compiler.backends.opencl import build
+    from egraph_compiler.plan import plan_memory
+
+    model, feeds, graph = _graph(residual_fork_model())
+    fusion_plan = plan_fusion(graph, layouts=False)
+    prices = pricing(fusion_plan, KernelParams())
+    # every other implementation of a conv that has a blocked one 1 ms dearer (at the real
+    # prices converting r1 in costs more than these tiny convs, and the PBQP keeps row-major)
+    dear = {i: [(lbl, c if lbl in prices.blocked.get(i, {}) and not prices.blocked[i][lbl].image
+                 else c + 1000.0 * bool(prices.blocked.get(i))) for lbl, c in impls]
+            for i, impls in prices.implementations.items()}
+    planned, selection = select_layouts(fusion_plan, pricing=replace(prices, implementations=dear))
+    assert selection.gap == 0 and selection.objective <= selection.local_objective
+    chosen = {b.id: b.implementation for b in planned.blocks if b.kind == "conv"}
+    assert sum(nchwc.block_of(v) is not None for v in chosen.values()) == 2, chosen
+    layouts = {c.value: c.perm for c in planned.layouts}
+    assert isinstance(layouts["r2"], Blocked) and layouts["r2"].block == 4, layouts
+    # the second blocked conv reads r2 itself, not a converted copy (the last conv's prologue,
+    # which reads row-major, gets a conversion)
+    readers = [planned.graph.nodes[b.anchor].inputs[0] for b in planned.blocks
+               if b.kind == "conv" and nchwc.block_of(b.implementation) is not None]
+    assert "r2" in readers, readers
+    build(plan_memory(planned), tmp_path, KernelParams(), selection=selection)
+    compiled = load(tmp_path)
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    cl.enqueue_copy(compiled.queue, compiled.arena,
+                    np.full(int(doc["arena_bytes"]) // 4, np.nan, dtype=np.float32))
+    assert_close(compiled.run(feeds), run_ort(model, feeds), rtol=1e-4, atol=1e-5)
