@@ -140,7 +140,7 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
     print("OpenCL (PoCL): PBQP of kernel variant x layout, objective in µs of the cost model; "
           f"latency = median ms of {args.repeats} runs")
     header = (f"{'model':22s} {'ops':>5s} {'nodes':>5s} {'edges':>5s} {'solver':18s} {'global':>10s} "
-              f"{'bound':>10s} {'local':>10s} {'chainDP':>10s} {'solve s':>8s}  ms pbqp/local/chain-dp/nchwc"
+              f"{'bound':>10s} {'local':>10s} {'chainDP':>10s} {'solve s':>8s}  ms pbqp/local/chain-dp/nchwc/images"
               "  [pbqp: variants, conversions, NCHWc tensors]")
     print(header)
     from tests.select.test_opencl_options import shared_reduction_model
@@ -169,7 +169,7 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
         latencies, seen = [], {}
         for policy in OPENCL_POLICIES:
             try:
-                picks = tuple(sorted(sel.policy_picks(policy).items())) if policy != "nchwc" else policy
+                picks = tuple(sorted(sel.policy_picks(policy).items())) if policy in POLICIES else policy
             except ValueError:
                 latencies.append("infeasible")
                 continue
