@@ -1,7 +1,15 @@
 """Layout/implementation selection benchmark: the PBQP against the local and chain-DP choices.
 
     python benchmarks/layout_selection.py [--repeats N] [--models a,b,...|none] [--all] [--corpus DIR]
-                                [--dnnr-corpus] [--no-opencl] [--no-hexagon] [--hexagon-models a,b]
+                                [--dnnr-corpus] [--corpus-models a,b] [--exporters ts,dynamo]
+                                [--no-opencl] [--no-hexagon] [--hexagon-models a,b]
+    python benchmarks/layout_selection.py --blocked-kernels [--repeats N]
+
+OpenCL also measures two forced policies: ``nchwc`` (every conv with a blocked NCHWc
+kernel on it, the PBQP laying out the rest) and ``images`` (the same reading RGBA
+image2d_t inputs, run with images forced on). ``--blocked-kernels``: the blocked conv
+kernel's device time against ``direct`` per conv shape of the corpus CNNs (what
+`blocked.ESTIMATE_RATIO` and `CPU_IMAGE_FACTOR` come from).
 
 OpenCL (PoCL): per model, the PBQP's size (one node per block: anchor kernel variant ×
 stored layouts), solver, objective (µs of the cost model) with its lower bound, the

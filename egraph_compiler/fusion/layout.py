@@ -28,6 +28,14 @@ Candidates are the identity and, per consumer, "kept axes then reduced axes"
 ties. Only tensors whose every consumer is a reduction kernel are considered
 (the tiled Conv/MatMul kernels read their operands with vector loads of their own
 layout). Each choice is recorded with its costs.
+
+For the `select` stage (``layout_options(..., blocked=True)``) a 4-D float tensor a conv
+block reads also gets blocked NCHWc candidates (`index.Blocked`, c in `CHANNEL_BLOCKS`):
+scalar readers (`BLOCKED_READERS`) read it at their lane axis's stride (the channels:
+runs of c floats), a padded one (c not dividing the channels) only from producers that
+write its padded lanes zero (a one-output pointwise block; a conv through its blocked
+kernel, which the selection decides per option), and a conv block reads it only
+through its blocked kernel (priced by `select`, which knows the implementations).
 """
 
 from __future__ import annotations

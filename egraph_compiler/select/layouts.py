@@ -13,10 +13,16 @@ producer→consumer tensor: the consumer's read cost given the order the produce
 option stores it in; where the consumer's kernel cannot read that order (the tiled
 Conv/MatMul/pool kernels read their operands row-major), a conversion kernel's
 launch plus its sectors (`conversions`), or ∞ when the backend has none.
-Today a consumer's lanes are fixed by its kernel kind, so the matrices depend only on
-the producer's option and the solver folds them; the implementation costs do not
-depend on the layouts (both direct and tiled anchors write register tiles), so each
-block's implementation is its cheapest one — decided here, in the same problem.
+Blocked NCHWc (`fusion.index.Blocked`, c = 4 / 8 / 16) is a candidate of every 4-D
+intermediate a conv reads, and a conv's blocked kernels (`Pricing.blocked`: the
+backend's NCHW{c}c and RGBA-image implementations) read their data input only in their
+own layout: on those edges the matrix depends on the consumer's option too — the padded
+read where the producer's option stores that layout, else a conversion kernel into it
+(launch + sectors, `conversions.conversion_sectors` with a blocked target). A padded
+NCHWc output is infeasible for a conv option other than a blocked one (only that
+kernel writes the padded lanes zero). Elsewhere a consumer's lanes are fixed by its
+kernel kind, so the matrices depend only on the producer's option and the solver folds
+them.
 """
 
 from __future__ import annotations
