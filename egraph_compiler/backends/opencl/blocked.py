@@ -39,6 +39,7 @@ from egraph_compiler.backends.opencl import cost, images
 from egraph_compiler.backends.opencl.emit import Scope
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.layout import CHANNEL_BLOCKS
+from egraph_compiler.shapes import prover
 
 if TYPE_CHECKING:
     from egraph_compiler.backends.opencl.kernels import Kernel, _Gen
@@ -92,8 +93,10 @@ def block_of(label: str) -> ix.Blocked | None:
 
 def applies(gen: _Gen) -> bool:
     """A dense 2-D conv of one group whose weights are a constant read once and whose
-    input is a block input (not computed by a fused prologue) of rank 4."""
-    if gen.block.kind != "conv" or gen.params.shape_stable:
+    input is a block input (not computed by a fused prologue) of rank 4, in a bound build."""
+    # not in a symbolic build (dim ranges active): its shapes' padded counts and texel
+    # extents are not derived for the versions' region checks
+    if gen.block.kind != "conv" or gen.params.shape_stable or prover.active_ranges():
         return False
     node = gen.anchor()
     x_name, w_name = node.inputs[0], node.inputs[1]
