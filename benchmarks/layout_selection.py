@@ -134,22 +134,29 @@ def _dims_for(model: onnx.ModelProto, base: dict[str, int]) -> dict[str, int]:
 
 
 def _time(out_dir: Path, feeds: dict, repeats: int, images: bool | None = None) -> float:
+    """The minimum over ``repeats`` plan runs of the summed device time of its launches
+    (OpenCL profiling events), in ms: on the shared 2-core machine a wall-clock median of
+    whole runs moved 2-5x between runs of the same artefact; the minimum of device time
+    is what the load disturbs least."""
     compiled = opencl.load(out_dir, images=images)
     compiled.run(feeds)  # compile the kernels, warm the caches
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        compiled.run(feeds)
-        samples.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(samples)
+    return min(sum(compiled.time_launches(1)) for _ in range(repeats)) * 1e3
+
+
+def _blocked_counts(out_dir: Path) -> str:
+    """The blocked NCHWc conv launches and conversion launches of an artefact."""
+    launches = json.loads((out_dir / "plan.json").read_text())["launches"]
+    blocked = sum(la["variant"].startswith("nchwc") for la in launches)
+    converted = sum(la["ops"] == [CONVERSION_OP] for la in launches)
+    return f"{blocked} blocked conv, {converted} conversions"
 
 
 def bench_opencl(args: argparse.Namespace, work: Path) -> None:
     print("OpenCL (PoCL): PBQP of kernel variant x layout, objective in µs of the cost model; "
-          f"latency = median ms of {args.repeats} runs")
+          f"latency = min over {args.repeats} runs of the summed device ms")
     header = (f"{'model':22s} {'ops':>5s} {'nodes':>5s} {'edges':>5s} {'solver':18s} {'global':>10s} "
               f"{'bound':>10s} {'local':>10s} {'chainDP':>10s} {'solve s':>8s}  ms pbqp/local/chain-dp/nchwc/images"
-              "  [pbqp: variants, conversions, NCHWc tensors]")
+              "  [pbqp: variants, conversions, NCHWc tensors] [forced policies]")
     print(header)
     from tests.select.test_opencl_options import shared_reduction_model
 
@@ -174,7 +181,7 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
                 variants[kind] = variants.get(kind, 0) + 1
         conversions = sum(b.ops == (CONVERSION_OP,) for b in planned.blocks)
         blocked_tensors = sum(isinstance(c.perm, Blocked) for c in planned.layouts)
-        latencies, seen = [], {}
+        latencies, seen, forced = [], {}, []
         for policy in OPENCL_POLICIES:
             try:
                 picks = tuple(sorted(sel.policy_picks(policy).items())) if policy in POLICIES else policy
@@ -185,6 +192,8 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
                 try:
                     opencl.compile_graph(graph, work / name / policy, layouts=policy)
                     seen[picks] = f"{_time(work / name / policy, feeds, args.repeats, policy == 'images' or None):.2f}"
+                    if policy not in POLICIES:
+                        forced.append(f"{policy}: {_blocked_counts(work / name / policy)}")
                 except Exception as error:  # the backend fails on this model whatever the layouts
                     seen[picks] = f"failed ({type(error).__name__})"
                 latencies.append(seen[picks])
@@ -196,7 +205,7 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
               f"{sel.solver:18s} {_fmt2(sel.objective):>10s} {_fmt2(sel.lower_bound):>10s} "
               f"{_fmt2(sel.local_objective):>10s} {_fmt2(sel.chain_objective):>10s} "
               f"{sel.seconds:8.4f}  {'/'.join(latencies)}  [{chosen}; {conversions} conv; "
-              f"{blocked_tensors} NCHWc]", flush=True)
+              f"{blocked_tensors} NCHWc] [{'; '.join(forced)}]", flush=True)
 
 
 # dense convs of the corpus CNNs at a 64x64 input (resnet50, mobilenet_v2 pointwise):
