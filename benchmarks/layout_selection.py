@@ -39,7 +39,6 @@ import json
 import math
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
