@@ -14,7 +14,8 @@ kernel's device time against ``direct`` per conv shape of the corpus CNNs (what
 OpenCL (PoCL): per model, the PBQP's size (one node per block: anchor kernel variant ×
 stored layouts), solver, objective (µs of the cost model) with its lower bound, the
 local and chain-DP objectives, solve seconds, the variants and conversion kernels the
-PBQP chose, and the measured median latency of the artefact built with each choice
+PBQP chose, and the measured latency (the minimum over runs of the summed device time
+of its launches) of the artefact built with each choice
 ("same": that choice picked what an earlier one did, not measured again). Hexagon (qemu):
 QDQ-quantised blocks, the instruction-family PBQP (estimated cycles) and the executed
 packets of the whole program under qemu-hexagon for each choice. ``--corpus DIR`` adds
