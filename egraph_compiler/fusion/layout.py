@@ -179,6 +179,15 @@ def _with_blocked(view: GraphView, options: TensorLayoutOptions,
             step = SECTOR // min(layout.block, SECTOR) if lane == layout.axis else \
                 min(strides.get(lane, 1), SECTOR)
             r.append(float(numel * step) if structures[c][1].kind in BLOCKED_READERS else CANNOT_READ)
+    # an RGBA image (block 4): written by a one-output pointwise block or a conv through
+    # its blocked kernel, read only by the blocked convs that take an image input (`select`)
+    if (producer.kind == "conv" or producer.kind == "pointwise" and len(producer.outputs) == 1) \
+            and all(structures[c][1].kind == "conv" for c in consumers) and 4 <= 2 * shape[1]:
+        image = Blocked(1, 4, 4, image=True)
+        extra = (*extra, image)
+        writes.append(int(np.prod(image.padded(shape), dtype=np.int64)))
+        for r in reads:
+            r.append(CANNOT_READ)
     return TensorLayoutOptions(value, options.producer, (*options.candidates, *extra),
                                tuple(writes), tuple((c, tuple(r)) for c, r in zip(consumers, reads,
                                                                                   strict=True)),

@@ -136,8 +136,13 @@ def layout_problem(plan: FusionPlan, pricing: Pricing | None = None
                 labels.append(" | ".join([*parts, layout]))
                 # a padded NCHWc output: its lanes past the channels are zero only where
                 # the kernel writes them (a conv through its blocked kernel)
-                unwritten = structures[b][1].kind == "conv" and label not in blocked and any(
-                    padded(view.shape(t.value), t.candidates[k]) for t, k in zip(outs, combo, strict=True))
+                # and an RGBA image output only where the kernel writes whole texels (a
+                # blocked conv of block 4)
+                unwritten = structures[b][1].kind == "conv" and any(
+                    (label not in blocked and padded(view.shape(t.value), t.candidates[k])) or
+                    (getattr(t.candidates[k], "image", False) and
+                     (label not in blocked or blocked[label].block != 4))
+                    for t, k in zip(outs, combo, strict=True))
                 costs.append(INFEASIBLE if unwritten else impl_cost + read_cost + pricing.per_sector *
                              sum(t.write[k] for t, k in zip(outs, combo, strict=True)))
                 picked.append(label)
@@ -179,6 +184,8 @@ def _read_cost(t: TensorLayoutOptions, shape: tuple[int, ...], reads: tuple[floa
     reading ``t`` as its data input in that layout only (NCHW{b}c, or an RGBA image):
     one contiguous read of the padded tensor (an image's price is the implementation's),
     or a conversion into that layout first."""
+    if getattr(t.candidates[k], "image", False) and t.candidates[k] != wanted:
+        return INFEASIBLE  # an image is read only by a kernel taking that image (no conversion out)
     if wanted is not None:
         layout = wanted
         stored = float(stored_numel(shape, layout))

@@ -236,11 +236,23 @@ def conv_nchwc(gen: _Gen, geo, wanted: ix.Blocked) -> Kernel | None:
         value = f"({value} + {gen.em.value(done, bias, (gen.ivar('co', cout),))})"
     gen.declare_iteration(done, (n_var, ix.IVar("co", 0, cout - 1), ix.IVar("oh", 0, 0),
                                  ix.IVar("ol", 0, 0)))
-    gen.epilogue(done, value)
+    # outputs stored as RGBA images: the epilogue fills a texel's four lanes (the padded
+    # ones stay 0), written once after the lane loop (write_imagef takes whole texels)
+    texels = {v: f"ov{k}" for k, v in enumerate(gen.stores)
+              if getattr(gen.em.layouts.get(v), "image", False)}
+    if texels and b != 4:
+        return None
+    plain_store = gen.store_line
+    gen.store_line = lambda value, store, offset, expr: (  # type: ignore[method-assign]
+        f"{texels[value]}[l] = {expr};" if value in texels else plain_store(value, store, offset, expr))
+    try:
+        gen.epilogue(done, value)
+    finally:
+        del gen.store_line  # the method again
     pad = Scope(fin)
     for value_name, store in gen.stores.items():
         out_layout = gen.em.layouts.get(value_name)
-        if isinstance(out_layout, ix.Blocked) and cout % out_layout.block:
+        if isinstance(out_layout, ix.Blocked) and cout % out_layout.block and value_name not in texels:
             ob = out_layout.block
             blocks = -(-cout // ob)
             pad.emit(f"{store}[((((n * {blocks} + co / {ob}) * {out_h} + oh) * {out_w} + ol) * {ob})"
@@ -250,13 +262,21 @@ def conv_nchwc(gen: _Gen, geo, wanted: ix.Blocked) -> Kernel | None:
         fin.nest(f"else if (co < {cob * b} && ol < {out_w})", pad)
     tiles = Scope(s)
     tiles.emit(f"const {vec} accv = acc[tw]; const float* accs = (const float*)&accv;")
+    for texel in texels.values():
+        tiles.emit(f"float {texel}[4] = {{0.0f, 0.0f, 0.0f, 0.0f}};")
     tiles.nest("for (int l = 0; l < NB_B; ++l)", fin)
+    for value_name, texel in texels.items():
+        tiles.emit(f"if (wt * NB_TW + tw < {out_w}) DNNR_ACT_STORE4({gen.stores[value_name]}, "
+                   f"wt * NB_TW + tw, (n * {cob} + cob) * {out_h} + oh, {out_w}, "
+                   f"(float4)({texel}[0], {texel}[1], {texel}[2], {texel}[3]));")
     s.nest(UNROLL + "for (int tw = 0; tw < NB_TW; ++tw)", tiles)
     gen.variant = BlockedOption(VARIANT, None, 0.0, block=b, image=wanted.image).describe()
-    if not wanted.image:
+    if not wanted.image and not texels:
         return gen.finish(s, total, gen.params.work_group)
     gen.helpers.append(ACT_PRELUDE)
-    return _activation_images(gen.finish(s, total, gen.params.work_group), reads={x_param})
+    return _activation_images(gen.finish(s, total, gen.params.work_group),
+                              reads={x_param} if wanted.image else set(),
+                              writes={gen.stores[v] for v in texels})
 
 
 # activation images (SmartMem §3.3's 2.5D memory for intermediates): declared, read and

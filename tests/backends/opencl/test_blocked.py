@@ -214,3 +214,47 @@ def test_pbqp_stores_nchwc_between_blocked_convs_where_they_are_cheaper(tmp_path
     cl.enqueue_copy(compiled.queue, compiled.arena,
                     np.full(int(doc["arena_bytes"]) // 4, np.nan, dtype=np.float32))
     assert_close(compiled.run(feeds), run_ort(model, feeds), rtol=1e-4, atol=1e-5)
+
+
+def conv_chain_model(c: int = CHANNELS) -> onnx.ModelProto:
+    """Three convs in a row (the middle one's bias ≥ 1: a padded lane through the epilogue
+    would not be 0)."""
+    rng = np.random.default_rng(2)
+
+    def weight(name: str, shape: tuple[int, ...]) -> onnx.TensorProto:
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(np.float32), name)
+
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["c1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["c2", "w3", "b3"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 9, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 9, 10])],
+        [weight("w1", (c, 3, 3, 3)), weight("w2", (c, c, 3, 3)), weight("w3", (5, c, 1, 1)),
+         numpy_helper.from_array(np.abs(rng.standard_normal(c)).astype(np.float32) + 1, "b2"),
+         weight("b3", (5,))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_blocked_conv_writes_the_image_the_next_one_reads(tmp_path: Path) -> None:
+    """SmartMem's 2.5D chain: the middle conv's epilogue fills RGBA texels (its two padded
+    lanes 0) and writes them with write_imagef; the last conv reads them with read_imagef
+    — no conversion between; images on, and the same artefact on NCHW4c buffers with the
+    arena poisoned with NaN."""
+    import pyopencl as cl
+
+    model, feeds, graph = _graph(conv_chain_model())
+    compile_graph(graph, tmp_path, layouts="images")
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    layouts = {d["value"]: d["perm"] for d in doc["layout_decisions"]}
+    assert layouts["c2"] == [0, "1/4", 2, 3, "1%4", "image2d_t"]
+    assert "c2" in doc["activation_images"]
+    conversions = [la for la in doc["launches"] if la["ops"] == [CONVERSION_OP]]
+    assert all("c2" not in la["args"] for la in conversions)  # only c1 (from a conv-vec) is converted
+    expected = run_ort(model, feeds)
+    assert_close(load(tmp_path, images=True).run(feeds), expected, rtol=1e-4, atol=1e-5)
+    off = load(tmp_path, images=False)
+    cl.enqueue_copy(off.queue, off.arena, np.full(int(doc["arena_bytes"]) // 4, np.nan, dtype=np.float32))
+    assert_close(off.run(feeds), expected, rtol=1e-4, atol=1e-5)
