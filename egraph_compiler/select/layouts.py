@@ -148,6 +148,12 @@ def layout_problem(plan: FusionPlan, pricing: Pricing | None = None
                 picked.append(label)
                 images.append(image)
                 layout_of.append(combo)
+        # an option no kernel can run (a padded or image output its kernel would not
+        # write) never wins: dropped, so the edge matrices stay small
+        keep = [j for j, c in enumerate(costs) if not math.isinf(c)] or list(range(len(costs)))
+        labels, costs = [labels[j] for j in keep], [costs[j] for j in keep]
+        picked, images = [picked[j] for j in keep], [images[j] for j in keep]
+        layout_of = [layout_of[j] for j in keep]
         nodes.append(node(names[b], labels, costs))
         columns[names[b]] = NodeColumns(block_id, tuple(picked), tuple(images), tuple(
             (t, tuple(combo[i] for combo in layout_of)) for i, t in enumerate(outs)))
