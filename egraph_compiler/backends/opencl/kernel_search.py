@@ -156,18 +156,22 @@ def random_search(space: tuple[cost.Option, ...], measure: Measure, budget: int,
 
 
 def _kmeans(points: np.ndarray, k: int, rng: np.random.Generator) -> tuple[np.ndarray, float]:
-    """Labels and L2 loss of k-means (k-means++ start, 20 Lloyd steps)."""
+    """Labels and L2 loss of k-means (k-means++ start, Lloyd steps until the labels
+    settle, at most 20)."""
     centres = [points[int(rng.integers(len(points)))]]
     for _ in range(1, k):
-        d = np.min([((points - c) ** 2).sum(1) for c in centres], axis=0)
+        d = _distances(points, np.array(centres)).min(1)
         centres.append(points[int(rng.choice(len(points), p=d / d.sum()))] if d.sum() > 0
                        else points[int(rng.integers(len(points)))])
     c = np.array(centres)
+    labels = np.argmin(_distances(points, c), axis=1)
     for _ in range(20):
-        labels = np.argmin(((points[:, None, :] - c[None]) ** 2).sum(2), axis=1)
         c = np.array([points[labels == j].mean(0) if (labels == j).any() else c[j]
                       for j in range(k)])
-    labels = np.argmin(((points[:, None, :] - c[None]) ** 2).sum(2), axis=1)
+        moved = np.argmin(_distances(points, c), axis=1)
+        if np.array_equal(moved, labels):
+            break
+        labels = moved
     return labels, float(((points - c[labels]) ** 2).sum())
 
 
@@ -312,7 +316,8 @@ class Surrogate:
 
 
 def _distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return ((a[:, None, :] - b[None, :, :]) ** 2).sum(2)
+    """Squared Euclidean distance of every row of ``a`` to every row of ``b``."""
+    return np.maximum((a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T, 0.0)
 
 
 def expected_improvement(best: float, mean: np.ndarray, spread: np.ndarray) -> np.ndarray:
