@@ -1,17 +1,24 @@
 """Kernel-parameter search on the OpenCL device: Chameleon beside random search.
 
-For every conv/matmul shape class of a small CNN (or of ``--model``), runs
-`kernel_search.chameleon_search` once and `random_search` with ``--seeds`` seeds, each
-with ``--budget`` measurements (OpenCL profiling events; one shared measurement cache,
-so an option is timed once). Prints both best-so-far curves (random: the median over
-seeds) and, per class, how many measurements Chameleon needed to reach random
-search's best and how many random search needed.
+For every conv/matmul shape class of a small CNN (or, with ``--gpu``, of GPU-sized
+classes), runs `kernel_search.chameleon_search` and `random_search` with each of
+``--seeds`` seeds, each with ``--budget`` measurements (OpenCL profiling events; one
+shared measurement cache, so an option is timed once). Prints both best-so-far
+curves (median and quartiles over seeds) and, per seed, the ratio the issue asks
+for: random search's measurements to reach its own best at the full budget over
+Chameleon's to reach that same time (0 where it never does).
 
-    PYTHONPATH=. python3 benchmarks/tune.py [--budget 24] [--seeds 5] [--gpu --device NVIDIA]
+    PYTHONPATH=. python3 benchmarks/tune.py [--budget 24] [--seeds 20] [--gpu --device NVIDIA]
+    ... --gpu --device NVIDIA --exhaustive DIR --jobs 14   # every option first: DIR/space.json
+    ... --gpu --replay A/space.json B/space.json --seed-base 100 [--transfer others]
+    ... --gpu --replay ... --fit KEY   # fit the knobs on KEY's class, report on the rest
 
-``--gpu`` searches GPU-sized shape classes (ResNet's 3×3, stride-2 3×3 and 1×1 convs at
-batch 8, BERT-base's FFN matmul at 8×128 tokens) from the ``gpu`` device class's
-defaults, on the GPU machine (it needs no egglog, z3 or onnxruntime).
+``--transfer``: ``order`` (default; as `dnnr tune`: each class starts from Chameleon's
+measurements of the classes before it), ``others`` (replays: from every other class)
+or ``none``. ``--gpu`` classes: ResNet's 3×3, stride-2 3×3 and 1×1 convs at batch 8,
+BERT-base's FFN matmul at 8×128 tokens and MobileNetV2's depthwise 3×3 at batch 8,
+from the ``gpu`` device class's defaults (the GPU machine needs no egglog, z3 or
+onnxruntime).
 """
 
 from __future__ import annotations
@@ -207,7 +214,7 @@ def replayed(paths: list[str], graph: Graph, params: KernelParams, tmp: Path
 
 
 GRID = {"length": (2.0, 3.0, 4.0), "noise": (0.05, 0.3), "first": (1, 3),
-        "pool": (16, 32), "batch": (2, 4), "nearest_centroid": (True, False)}
+        "batch": (2, 4), "nearest_centroid": (True, False)}
 
 
 def fit(found: list[Anchor], measures: list[Measure], budget: int, seeds: list[int],
@@ -271,6 +278,7 @@ def main() -> int:
     parser.add_argument("--fit", metavar="KEY", default=None,
                         help="--replay: fit the knobs on the classes whose key contains KEY "
                              "(seeds 1000..) and report on the others")
+    parser.add_argument("--fit-seeds", type=int, default=10)
     args = parser.parse_args()
     if args.gpu:
         model, feeds = gpu_classes()
@@ -290,7 +298,7 @@ def main() -> int:
             if args.fit is not None:
                 fitted = [k for k, a in enumerate(found) if args.fit in a.key]
                 knobs = fit([found[k] for k in fitted], [measures[k] for k in fitted],
-                            args.budget, list(range(1000, 1000 + args.seeds)), args.transfer)
+                            args.budget, list(range(1000, 1000 + args.fit_seeds)), args.transfer)
                 found = [a for k, a in enumerate(found) if k not in fitted]
                 measures = [m for k, m in enumerate(measures) if k not in fitted]
             report(run_classes(found, measures, args.budget, seeds, knobs, args.transfer),
