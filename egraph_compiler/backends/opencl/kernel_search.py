@@ -23,9 +23,16 @@ Chameleon, as implemented here:
    uncertain one), keeping the best ``Knobs.pool`` as the candidate set.
 2. *Adaptive sampling* — k-means over the candidates' knobs for k = 2, 3, … while the
    L2 loss still falls by more than the threshold (2.5, the chapter's value;
-   Algorithm 1's knee), capped at ``Knobs.batch``; the member nearest each centroid
-   is measured. (Algorithm 1's sample synthesis replaces a representative already
-   measured; candidates here are unmeasured options, so none is.)
+   Algorithm 1's knee), capped at ``Knobs.batch``; each cluster's member of highest
+   expected improvement is measured (``Knobs.nearest_centroid``: the member nearest
+   its centroid, the chapter's choice, which the offline fit did not prefer).
+   (Algorithm 1's sample synthesis replaces a representative already measured;
+   candidates here are unmeasured options, so none is.)
+
+The analytic model prices the ~400 options of a GPU class at only 15-25 distinct
+times, so the surrogate has to rank inside its ties: before any transfer or
+measurement the order within a tie is the space's, and the picks there are the
+members nearest their cluster's centroid.
 
 Random search measures a uniform sample (without replacement) of the same space with
 the same budget. Both share one measurement cache, so each option is compiled and
