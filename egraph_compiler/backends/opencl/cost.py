@@ -58,6 +58,8 @@ from egraph_compiler.backends.opencl.cpu_window import VEC_CONVS, VecConv
 from egraph_compiler.backends.opencl.depthwise import Depthwise, lanes_group
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.rows import RowSplit, chunking
+from egraph_compiler.backends.opencl.sgemm import VARIANT as VARIANT_SGEMM
+from egraph_compiler.backends.opencl.sgemm import Sgemm
 from egraph_compiler.backends.opencl.window import Window
 from egraph_compiler.backends.opencl.winograd import Winograd
 from egraph_compiler.fusion.profile_db import CostModel
@@ -123,7 +125,7 @@ DEVICES = {
                        items_per_unit=1024, groups_per_unit=4,
                        efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6,
                                    "depthwise": 0.05, "row": 0.6, "window": 0.01,
-                                   "winograd": 0.1},
+                                   "winograd": 0.1, VARIANT_SGEMM: 0.6},
                        reuse_full=8.0, slice_cost=0.0, launch_us=4.0, prologue_gflops=12_750.0),
 }
 
@@ -144,6 +146,13 @@ TILES = (
     Tile(64, 64, 16, 4, 4, True, 1, 4), Tile(16, 16, 16, 1, 1, False, 1, 16),
     Tile(32, 32, 16, 4, 4, True, 2, 4),
 )
+# the register-blocked GEMM (`sgemm.Sgemm`): C tile, K step, block per work-item, K groups
+SGEMMS = (Sgemm(128, 128, 8, 8, 8), Sgemm(128, 128, 16, 8, 8), Sgemm(128, 64, 16, 8, 4),
+          Sgemm(64, 128, 16, 4, 8), Sgemm(128, 64, 16, 8, 8), Sgemm(64, 128, 16, 8, 8),
+          Sgemm(64, 64, 16, 8, 8), Sgemm(64, 64, 16, 4, 4), Sgemm(32, 64, 16, 4, 4),
+          Sgemm(64, 32, 16, 4, 4), Sgemm(32, 32, 16, 4, 4),
+          Sgemm(64, 64, 16, 4, 4, 2), Sgemm(64, 64, 16, 4, 4, 4), Sgemm(128, 64, 16, 8, 4, 2),
+          Sgemm(128, 64, 16, 8, 4, 4))
 GEMVS = (Gemv(32, 8), Gemv(8, 32), Gemv(64, 4))
 ROW_SPLITS = (RowSplit(2), RowSplit(4), RowSplit(8), RowSplit(16), RowSplit(32), RowSplit(64))
 WINDOWS = (Window(16, 2, 4), Window(16, 4, 4), Window(16, 2, 8), Window(16, 1, 8),
@@ -184,7 +193,7 @@ class Option:
 
     variant: str
     params: Tile | Gemv | Direct | Depthwise | RowSplit | Window | Winograd | LanesConv | \
-        VecConv | None
+        VecConv | Sgemm | None
     estimate_us: float
 
     def describe(self) -> str:
@@ -193,6 +202,8 @@ class Option:
             return f"tiled {p.bm}x{p.bn}x{p.bk} per-item {p.tm}x{p.tn}" + \
                 (" vec" if p.contiguous else "") + (f" split-k {p.slices}" if p.slices > 1 else "") + \
                 (f" k-groups {p.groups}" if p.groups > 1 else "")
+        if isinstance(self.params, Sgemm):
+            return self.params.describe()
         if isinstance(self.params, Gemv):
             return f"gemv {self.params.columns} outputs x {self.params.slices} k-slices"
         if isinstance(self.params, Direct):
@@ -298,6 +309,8 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                 8.0 * tile.groups * batch * m * n / (device.bandwidth_gbs * 1e3)
             result.append(Option("tiled", tile, padded / (peak * eff["tiled"] * intensity *
                                                           vector * reuse * split * fill) + second))
+        if VARIANT_SGEMM in eff:
+            result += _sgemm_options(device, m, n, k, batch)
     if gemv_side is not None:
         rows = n if gemv_side == "m" else m
         bytes_moved = 4.0 * batch * rows * k
@@ -361,6 +374,39 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                 estimate = padded / (peak * eff["depthwise-lanes"]) + \
                     groups * device.lanes_group_us / device.compute_units
                 result.append(Option("depthwise", Depthwise(rows, 1, True), estimate))
+    return result
+
+
+def _sgemm_options(device: DeviceModel, m: int, n: int, k: int, batch: int) -> list[Option]:
+    """The ``sgemm`` options (`sgemm.py`), on devices whose model has its efficiency:
+    padded FLOPs at ``efficiency["sgemm"]`` scaled by the register block's multiply-adds
+    per local-memory read (``tm·tn / (tm + tn)``, saturating at 4, i.e. 8 × 8), times
+    the grid's fill in waves, a wave being the work-groups the SMs hold at once (their
+    registers: ``tm·tn`` accumulators, the operands and prefetch registers, ~24 more;
+    65,536 per SM, at most 2,048 work-items); K groups add a launch and the partials'
+    round trip, and are offered only for grids under half a wave."""
+    peak = device.peak_gflops * 1e3
+    result = []
+    for tile in SGEMMS:
+        if not tile.valid() or m <= tile.bm // 2 or n <= tile.bn // 2:
+            continue
+        threads = tile.work_group
+        registers = _cdiv(tile.tm * tile.tn + tile.tm + tile.tn + 8 * (tile.bm + tile.bn) *
+                          tile.bk // (4 * threads) + 24, 8) * 8
+        resident = max(1, min(65536 // (threads * registers), 2048 // threads))
+        slots = device.compute_units * resident
+        groups = batch * _cdiv(m, tile.bm) * _cdiv(n, tile.bn)
+        if tile.groups > 1 and (groups * tile.groups > 2 * slots or groups >= slots // 2 or
+                                k < 256 * tile.groups):
+            continue
+        steps = _cdiv(_cdiv(k, tile.bk), tile.groups)
+        padded = 2.0 * groups * tile.bm * tile.bn * steps * tile.bk * tile.groups
+        intensity = min(1.0, tile.tm * tile.tn / (tile.tm + tile.tn) / 4.0)
+        fill = _fill(groups * tile.groups, slots)
+        second = 0.0 if tile.groups == 1 else device.launch_us + \
+            8.0 * tile.groups * batch * m * n / (device.bandwidth_gbs * 1e3)
+        result.append(Option(VARIANT_SGEMM, tile, padded / (
+            peak * device.efficiency[VARIANT_SGEMM] * intensity * fill) + second))
     return result
 
 
@@ -573,7 +619,7 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
             window = ((p.rows - 1) * strides[0] + side) * ((p.width - 1) * strides[-1] + side)
             return _cdiv(cout, p.channels) * max(1.0, window / (p.rows * p.width *
                                                                int(np.prod(strides))))
-        if isinstance(p, Tile):
+        if isinstance(p, Tile | Sgemm):
             return float(taps * _cdiv(cout // group, p.bm))
         if isinstance(p, Gemv):
             return 1.0
@@ -593,7 +639,7 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
         items = batch * _cdiv(m, 4) * _cdiv(n, _DIRECT_MATMUL_N)
         p = choose(options(device, m, n, k, batch, items, True,
                            "m" if m == 1 else None)).params
-        if isinstance(p, Tile):
+        if isinstance(p, Tile | Sgemm):
             return float(_cdiv(n, p.bn))
         if isinstance(p, Gemv):
             return 1.0

@@ -66,6 +66,8 @@ from egraph_compiler.backends.opencl import window as win
 from egraph_compiler.backends.opencl import winograd as wino
 from egraph_compiler.backends.opencl.emit import Scope, ValueEmitter, ctype
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
+from egraph_compiler.backends.opencl.sgemm import VARIANT as SGEMM
+from egraph_compiler.backends.opencl.sgemm import Sgemm, sgemm
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.blocks import Block
 from egraph_compiler.fusion.layout import SERIAL_REDUCE_BELOW
@@ -133,6 +135,7 @@ class KernelParams:
     anchor_depthwise: dw.Depthwise | None = None
     anchor_window: win.Window | None = None
     anchor_winograd: wino.Winograd | None = None
+    anchor_sgemm: Sgemm | None = None
     # row kernels: force ``row-split`` with these groups (tests), else `cost.row_options`
     row_split: row_split.RowSplit | None = None
     # `dnnr tune`'s choices: (shape class `cost.shape_key`, option), used where a
@@ -412,6 +415,7 @@ class _Gen:
                                   depthwise=depthwise_ok, window_taps=window_taps,
                                   width=sizes.get("width", 0), winograd=winograd_ok,
                                   stride=sizes.get("stride", 1))
+        candidates = _stable(candidates, p)
         self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
         tuned = dict(p.tuned).get(self.shape_key)
         if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
@@ -432,6 +436,11 @@ class _Gen:
             option = cost.Option("window", p.anchor_window, 0.0)
         elif p.anchor_variant == "winograd" and p.anchor_winograd is not None and winograd_ok:
             option = cost.Option("winograd", p.anchor_winograd, 0.0)
+        elif p.anchor_variant == SGEMM and p.anchor_sgemm is not None and tiled_ok:
+            if not p.anchor_sgemm.valid():
+                raise ModelError(f"block {self.block.id}: {p.anchor_sgemm.describe()} does not map "
+                                 f"its loads onto its work-group (see sgemm.Sgemm.valid)")
+            option = cost.Option(SGEMM, p.anchor_sgemm, 0.0)
         elif p.anchor_variant == "tiled" and p.anchor_tile is not None and tiled_ok:
             if not p.anchor_tile.valid():
                 raise ModelError(f"block {self.block.id}: tile {p.anchor_tile} does not map its "
@@ -529,6 +538,9 @@ class _Gen:
         if option.variant == "tiled":
             problem, _ = gemm.conv_problem(self, geo)
             return gemm.tiled_or_split(self, problem, option.params)  # type: ignore[arg-type]
+        if option.variant == SGEMM:
+            problem, _ = gemm.conv_problem(self, geo)
+            return sgemm(self, problem, option.params)  # type: ignore[arg-type]
         if option.variant == "gemv":
             problem, _ = gemm.conv_problem(self, geo)
             return gemm.gemv(self, problem.batch, problem.k, problem.b, problem.a,
@@ -659,6 +671,8 @@ class _Gen:
         problem, _ = gemm.matmul_problem(self)
         if option.variant == "tiled":
             return gemm.tiled_or_split(self, problem, option.params)  # type: ignore[arg-type]
+        if option.variant == SGEMM:
+            return sgemm(self, problem, option.params)  # type: ignore[arg-type]
         if option.variant == "gemv":
             return gemm.gemv(self, problem.batch, problem.k, problem.a, problem.b,
                              lambda scope, row, value: problem.store(scope, "0", row, value),
@@ -1431,6 +1445,13 @@ def _pads_begin(node: Node, in_sizes: tuple[int, ...], out_sizes: tuple[int, ...
     return tuple(pads[:spatial])  # type: ignore[index]
 
 
+def _stable(candidates: list[cost.Option], params: KernelParams) -> list[cost.Option]:
+    """``candidates`` less ``sgemm`` in a build whose code must be the same at every
+    shape (`KernelParams.shape_stable`): its bounds checks and vector loads are decided
+    from this shape's sizes."""
+    return [o for o in candidates if o.variant != SGEMM] if params.shape_stable else candidates
+
+
 def anchor_options(view: GraphView, block: Block, params: KernelParams
                    ) -> tuple[str, list[cost.Option]]:
     """The implementations the `select` stage chooses among for a conv/matmul block
@@ -1447,6 +1468,7 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
                               depthwise=depthwise_ok, window_taps=window_taps,
                               width=sizes.get("width", 0), winograd=winograd_ok,
                               stride=sizes.get("stride", 1))
+    candidates = _stable(candidates, params)
     tuned = dict(params.tuned).get(key)
     if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
                                   (tuned.variant != "window" or window_taps > 0) and
