@@ -241,10 +241,12 @@ def _kernel(gen: _Gen, problem: Problem, tile: Sgemm) -> Kernel:
     s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
     step = Scope(s)
     step.emit("const int cur = t & 1;")
-    ahead = Scope(step)
+    # the last step fetches its own tile again (into the buffer no one reads any more):
+    # no branch around the loads, and no load past K (a guarded fetch and store also
+    # miscompiled on PoCL behind a Relu prologue)
+    step.emit(f"const int ahead = t + 1 < {count} ? t + 1 : t;")
     for loader in loaders:
-        loader.fetch(ahead, f"{first} + (t + 1) * {tile.bk}")
-    step.nest(f"if (t + 1 < {count})", ahead)
+        loader.fetch(step, f"{first} + ahead * {tile.bk}")
     mul = Scope(step)
     for run, offset in enumerate(rows_a):
         mul.emit(f"const float4 a{run} = *(__local const float4*)&As[cur][kk][{offset}];")
@@ -255,10 +257,8 @@ def _kernel(gen: _Gen, problem: Problem, tile: Sgemm) -> Kernel:
         mul.emit(" ".join(f"c{i}_{j} = mad({a}, b{j // 4}.s{j % 4}, c{i}_{j});"
                           for j in range(tile.tn)))
     step.nest("__attribute__((opencl_unroll_hint(SG_BK))) for (int kk = 0; kk < SG_BK; ++kk)", mul)
-    behind = Scope(step)
     for loader in loaders:
-        loader.place(behind, "cur ^ 1")
-    step.nest(f"if (t + 1 < {count})", behind)
+        loader.place(step, "cur ^ 1")
     # one barrier per step: the buffer written above was last read a step ago
     step.emit("barrier(CLK_LOCAL_MEM_FENCE);")
     s.nest(f"for (int t = 0; t < {count}; ++t)", step)
@@ -336,7 +336,9 @@ class _Loader:
                 s.emit(f"const int {tag}_r = {tag}_row;")
             if self.view is None:
                 self.operand.setup(s, tag, f"{tag}_r")
-            s.emit(f"float{w if w > 1 else ''} {tag}_v;")
+            # initialised: a value left undefined on the loop's last step miscompiled
+            # on PoCL (nondeterministic results for a Relu prologue)
+            s.emit(f"float{w if w > 1 else ''} {tag}_v = {'(float4)(0.0f)' if w > 1 else '0.0f'};")
 
     def fetch(self, s: Scope, k0: str) -> None:
         w = self.width
