@@ -345,7 +345,8 @@ def _forced_options() -> list[Any]:
     every = [cost.Option("direct", None, 0.0),
              *(cost.Option("tiled", tile, 0.0) for tile in cost.TILES),
              *(cost.Option("winograd", shape, 0.0) for shape in cost.WINOGRADS),
-             *(cost.Option("depthwise", shape, 0.0) for shape in cost.DEPTHWISES)]
+             *(cost.Option("depthwise", shape, 0.0) for shape in cost.DEPTHWISES),
+             *(cost.Option("sgemm", shape, 0.0) for shape in cost.SGEMMS)]
     # DNNR_GPU_SWEEP_VARIANTS=tiled,winograd: only these variants (prepare time)
     wanted = os.environ.get("DNNR_GPU_SWEEP_VARIANTS")
     return [o for o in every if not wanted or o.variant in wanted.split(",")]
@@ -355,6 +356,7 @@ def _forced_params(params: Any, option: Any) -> Any:
     """``params`` forcing ``option`` on every anchor it applies to."""
     from egraph_compiler.backends.opencl.depthwise import Depthwise
     from egraph_compiler.backends.opencl.gemm import Tile
+    from egraph_compiler.backends.opencl.sgemm import Sgemm
     from egraph_compiler.backends.opencl.winograd import Winograd
 
     return replace(params, anchor_variant=option.variant,
@@ -362,7 +364,8 @@ def _forced_params(params: Any, option: Any) -> Any:
                    anchor_depthwise=option.params if isinstance(option.params, Depthwise)
                    else None,
                    anchor_winograd=option.params if isinstance(option.params, Winograd)
-                   else None)
+                   else None,
+                   anchor_sgemm=option.params if isinstance(option.params, Sgemm) else None)
 
 
 def prepare(out: Path, only: str | None, synthetic: bool = False) -> None:

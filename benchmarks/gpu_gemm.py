@@ -145,7 +145,9 @@ def run(out: Path, device: str, repeats: int) -> None:
     print("| shape | old ms | old % | new ms | new % | fastest sgemm | ms | % |")
     print("|---|---|---|---|---|---|---|---|")
     for name, old, new, best, best_ms, flops in summary:
-        pct = lambda ms: 100 * flops / ms / 1e6 / peak_gflops  # noqa: E731
+        def pct(ms: float, flops: int = flops) -> float:
+            return 100 * flops / ms / 1e6 / peak_gflops
+
         print(f"| {name} | {old:.3f} | {pct(old):.1f} | {new:.3f} | {pct(new):.1f} | {best} | "
               f"{best_ms:.3f} | {pct(best_ms):.1f} |")
 
