@@ -44,6 +44,14 @@ SHAPES: dict[str, tuple[int, int, int, int, str, bool]] = {
     "convnext_s3_fc2": (1, 1568, 384, 1536, "", False),
     "convnext_s4_fc1": (1, 392, 3072, 768, "gelu", False),
     "convnext_s4_fc2": (1, 392, 768, 3072, "", False),
+    # the small transformers of `benchmarks/gpu.py` (256 wide, sequence 128, 4 heads)
+    "small_b1_qkv": (1, 128, 768, 256, "", False),
+    "small_b1_ffn1": (1, 128, 1024, 256, "gelu", False),
+    "small_b1_ffn2": (1, 128, 256, 1024, "residual", False),
+    "small_b1_scores": (4, 128, 128, 64, "", True),
+    "small_b8_ffn1": (1, 1024, 1024, 256, "gelu", False),
+    "small_b8_ffn2": (1, 1024, 256, 1024, "residual", False),
+    "small_b8_scores": (32, 128, 128, 64, "", True),
 }
 
 
@@ -134,7 +142,7 @@ def run(out: Path, device: str, repeats: int) -> None:
                 diff = float(np.max(np.abs(result - reference)) / max(float(np.max(np.abs(reference))), 1e-30))
                 variant = compiled.plan["launches"][0]["variant"]
                 rows[label] = ms
-                print(f"{shape_dir.name:<18}{(label if label != 'model' else 'model: ' + variant)[:35]:<36}"
+                print(f"{shape_dir.name:<18}{(label if label != 'model' else 'model: ' + variant):<40}"
                       f"{ms:8.3f}{flops / ms / 1e6:10.0f}{100 * flops / ms / 1e6 / peak_gflops:7.1f}%"
                       f"{diff:10.1e}", flush=True)
                 del compiled

@@ -415,7 +415,7 @@ class _Gen:
                                   depthwise=depthwise_ok, window_taps=window_taps,
                                   width=sizes.get("width", 0), winograd=winograd_ok,
                                   stride=sizes.get("stride", 1))
-        candidates = _stable(candidates, p)
+        candidates = _offered(candidates, p, self.block.kind)
         self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
         tuned = dict(p.tuned).get(self.shape_key)
         if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
@@ -1445,11 +1445,13 @@ def _pads_begin(node: Node, in_sizes: tuple[int, ...], out_sizes: tuple[int, ...
     return tuple(pads[:spatial])  # type: ignore[index]
 
 
-def _stable(candidates: list[cost.Option], params: KernelParams) -> list[cost.Option]:
+def _offered(candidates: list[cost.Option], params: KernelParams, kind: str) -> list[cost.Option]:
     """``candidates`` less ``sgemm`` in a build whose code must be the same at every
-    shape (`KernelParams.shape_stable`): its bounds checks and vector loads are decided
-    from this shape's sizes."""
-    return [o for o in candidates if o.variant != SGEMM] if params.shape_stable else candidates
+    shape (`KernelParams.shape_stable`: its bounds checks and vector loads are decided
+    from this shape's sizes) and for convs (measured on MatMul/Gemm only; a forced
+    ``anchor_variant`` still generates it for a conv)."""
+    return [o for o in candidates if o.variant != SGEMM] if params.shape_stable or \
+        kind != "matmul" else candidates
 
 
 def anchor_options(view: GraphView, block: Block, params: KernelParams
@@ -1468,7 +1470,7 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
                               depthwise=depthwise_ok, window_taps=window_taps,
                               width=sizes.get("width", 0), winograd=winograd_ok,
                               stride=sizes.get("stride", 1))
-    candidates = _stable(candidates, params)
+    candidates = _offered(candidates, params, block.kind)
     tuned = dict(params.tuned).get(key)
     if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
                                   (tuned.variant != "window" or window_taps > 0) and
