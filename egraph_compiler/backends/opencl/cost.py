@@ -252,7 +252,7 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
             direct_items: int, tiled_ok: bool, gemv_side: str | None,
             tiles: Sequence[Tile] = TILES, depthwise: bool = False,
             window_taps: int = 0, width: int = 0, winograd: bool = False,
-            stride: int = 1) -> list[Option]:
+            stride: int = 1, sgemm: bool = False) -> list[Option]:
     """Every option for ``C[batch][m][n] = A·B`` over ``k``, priced for ``device``.
 
     ``direct_items``: work-items of the direct kernel; ``tiled_ok``: the tiled GEMM
@@ -265,7 +265,10 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
     square, ``√n``), which the depthwise ``lanes`` groups span; ``winograd``: a 3×3
     stride-1 conv of one group with constant weights (``m`` = Cout, ``n`` = N·OH·OW,
     ``k`` = Cin·9, square maps assumed), which `winograd.py` applies to on devices
-    whose model has a "winograd" efficiency; ``stride``: a conv's column stride."""
+    whose model has a "winograd" efficiency; ``stride``: a conv's column stride;
+    ``sgemm``: offer the register-blocked GEMM (`sgemm.py`) on devices whose model has
+    its efficiency (its callers: MatMul/Gemm anchors outside shape-stable builds; it was
+    measured on those only)."""
     eff, peak = device.efficiency, device.peak_gflops * 1e3  # FLOP per µs
     flops = 2.0 * batch * m * n * k
     # the direct kernel redoes a window position's arithmetic and padding checks per
@@ -311,7 +314,7 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                 8.0 * tile.groups * batch * m * n / (device.bandwidth_gbs * 1e3)
             result.append(Option("tiled", tile, padded / (peak * eff["tiled"] * intensity *
                                                           vector * reuse * split * fill) + second))
-        if VARIANT_SGEMM in eff:
+        if sgemm and VARIANT_SGEMM in eff:
             result += _sgemm_options(device, m, n, k, batch)
     if gemv_side is not None:
         rows = n if gemv_side == "m" else m
@@ -658,7 +661,7 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
         batch = int(np.prod(out_shape)) // max(m * n, 1)
         items = batch * _cdiv(m, 4) * _cdiv(n, _DIRECT_MATMUL_N)
         p = choose(options(device, m, n, k, batch, items, True,
-                           "m" if m == 1 else None)).params
+                           "m" if m == 1 else None, sgemm=True)).params
         if isinstance(p, Tile | Sgemm):
             return float(_cdiv(n, p.bn))
         if isinstance(p, Gemv):

@@ -414,8 +414,8 @@ class _Gen:
                                   sizes["batch"], direct_items, tiled_ok, gemv_side,
                                   depthwise=depthwise_ok, window_taps=window_taps,
                                   width=sizes.get("width", 0), winograd=winograd_ok,
-                                  stride=sizes.get("stride", 1))
-        candidates = _offered(candidates, p, self.block.kind)
+                                  stride=sizes.get("stride", 1),
+                                  sgemm=_sgemm_offered(p, self.block.kind))
         self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
         tuned = dict(p.tuned).get(self.shape_key)
         if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
@@ -1445,13 +1445,12 @@ def _pads_begin(node: Node, in_sizes: tuple[int, ...], out_sizes: tuple[int, ...
     return tuple(pads[:spatial])  # type: ignore[index]
 
 
-def _offered(candidates: list[cost.Option], params: KernelParams, kind: str) -> list[cost.Option]:
-    """``candidates`` less ``sgemm`` in a build whose code must be the same at every
-    shape (`KernelParams.shape_stable`: its bounds checks and vector loads are decided
-    from this shape's sizes) and for convs (measured on MatMul/Gemm only; a forced
-    ``anchor_variant`` still generates it for a conv)."""
-    return [o for o in candidates if o.variant != SGEMM] if params.shape_stable or \
-        kind != "matmul" else candidates
+def _sgemm_offered(params: KernelParams, kind: str) -> bool:
+    """``sgemm`` is an option of MatMul/Gemm anchors (measured on those only; a forced
+    ``anchor_variant`` still generates it for a conv), outside a build whose code must
+    be the same at every shape (`KernelParams.shape_stable`: its bounds checks and
+    vector loads are decided from this shape's sizes)."""
+    return kind == "matmul" and not params.shape_stable
 
 
 def anchor_options(view: GraphView, block: Block, params: KernelParams
@@ -1469,8 +1468,8 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
                               sizes["batch"], direct_items, tiled_ok, gemv_side,
                               depthwise=depthwise_ok, window_taps=window_taps,
                               width=sizes.get("width", 0), winograd=winograd_ok,
-                              stride=sizes.get("stride", 1))
-    candidates = _offered(candidates, params, block.kind)
+                              stride=sizes.get("stride", 1),
+                              sgemm=_sgemm_offered(params, block.kind))
     tuned = dict(params.tuned).get(key)
     if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
                                   (tuned.variant != "window" or window_taps > 0) and

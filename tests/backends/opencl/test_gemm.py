@@ -255,9 +255,10 @@ def test_gpu_cost_model_picks_sgemm_for_bert_base_and_not_on_the_cpu() -> None:
     """BERT-base's GEMMs at batch 8 × 512 take the register-blocked kernel on the GPU
     class; the CPU class (PoCL) is not offered it."""
     for m, n, k in ((4096, 2304, 768), (4096, 768, 3072), (4096, 3072, 768)):
-        assert _option("gpu", m=m, n=n, k=k).variant == "sgemm"
+        assert cost.choose(cost.options(cost.DEVICES["gpu"], m, n, k, 1, m * n // 16, True, None,
+                                        sgemm=True)).variant == "sgemm"
         assert all(o.variant != "sgemm" for o in cost.options(
-            cost.DEVICES["cpu"], m, n, k, 1, m * n // 16, True, None))
+            cost.DEVICES["cpu"], m, n, k, 1, m * n // 16, True, None, sgemm=True))
 
 
 def _option(device: str, **shape: int) -> cost.Option:
