@@ -7,6 +7,8 @@ them; `choose` takes the cheapest by this model today):
 - ``direct``: the register-tiled kernel of `kernels.py` (a work-item per TC output
   channels × TW columns, or TM × TN of a matmul; no local memory, no barrier);
 - ``tiled``: the work-group-tiled GEMM of `gemm.py` (`gemm.Tile` parameters);
+- ``sgemm``: the register-blocked GEMM of `sgemm.py` (float4 views, double buffering,
+  8 × 8 blocks; `sgemm.Sgemm`), for MatMul/Gemm on devices whose model prices it (GPU);
 - ``gemv``: split-K inside a work-group for a single output row (`gemm.Gemv`);
 - row kernels (`row_options`): ``row`` or ``row-split`` (several work-groups per row,
   `rows.RowSplit`), for rows few and long;
