@@ -7,7 +7,8 @@ Conv and MatMul/Gemm anchors have several kernel *options* (`cost.options` lists
 as data, `cost.choose` picks one per shape for the device class in
 `KernelParams.device`): ``direct`` (the two kernels below), ``tiled`` (a work-group-
 tiled GEMM in local memory, implicit GEMM for convs; split-K in or across work-groups),
-``gemv`` (`gemm.py`), for 2-D depthwise convs ``depthwise`` (`depthwise.py`) and for
+``gemv`` (`gemm.py`), ``sgemm`` (`sgemm.py`: the register-blocked GEMM, MatMul/Gemm on
+the GPU class), for 2-D depthwise convs ``depthwise`` (`depthwise.py`) and for
 dense 2-D convs ``window`` (`window.py`), both a register window per work-item. Row
 kernels (reduce, rownorm) run one work-group per row or, for few long rows, several
 (``row-split``, `rows.py`). A block's kernel may take two launches through a scratch
@@ -72,6 +73,8 @@ from egraph_compiler.backends.opencl import window as win
 from egraph_compiler.backends.opencl import winograd as wino
 from egraph_compiler.backends.opencl.emit import Scope, ValueEmitter, ctype
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
+from egraph_compiler.backends.opencl.sgemm import VARIANT as SGEMM
+from egraph_compiler.backends.opencl.sgemm import Sgemm, sgemm
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.blocks import Block
 from egraph_compiler.fusion.layout import SERIAL_REDUCE_BELOW
@@ -161,6 +164,7 @@ class KernelParams:
     anchor_depthwise: dw.Depthwise | None = None
     anchor_window: win.Window | None = None
     anchor_winograd: wino.Winograd | None = None
+    anchor_sgemm: Sgemm | None = None
     # row kernels: force ``row-split`` with these groups (tests), else `cost.row_options`
     row_split: row_split.RowSplit | None = None
     # `dnnr tune`'s choices: (shape class `cost.shape_key`, option), used where a
@@ -503,7 +507,8 @@ class _Gen:
                                   sizes["batch"], direct_items, tiled_ok, gemv_side,
                                   depthwise=depthwise_ok, window_taps=window_taps,
                                   width=sizes.get("width", 0), winograd=winograd_ok,
-                                  stride=sizes.get("stride", 1))
+                                  stride=sizes.get("stride", 1),
+                                  sgemm=_sgemm_offered(p, self.block.kind))
         self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
         tuned = dict(p.tuned).get(self.shape_key)
         if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
@@ -524,6 +529,11 @@ class _Gen:
             option = cost.Option("window", p.anchor_window, 0.0)
         elif p.anchor_variant == "winograd" and p.anchor_winograd is not None and winograd_ok:
             option = cost.Option("winograd", p.anchor_winograd, 0.0)
+        elif p.anchor_variant == SGEMM and p.anchor_sgemm is not None and tiled_ok:
+            if not p.anchor_sgemm.valid():
+                raise ModelError(f"block {self.block.id}: {p.anchor_sgemm.describe()} does not map "
+                                 f"its loads onto its work-group (see sgemm.Sgemm.valid)")
+            option = cost.Option(SGEMM, p.anchor_sgemm, 0.0)
         elif p.anchor_variant == "tiled" and p.anchor_tile is not None and tiled_ok:
             if not p.anchor_tile.valid():
                 raise ModelError(f"block {self.block.id}: tile {p.anchor_tile} does not map its "
@@ -631,6 +641,9 @@ class _Gen:
                 return col.im2col_gemm(self, geo)
             problem, _ = gemm.conv_problem(self, geo)
             return gemm.tiled_or_split(self, problem, option.params)  # type: ignore[arg-type]
+        if option.variant == SGEMM:
+            problem, _ = gemm.conv_problem(self, geo)
+            return sgemm(self, problem, option.params)  # type: ignore[arg-type]
         if option.variant == "gemv":
             problem, _ = gemm.conv_problem(self, geo)
             return gemm.gemv(self, problem.batch, problem.k, problem.b, problem.a,
@@ -761,6 +774,8 @@ class _Gen:
         problem, _ = gemm.matmul_problem(self)
         if option.variant == "tiled":
             return gemm.tiled_or_split(self, problem, option.params)  # type: ignore[arg-type]
+        if option.variant == SGEMM:
+            return sgemm(self, problem, option.params)  # type: ignore[arg-type]
         if option.variant == "gemv":
             return gemm.gemv(self, problem.batch, problem.k, problem.a, problem.b,
                              lambda scope, row, value: problem.store(scope, "0", row, value),
@@ -1548,6 +1563,14 @@ def _pads_begin(node: Node, in_sizes: tuple[int, ...], out_sizes: tuple[int, ...
     return tuple(pads[:spatial])  # type: ignore[index]
 
 
+def _sgemm_offered(params: KernelParams, kind: str) -> bool:
+    """``sgemm`` is an option of MatMul/Gemm anchors (measured on those only; a forced
+    ``anchor_variant`` still generates it for a conv), outside a build whose code must
+    be the same at every shape (`KernelParams.shape_stable`: its bounds checks and
+    vector loads are decided from this shape's sizes)."""
+    return kind == "matmul" and not params.shape_stable
+
+
 def anchor_options(view: GraphView, block: Block, params: KernelParams
                    ) -> tuple[str, list[cost.Option]]:
     """The implementations the `select` stage chooses among for a conv/matmul block
@@ -1563,7 +1586,8 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
                               sizes["batch"], direct_items, tiled_ok, gemv_side,
                               depthwise=depthwise_ok, window_taps=window_taps,
                               width=sizes.get("width", 0), winograd=winograd_ok,
-                              stride=sizes.get("stride", 1))
+                              stride=sizes.get("stride", 1),
+                              sgemm=_sgemm_offered(params, block.kind))
     tuned = dict(params.tuned).get(key)
     if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
                                   (tuned.variant != "window" or window_taps > 0) and
