@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from egraph_compiler.backends.opencl import cpu_epilogue as epilogue
 from egraph_compiler.backends.opencl.depthwise import (
     cdiv,
     symbolic,
@@ -143,6 +144,25 @@ def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
     co_var = gen.ivar("co", cout)
     oh_var, ow_var = gen.ivar("oh", out_h), gen.ivar("ow", out_w)
     lanes = "0123456789abcdef"
+    if epilogue.applies(gen, (3,)):  # once per channel on its vector (`cpu_epilogue.py`)
+        for c in range(channels):
+            fin = Scope(s)
+            fin.emit(f"const int co = ct * {channels} + {c}; const int ow = ow0;")
+            done = Scope(fin)
+            value = acc[c]
+            if bias is not None:
+                value = f"({value} + {gen.em.value(done, bias, (co_var,))})"
+            gen.declare_iteration(done, (n_var, co_var, oh_var, ow_var))
+            vectors = epilogue.vector_epilogue(gen, done, value, vec)
+            for j in range(pixels):
+                lane = Scope(done)
+                lane.emit(f"const int ow = ow0 + {j};")
+                gen.declare_iteration(lane, (n_var, co_var, oh_var, ow_var))
+                epilogue.store_lane(gen, lane, vectors, j)
+                done.nest(f"if (ow0 + {j} < {out_w})" if out_w % pixels else "", lane)
+            fin.nest(f"if (co < {cout})" if cout % channels else "", done)
+            s.nest("", fin)
+        return gen.finish(s, total, vec_group(total, gen.params.work_group))
     for c in range(channels):
         for j in range(pixels):
             fin = Scope(s)
