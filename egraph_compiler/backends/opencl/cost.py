@@ -53,8 +53,8 @@ import numpy as np
 
 from egraph_compiler.backends.opencl.cpu_conv import CHUNK_MADS, LANES_CONVS, LanesConv
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as VARIANT_LANES_CONV
+from egraph_compiler.backends.opencl.cpu_window import POINTWISE_VECS, VEC_CONVS, VecConv
 from egraph_compiler.backends.opencl.cpu_window import VARIANT as VARIANT_VEC_CONV
-from egraph_compiler.backends.opencl.cpu_window import VEC_CONVS, VecConv
 from egraph_compiler.backends.opencl.depthwise import Depthwise, lanes_group
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.rows import RowSplit, chunking
@@ -406,18 +406,33 @@ def _vec_conv_options(device: DeviceModel, m: int, n: int, k: int, taps: int, wi
     rates `DeviceModel.vec_conv_us` fitted to 20 measured (conv, block) pairs (ResNet-50
     at an eighth of the width and MobileNetV3 on PoCL here; within 0.6-2.1× of each,
     and for every conv the block it prices cheapest was the fastest measured)."""
-    if not device.vec_conv_us or taps <= 1:
+    if not device.vec_conv_us or taps < 1:
         return []
     cin, side = k // taps, max(1, round(taps ** 0.5))
     width = width or max(1, round(n ** 0.5))
-    if (cin > 4 or stride > 2) and width > 16:
-        return []
     fma_us, element_us, output_us = device.vec_conv_us
+    blocks = VEC_CONVS
+    if taps == 1:
+        # a 1×1 conv (`cpu_window.flat_applies`: at stride 1 the plane is one row), its
+        # epilogue on whole vectors (`cpu_epilogue`, an eighth of the per-output cost
+        # fitted with per-element epilogues). Offered where it measured faster than the
+        # direct and conv-lanes kernels on PoCL (ResNet-50's 1×1 convs at an eighth of
+        # the width, a residual Add → Relu epilogue or none): maps of at least 28×28
+        # outputs (0.012-0.021 ms against 0.020-0.067), stride-2 ones with rows of at
+        # least 14 (0.033-0.068 against 0.059-0.081); on 14×14 and 7×7 maps at stride 1
+        # direct was as fast or faster (0.022-0.026 against 0.017-0.038)
+        if n < 28 * 28 and (stride == 1 or width < 14):
+            return []
+        blocks, output_us = POINTWISE_VECS, output_us / 8
+        if stride == 1:
+            width = n
+    elif (cin > 4 or stride > 2) and width > 16:
+        return []
     rows = max(1, n // width)
     result = []
-    for shape in VEC_CONVS:
+    for shape in blocks:
         channels = min(shape.channels, m)
-        if channels != shape.channels and VecConv(channels, shape.pixels) in VEC_CONVS:
+        if channels != shape.channels and VecConv(channels, shape.pixels) in blocks:
             continue  # the same kernel as a smaller block listed
         items = _cdiv(m, channels) * rows * _cdiv(width, shape.pixels)
         span = (shape.pixels - 1) * stride + side

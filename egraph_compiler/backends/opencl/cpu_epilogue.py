@@ -13,9 +13,9 @@ expressions (`emit.ValueEmitter` with ``vector`` set declares its float32 values
 ``floatN``; the spellings are OpenCL C that reads the same on vectors: arithmetic,
 the built-ins, comparisons with ``?:``, which on vectors is a per-lane select), so
 the operator's semantics are unchanged lane by lane: the division stays a division,
-no reciprocal is substituted. It applies where every value the spine reads besides
-the chain is the same for all the vector's lanes (a per-channel bias or scale, a
-scalar): such an operand is loaded once as a scalar and broadcast. Only elementwise
+no reciprocal is substituted. Every value the spine reads besides the chain is either
+the same for all the vector's lanes (a per-channel bias or scale, a scalar): such an operand is loaded once as a scalar and broadcast; one that
+differs (a residual Add's other input) is gathered lane by lane into a vector. Only elementwise
 float32 operators qualify (no index-changing operator, no comparison result, no
 Cast/Where/Mod: their spellings are scalar-only or their types are not float). The
 values the block stores are then written lane by lane (each lane's own address).
@@ -24,7 +24,7 @@ values the block stores are then written lane by lane (each lane's own address).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from egraph_compiler import ops
@@ -40,16 +40,23 @@ _SCALAR_ONLY = frozenset({"Cast", "IsInf", "Where", "Mod", "BitShift"})
 LANE_NAMES = "0123456789abcdef"
 
 
-def applies(gen: _Gen, lane_dims: Sequence[int]) -> bool:
-    """The block's epilogue can run on vectors whose lanes run along the iteration
-    dims ``lane_dims``: every spine node is a float32 elementwise operator that
-    `emit.ValueEmitter` spells without an index-changing handler, and every operand
-    it reads besides the chain is indexed without those dims (the same for all lanes)."""
-    lane_vars = {f"i{d}" for d in lane_dims}
+def applies(gen: _Gen) -> bool:
+    """The block's epilogue can run on vectors: every spine node is a float32
+    elementwise operator that `emit.ValueEmitter` spells without an index-changing
+    handler, and every operand it reads besides the chain is float32."""
+    return bool(_gathered(gen) is not None)
+
+
+def _gathered(gen: _Gen, lane_dim: int = 3) -> list[tuple[str, tuple[ix.IExpr, ...]]] | None:
+    """The operands besides the chain that differ across the lanes (those indexed
+    with iteration dim ``lane_dim``, a residual Add's other input), each with the index
+    the spine reads it at; None where the epilogue cannot run on vectors."""
+    lane_var = f"i{lane_dim}"
+    gathered: list[tuple[str, tuple[ix.IExpr, ...]]] = []
     view, forward = gen.view, gen.shape.forward
     anchor_out = gen.anchor().outputs[0]
     if view.dtype(anchor_out) != "float32":
-        return False
+        return None
     for n in gen.shape.spine:
         node = view.nodes[n]
         out = node.outputs[0]
@@ -57,27 +64,43 @@ def applies(gen: _Gen, lane_dims: Sequence[int]) -> bool:
         builtin = info.decl.builtin if info is not None else None
         if hasattr(gen.em, f"_op_{node.op}") or node.op in _SCALAR_ONLY or \
                 builtin in sp.BITWISE or view.dtype(out) != "float32":
-            return False
+            return None
         for k, name in enumerate(node.inputs):
             if not name or name in forward:
                 continue
             if view.dtype(name) != "float32":
-                return False
+                return None
             if node.op == "BatchNormalization" and k > 0:
                 continue  # per-channel parameters (`emit._operands`)
             index = ix.broadcast_index(forward[out], tuple(view.shape(out)),
                                        tuple(view.shape(name)))
             used = set(re.findall(r"\bi\d+\b", " ".join(ix.render(e) for e in index)))
-            if used & lane_vars:
-                return False
-    return all(value == anchor_out or value in forward for value in gen.stores)
+            if lane_var in used and (name, index) not in gathered:
+                gathered.append((name, index))
+    if not all(value == anchor_out or value in forward for value in gen.stores):
+        return None
+    return gathered
 
 
-def vector_epilogue(gen: _Gen, scope: Scope, value: str, vector: str) -> dict[str, str]:
+def vector_epilogue(gen: _Gen, scope: Scope, value: str, vector: str,
+                    lane: Callable[[Scope, int], str | None]) -> dict[str, str]:
     """Emit the spine on ``value`` (a ``vector`` expression: the anchor's outputs of
     one channel, bias added) into ``scope``, where the iteration variables are
-    declared; returns each stored value's vector variable. Call only where `applies`."""
+    declared; returns each stored value's vector variable. Call only where `applies`.
+    An operand that differs across the lanes is gathered into a vector first, lane by
+    lane: ``lane(scope, j)`` declares lane ``j``'s iteration variables in ``scope``
+    and returns the condition that the lane is inside the output (None: always)."""
     node = gen.anchor()
+    lanes = int(vector.removeprefix("float"))
+    for name, index in _gathered(gen) or ():
+        var = gen.em.fresh("g")
+        scope.emit(f"{vector} {var} = ({vector})(0.0f);")
+        for j in range(lanes):
+            inner = Scope(scope)
+            inside = lane(inner, j)
+            inner.emit(f"{var}.s{LANE_NAMES[j]} = {gen.em.value(inner, name, index)};")
+            scope.nest(f"if ({inside})" if inside else "", inner)
+        scope.memo[(name, index)] = var  # what the spine's operand walk looks up
     gen.em.vector = vector
     try:
         held = gen.em.assign(scope, "float32", value)
