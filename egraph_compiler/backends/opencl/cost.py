@@ -414,16 +414,21 @@ def _vec_conv_options(device: DeviceModel, m: int, n: int, k: int, taps: int, wi
     blocks = VEC_CONVS
     if taps == 1:
         # a 1×1 conv (`cpu_window.flat_applies`: at stride 1 the plane is one row), its
-        # epilogue on whole vectors (`cpu_epilogue`, an eighth of the per-output cost
-        # fitted with per-element epilogues). Offered where it measured faster than the
-        # direct and conv-lanes kernels on PoCL (ResNet-50's 1×1 convs at an eighth of
-        # the width, a residual Add → Relu epilogue or none): maps of at least 28×28
-        # outputs (0.012-0.021 ms against 0.020-0.067), stride-2 ones with rows of at
-        # least 14 (0.033-0.068 against 0.059-0.081); on 14×14 and 7×7 maps at stride 1
-        # direct was as fast or faster (0.022-0.026 against 0.017-0.038)
-        if n < 28 * 28 and (stride == 1 or width < 14):
+        # epilogue on whole vectors (`cpu_epilogue`: an eighth of the per-output cost
+        # fitted with per-element epilogues) and its loaded segment the tap's vector
+        # (no second element cost). Offered where it measured faster than the direct
+        # and conv-lanes kernels on PoCL (loaded machine; ResNet-50's 1×1 convs at an
+        # eighth of the width, MobileNetV3-small's): maps of at least 14×14 outputs
+        # (MobileNetV3's 14×14 ones 0.029-0.106 ms against direct's 0.042-0.159, its
+        # 72-channel 56×56 one 0.085 against conv-lanes' 0.157, ResNet's 28×28 ones
+        # 0.012-0.021 against 0.020-0.067), stride-2 ones with rows of at least 14
+        # (0.033-0.068 against 0.059-0.081); on 7×7 maps direct was as fast or faster.
+        # The 32-channel block only on maps of at least 28×28: on 14×14 ones its fewer
+        # work-items ran up to 1.9× slower than the 16-channel block
+        if n < 14 * 14 or (stride > 1 and width < 14):
             return []
-        blocks, output_us = POINTWISE_VECS, output_us / 8
+        blocks, output_us = POINTWISE_VECS if n >= 28 * 28 else POINTWISE_VECS[:1], \
+            output_us / 8
         if stride == 1:
             width = n
     elif (cin > 4 or stride > 2) and width > 16:
@@ -436,8 +441,9 @@ def _vec_conv_options(device: DeviceModel, m: int, n: int, k: int, taps: int, wi
             continue  # the same kernel as a smaller block listed
         items = _cdiv(m, channels) * rows * _cdiv(width, shape.pixels)
         span = (shape.pixels - 1) * stride + side
+        placed = 0 if taps == 1 else shape.pixels * side  # tap vectors built per row
         estimate = items * (cin * taps * channels * _cdiv(shape.pixels, 8) * fma_us +
-                            cin * side * (span + shape.pixels * side) * element_us +
+                            cin * side * (span + placed) * element_us +
                             channels * shape.pixels * output_us)
         result.append(Option(VARIANT_VEC_CONV, VecConv(channels, shape.pixels), estimate))
     return result
