@@ -43,8 +43,22 @@ LANE_NAMES = "0123456789abcdef"
 def applies(gen: _Gen) -> bool:
     """The block's epilogue can run on vectors: every spine node is a float32
     elementwise operator that `emit.ValueEmitter` spells without an index-changing
-    handler, and every operand it reads besides the chain is float32."""
-    return bool(_gathered(gen) is not None)
+    handler and without a scalar-only helper (`spelling.SCALAR_HELPERS`: a trial
+    emission says), and every operand it reads besides the chain is float32."""
+    if _gathered(gen) is None:
+        return False
+    trial, pinned = Scope(), gen.em.pinned
+    gen.em.vector = "float16"
+    try:
+        gen.em.pinned = {gen.anchor().outputs[0]: "v"}
+        for n in gen.shape.spine:
+            node = gen.view.nodes[n]
+            gen.em.pinned[node.outputs[0]] = gen.em.node_value(
+                trial, node, node.outputs[0], gen.shape.forward[node.outputs[0]])
+    finally:
+        gen.em.vector, gen.em.pinned = None, pinned
+    text = "\n".join(trial.lines)
+    return not any(name in text for name in sp.SCALAR_HELPERS)
 
 
 def _gathered(gen: _Gen, lane_dim: int = 3) -> list[tuple[str, tuple[ix.IExpr, ...]]] | None:
