@@ -401,7 +401,9 @@ def _vec_conv_options(device: DeviceModel, m: int, n: int, k: int, taps: int, wi
     MobileNetV3 stem): a stem (at most 4 input channels) of stride 1 or 2 (AlexNet's
     11×11 stride-4 stem ran 2.5 ms against the window kernel's 1.5) or output rows that
     fit one 16-wide vector (VGG-sized 3×3 convs too: 256 channels on 14×14 2.0 ms
-    against 3.1, 512 on 7×7 4.1 against 23.6). Priced per work-item: its vector multiply-adds, the row segments it
+    against 3.1, 512 on 7×7 4.1 against 23.6), or of at most 8 input channels at stride
+    1 (with its epilogue on vectors, `cpu_epilogue`: ResNet-50's 56×56 3×3 at an eighth
+    of the width 0.062 ms against 0.086; 16 channels on 28×28 measured no faster). Priced per work-item: its vector multiply-adds, the row segments it
     loads and the tap vectors it builds from them, and its outputs' epilogues, at the
     rates `DeviceModel.vec_conv_us` fitted to 20 measured (conv, block) pairs (ResNet-50
     at an eighth of the width and MobileNetV3 on PoCL here; within 0.6-2.1× of each,
@@ -431,7 +433,7 @@ def _vec_conv_options(device: DeviceModel, m: int, n: int, k: int, taps: int, wi
             output_us / 8
         if stride == 1:
             width = n
-    elif (cin > 4 or stride > 2) and width > 16:
+    elif (cin > 8 or stride > 2 or (cin > 4 and stride > 1)) and width > 16:
         return []
     rows = max(1, n // width)
     result = []
