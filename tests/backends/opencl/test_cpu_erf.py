@@ -7,10 +7,15 @@ built-in."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
+from onnx import helper
 
+from egraph_compiler.backends.opencl import KernelParams
 from egraph_compiler.backends.opencl import spelling as sp
+from tests.backends.opencl.test_cpu_conv import _run
+from tests.backends.opencl.test_gemm import _model
 
 
 def _sweep() -> np.ndarray:
@@ -56,3 +61,23 @@ def test_erf_calls_the_helper_and_the_gpu_class_keeps_the_builtin() -> None:
     assert sp.helpers("y = dnnr_erf(t);", "cpu") == [sp.ERF_HELPER]
     assert "return erf(x);" in sp.helpers("y = dnnr_erf(t);", "gpu")[0]
     assert sp.helpers("y = exp(t);", "cpu") == []
+
+
+def test_matmul_with_an_erf_gelu_epilogue_matches_onnxruntime(tmp_path: Path) -> None:
+    """BERT's GELU as torch exports it (Div, Erf, Add, Mul, Mul) after a MatMul, fused
+    into one launch on the CPU class: the kernel defines and calls `dnnr_erf`."""
+    rng = np.random.default_rng(7)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]),
+             helper.make_node("Div", ["h", "root2"], ["d"]),
+             helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["p"]),
+             helper.make_node("Mul", ["h", "p"], ["m"]),
+             helper.make_node("Mul", ["m", "half"], ["y"])]
+    constants = {"W": (rng.standard_normal((32, 48)) * 0.8).astype(np.float32),
+                 "root2": np.array(1.4142135381698608, np.float32),
+                 "one": np.array(1.0, np.float32), "half": np.array(0.5, np.float32)}
+    model = _model(nodes, {"x": [16, 32]}, [16, 48], constants)
+    launches = _run(model, KernelParams.for_device("cpu"), tmp_path)
+    assert len(launches) == 1
+    source = (tmp_path / "kernels.cl").read_text()
+    assert "static inline float dnnr_erf" in source and "= dnnr_erf(" in source
