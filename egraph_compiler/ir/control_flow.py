@@ -115,14 +115,8 @@ class Inliner:
         """``target`` = the pieces, each given a new axis ``axis``, concatenated along it."""
         unsqueezed = []
         for k, piece in enumerate(pieces):
-            out = self.ctx.fresh_value(f"{target}_{k}")
-            if self.ctx.opset >= 13:
-                axes = self._constant(f"{name}_axes", np.asarray([axis], dtype=np.int64))
-                node = helper.make_node("Unsqueeze", [piece, axes], [out], name=f"{name}_unsqueeze{k}")
-            else:
-                node = helper.make_node("Unsqueeze", [piece], [out], name=f"{name}_unsqueeze{k}",
-                                        axes=[axis])
-            self.process([node])
+            out = self.ctx.fresh_value(f"{target}_{k}")  # axes as the IR holds them, at any opset
+            self.process([helper.make_node("Unsqueeze", [piece], [out], name=f"{name}_unsqueeze{k}", axes=[axis])])
             unsqueezed.append(out)
         self.process([helper.make_node("Concat", unsqueezed, [target], name=f"{name}_stack", axis=axis)])
 

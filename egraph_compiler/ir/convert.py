@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.graph import AttrValue, Node, TensorAttr
+from egraph_compiler.ir.graph import Node, TensorAttr
 
 # Sequence and optional operators (If / Loop / Scan are inlined first: ir/control_flow.py).
 CONTROL_FLOW = frozenset({
@@ -45,6 +45,8 @@ IR_ONLY_ATTRS: dict[str, frozenset[str]] = {
     "Pad": frozenset({"pads", "value", "axes"}),
     "Clip": frozenset({"min", "max"}),
 }
+# Opset-11+ inputs that stand for an IR attribute of another name (Pad's opset-2 ``value``).
+_INPUT_ATTRS = {("Pad", "constant_value"): "value"}
 # Attributes of opsets 18+ the IR keeps (declared in rules/operators.dnnr without a default,
 # so only a node that has them writes them back, at the input model's opset).
 LATER_OPSET_ATTRS: dict[str, frozenset[str]] = {
@@ -55,14 +57,9 @@ LATER_OPSET_ATTRS: dict[str, frozenset[str]] = {
     "DequantizeLinear": frozenset({"block_size"}),
 }
 # Attributes of later opsets that are harmless to drop at their default value.
-_DROPPABLE = {
-    ("Cast", "saturate"): None, ("CastLike", "saturate"): None,
-    ("QuantizeLinear", "saturate"): None, ("QuantizeLinear", "output_dtype"): 0,
-    ("Split", "num_outputs"): None,
-    ("BatchNormalization", "spatial"): 1, ("BatchNormalization", "is_test"): None,
-    ("BatchNormalization", "consumed_inputs"): None, ("BatchNormalization", "training_mode"): 0,
-    ("Resize", "antialias"): 0, ("Resize", "keep_aspect_ratio_policy"): "stretch",
-}
+# (BatchNormalization's and CastLike's are removed by their rules, Resize's kept: `LATER_OPSET_ATTRS`.)
+_DROPPABLE = {("Cast", "saturate"): None, ("QuantizeLinear", "saturate"): None,
+              ("QuantizeLinear", "output_dtype"): 0, ("Split", "num_outputs"): None}
 
 
 class ImportContext(Protocol):
@@ -98,6 +95,7 @@ class NodeConverter:
         if op in CONTROL_FLOW:
             raise ModelError(f"{label}: sequence and optional values are not supported (dnnr's IR "
                              "holds tensors only)")
+        node = self._constant_inputs_as_attrs(node)
         rule = getattr(self, f"_convert_{op}", None)
         if rule is None and op in _REDUCE:
             rule = self._convert_reduce
@@ -108,26 +106,29 @@ class NodeConverter:
     def _const(self, name: str) -> np.ndarray | None:
         return self.ctx.constants.get(name) if name else None
 
-    def _ints(self, node: Node, index: int) -> tuple[int, ...] | None:
-        """A constant int input as a tuple; None if absent or not constant."""
-        if index >= len(node.inputs) or not node.inputs[index]:
-            return None
-        value = self._const(node.inputs[index])
-        if value is None:
-            return None
-        return tuple(int(v) for v in value.reshape(-1))
-
-    def _move_to_attr(self, node: Node, index: int, attr: str, label: str) -> Node:
-        """Turn the optional constant input ``index`` into ``attr`` (trailing inputs only)."""
-        if index >= len(node.inputs):
+    def _constant_inputs_as_attrs(self, node: Node) -> Node:
+        """The inputs ``node``'s schema (at the model's opset) names like an attribute the
+        IR holds (opset 17's attributes, `IR_ONLY_ATTRS`, `_INPUT_ATTRS`) become that
+        attribute when constant: all of them, or with one computed at run time none (the
+        node keeps its opset-17+ form). A scalar of the data's type ("T") becomes a float,
+        an int list one opset 17 takes as a single int (DFT's axis) that int."""
+        try:
+            formals = onnx.defs.get_schema(node.op, self.ctx.opset).inputs
+            kinds = onnx.defs.get_schema(node.op, 17).attributes
+        except onnx.defs.SchemaError:  # an operator later than 17 or no longer defined
             return node
-        name = node.inputs[index]
-        if not name:
-            return _with(node, inputs=node.inputs[:index])
-        values = self._ints(node, index)
-        if values is None:
-            return node  # computed at run time: stays an input, opset-17 style
-        return _with(node, inputs=node.inputs[:index], attrs={attr: values})
+        held = set(kinds) | IR_ONLY_ATTRS.get(node.op, frozenset())
+        moved = {k: _INPUT_ATTRS.get((node.op, f.name), f.name) for k, f in enumerate(formals)
+                 if k and k < len(node.inputs) and _INPUT_ATTRS.get((node.op, f.name), f.name) in held}
+        values = {k: self._const(node.inputs[k]) for k in moved if node.inputs[k]}
+        if not moved or any(v is None for v in values.values()):
+            return node
+        attrs: dict[str, object] = {}
+        for k, value in values.items():
+            ints = tuple(int(i) for i in value.reshape(-1))  # type: ignore[union-attr]
+            attrs[moved[k]] = (float(value.reshape(-1)[0]) if value.size else None) if formals[k].type_str == "T" else \
+                ints[0] if moved[k] in kinds and kinds[moved[k]].type == onnx.AttributeProto.INT else ints
+        return _with(node, inputs=[name for k, name in enumerate(node.inputs) if k not in moved], attrs=attrs)
 
     # -- rules -----------------------------------------------------------------
     def _convert_Identity(self, node: Node, label: str) -> list[Node]:
@@ -150,15 +151,9 @@ class NodeConverter:
                  (("value", TensorAttr.from_numpy(np.ones(1, dtype=bool))),), f"{node.name}_mask"),
         ]
 
-    def _convert_Unsqueeze(self, node: Node, label: str) -> list[Node]:
-        return [self._move_to_attr(node, 1, "axes", label)]
-
-    _convert_Squeeze = _convert_Unsqueeze
-
     def _convert_reduce(self, node: Node, label: str) -> list[Node]:
-        converted = self._move_to_attr(node, 1, "axes", label)
-        noop = converted.attr("noop_with_empty_axes", 0)
-        converted = _with(converted, attrs={"noop_with_empty_axes": None})
+        noop = node.attr("noop_with_empty_axes", 0)
+        converted = _with(node, attrs={"noop_with_empty_axes": None})
         axes = converted.attr("axes")
         if len(converted.inputs) > 1:  # run-time axes (ReduceSum opset 13+, the others 18+)
             if noop and node.op != "ReduceSum":  # the IR declares the flag on ReduceSum only
@@ -172,54 +167,12 @@ class NodeConverter:
             converted = _with(converted, attrs={"axes": None})
         return [converted]
 
-    def _convert_Split(self, node: Node, label: str) -> list[Node]:
-        converted = self._move_to_attr(node, 1, "split", label)
-        return [_with(converted, attrs={"num_outputs": None})]  # run-time sizes stay an input
-
-    def _convert_Slice(self, node: Node, label: str) -> list[Node]:
-        if self.ctx.opset < 10:
-            return [node]
-        bounds = [self._ints(node, i) for i in range(1, 5)]
-        present = [i for i in range(1, 5) if i < len(node.inputs) and node.inputs[i]]
-        if any(bounds[i - 1] is None for i in present):
-            return [node]  # run-time bounds: opset-17 form
-        attrs: dict[str, AttrValue] = {"starts": bounds[0], "ends": bounds[1]}
-        if bounds[2] is not None:
-            attrs["axes"] = bounds[2]
-        if bounds[3] is not None:
-            attrs["steps"] = bounds[3]
-        return [_with(node, inputs=node.inputs[:1], attrs=attrs)]
-
     def _convert_Pad(self, node: Node, label: str) -> list[Node]:
         mode = node.attr("mode", "constant")
         if mode not in ("constant", "reflect", "edge", "wrap"):  # wrap: opset 19
             raise ModelError(f"{label}: Pad mode {mode!r} is not supported")
-        if self.ctx.opset < 11:
-            value = float(node.attr("value", 0.0))
-            return [_with(node, attrs={"value": value or None})]
-        pads, axes = self._ints(node, 1), self._ints(node, 3)
-        fill = self._const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros(1)
-        if pads is None or fill is None or (len(node.inputs) > 3 and node.inputs[3] and axes is None):
-            return [node]  # run-time pads, fill or axes stay inputs (opset-18 form)
-        attrs: dict[str, AttrValue] = {"pads": pads, "axes": axes}
-        value = float(fill.reshape(-1)[0]) if fill.size else 0.0
-        attrs["value"] = value if value else None
-        return [_with(node, inputs=node.inputs[:1], attrs=attrs)]
-
-    def _convert_Clip(self, node: Node, label: str) -> list[Node]:
-        if self.ctx.opset < 11:
-            return [node]
-        attrs: dict[str, AttrValue] = {}
-        keep = list(node.inputs[:1])
-        for index, key in ((1, "min"), (2, "max")):
-            name = node.inputs[index] if index < len(node.inputs) else ""
-            if not name:
-                continue
-            value = self._const(name)
-            if value is None:
-                return [node]  # run-time bounds stay inputs
-            attrs[key] = float(value.reshape(-1)[0])
-        return [_with(node, inputs=keep, attrs=attrs)]
+        value = float(node.attr("value", 0.0))  # opset 2's attribute, or opset 11's constant input
+        return [_with(node, attrs={"value": value or None})]
 
     def _convert_Softmax(self, node: Node, label: str) -> list[Node]:
         if self.ctx.opset >= 13:
@@ -267,34 +220,24 @@ class NodeConverter:
         ]
 
     def _convert_Upsample(self, node: Node, label: str) -> list[Node]:
-        if self.ctx.opset < 9:
-            scales = np.asarray(node.attr("scales", ()), dtype=np.float32)
-        else:
-            scales = self._const(node.inputs[1])
-            if scales is None:  # run-time scales: the same Resize, reading them as they come
-                return [self._resize_asymmetric(node, node.inputs[1], label)]
-        return [self._resize_asymmetric(node, scales.astype(np.float32), label)]
-
-    def _resize_asymmetric(self, node: Node, scales: np.ndarray | str, label: str) -> Node:
-        """Upsample / Resize-10 as opset-17 Resize: asymmetric coordinates, floor rounding
-        (``scales`` a constant, or the name of a run-time float32 value)."""
-        if not isinstance(scales, str) and np.any(scales < 1):
-            raise ModelError(f"{label}: downsampling {node.op} before opset 11 is not supported")
+        """Upsample (and Resize-10, Upsample-9 renamed) as opset-17 Resize: asymmetric
+        coordinates, floor rounding; its scales an attribute (opset 7–8), a constant or a
+        run-time input (the same Resize, reading them as they come)."""
+        scales = node.inputs[1] if self.ctx.opset >= 9 else ""
+        constant = self._const(scales) if scales else np.asarray(node.attr("scales", ()), dtype=np.float32)
+        if constant is not None:
+            if np.any(constant < 1):
+                raise ModelError(f"{label}: downsampling {node.op} before opset 11 is not supported")
+            scales = self.ctx.add_constant(f"{node.outputs[0]}_scales", constant.astype(np.float32))
         mode = str(node.attr("mode", "nearest"))
         if mode not in ("nearest", "linear"):
             raise ModelError(f"{label}: {node.op} mode {mode!r} is not supported")
-        scales_name = scales if isinstance(scales, str) else \
-            self.ctx.add_constant(f"{node.outputs[0]}_scales", scales)
         attrs = (("coordinate_transformation_mode", "asymmetric"), ("mode", mode), ("nearest_mode", "floor"))
-        return Node("Resize", (node.inputs[0], "", scales_name), node.outputs, attrs, node.name)
+        return [Node("Resize", (node.inputs[0], "", scales), node.outputs, attrs, node.name)]
 
     def _convert_Resize(self, node: Node, label: str) -> list[Node]:
-        if self.ctx.opset < 11:
-            scales = self._const(node.inputs[1])
-            if scales is None:
-                raise ModelError(f"{label}: Resize-10 with run-time scales is not supported")
-            return [self._resize_asymmetric(node, scales.astype(np.float32), label)]
-        return [node]  # opset 18/19's axes, antialias, aspect policy and modes: the OpenCL backend checks them
+        # opset 18/19's axes, antialias, aspect policy and modes: the OpenCL backend checks them
+        return self._convert_Upsample(node, label) if self.ctx.opset < 11 else [node]
 
     def _convert_Scatter(self, node: Node, label: str) -> list[Node]:
         return [_with(node, op="ScatterElements")]
@@ -323,15 +266,10 @@ class NodeConverter:
         return [_with(node, op="Cast", inputs=node.inputs[:1], attrs={"to": to})]
 
     def _convert_DFT(self, node: Node, label: str) -> list[Node]:
-        """Opset 20 moved DFT's axis to an input (default -2): a constant one becomes the
-        IR's attribute; a run-time one stays as the third input (`axis_input`)."""
-        if self.ctx.opset < 20:
+        """Opset 20 moved DFT's axis to an input, by default -2 (opset 17's attribute: 1)."""
+        if self.ctx.opset < 20 or node.attr("axis") is not None or (len(node.inputs) > 2 and node.inputs[2]):
             return [node]
-        axis = self._const(node.inputs[2]) if len(node.inputs) > 2 else None
-        if len(node.inputs) > 2 and node.inputs[2] and axis is None:
-            return [node]
-        value = -2 if axis is None else int(np.asarray(axis).reshape(-1)[0])
-        return [_with(node, inputs=node.inputs[:2], attrs={"axis": value})]
+        return [_with(node, inputs=node.inputs[:2], attrs={"axis": -2})]
 
     def _convert_Compress(self, node: Node, label: str) -> list[Node]:
         """Compress by a constant condition is a Gather of the kept positions (static
@@ -394,7 +332,7 @@ def _opset17_attrs(node: Node, label: str) -> Node:
         if key in allowed:
             continue
         default = _DROPPABLE.get((node.op, key), "<keep>")
-        if default is None or default == value or (default == "ones" and isinstance(value, tuple) and set(value) <= {1}):
+        if default is None or default == value:
             dropped[key] = None
             continue
         raise ModelError(f"{label}: attribute {key}={value!r} has no opset-17 equivalent in dnnr")

@@ -19,14 +19,11 @@ them, so before planning it replaces each by operators it compiles (`decompose`)
 - ``HannWindow`` / ``HammingWindow`` / ``BlackmanWindow`` / ``MelWeightMatrix`` whose inputs
   are constants: folded to the constant they are.
 - ``LayerNormalization`` whose Mean or InvStdDev output is used: Y stays a
-  LayerNormalization (the rownorm kernel), the statistics are ReduceMean / Sub / Mul /
-  Sqrt / Reciprocal beside it;
+  LayerNormalization (the rownorm kernel), the statistics are ONNX's function body's;
 - ``MaxPool`` of 8- or 16-bit integers or float16: Cast to float32, MaxPool, Cast back
-  (exact); one
-  whose Indices output is used: MaxPool and the dnnr-internal MaxPoolIndices beside it;
-- ``DynamicQuantizeLinear``: its function body (ReduceMin/ReduceMax, Div, Round, Clip,
-  Cast to uint8);
-- ``MeanVarianceNormalization``: its function body (ReduceMean, Sub, Sqrt, Div);
+  (exact); one whose Indices output is used: MaxPool and the dnnr-internal MaxPoolIndices beside it;
+- ``DynamicQuantizeLinear``, ``MeanVarianceNormalization``: ONNX's own function body
+  (GroupNormalization's gives 3 kernels where InstanceNormalization's rownorm gives 1);
 - ``TopK`` whose indices are used: TopK for the values and the dnnr-internal TopKIndices
   (rules/operators.dnnr, block "opsk") for the indices;
 - ``Col2Im`` stays (its kernel is ``anchor indexed``, backends/opencl/ops_extra.py) when
@@ -44,11 +41,15 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import onnx
+import onnx.inliner
 
 from egraph_compiler.ir import conv_transpose
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.graph import AttrValue, Graph, Node
+from egraph_compiler.ir.graph import AttrValue, Graph, Node, Value
 from egraph_compiler.ir.names import fresh_name
+from egraph_compiler.ir.onnx_export import to_onnx
+from egraph_compiler.ir.onnx_import import load_onnx
 
 
 class _Builder:
@@ -137,12 +138,11 @@ def _refuse(b: _Builder, node: Node, what: str, hint: str) -> ModelError:
 # -- recurrent layers -------------------------------------------------------------------------
 _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 _DEFAULT_ACTIVATIONS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}
-# ONNX's recurrent activations (the RNN operators' doc): which take alpha / beta, and their defaults.
-_ALPHA = {"affine": 1.0, "leakyrelu": 0.01, "thresholdedrelu": 1.0, "scaledtanh": 1.0,
-          "hardsigmoid": 0.2, "elu": 1.0}
-_BETA = {"affine": 0.0, "scaledtanh": 1.0, "hardsigmoid": 0.5}
-_PLAIN = {"relu": "Relu", "tanh": "Tanh", "sigmoid": "Sigmoid", "softsign": "Softsign",
-          "softplus": "Softplus"}
+# ONNX's recurrent activations (the RNN operators' doc). Their alpha / beta default to the
+# operator's (its schema's); Affine's and ScaledTanh's, operators ONNX has dropped, are here.
+_ACTIVATIONS = ("Relu", "Tanh", "Sigmoid", "Affine", "LeakyRelu", "ThresholdedRelu", "ScaledTanh",
+                "HardSigmoid", "Elu", "Softsign", "Softplus")
+_DROPPED = {"Affine": {"alpha": 1.0, "beta": 0.0}, "ScaledTanh": {"alpha": 1.0, "beta": 1.0}}
 
 Activation = Callable[[_Builder, str], str]
 
@@ -154,33 +154,27 @@ def _activations(node: Node, directions: int) -> list[list[Activation]]:
     if len(names) != per_direction * directions:
         raise ModelError(f"node '{node.name}' ({node.op}): {len(names)} activations for "
                          f"{directions} direction(s); ONNX wants {per_direction} per direction")
-    alphas = list(node.attr("activation_alpha") or ())
-    betas = list(node.attr("activation_beta") or ())
+    given = {"alpha": list(node.attr("activation_alpha") or ()), "beta": list(node.attr("activation_beta") or ())}
     functions: list[Activation] = []
     for name in names:
-        key = str(name).lower()
-        alpha = (alphas.pop(0) if alphas else _ALPHA[key]) if key in _ALPHA else None
-        beta = (betas.pop(0) if betas else _BETA[key]) if key in _BETA else None
-        functions.append(_activation(node, key, alpha, beta))
+        op = next((a for a in _ACTIVATIONS if a.lower() == str(name).lower()), None)
+        if op is None:
+            raise ModelError(f"node '{node.name}' ({node.op}): activation '{name}' is not one of "
+                             "ONNX's recurrent activations")
+        schema = _DROPPED.get(op) or {k: a.default_value.f for k, a in onnx.defs.get_schema(op).attributes.items()}
+        params = {k: float(given[k].pop(0) if given[k] else schema[k]) for k in ("alpha", "beta") if k in schema}
+        functions.append(_activation(op, params))
     return [functions[d * per_direction:(d + 1) * per_direction] for d in range(directions)]
 
 
-def _activation(node: Node, key: str, alpha: float | None, beta: float | None) -> Activation:
-    if key in _PLAIN:
-        return lambda b, x: b.op(_PLAIN[key], [x])
-    if key in ("leakyrelu", "thresholdedrelu", "elu"):
-        op = {"leakyrelu": "LeakyRelu", "thresholdedrelu": "ThresholdedRelu", "elu": "Elu"}[key]
-        return lambda b, x: b.op(op, [x], alpha=float(alpha))
-    if key == "hardsigmoid":
-        return lambda b, x: b.op("HardSigmoid", [x], alpha=float(alpha), beta=float(beta))
-    if key == "affine":
-        return lambda b, x: b.op("Add", [b.op("Mul", [x, b.scalar(alpha, b.dtype_hint)]),
-                                         b.scalar(beta, b.dtype_hint)])
-    if key == "scaledtanh":
-        return lambda b, x: b.op("Mul", [b.op("Tanh", [b.op("Mul", [x, b.scalar(beta, b.dtype_hint)])]),
-                                         b.scalar(alpha, b.dtype_hint)])
-    raise ModelError(f"node '{node.name}' ({node.op}): activation '{key}' is not one of ONNX's "
-                     "recurrent activations")
+def _activation(op: str, params: dict[str, float]) -> Activation:
+    if op == "Affine":
+        return lambda b, x: b.op("Add", [b.op("Mul", [x, b.scalar(params["alpha"], b.dtype_hint)]),
+                                         b.scalar(params["beta"], b.dtype_hint)])
+    if op == "ScaledTanh":
+        return lambda b, x: b.op("Mul", [b.op("Tanh", [b.op("Mul", [x, b.scalar(params["beta"], b.dtype_hint)])]),
+                                         b.scalar(params["alpha"], b.dtype_hint)])
+    return lambda b, x: b.op(op, [x], **params)
 
 
 def _recurrent(b: _Builder, node: Node) -> None:
@@ -319,6 +313,35 @@ def _lstm_step(b: _Builder, node: Node, xt: str, h: str, c: str, r_t: str, peep:
 
 
 # -- normalisation ----------------------------------------------------------------------------
+def _onnx_function_body(b: _Builder, node: Node, outputs: Sequence[str] = ()) -> None:
+    """``node``'s ``outputs`` (default: all) as ONNX defines them: its schema's function body
+    at the graph's opset (the schema's attribute defaults filled in), inlined by onnx and
+    imported like any model (what the other outputs need alone is dropped), its own values
+    renamed apart from the graph's."""
+    outer = [v for v in (*node.inputs, *node.outputs) if v]
+    inputs = tuple(Value(v, b.graph.types[v]) for v in dict.fromkeys(node.inputs) if v and v not in b.constants)
+    wanted = tuple(Value(v, b.graph.types[v]) for v in outputs or node.outputs if v)
+    one = Graph(node.name, inputs, wanted, (node,),
+                {v: b.constants[v] for v in node.inputs if v in b.constants},
+                {v: b.graph.types[v] for v in outer if v in b.graph.types}, b.graph.opset)
+    model = to_onnx(one)
+    model.graph.value_info.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, t.dims)
+                                  for t in model.graph.initializer)  # the inliner types its operands
+    written = next(n for n in model.graph.node if n.op_type == node.op)
+    given = {a.name for a in written.attribute}
+    written.attribute.extend(a.default_value for name, a in onnx.defs.get_schema(node.op, model.opset_import[0].version)
+                             .attributes.items() if a.default_value.type and name not in given)
+    try:
+        body = load_onnx(onnx.inliner.inline_selected_functions(model, [], exclude=True, inline_schema_functions=True))
+    except (ModelError, RuntimeError) as error:  # onnx's inliner asserts in C++
+        raise _refuse(b, node, f"cannot inline ONNX's function body of {node.op}: {str(error).splitlines()[0]}",
+                      "bind the input dims (--bind NAME=INT)") from None
+    rename = {v: v if v in outer else b.fresh(v) for v in (*body.constants, *(o for n in body.nodes for o in n.outputs))}
+    b.constants.update({rename[k]: v for k, v in body.constants.items()})
+    b.nodes += [dataclasses.replace(n, inputs=tuple(rename.get(i, i) for i in n.inputs), name=rename[n.outputs[0]],
+                                    outputs=tuple(rename.get(o, o) for o in n.outputs)) for n in body.nodes]
+
+
 def _group_normalization(b: _Builder, node: Node) -> None:
     x, scale, bias = node.inputs[:3]
     shape = b.shape(x, node)
@@ -341,27 +364,9 @@ def _group_normalization(b: _Builder, node: Node) -> None:
 
 def _layer_normalization(b: _Builder, node: Node) -> None:
     """LayerNormalization whose Mean or InvStdDev output is used: the rownorm kernel writes
-    Y alone, so Y stays a LayerNormalization and the statistics are computed beside it
-    (ReduceMean over axis.., in float32 as stash_type=1 asks; onnx's function body)."""
-    x = node.inputs[0]
-    rank = len(b.shape(x, node))
-    axis = int(node.attr("axis", -1))
-    if not -rank <= axis < rank:
-        raise ModelError(f"node '{node.name}' (LayerNormalization): axis {axis} is out of range "
-                         f"for rank {rank}")
-    if int(node.attr("stash_type", 1)) != 1:
-        raise _refuse(b, node, "computes LayerNormalization's statistics in float32 only "
-                      "(stash_type=1)", "export with stash_type=1 (the default)")
-    axes = tuple(range(axis % rank, rank))
-    y, mean_out, inverse_out = (*node.outputs, "", "")[:3]
-    b.nodes.append(dataclasses.replace(node, outputs=(y,)))
-    stashed = x if b.dtype(x) == "float32" else b.op("Cast", [x], to=1)
-    mean = b.op("ReduceMean", [stashed], [mean_out or b.fresh("mean")], axes=axes, keepdims=1)
-    centred = b.op("Sub", [stashed, mean])
-    variance = b.op("ReduceMean", [b.op("Mul", [centred, centred])], axes=axes, keepdims=1)
-    epsilon = b.scalar(float(node.attr("epsilon", 1e-5)), "float32")
-    b.op("Reciprocal", [b.op("Sqrt", [b.op("Add", [variance, epsilon])])],
-         [inverse_out or b.fresh("inv_std_dev")])
+    Y alone, so Y stays a LayerNormalization and the statistics are ONNX's function body's."""
+    b.nodes.append(dataclasses.replace(node, outputs=node.outputs[:1]))
+    _onnx_function_body(b, node, node.outputs[1:])
 
 
 def _top_k(b: _Builder, node: Node) -> None:
@@ -372,39 +377,6 @@ def _top_k(b: _Builder, node: Node) -> None:
         b.nodes.append(dataclasses.replace(node, outputs=(values,)))
     b.nodes.append(dataclasses.replace(node, op="TopKIndices", outputs=(indices,),
                                        name=f"{node.name}/indices"))
-
-
-def _mean_variance_normalization(b: _Builder, node: Node) -> None:
-    """MeanVarianceNormalization: onnx's function body, (x - E[x]) / (sqrt(E[x²] - E[x]²)
-    + 1e-9) over axes (default 0, 2, 3)."""
-    x = node.inputs[0]
-    rank = len(b.shape(x, node))
-    axes = tuple(sorted(int(a) % rank for a in (node.attr("axes") or (0, 2, 3))))  # type: ignore[union-attr]
-    mean = b.op("ReduceMean", [x], axes=axes, keepdims=1)
-    mean_of_squares = b.op("ReduceMean", [b.op("Mul", [x, x])], axes=axes, keepdims=1)
-    variance = b.op("Sub", [mean_of_squares, b.op("Mul", [mean, mean])])
-    deviation = b.op("Add", [b.op("Sqrt", [variance]), b.scalar(1e-9, b.dtype(x))])
-    b.op("Div", [b.op("Sub", [x, mean]), deviation], outputs=[node.outputs[0]])
-
-
-def _dynamic_quantize_linear(b: _Builder, node: Node) -> None:
-    """DynamicQuantizeLinear: onnx's function body. The range [min(x, 0), max(x, 0)] over
-    255 is the scale, the zero point -min / scale saturated to [0, 255] and rounded half to
-    even, y = saturate(round(x / scale) + zero point), both as uint8."""
-    x = node.inputs[0]
-    rank = len(b.shape(x, node))
-    everything = tuple(range(rank))
-    zero = b.scalar(0.0, "float32")
-    low = b.op("Min", [b.op("ReduceMin", [x], axes=everything, keepdims=0), zero])
-    high = b.op("Max", [b.op("ReduceMax", [x], axes=everything, keepdims=0), zero])
-    y, scale_out, zero_out = (*node.outputs, "", "")[:3]
-    scale = b.op("Div", [b.op("Sub", [high, low]), b.scalar(255.0, "float32")], [scale_out or b.fresh("scale")])
-    shift = b.op("Round", [b.op("Clip", [b.op("Sub", [zero, b.op("Div", [low, scale])])], min=0.0, max=255.0)])
-    if zero_out:
-        b.op("Cast", [shift], [zero_out], to=2)  # uint8
-    quantised = b.op("Clip", [b.op("Add", [b.op("Round", [b.op("Div", [x, scale])]), shift])], min=0.0, max=255.0)
-    if y:
-        b.op("Cast", [quantised], [y], to=2)
 
 
 # 8- and 16-bit integers and float16 are exact in float32, and max is monotone: MaxPool over
@@ -540,8 +512,8 @@ DECOMPOSERS: dict[str, Callable[[_Builder, Node], None]] = {
     "Col2Im": _col2im,
     "LayerNormalization": _layer_normalization,
     "TopK": _top_k,
-    "MeanVarianceNormalization": _mean_variance_normalization,
-    "DynamicQuantizeLinear": _dynamic_quantize_linear,
+    "MeanVarianceNormalization": _onnx_function_body,
+    "DynamicQuantizeLinear": _onnx_function_body,
     "MaxPool": _max_pool,
     "ConvTranspose": conv_transpose.decompose,  # one Conv per stride phase
 }

@@ -122,6 +122,23 @@ def test_group_normalization_matches_onnxruntime() -> None:
     np.testing.assert_allclose(_run(_decomposed(model), feeds)[0], _run(model, feeds)[0], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize(("node", "outputs", "opset"), [
+    (helper.make_node("MeanVarianceNormalization", ["x"], ["y"]), ["y"], 17),  # default axes 0, 2, 3
+    (helper.make_node("MeanVarianceNormalization", ["x"], ["y"], axes=[1, 3]), ["y"], 18),  # axes inputs
+    (helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zero"]), ["y", "scale", "zero"], 18),
+])
+def test_onnx_function_body_matches_onnxruntime(node: onnx.NodeProto, outputs: list[str], opset: int) -> None:
+    """Lowered through the operator's schema function body, attribute defaults filled in."""
+    feeds = {"x": RNG.normal(size=(2, 3, 4, 5)).astype(np.float32)}
+    model = _model(node, feeds, outputs, opset)
+    if node.op_type == "DynamicQuantizeLinear":
+        del model.graph.output[:]
+        model.graph.output.extend(helper.make_tensor_value_info(o, t, s) for o, t, s in
+                                  [("y", TensorProto.UINT8, [2, 3, 4, 5]), ("scale", F, []), ("zero", TensorProto.UINT8, [])])
+    for got, want in zip(_run(_decomposed(model), feeds), _run(model, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize(("shape", "attrs", "length"), [
     ((2, 5, 3, 1), {"axis": 1}, None),
     ((2, 5, 3, 2), {"axis": 2, "inverse": 1}, None),

@@ -130,6 +130,8 @@ CASES = {
                    {"a": _i64(1)}),
     "upsample-9": (9, [helper.make_node("Upsample", ["x", "sc"], ["y"], mode="nearest")],
                    {"sc": np.asarray([1, 1, 2, 3], np.float32)}),
+    "resize-10": (10, [helper.make_node("Resize", ["x", "sc"], ["y"], mode="linear")],
+                  {"sc": np.asarray([1, 1, 2, 3], np.float32)}),
     "dropout-identity-7": (7, [helper.make_node("Dropout", ["x"], ["d"], ratio=0.3), helper.make_node("Identity", ["d"], ["i"]),
                                helper.make_node("Relu", ["i"], ["y"])], {}),
     "constant-of-shape-9": (9, [helper.make_node("ConstantOfShape", ["shape"], ["c"], value=numpy_helper.from_array(np.asarray([2.5], np.float32))),
@@ -141,7 +143,7 @@ CASES = {
 def test_old_opset_constant_inputs_keep_meaning(case: str) -> None:
     opset, nodes, inits = CASES[case]
     outputs = ("y", "z") if case.startswith("split") else ("y",)
-    shape = [2, 1, 4, 4] if case.startswith("upsample") else [4, 3, 4]
+    shape = [2, 1, 4, 4] if case.startswith(("upsample", "resize")) else [4, 3, 4]
     graph = _same_meaning(_model(opset, nodes, shape, inits, outputs))
     for node in graph.nodes:
         produced = {o for n in graph.nodes for o in n.outputs}
@@ -149,6 +151,18 @@ def test_old_opset_constant_inputs_keep_meaning(case: str) -> None:
         if node.op in ("Clip", "Slice", "Pad", "Split", "Squeeze", "Unsqueeze"):
             assert len(node.inputs) == 1, f"{node.op} should hold its constant inputs as attributes"
     assert not {"Dropout", "Identity", "ConstantOfShape", "Upsample"} & set(graph.op_counts())
+
+
+def test_resize_10_reads_run_time_scales_as_upsample_9_does() -> None:
+    """Resize-10 is Upsample-9 renamed: asymmetric, floor, scales read as they come."""
+    infos = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 4, 4]),
+             helper.make_tensor_value_info("sc", TensorProto.FLOAT, [4])]
+    graph = helper.make_graph([helper.make_node("Resize", ["x", "sc"], ["y"])], "case", infos,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1, None, None])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
+    model.ir_version = 7
+    feeds = {"x": random_inputs(model, seed=3)["x"], "sc": np.asarray([1, 1, 2, 3], np.float32)}
+    assert_close(run_ort(to_onnx(load_onnx(model)), feeds), run_ort(model, feeds), rtol=1e-6, atol=0)
 
 
 def test_split_18_uneven_num_outputs_exports_explicit_sizes() -> None:
