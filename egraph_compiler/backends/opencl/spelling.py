@@ -127,8 +127,9 @@ def _erf_helper() -> str:
 
     # static: a plain C99 `inline` function stayed an out-of-line call on PoCL (13 ms per
     # million elements against 1.5)
-    lines = ["static inline float dnnr_erf(const float x) {",
-             "  const float a = x < 0.0f ? -x : x;",
+    # (the signature's brace not at a line's end: `build.hoist_sizes` takes the first
+    # ``) {`` that ends a line for the kernel's)
+    lines = ["static inline float dnnr_erf(const float x) { const float a = x < 0.0f ? -x : x;",
              "  const float s = a * a;"]
     q = f"{ERF_SMALL[0]!r}f"
     for c in ERF_SMALL[1:]:

@@ -81,3 +81,16 @@ def test_matmul_with_an_erf_gelu_epilogue_matches_onnxruntime(tmp_path: Path) ->
     assert len(launches) == 1
     source = (tmp_path / "kernels.cl").read_text()
     assert "static inline float dnnr_erf" in source and "= dnnr_erf(" in source
+
+
+def test_the_helper_leaves_the_kernel_signature_to_hoisting() -> None:
+    """`build.hoist_sizes` appends the size parameters at the first ``) {`` ending a
+    line: a helper defined before the kernel must not have one."""
+    from egraph_compiler.backends.opencl.build import hoist_sizes
+
+    kernel = ("__kernel void k(__global float* y) {\n  const int i = get_global_id(0) % 37;\n"
+              "  y[i] = dnnr_erf(y[i + 41]);\n}\n")
+    for device in ("cpu", "gpu"):
+        source, sizes = hoist_sizes("".join(sp.helpers(kernel, device)) + kernel, 1)
+        assert sizes == (37, 41)
+        assert "__kernel void k(__global float* y, const int s0, const int s1) {\n" in source
