@@ -57,6 +57,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from egraph_compiler.backends.opencl import blocked as nchwc
 from egraph_compiler.backends.opencl import cost, cpu_conv, gemm, images, ops_extra, ops_models
 from egraph_compiler.backends.opencl import cpu_window as vec_conv
 from egraph_compiler.backends.opencl import depthwise as dw
@@ -385,6 +386,9 @@ class _Gen:
 
     # -- pointwise ----------------------------------------------------------------------
     def pointwise(self) -> Kernel:
+        padded = nchwc.padded_pointwise(self)  # an output in NCHWc with padded channels
+        if padded is not None:
+            return padded
         local = self.params.work_group
         total = max((self.view.numel(v) for v in self.block.outputs), default=0)
         scope = Scope()
@@ -506,6 +510,14 @@ class _Gen:
 
     def conv(self) -> Kernel:
         geo = self.conv_geometry()
+        channel_block = nchwc.block_of(self.block.implementation)
+        if channel_block is not None and self.params.anchor_variant is None:  # `select`'s pick
+            kernel = nchwc.conv_nchwc(self, geo, channel_block)
+            if kernel is None:
+                raise ModelError(f"block {self.block.id}: selected implementation "
+                                 f"{self.block.implementation!r} needs its input stored "
+                                 f"{list(channel_block)}")
+            return kernel
         option = self.pick(*self.anchor_shape())
         if option.variant == "depthwise":
             return dw.depthwise(self, geo, option.params)  # type: ignore[arg-type]
@@ -1455,7 +1467,10 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
         tuned = None
     if params.anchor_variant is not None:
         return key, [gen.pick(*shape)]
-    return key, [tuned] if tuned is not None else candidates
+    direct = min((o.estimate_us for o in candidates if o.variant == "direct"), default=None)
+    # NCHWc input and output, priced from direct (not beside a tuned option: that one is measured)
+    extra = nchwc.options(gen, direct) if direct is not None and tuned is None else []
+    return key, ([tuned] if tuned is not None else candidates) + extra
 
 
 def anchor_shape(view: GraphView, block: Block, params: KernelParams) -> tuple:
