@@ -1,12 +1,21 @@
 """Layout/implementation selection benchmark: the PBQP against the local and chain-DP choices.
 
     python benchmarks/layout_selection.py [--repeats N] [--models a,b,...|none] [--all] [--corpus DIR]
-                                [--dnnr-corpus] [--no-opencl] [--no-hexagon] [--hexagon-models a,b]
+                                [--dnnr-corpus] [--corpus-models a,b] [--exporters ts,dynamo]
+                                [--no-opencl] [--no-hexagon] [--hexagon-models a,b]
+    python benchmarks/layout_selection.py --blocked-kernels [--repeats N]
+
+OpenCL also measures two forced policies: ``nchwc`` (every conv with a blocked NCHWc
+kernel on it, the PBQP laying out the rest) and ``images`` (the same reading RGBA
+image2d_t inputs, run with images forced on). ``--blocked-kernels``: the blocked conv
+kernel's device time against ``direct`` per conv shape of the corpus CNNs (what
+`blocked.ESTIMATE_RATIO` and `CPU_IMAGE_FACTOR` come from).
 
 OpenCL (PoCL): per model, the PBQP's size (one node per block: anchor kernel variant ×
 stored layouts), solver, objective (µs of the cost model) with its lower bound, the
 local and chain-DP objectives, solve seconds, the variants and conversion kernels the
-PBQP chose, and the measured median latency of the artefact built with each choice
+PBQP chose, and the measured latency (the minimum over runs of the summed device time
+of its launches) of the artefact built with each choice
 ("same": that choice picked what an earlier one did, not measured again). Hexagon (qemu):
 QDQ-quantised blocks, the instruction-family PBQP (estimated cycles) and the executed
 packets of the whole program under qemu-hexagon for each choice. ``--corpus DIR`` adds
@@ -31,7 +40,6 @@ import json
 import math
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +54,7 @@ from egraph_compiler.backends.hexagon.lower import lower_qdq
 from egraph_compiler.backends.opencl import KernelParams
 from egraph_compiler.backends.opencl.pricing import pricing
 from egraph_compiler.fusion import plan_fusion
+from egraph_compiler.fusion.index import Blocked
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.select import SelectError, select_layouts
 from egraph_compiler.select.conversions import CONVERSION_OP
@@ -63,6 +72,8 @@ from tests.modelzoo import (
 )
 
 POLICIES = ("pbqp", "local", "chain-dp")
+# OpenCL also measures the forced blocked NCHWc policy (every conv with a blocked kernel on it)
+OPENCL_POLICIES = (*POLICIES, "nchwc", "images")  # images: run with images forced on
 DIMS = {"batch": 2, "height": 14, "width": 14, "seq": 32}
 CORPUS_DIMS = {"batch": 1, "seq": 64, "sequence": 64, "height": 64, "width": 64}
 DEFAULT_LIGHT = ("squeezenet", "resnet50", "inception_v1", "densenet121")
@@ -103,8 +114,11 @@ def _dnnr_corpus(args: argparse.Namespace) -> list[tuple[str, onnx.ModelProto, d
 
     folder = build.build(build.names_in("suite"), log=lambda _: None)
     models = []
+    wanted = [m for m in args.corpus_models.split(",") if m]
     for name in build.names_in("suite"):
-        for exporter in ("ts", "dynamo"):
+        if wanted and name not in wanted:
+            continue
+        for exporter in args.exporters.split(","):
             model = check.load(folder, name, exporter)
             models.append((model.id, onnx.load(model.path), model.feeds(0)))
     return models
@@ -119,23 +133,30 @@ def _dims_for(model: onnx.ModelProto, base: dict[str, int]) -> dict[str, int]:
     return dims
 
 
-def _time(out_dir: Path, feeds: dict, repeats: int) -> float:
-    compiled = opencl.load(out_dir)
+def _time(out_dir: Path, feeds: dict, repeats: int, images: bool | None = None) -> float:
+    """The minimum over ``repeats`` plan runs of the summed device time of its launches
+    (OpenCL profiling events), in ms: on the shared 2-core machine a wall-clock median of
+    whole runs moved 2-5x between runs of the same artefact; the minimum of device time
+    is what the load disturbs least."""
+    compiled = opencl.load(out_dir, images=images)
     compiled.run(feeds)  # compile the kernels, warm the caches
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        compiled.run(feeds)
-        samples.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(samples)
+    return min(sum(compiled.time_launches(1)) for _ in range(repeats)) * 1e3
+
+
+def _blocked_counts(out_dir: Path) -> str:
+    """The blocked NCHWc conv launches and conversion launches of an artefact."""
+    launches = json.loads((out_dir / "plan.json").read_text())["launches"]
+    blocked = sum(la["variant"].startswith("nchwc") for la in launches)
+    converted = sum(la["ops"] == [CONVERSION_OP] for la in launches)
+    return f"{blocked} blocked conv, {converted} conversions"
 
 
 def bench_opencl(args: argparse.Namespace, work: Path) -> None:
     print("OpenCL (PoCL): PBQP of kernel variant x layout, objective in µs of the cost model; "
-          f"latency = median ms of {args.repeats} runs")
+          f"latency = min over {args.repeats} runs of the summed device ms")
     header = (f"{'model':22s} {'ops':>5s} {'nodes':>5s} {'edges':>5s} {'solver':18s} {'global':>10s} "
-              f"{'bound':>10s} {'local':>10s} {'chainDP':>10s} {'solve s':>8s}  ms pbqp/local/chain-dp"
-              "  [pbqp: variants, conversions]")
+              f"{'bound':>10s} {'local':>10s} {'chainDP':>10s} {'solve s':>8s}  ms pbqp/local/chain-dp/nchwc/images"
+              "  [pbqp: variants, conversions, NCHWc tensors] [forced policies]")
     print(header)
     from tests.select.test_opencl_options import shared_reduction_model
 
@@ -159,17 +180,20 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
                 kind = b.implementation.split()[0]
                 variants[kind] = variants.get(kind, 0) + 1
         conversions = sum(b.ops == (CONVERSION_OP,) for b in planned.blocks)
-        latencies, seen = [], {}
-        for policy in POLICIES:
+        blocked_tensors = sum(isinstance(c.perm, Blocked) for c in planned.layouts)
+        latencies, seen, forced = [], {}, []
+        for policy in OPENCL_POLICIES:
             try:
-                picks = tuple(sorted(sel.policy_picks(policy).items()))
+                picks = tuple(sorted(sel.policy_picks(policy).items())) if policy in POLICIES else policy
             except ValueError:
                 latencies.append("infeasible")
                 continue
             if picks not in seen:
                 try:
                     opencl.compile_graph(graph, work / name / policy, layouts=policy)
-                    seen[picks] = f"{_time(work / name / policy, feeds, args.repeats):.2f}"
+                    seen[picks] = f"{_time(work / name / policy, feeds, args.repeats, policy == 'images' or None):.2f}"
+                    if policy not in POLICIES:
+                        forced.append(f"{policy}: {_blocked_counts(work / name / policy)}")
                 except Exception as error:  # the backend fails on this model whatever the layouts
                     seen[picks] = f"failed ({type(error).__name__})"
                 latencies.append(seen[picks])
@@ -180,7 +204,109 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
         print(f"{name:22s} {ops:5d} {len(sel.problem.nodes):5d} {len(sel.problem.edges):5d} "
               f"{sel.solver:18s} {_fmt2(sel.objective):>10s} {_fmt2(sel.lower_bound):>10s} "
               f"{_fmt2(sel.local_objective):>10s} {_fmt2(sel.chain_objective):>10s} "
-              f"{sel.seconds:8.4f}  {'/'.join(latencies)}  [{chosen}; {conversions} conv]", flush=True)
+              f"{sel.seconds:8.4f}  {'/'.join(latencies)}  [{chosen}; {conversions} conv; "
+              f"{blocked_tensors} NCHWc] [{'; '.join(forced)}]", flush=True)
+
+
+# dense convs of the corpus CNNs at a 64x64 input (resnet50, mobilenet_v2 pointwise):
+# (cin, cout, kernel, stride, height = width of the input)
+BLOCKED_SHAPES = ((64, 64, 3, 1, 16), (256, 64, 1, 1, 16), (64, 256, 1, 1, 16), (128, 128, 3, 1, 8),
+                  (512, 128, 1, 1, 8), (96, 24, 1, 1, 16), (24, 144, 1, 1, 16), (3, 32, 3, 2, 64))
+
+
+def _conv_model(cin: int, cout: int, k: int, stride: int, size: int) -> onnx.ModelProto:
+    """A 1x1 conv feeding the measured conv, so the measured conv's input is an
+    intermediate the selection may store in NCHWc (a pointwise producer would be fused
+    into it as a prologue)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.standard_normal((cout, cin, k, k)) / (cin * k * k) ** 0.5)
+                                .astype(np.float32), "w")
+    bias = numpy_helper.from_array(rng.standard_normal(cout).astype(np.float32), "b")
+    out = (size + 2 * (k // 2) - k) // stride + 1
+    w0 = numpy_helper.from_array((rng.standard_normal((cin, cin, 1, 1)) / cin ** 0.5).astype(np.float32), "w0")
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"]),
+             helper.make_node("Conv", ["a", "w", "b"], ["c"], pads=[k // 2] * 4, strides=[stride] * 2),
+             helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                            [1, cin, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cout, out, out])],
+                              [w0, w, bias])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def bench_blocked_kernels(args: argparse.Namespace, work: Path) -> None:
+    """Device time (OpenCL profiling, median of ``--repeats``) of the conv launch alone:
+    the `direct` kernel (forced), the cost model's pick, and the blocked NCHWc kernel at each
+    channel block (its input in NCHWc, written by the first conv or a conversion) — what
+    `blocked.ESTIMATE_RATIO` is read from."""
+    from dataclasses import replace
+
+    from egraph_compiler.backends.opencl import blocked
+
+    print(f"blocked NCHWc conv vs direct (PoCL, conv launch µs, median of {args.repeats}); "
+          "cin cout k stride size: direct / cost-model pick / nchwc4 / nchwc8 / nchwc16 / nchwc4-image")
+    ratios: dict[int, list[float]] = {b: [] for b in blocked.BLOCKS}
+    image_ratios: list[float] = []
+    for shape in BLOCKED_SHAPES:
+        model = _conv_model(*shape)
+        feeds = random_inputs(model, 0)
+        graph = static_graph(model, feeds)
+        times = {}
+        base = KernelParams.for_device(args.device_class)
+        runs = [("direct", "row-major", replace(base, anchor_variant="direct")),
+                ("pick", "pbqp", base)]
+        runs += [(f"nchwc{b}", "nchwc", base) for b in blocked.BLOCKS]
+        runs.append(("image4", "images", base))  # its input an RGBA image (forced on)
+        for label, policy, params in runs:
+            saved = dict(blocked.ESTIMATE_RATIO)
+            if label.startswith("nchwc"):  # only this block is offered below the others
+                blocked.ESTIMATE_RATIO.update({(b, w): 1.0 if label == f"nchwc{b}" else 1e6
+                                               for b in blocked.BLOCKS for w in (False, True)})
+            try:
+                out = work / "blocked" / "x".join(map(str, shape)) / label
+                opencl.compile_graph(graph, out, layouts=policy, params=params)
+            finally:
+                blocked.ESTIMATE_RATIO.update(saved)
+            doc = json.loads((out / "plan.json").read_text())
+            conv = max(k for k, la in enumerate(doc["launches"]) if la["kind"] == "conv")
+            variant = doc["launches"][conv]["variant"]
+            if label.startswith("nchwc") and variant != f"{label} {label[5:]}x{blocked.TILE_WIDTH}" or \
+                    label == "image4" and not variant.startswith(f"nchwc4{blocked.IMAGE_SUFFIX}"):
+                times[label] = None
+                continue
+            compiled = opencl.load(out, device=args.opencl_device or None,
+                                   images=True if label == "image4" else None)
+            got = compiled.run(feeds)["y"]
+            compiled.run(feeds)
+            times[label] = compiled.time_launches(args.repeats)[conv] * 1e6
+            if label == "pick":
+                times["pick"] = (times["pick"], variant)
+            if label == "direct":
+                expected = got
+            elif not np.allclose(got, expected, rtol=1e-3, atol=1e-4):
+                raise AssertionError(f"{shape} {label}: differs from direct")
+        direct = times["direct"]
+        for b in blocked.BLOCKS:
+            if times.get(f"nchwc{b}") is not None:
+                ratios[b].append(times[f"nchwc{b}"] / direct)
+        pick, variant = times["pick"]
+        cells = " / ".join("-" if times.get(label) is None else f"{times[label]:.0f}"
+                           for label in [*(f"nchwc{b}" for b in blocked.BLOCKS), "image4"])
+        if times.get("image4") is not None and times.get("nchwc4") is not None:
+            image_ratios.append(times["image4"] / times["nchwc4"])
+        print(f"  {shape}: {direct:.0f} / {pick:.0f} ({variant}) / {cells}", flush=True)
+    if image_ratios:
+        print(f"  image4 / nchwc4 (input read as an RGBA image, PoCL images forced on): geometric mean "
+              f"{math.exp(statistics.mean(map(math.log, image_ratios))):.2f} "
+              f"(min {min(image_ratios):.2f}, max {max(image_ratios):.2f})")
+    for b, r in ratios.items():
+        if r:
+            print(f"  nchwc{b} / direct: geometric mean {math.exp(statistics.mean(map(math.log, r))):.2f} "
+                  f"(min {min(r):.2f}, max {max(r):.2f}, {len(r)} shapes)")
 
 
 def _fmt2(x: float | None) -> str:
@@ -280,9 +406,18 @@ def main() -> None:
     parser.add_argument("--dnnr-corpus", action="store_true")
     parser.add_argument("--no-opencl", action="store_true")
     parser.add_argument("--no-hexagon", action="store_true")
+    parser.add_argument("--corpus-models", default="", help="with --dnnr-corpus: only these corpus models")
+    parser.add_argument("--exporters", default="ts,dynamo", help="with --dnnr-corpus: these exporters")
+    parser.add_argument("--device-class", default="cpu", help="with --blocked-kernels: cpu or gpu prices")
+    parser.add_argument("--opencl-device", default="", help="with --blocked-kernels: OpenCL device name part")
+    parser.add_argument("--blocked-kernels", action="store_true",
+                        help="only the blocked NCHWc conv kernel against direct, per conv shape")
     parser.add_argument("--hexagon-models", default="", help="with --dnnr-corpus: only these corpus models on Hexagon")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
+        if args.blocked_kernels:
+            bench_blocked_kernels(args, Path(tmp))
+            return
         if not args.no_opencl:
             bench_opencl(args, Path(tmp))
         if not args.no_hexagon:

@@ -62,17 +62,6 @@ class DuplicateError(DslError):
     carries the first definition as a secondary span."""
 
 
-ERROR_KINDS: tuple[type[DslError], ...] = (
-    DslParseError,
-    UseError,
-    UnknownNameError,
-    ArityError,
-    UnboundVariableError,
-    MisuseError,
-    DuplicateError,
-)
-
-
 @dataclass(frozen=True, slots=True)
 class Note:
     """A secondary location, e.g. the first definition of a duplicated name."""

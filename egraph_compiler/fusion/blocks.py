@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from egraph_compiler.fusion.index import Blocked
 from egraph_compiler.fusion.layout import LayoutChoice
 from egraph_compiler.ir.graph import Graph
 
@@ -30,7 +31,7 @@ class Block:
     store_maps: tuple[tuple[str, str], ...] = ()
     # physical dimension order of the tensors it reads or writes that are not
     # stored row-major (`fusion.layout`): (value, perm)
-    layouts: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    layouts: tuple[tuple[str, tuple[int, ...] | Blocked], ...] = ()  # Blocked: NCHWc
     # the anchor implementation the `select` stage chose (a backend's option label;
     # "": the backend picks, e.g. a block without a choice)
     implementation: str = ""

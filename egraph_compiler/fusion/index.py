@@ -253,13 +253,78 @@ def linearize(index: tuple[IExpr, ...], shape: tuple[int, ...]) -> IExpr:
     return flat
 
 
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """A split-axis layout (blocked NCHWc): logical axis ``axis`` (the channels) is
+    split into ``axis / block`` at its place and ``axis % block`` innermost, the axis
+    padded with zeros to a multiple of ``block`` — NCHW stored as N, ⌈C/b⌉, H, W, b. A
+    kernel then loads the ``block`` channels of one position as one vector.
+
+    ``image``: the same texels in an ``image2d_t`` (SmartMem's 2.5D memory; block 4 =
+    RGBA): texel (x = w, y = (n·⌈C/4⌉ + c/4)·H + h) holds channels c/4·4 … +3, which is
+    exactly the buffer's NCHW4c order, so a device without images runs the same kernels
+    on that buffer.
+
+    It iterates as the physical order for plan.json and the report: the kept axes as
+    ints, the split axis as ``"1/4"`` (outer) and ``"1%4"`` (inner), then ``"image2d_t"``
+    for an image."""
+
+    axis: int
+    block: int
+    rank: int
+    image: bool = False
+
+    def __iter__(self):
+        for a in range(self.rank):
+            yield a if a != self.axis else f"{a}/{self.block}"
+        yield f"{self.axis}%{self.block}"
+        if self.image:
+            yield "image2d_t"
+
+    def image_extent(self, shape: tuple[int, ...]) -> tuple[int, int]:
+        """(width, height) in texels of a rank-4 tensor as an RGBA image (``block`` 4)."""
+        n, c, h, w = shape
+        return w, n * -(-c // self.block) * h
+
+    def __len__(self) -> int:
+        return self.rank + 1 + self.image
+
+    def padded(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The logical shape with the split axis rounded up to whole blocks."""
+        size = shape[self.axis]
+        return (*shape[:self.axis], -(-size // self.block) * self.block, *shape[self.axis + 1:])
+
+    def physical_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        size = shape[self.axis]
+        return (*shape[:self.axis], -(-size // self.block), *shape[self.axis + 1:], self.block)
+
+
+Layout = tuple[int, ...] | Blocked
+
+
 def physical_offset(index: tuple[IExpr, ...], shape: tuple[int, ...],
-                    perm: tuple[int, ...] | None) -> IExpr:
+                    perm: Layout | None) -> IExpr:
     """Flat offset of a logical ``index`` in a tensor stored with its axes in ``perm``
-    order (None: row-major), SmartMem's layout selection as index arithmetic."""
+    order (None: row-major), SmartMem's layout selection as index arithmetic; a
+    `Blocked` layout maps the split axis's index c to (c / b, …, c % b) over the padded
+    count (b a power of two keeps both a shift and a mask after strength reduction)."""
     if perm is None:
         return linearize(index, shape)
+    if isinstance(perm, Blocked):
+        c = index[perm.axis]
+        split = (*index[:perm.axis], floordiv(c, perm.block), *index[perm.axis + 1:],
+                 mod(c, perm.block))
+        return linearize(split, perm.physical_shape(shape))
     return linearize(tuple(index[p] for p in perm), tuple(shape[p] for p in perm))
+
+
+def stored_numel(shape: tuple[int, ...], perm: Layout | None) -> int:
+    """Elements a tensor of logical ``shape`` occupies in ``perm`` (the padded count for
+    a `Blocked` layout; the logical count for a permutation)."""
+    size = 1
+    for d in (perm.padded(shape) if isinstance(perm, Blocked) else shape):
+        size *= d
+    return size
 
 
 def delinearize(flat: IExpr, shape: tuple[int, ...]) -> tuple[IExpr, ...]:

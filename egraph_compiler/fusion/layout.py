@@ -28,6 +28,14 @@ Candidates are the identity and, per consumer, "kept axes then reduced axes"
 ties. Only tensors whose every consumer is a reduction kernel are considered
 (the tiled Conv/MatMul kernels read their operands with vector loads of their own
 layout). Each choice is recorded with its costs.
+
+For the `select` stage (``layout_options(..., blocked=True)``) a 4-D float tensor a conv
+block reads also gets blocked NCHWc candidates (`index.Blocked`, c in `CHANNEL_BLOCKS`):
+scalar readers (`BLOCKED_READERS`) read it at their lane axis's stride (the channels:
+runs of c floats), a padded one (c not dividing the channels) only from producers that
+write its padded lanes zero (a one-output pointwise block; a conv through its blocked
+kernel, which the selection decides per option), and a conv block reads it only
+through its blocked kernel (priced by `select`, which knows the implementations).
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from egraph_compiler import ops
+from egraph_compiler.fusion.index import Blocked, Layout
 from egraph_compiler.fusion.structure import BlockStructure, reduce_axes
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.graph import Node
@@ -53,14 +62,21 @@ class LayoutChoice:
     """The physical dimension order of one intermediate tensor, and why."""
 
     value: str
-    perm: tuple[int, ...]
+    perm: Layout
     reason: str
 
 
-def physical_strides(shape: Sequence[int], perm: Sequence[int]) -> dict[int, int]:
-    """Element stride of each logical axis when stored in ``perm`` order."""
+def physical_strides(shape: Sequence[int], perm: Layout) -> dict[int, int]:
+    """Element stride of each logical axis when stored in ``perm`` order (a `Blocked`
+    layout: the split axis steps within its block, 1 apart; the others over whole blocks)."""
     strides: dict[int, int] = {}
     stride = 1
+    if isinstance(perm, Blocked):
+        physical = perm.physical_shape(tuple(shape))
+        for axis in reversed(range(len(shape))):
+            strides[axis] = 1 if axis == perm.axis else stride * perm.block
+            stride *= physical[axis]  # the split axis: its count of blocks
+        return strides
     for axis in reversed(perm):
         strides[axis] = stride
         stride *= shape[axis]
@@ -82,17 +98,18 @@ class TensorLayoutOptions:
 
     value: str
     producer: int  # block index in the structures' order
-    candidates: tuple[tuple[int, ...], ...]  # the identity first
-    write: tuple[int, ...]
+    candidates: tuple[Layout, ...]  # the identity first
+    write: tuple[float, ...]
     reads: tuple[tuple[int, tuple[float, ...]], ...]  # (consumer block index, cost per candidate)
     lanes: tuple[int, ...]  # per consumer: the axis its adjacent lanes step along
 
 
-def layout_options(view: GraphView, structures: Sequence[tuple[frozenset[int], BlockStructure]]
-                   ) -> list[TensorLayoutOptions]:
+def layout_options(view: GraphView, structures: Sequence[tuple[frozenset[int], BlockStructure]],
+                   blocked: bool = False) -> list[TensorLayoutOptions]:
     """Options for every intermediate tensor (not a graph output) that some block reads:
     the identity and, per reduction consumer, "kept axes then reduced axes" (work-group)
-    or "reduced then kept" (serial)."""
+    or "reduced then kept" (serial); with ``blocked``, for a 4-D float tensor a conv block
+    reads, blocked NCHWc at each of `CHANNEL_BLOCKS` (`index.Blocked`, `blocked_candidates`)."""
     owner = {n: k for k, (members, _) in enumerate(structures) for n in members}
     result = []
     for index, (members, structure) in enumerate(structures):
@@ -101,8 +118,80 @@ def layout_options(view: GraphView, structures: Sequence[tuple[frozenset[int], B
                 continue
             consumers = sorted({owner[u] for u in view.consumer_indices.get(value, [])} - {index})
             if consumers:
-                result.append(_options(view, value, index, members, structure, consumers, structures))
+                options = _options(view, value, index, members, structure, consumers, structures)
+                result.append(_with_blocked(view, options, structures) if blocked else options)
     return result
+
+
+# channel blocks of the NCHWc candidates: one float4 / float8 / float16 load per block
+CHANNEL_BLOCKS = (4, 8, 16)
+BLOCKED_READERS = PERMUTABLE_READERS | {"pool"}  # scalar loads at `physical_offset`
+
+
+def blocked_candidates(view: GraphView, value: str,
+                       structures: Sequence[tuple[frozenset[int], BlockStructure]],
+                       consumers: Sequence[int]) -> tuple[Blocked, ...]:
+    """NCHWc layouts for ``value``: a 4-D float32 tensor read by a conv block, at each block
+    no wider than twice its channels (wider is mostly padding)."""
+    shape = view.shape(value)
+    if len(shape) != 4 or view.dtype(value) != "float32" or \
+            not any(structures[c][1].kind == "conv" for c in consumers):
+        return ()
+    return tuple(Blocked(1, b, 4) for b in CHANNEL_BLOCKS if b <= 2 * shape[1])
+
+
+def padded(shape: Sequence[int], layout: Layout) -> bool:
+    """Whether ``layout`` pads ``shape`` (a blocked layout whose block does not divide the axis)."""
+    return isinstance(layout, Blocked) and shape[layout.axis] % layout.block != 0
+
+
+def _with_blocked(view: GraphView, options: TensorLayoutOptions,
+                  structures: Sequence[tuple[frozenset[int], BlockStructure]]) -> TensorLayoutOptions:
+    """``options`` plus the NCHWc candidates, priced like the others: the producer writes
+    with its lanes along the last axis (b apart), except a padded tensor, which only a
+    pointwise block of one output (walking the padded tensor: `backends.opencl.blocked`)
+    or a conv block (through its blocked kernel, decided per option by `select`) writes;
+    a reader of kind `BLOCKED_READERS` reads with scalar loads at its lane axis's stride;
+    a conv block cannot read it (`select` prices its blocked kernel, which can)."""
+    value = options.value
+    consumers = [c for c, _ in options.reads]
+    extra = blocked_candidates(view, value, structures, consumers)
+    if not extra:
+        return options
+    shape = view.shape(value)
+    numel = int(np.prod(shape, dtype=np.int64))
+    producer = structures[options.producer][1]
+    writes, reads = list(options.write), [list(r) for _, r in options.reads]
+    for layout in extra:
+        stored = int(np.prod(layout.padded(shape), dtype=np.int64))
+        strides = physical_strides(shape, layout)
+        if padded(shape, layout) and producer.kind == "pointwise" and len(producer.outputs) == 1:
+            writes.append(stored)  # walks the padded tensor in storage order
+        elif padded(shape, layout) and producer.kind != "conv":
+            writes.append(CANNOT_READ)  # its kernel would leave the padded lanes unwritten
+        elif producer.kind == "conv":
+            writes.append(stored)  # register tiles span the channels: the block is contiguous
+        else:
+            writes.append(numel * min(strides[len(shape) - 1], SECTOR))
+        for r, (c, lane) in zip(reads, zip(consumers, options.lanes, strict=True), strict=True):
+            # lanes along the channels: runs of b contiguous floats, so a sector serves
+            # min(b, SECTOR) of them
+            step = SECTOR // min(layout.block, SECTOR) if lane == layout.axis else \
+                min(strides.get(lane, 1), SECTOR)
+            r.append(float(numel * step) if structures[c][1].kind in BLOCKED_READERS else CANNOT_READ)
+    # an RGBA image (block 4): written by a one-output pointwise block or a conv through
+    # its blocked kernel, read only by the blocked convs that take an image input (`select`)
+    if (producer.kind == "conv" or producer.kind == "pointwise" and len(producer.outputs) == 1) \
+            and all(structures[c][1].kind == "conv" for c in consumers) and 4 <= 2 * shape[1]:
+        image = Blocked(1, 4, 4, image=True)
+        extra = (*extra, image)
+        writes.append(int(np.prod(image.padded(shape), dtype=np.int64)))
+        for r in reads:
+            r.append(CANNOT_READ)
+    return TensorLayoutOptions(value, options.producer, (*options.candidates, *extra),
+                               tuple(writes), tuple((c, tuple(r)) for c, r in zip(consumers, reads,
+                                                                                  strict=True)),
+                               options.lanes)
 
 
 def _options(view: GraphView, value: str, index: int, members: frozenset[int],
@@ -231,6 +320,6 @@ def _producer_write_stride(view: GraphView, value: str, members: frozenset[int],
     return strides[last[-1]] if last else 1
 
 
-__all__ = ["CANNOT_READ", "LayoutChoice", "PERMUTABLE_READERS", "SECTOR", "SERIAL_REDUCE_BELOW",
-           "TensorLayoutOptions", "describe", "layout_options", "normalised_axes", "physical_strides",
+__all__ = ["BLOCKED_READERS", "CANNOT_READ", "CHANNEL_BLOCKS", "LayoutChoice", "PERMUTABLE_READERS", "SECTOR", "SERIAL_REDUCE_BELOW",
+           "TensorLayoutOptions", "blocked_candidates", "describe", "layout_options", "padded", "normalised_axes", "physical_strides",
            "select_layouts"]

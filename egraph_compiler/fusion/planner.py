@@ -59,19 +59,14 @@ def fold_compile_time(graph: Graph) -> Graph:
         data = [v for v in node.inputs if v]
         shape_of = node.op in ("Shape", "Size") and data and _static(graph, data[0])
         if compile_time(node.op) or shape_of or (data and all(v in constants for v in data)):
-            if shape_of:
-                dims = np.array(graph.types[data[0]].shape, dtype=np.int64)
-                values = [dims if node.op == "Shape" else np.array(dims.prod(), np.int64)]
-                if node.op == "Shape":
-                    start, end = node.attr("start", 0), node.attr("end", None)
-                    values = [dims[start:end]]
-            else:
-                args = [constants.get(v) if v else None for v in node.inputs]
-                unknown = not can_evaluate(node.op) or node.op in NEVER_FOLD  # left to a kernel
-                if unknown or any(a is None for a, v in zip(args, node.inputs, strict=False) if v):
-                    kept.append(node)
-                    continue
-                values = evaluate_node(node.op, node.attrs, args, len(node.outputs))
+            # a static shape is all Shape and Size read: a zero-stride stand-in of that shape
+            args = [np.broadcast_to(np.uint8(0), graph.types[data[0]].shape)] if shape_of else [
+                constants.get(v) if v else None for v in node.inputs]
+            unknown = not can_evaluate(node.op) or node.op in NEVER_FOLD  # left to a kernel
+            if unknown or any(a is None for a, v in zip(args, node.inputs, strict=False) if v):
+                kept.append(node)
+                continue
+            values = evaluate_node(node.op, node.attrs, args, len(node.outputs))
             for name, value in zip(node.outputs, values, strict=False):
                 if name:
                     constants[name] = np.asarray(value)

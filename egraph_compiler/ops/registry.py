@@ -12,7 +12,7 @@ the rule set it compiles with through `using`). Derivations, where a clause is a
 - cost: ``per_element(1)``;
 - role in generated code: ``anchor`` (an ``anchor`` clause), ``elementwise``,
   ``layout`` (reorganize/shuffle, or a ``cost movement`` op), else ``unsupported``;
-- `OpInfo.expensive`, `OpInfo.row_reduction`, `Registry.kernel_class`: see each.
+- `OpInfo.expensive`, `OpInfo.row_reduction`, `OpInfo.moves_elements`, `Registry.kernel_class`: see each.
 """
 
 from __future__ import annotations
@@ -150,6 +150,15 @@ class OpInfo:
             if param.optional and name != param.name and name in types:
                 found.append((position, name, types[name]))
         return tuple(found)
+
+    @property
+    def moves_elements(self) -> bool:
+        """Each output element is one input element: the mapping class reorganizes or
+        shuffles (Reshape, Transpose, DepthToSpace, …) or the semantics are the first
+        operand itself (Identity, Dropout)."""
+        d = self.decl
+        return d.mapping in ("reorganize", "shuffle") or (
+            isinstance(d.semantics, ast.Name) and bool(d.params) and d.semantics.name == d.params[0].name)
 
     @property
     def anchor(self) -> str | None:

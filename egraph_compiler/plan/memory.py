@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.blocks import FusionPlan
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.shapes.symint import unrecorded
@@ -42,10 +43,13 @@ def _align(n: int) -> int:
 
 def _intermediates(view: GraphView, plan: FusionPlan) -> dict[str, int]:
     sizes = {}
+    # a blocked (NCHWc) layout stores its split axis padded to whole blocks
+    padded = {c.value: ix.stored_numel(view.shape(c.value), c.perm) / max(view.numel(c.value), 1)
+              for c in plan.layouts if isinstance(c.perm, ix.Blocked)}
     for block in plan.blocks:
         for value in block.outputs:
             if value not in view.graph_outputs:
-                sizes[value] = _align(max(view.nbytes(value), 1))
+                sizes[value] = _align(max(round(view.nbytes(value) * padded.get(value, 1)), 1))
     return sizes
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from egraph_compiler.fusion import Block, FusionPlan
+from egraph_compiler.fusion.index import Blocked, Layout, stored_numel
 from egraph_compiler.fusion.layout import SECTOR, physical_strides
 from egraph_compiler.fusion.structure import analyse
 from egraph_compiler.fusion.view import GraphView
@@ -34,16 +35,22 @@ class Conversion:
     (a block id), which reads ``copy`` instead."""
 
     value: str
-    perm: tuple[int, ...]
+    perm: Layout
     consumer: int
     copy: str = ""
+    target: Blocked | None = None  # the copy's layout: row-major (None) or blocked NCHWc
 
 
-def conversion_sectors(shape: Sequence[int], perm: Sequence[int]) -> int:
+def conversion_sectors(shape: Sequence[int], perm: Layout, target: Blocked | None = None) -> int:
     """Sector transactions of a conversion kernel from ``perm`` order to row-major:
     its lanes walk the output in logical order (the last axis of size > 1), so they
-    read the stored tensor at that axis's stride and write consecutive addresses."""
+    read the stored tensor at that axis's stride and write consecutive addresses. Into a
+    blocked ``target``: the lanes walk the padded output in storage order (the block's
+    axis innermost), reading the source at that axis's stride."""
     numel = int(np.prod(shape, dtype=np.int64))
+    if target is not None:
+        stride = physical_strides(shape, perm)[target.axis]
+        return numel * min(stride, SECTOR) + stored_numel(tuple(shape), target)
     big = [a for a in range(len(shape)) if shape[a] > 1]
     lane = big[-1] if big else len(shape) - 1
     stride = physical_strides(shape, perm)[lane] if shape else 1
@@ -72,7 +79,8 @@ def insert_conversions(plan: FusionPlan, conversions: Sequence[Conversion]
         if c.value not in producer or c.consumer not in blocks:
             raise SelectError(f"select: conversion of {c.value!r} for block {c.consumer}: "
                               "no such producer or block")
-        copy = f"{c.value}@rowmajor{k}"
+        copy = f"{c.value}@" + (f"nchw{c.target.block}c{'i' if c.target.image else ''}{k}"
+                                if c.target is not None else f"rowmajor{k}")
         if copy in types:
             raise SelectError(f"select: conversion name {copy!r} is taken")
         types[copy] = types[c.value]
@@ -114,7 +122,8 @@ def insert_conversions(plan: FusionPlan, conversions: Sequence[Conversion]
         if b.id in renames:
             rename = renames[b.id]
             b = replace(b, inputs=tuple(rename.get(v, v) for v in b.inputs))
-        new_blocks.append(replace(b, nodes=moved))
+        # the anchor is a node index too: it moves with the nodes
+        new_blocks.append(replace(b, nodes=moved, anchor=None if b.anchor is None else index[b.anchor]))
         for value in b.outputs:
             new_blocks += converted.get(value, [])
     return replace(plan, graph=graph, blocks=tuple(new_blocks)), named

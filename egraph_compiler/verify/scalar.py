@@ -19,9 +19,6 @@ import z3
 FLOAT_FORMATS = {"bf16": (8, 8), "fp16": (5, 11), "fp32": (8, 24)}
 NUMPY_DTYPE = {"real": "float64", "int": "int64", "bf16": "float32", "fp16": "float16",
                "fp32": "float32", "bv8": "uint8", "bv16": "uint16", "bv32": "uint32"}
-# Scalar functions a `= expr` semantics may call (besides + - * / ** and comparisons).
-SCALAR_FUNCTIONS = ("exp", "log", "sqrt", "abs", "max", "min", "select", "tanh", "erf",
-                    "floor", "ceil", "round", "sign", "sin", "cos")
 
 
 class Unsupported(Exception):

@@ -86,3 +86,33 @@ def test_two_variable_sums_reduce_correctly(a: int, n_x: int, n_y: int, k: int, 
             env = {"x": vx, "y": vy}
             assert _eval(div, env) == (vx * a + vy + k) // d
             assert _eval(rem, env) == (vx * a + vy + k) % d
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 7), min_size=4, max_size=4), st.sampled_from((4, 8, 16)))
+def test_blocked_nchwc_offsets_match_numpy_padded_layout(shape: list[int], block: int) -> None:
+    """`physical_offset` of a `Blocked` layout: element (n, c, h, w) of NCHW lives where
+    NumPy's zero-padded (N, C/b, H, W, b) copy puts it, and the strides agree."""
+    import numpy as np
+
+    from egraph_compiler.fusion.layout import physical_strides
+
+    n, c, h, w = shape
+    layout = ix.Blocked(1, block, 4)
+    cp = -(-c // block) * block
+    data = np.arange(1, n * c * h * w + 1).reshape(shape)
+    padded = np.zeros((n, cp, h, w), dtype=data.dtype)
+    padded[:, :c] = data
+    stored = padded.reshape(n, cp // block, block, h, w).transpose(0, 1, 3, 4, 2).ravel()
+    assert ix.stored_numel(tuple(shape), layout) == stored.size
+    assert layout.physical_shape(tuple(shape)) == (n, cp // block, h, w, block)
+    index = tuple(ix.IVar(f"v{k}", 0, s - 1) for k, s in enumerate(shape))
+    offset = ix.physical_offset(index, tuple(shape), layout)
+    strides = physical_strides(shape, layout)
+    for point in itertools.product(*(range(s) for s in shape)):
+        at = _eval(offset, {f"v{k}": v for k, v in enumerate(point)})
+        assert stored[at] == data[point]
+        if point[1] % block + 1 < block and point[1] + 1 < c:  # the next channel in its block
+            assert _eval(offset, {f"v{k}": v + (k == 1) for k, v in enumerate(point)}) == at + strides[1]
+    assert (stored == 0).sum() == n * (cp - c) * h * w  # the padded lanes, and nothing else
+    assert list(layout) == [0, f"1/{block}", 2, 3, f"1%{block}"]

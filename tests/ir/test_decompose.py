@@ -174,8 +174,9 @@ def test_stft_as_frames_and_a_matmul_matches_the_reference(parts: int, window: b
 def test_window_with_a_constant_size_folds_to_the_reference(op: str, periodic: int) -> None:
     constants = {"size": np.asarray(7, dtype=np.int64)}
     model = _model(helper.make_node(op, ["size"], ["w"], periodic=periodic), {}, ["w"], 17, constants)
-    graph = decompose(shapes.infer_shapes(load_onnx(model)))
-    assert graph is not None and not graph.nodes
+    loaded = shapes.infer_shapes(load_onnx(model))
+    graph = decompose(loaded) or loaded  # the importer folds it already (ONNX's reference)
+    assert not graph.nodes
     want = ReferenceEvaluator(model).run(None, {})[0]
     np.testing.assert_allclose(graph.constants["w"], want, rtol=1e-6, atol=1e-7)
 
@@ -185,8 +186,9 @@ def test_mel_weight_matrix_of_constants_folds_to_the_reference() -> None:
               "low": (100.0, np.float32), "high": (3000.0, np.float32)}
     constants = {k: np.asarray(v, dtype=t) for k, (v, t) in values.items()}
     model = _model(helper.make_node("MelWeightMatrix", list(values), ["mel"]), {}, ["mel"], 17, constants)
-    graph = decompose(shapes.infer_shapes(load_onnx(model)))
-    assert graph is not None and not graph.nodes
+    loaded = shapes.infer_shapes(load_onnx(model))
+    graph = decompose(loaded) or loaded  # the importer folds it already (ONNX's reference)
+    assert not graph.nodes
     np.testing.assert_allclose(graph.constants["mel"], ReferenceEvaluator(model).run(None, {})[0])
 
 

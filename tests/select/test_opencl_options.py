@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 from egraph_compiler.backends.opencl import KernelParams, compile_graph, load
 from egraph_compiler.backends.opencl.pricing import LAUNCH_US, pricing
 from egraph_compiler.fusion import plan_fusion
+from egraph_compiler.fusion.layout import physical_strides
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.select import layout_problem, select_layouts
 from egraph_compiler.select.conversions import CONVERSION_OP, conversion_sectors
@@ -132,11 +133,14 @@ def test_conversion_kernel_is_priced_inserted_and_runs(tmp_path: Path) -> None:
     model, feeds, graph = _graph(shared_reduction_model())
     fusion_plan = plan_fusion(graph, layouts=False)
     prices = pricing(fusion_plan, KernelParams())
-    problem, _ = layout_problem(fusion_plan, prices)
+    problem, columns = layout_problem(fusion_plan, prices)
     # the edge into the second conv: finite only through a conversion kernel
     into_conv = [e for e in problem.edges if e.tensor == "c1" and e.target.endswith(":conv")]
     assert len(into_conv) == 1
-    rows = {row[0] for row in into_conv[0].costs}
+    # (the dimension orders of c1; its NCHWc candidates are tests/backends/opencl/test_blocked.py's)
+    stored, picks = next((t, ks) for t, ks in columns[into_conv[0].source].stored if t.value == "c1")
+    rows = {row[0] for row, k in zip(into_conv[0].costs, picks, strict=True)
+            if isinstance(stored.candidates[k], tuple)}
     numel = 48 * 8 * 8
     row_major = prices.per_sector * numel  # the conv's row-major read
     converted = LAUNCH_US["cpu"] + prices.per_sector * (conversion_sectors((1, 48, 8, 8), (0, 2, 3, 1)) + numel)
@@ -147,7 +151,10 @@ def test_conversion_kernel_is_priced_inserted_and_runs(tmp_path: Path) -> None:
     assert len(conversions) == 1
     view = GraphView(planned.graph)
     (copy,) = conversions[0].outputs
-    assert dict(conversions[0].layouts) == {"c1": (0, 2, 3, 1)} and copy not in dict(conversions[0].layouts)
+    # channels at unit stride for the two channel reductions: NHWC, or a blocked NCHWc
+    # (whose conversion for the conv reads W at stride b, not 48: NCHW4c wins on the model)
+    assert physical_strides((1, 48, 8, 8), dict(conversions[0].layouts)["c1"])[1] == 1
+    assert copy not in dict(conversions[0].layouts)
     assert any(copy in view.nodes[n].inputs and view.nodes[n].op == "Conv" for b in planned.blocks
                for n in b.nodes)
     # without a conversion kernel the same order is infeasible for that consumer

@@ -26,12 +26,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from egraph_compiler import ops
 from egraph_compiler.ir.graph import Graph, Node, TensorType
 from egraph_compiler.ops.evaluate import evaluate_node
 from egraph_compiler.ops.quantised import INTEGER_SIGNATURES
 
-# Operators that only view their first input's elements in another shape or order.
-_VIEWS = ("Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
 _HEIGHT_AXIS = 2  # where the 1-D convolution's map gains its height of 1
 
 
@@ -54,8 +53,8 @@ def before_lowering(graph: Graph) -> Graph:
         if id(node) in skipped:
             continue
         readers = consumers.get(node.outputs[0], []) if node.outputs else []
-        if node.op in _VIEWS and node.inputs[0] in graph_inputs and len(readers) == 1 \
-                and readers[0].op == "QuantizeLinear":
+        moves = getattr(ops.current().get(node.op), "moves_elements", False)  # a view of its input
+        if moves and node.inputs[0] in graph_inputs and len(readers) == 1 and readers[0].op == "QuantizeLinear":
             (quantize,) = readers
             quantised = _fresh(taken, f"{node.inputs[0]}_quantised")
             nodes.append(replace(quantize, inputs=(node.inputs[0], *quantize.inputs[1:]), outputs=(quantised,)))

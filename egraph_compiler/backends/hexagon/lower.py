@@ -158,24 +158,18 @@ def _qparams_of(graph: Graph, scale_name: str, zero_name: str, where: str) -> QP
 
 def _dequantize_per_axis(graph: Graph, node: Node) -> np.ndarray:
     """A constant's DequantizeLinear with a 1-D scale (and zero point) along ``axis``, in
-    float32 as onnxruntime computes it: (x − z)·s."""
-    x = _const(graph, node.inputs[0])
-    scale = _const(graph, node.inputs[1]).astype(np.float32).reshape(-1)
-    zero = _const(graph, node.inputs[2]).reshape(-1) if len(node.inputs) > 2 and node.inputs[2] else np.zeros(1)
-    axis = int(node.attr("axis", 1))  # type: ignore[arg-type]
-    if not -x.ndim <= axis < x.ndim or scale.size != x.shape[axis]:
-        raise ModelError(f"hexagon backend: DequantizeLinear {node.name}: {scale.size} scales along axis {axis} "
-                         f"of a {x.shape} tensor")
-    along = [-1 if k == axis % x.ndim else 1 for k in range(x.ndim)]
-    centred = (x.astype(np.int64) - zero.astype(np.int64).reshape(along if zero.size > 1 else [1] * x.ndim))
-    return (centred.astype(np.float32) * scale.reshape(along)).astype(np.float32)
+    float32 as onnxruntime computes it, (x − z)·s: the registry's evaluator."""
+    try:
+        (values,) = evaluate_node(node.op, node.attrs, [_const(graph, i) if i else None for i in node.inputs])
+    except ModelError as error:
+        raise ModelError(f"hexagon backend: DequantizeLinear {node.name}: {error}") from None
+    return values.astype(np.float32)
 
 
 def _nhwc(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (shape[0], *shape[2:], shape[1]) if len(shape) == 4 else shape
 
 
-_LAYOUT_OPS = ("Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
 # Operators whose quantised form arrives as the e-graph's integer operators
 # (`_INTEGER_SIGNATURES`) or, where rules/quant.dnnr rewrites DQ → op → Q into an
 # operator on the integers themselves, as MaxPool / Concat / Max of integer tensors
@@ -184,23 +178,6 @@ _LAYOUT_OPS = ("Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueez
 # Operators rules/quant.dnnr writes over integer tensors (qdq-maxpool, qdq-concat-same, qdq-relu).
 _ON_INTEGERS = ("MaxPool", "Concat", "Max")
 _RULE_LOWERED_OPS = {signature[0] for signature in _INTEGER_SIGNATURES.values()} | {"MaxPool", "Relu"}
-
-
-def _layout_shape(known: dict[str, np.ndarray], node: Node, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Output shape of a layout operator (the compiler's shape rule, static shapes); its
-    shape and axes operands must be among ``known`` (the constant values)."""
-    operands = {i: v for i, v in enumerate(node.inputs) if i and v}
-    for value in operands.values():
-        if value not in known:
-            raise ModelError(f"hexagon backend: {node.op} {node.name}: {value} must be a constant")
-    types = [TensorType("float32", shape)] + [
-        TensorType("int64", np.shape(known[v])) if v else None for v in node.inputs[1:]]
-    try:
-        (out,), _ = infer_node(node.op, node.attr_dict, types,
-                               constants={i: np.asarray(known[v]) for i, v in operands.items()})
-    except ModelError as error:
-        raise ModelError(f"hexagon backend: {node.op} {node.name} of a {shape} tensor: {error}") from None
-    return out.shape  # type: ignore[return-value]
 
 
 class _Lowering:
@@ -340,16 +317,9 @@ class _Lowering:
                 self.dequantize(node)
             elif self.compile_time(node):
                 continue
-            elif node.op == "Gather" and node.inputs[1] in self.known:
-                self.gather_at_constant_indices(node)
-            elif node.op in _LAYOUT_OPS:
-                self.layout_op(node)
-            elif node.op == "Split":
-                self.split(node)
-            elif node.op == "Expand":
-                self.expand(node)
-            elif node.op == "Slice" and all(i in self.known for i in node.inputs[1:] if i):
-                self.slice(node)
+            elif getattr(ops.current().get(node.op), "moves_elements", False) or node.op in ("Split", "Expand") or (
+                    node.op in ("Gather", "Slice") and all(i in self.known for i in node.inputs[1:] if i)):
+                self.move(node)
             elif node.op == "Shape":
                 self.shape_of(node)
             elif node.op in _INTEGER_SIGNATURES:
@@ -413,20 +383,6 @@ class _Lowering:
             if name:
                 self.known[name] = np.asarray(value)
         return True
-
-    def gather_at_constant_indices(self, node: Node) -> None:
-        """ONNX Gather of a device tensor (integer or the fallback's float) at constant
-        indices moves elements, like a layout operator: one table gather, exact."""
-        x, y = node.inputs[0], node.outputs[0]
-        source = self.device_source(node, x)
-        indices = np.asarray(self.known[node.inputs[1]]).astype(np.int64)
-        index = self.physical_index(source)
-        axis = int(node.attr("axis", 0)) % index.ndim  # type: ignore[arg-type]
-        if indices.size and not (-index.shape[axis] <= indices.min() and indices.max() < index.shape[axis]):
-            raise ModelError(f"hexagon backend: Gather {node.name}: an index is out of range for axis {axis}")
-        table = np.take(index, indices, axis=axis)
-        result = self.gather(node.name, source, table, tuple(int(d) for d in table.shape), False)
-        self.domain_of(x)[y] = result
 
     def shape_of(self, node: Node) -> None:
         """Shapes are static here: Shape(x) is a constant for the operators reading it (Reshape)."""
@@ -725,67 +681,27 @@ class _Lowering:
             return key
         raise ModelError(f"hexagon backend: {node.op} {node.name} reads {value}, which is not computed on the device")
 
-    def layout_op(self, node: Node) -> None:
-        x, y = node.inputs[0], node.outputs[0]
-        source = self.device_source(node, x)
-        shape = _layout_shape(self.known, node, self.out.shapes[source])
-        index = self.physical_index(source)
-        if node.op == "Transpose":
-            index = index.transpose([int(p) for p in node.attr("perm", tuple(reversed(range(index.ndim))))])  # type: ignore[union-attr]
-        result = self.gather(node.name, source, index.reshape(shape), shape, False)
-        self.domain_of(x)[y] = result
-
-    def split(self, node: Node) -> None:
-        """Split of a device tensor (GPT-2's fused QKV projection): one table gather per output."""
+    def move(self, node: Node) -> None:
+        """A data-moving operator of a device tensor (Reshape, Transpose, Split, Expand,
+        Slice, Gather at constant indices, …; GPT-2's fused QKV split, LLaMA's rotate_half
+        and key/value repeat): the registry's evaluation of the operator on the tensor's
+        element offsets is each output's gather table, exact. Its other operands must be
+        known at compile time."""
         x = node.inputs[0]
         source = self.device_source(node, x)
-        index = self.physical_index(source)
-        axis = int(node.attr("axis", 0)) % index.ndim  # type: ignore[arg-type]
-        length = index.shape[axis]
-        if len(node.inputs) > 1 and node.inputs[1]:
-            if node.inputs[1] not in self.known:
-                raise ModelError(f"hexagon backend: Split {node.name}: the sizes must be known at compile time")
-            sizes = [int(v) for v in np.asarray(self.known[node.inputs[1]]).reshape(-1)]
-        elif node.attr("split", None) is not None:
-            sizes = [int(v) for v in node.attr("split")]  # type: ignore[union-attr]
-        else:  # equal parts, the last one smaller (opset 18's num_outputs)
-            count = len(node.outputs)
-            part = -(-length // count)
-            sizes = [min(part, length - k * part) for k in range(count)]
-        if sum(sizes) != length or len(sizes) != len(node.outputs) or min(sizes) < 0:
-            raise ModelError(f"hexagon backend: Split {node.name}: sizes {sizes} of an axis of {length}")
-        start = 0
-        for size, y in zip(sizes, node.outputs, strict=True):
-            table = np.take(index, np.arange(start, start + size), axis=axis)
-            start += size
-            if y:
-                self.domain_of(x)[y] = self.gather(node.name, source, table, tuple(int(d) for d in table.shape), False)
-
-    def slice(self, node: Node) -> None:
-        """Slice of a device tensor at compile-time starts/ends/axes/steps (LLaMA's rotate_half):
-        the registry's evaluation of the Slice on the tensor's element offsets is the table."""
-        x = node.inputs[0]
-        source = self.device_source(node, x)
+        for value in node.inputs[1:]:
+            if value and value not in self.known:
+                raise ModelError(f"hexagon backend: {node.op} {node.name}: {value} must be known at compile time")
         operands = [self.physical_index(source)] + [np.asarray(self.known[i]) if i else None for i in node.inputs[1:]]
-        (table,) = evaluate_node("Slice", node.attrs, operands)
-        table = np.asarray(table)
-        self.domain_of(x)[node.outputs[0]] = self.gather(node.name, source, table, tuple(int(d) for d in table.shape),
-                                                         False)
-
-    def expand(self, node: Node) -> None:
-        """Expand of a device tensor (LLaMA's grouped-query key/value repeat): a broadcast table."""
-        x = node.inputs[0]
-        if node.inputs[1] not in self.known:
-            raise ModelError(f"hexagon backend: Expand {node.name}: the shape must be known at compile time")
-        source = self.device_source(node, x)
-        index = self.physical_index(source)
-        target = tuple(int(v) for v in np.asarray(self.known[node.inputs[1]]).reshape(-1))
         try:
-            shape = tuple(int(d) for d in np.broadcast_shapes(index.shape, target))
-        except ValueError:
-            raise ModelError(f"hexagon backend: Expand {node.name}: {index.shape} does not broadcast to {target}") from None
-        table = np.broadcast_to(index.reshape((1,) * (len(shape) - index.ndim) + index.shape), shape)
-        self.domain_of(x)[node.outputs[0]] = self.gather(node.name, source, table, shape, False)
+            tables = evaluate_node(node.op, node.attrs, operands, len(node.outputs))
+        except ModelError as error:
+            raise ModelError(f"hexagon backend: {node.op} {node.name} of a {self.out.shapes[source]} tensor: "
+                             f"{error}") from None
+        for y, table in zip(node.outputs, tables, strict=False):
+            if y:
+                shape = tuple(int(d) for d in table.shape)
+                self.domain_of(x)[y] = self.gather(node.name, source, np.asarray(table), shape, False)
 
     def pad(self, node: Node) -> None:
         """Pad of a quantised tensor (DQ → Pad → Q, or Pad on the integers): a table copy with
@@ -798,19 +714,7 @@ class _Lowering:
         for value in (operands[0], operands[2]):
             if value and value not in self.known:
                 raise ModelError(f"hexagon backend: Pad {node.name}: {value} must be known at compile time")
-        shape = self.out.shapes[source]
-        pads = np.asarray(self.known[operands[0]] if operands[0] else node.attr("pads", ()), np.int64).reshape(-1)
-        axes = [int(a) % len(shape) for a in np.asarray(self.known[operands[2]]).reshape(-1)] if operands[2] \
-            else list(range(len(shape)))
-        if pads.size != 2 * len(axes) or np.any(pads < 0):
-            raise ModelError(f"hexagon backend: Pad {node.name}: pads {pads.tolist()} (only non-negative pads of "
-                             f"each axis of a {shape} tensor)")
-        widths = [(0, 0)] * len(shape)
-        for k, axis in enumerate(axes):
-            widths[axis] = (int(pads[k]), int(pads[k + len(axes)]))
         mode = str(node.attr("mode", "constant"))
-        if mode not in ("constant", "edge", "reflect"):
-            raise ModelError(f"hexagon backend: Pad {node.name}: mode {mode} is not supported")
         fill = q.zero_point
         if mode == "constant" and operands[1]:
             value = self.constant_float(operands[1], node)
@@ -818,11 +722,13 @@ class _Lowering:
             if not 0 <= fill <= 255 or np.float32((fill - q.zero_point) * q.scale) != np.float32(value):
                 raise ModelError(f"hexagon backend: Pad {node.name}: the pad value {value} is not exactly "
                                  "representable in its input's quantisation")
-        index = self.physical_index(source)
-        if mode == "constant":
-            table = np.pad(index, widths, mode="constant", constant_values=-1)
-        else:
-            table = np.pad(index, widths, mode="edge" if mode == "edge" else "reflect")
+        # the registry's evaluation of this Pad on the element offsets, -1 where it fills, is the table
+        operands = [self.physical_index(source), *(np.asarray(self.known[v]) if v and k != 1 else None
+                                                     for k, v in enumerate(operands))]
+        try:
+            (table,) = evaluate_node("Pad", {**node.attr_dict, "value": -1}, operands)
+        except ModelError as error:
+            raise ModelError(f"hexagon backend: Pad {node.name} of a {self.out.shapes[source]} tensor: {error}") from None
         out_shape = tuple(int(d) for d in table.shape)
         result = self.new_tensor(f"{y}_pad", out_shape, q)
         self.out.ops.append(IntOp(node.name, "pad", QPad(table.reshape(-1).astype(np.int32), fill), (source,), result))

@@ -142,12 +142,26 @@ def assemble(plan: ExecutionPlan, params: KernelParams | None = None,
                     "implementation": b.implementation}
                    for b in plan.fusion.blocks],
         "images": images,
+        # intermediates kept as RGBA image2d_t where the device runs images (blocked.py)
+        "activation_images": _activation_images(view, plan),
         # SmartMem §3.2.2: the dimension order chosen for each intermediate, and why
         "layout_decisions": [{"value": c.value, "perm": list(c.perm), "reason": c.reason}
                              for c in plan.fusion.layouts],
         "select": selection.to_json() if selection is not None else None,
     }
     return Assembled(doc, sources, arrays, images, work_items)
+
+
+def _activation_images(view: GraphView, plan: ExecutionPlan) -> dict[str, dict[str, object]]:
+    """Every intermediate the selection stored as an RGBA image (`fusion.index.Blocked`
+    with ``image``): its texel extent; the runtime creates the image or, without images,
+    uses the tensor's NCHW4c arena slot."""
+    result: dict[str, dict[str, object]] = {}
+    for choice in plan.fusion.layouts:
+        if getattr(choice.perm, "image", False):
+            width, height = choice.perm.image_extent(view.shape(choice.value))
+            result[choice.value] = {"width": width, "height": height, "reason": choice.reason}
+    return result
 
 
 def write_files(out: Path, doc: dict, sources: dict[str, str],

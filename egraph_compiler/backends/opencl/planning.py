@@ -13,7 +13,7 @@ from egraph_compiler.ir.graph import Graph
 from egraph_compiler.plan import ExecutionPlan, plan_memory
 from egraph_compiler.select import Selection, select_layouts
 
-LAYOUT_POLICIES = ("pbqp", "local", "chain-dp", "per-tensor", "row-major")
+LAYOUT_POLICIES = ("pbqp", "local", "chain-dp", "per-tensor", "row-major", "nchwc", "images")
 
 
 def with_kernels(graph: Graph) -> Graph:
@@ -30,7 +30,9 @@ def execution_plan(graph: Graph, tables: object = None, profile_db: ProfileDb | 
     every intermediate's dimension order together, inserting conversion kernels where a
     consumer cannot read the chosen order), its baselines "local" / "chain-dp",
     "per-tensor" (fusion's SmartMem rule alone) or "row-major" (the last two leave each
-    anchor's variant to the cost model at code generation). ``params``: the device class
+    anchor's variant to the cost model at code generation); "nchwc" / "images" are "pbqp"
+    with every conv that has a blocked NCHWc kernel forced onto it, reading its input from
+    a buffer / an RGBA image2d_t (`backends.opencl.blocked`). ``params``: the device class
     and tuning database the options are priced with — pass the same to `build`.
     ``symbolic``: ``graph`` before its symbolic dims were bound, with the declared ranges:
     each anchor whose implementations' costs depend on them gets a verdict (one
@@ -43,10 +45,12 @@ def execution_plan(graph: Graph, tables: object = None, profile_db: ProfileDb | 
     fusion_plan = plan_fusion(graph, tables, profile_db, fuse=fuse, layouts=layouts == "per-tensor",
                               cost=fusion_cost(DEVICES[device]))
     selection = None
-    if layouts in ("pbqp", "local", "chain-dp"):
+    if layouts in ("pbqp", "local", "chain-dp", "nchwc", "images"):
         params = params or KernelParams()
-        fusion_plan, selection = select_layouts(fusion_plan, policy=layouts,
-                                                pricing=pricing(fusion_plan, params))
+        forced = layouts in ("nchwc", "images")
+        fusion_plan, selection = select_layouts(
+            fusion_plan, policy="pbqp" if forced else layouts,
+            pricing=pricing(fusion_plan, params, force=layouts if forced else ""))
         if symbolic is not None and symbolic.symbols:
             names = {int(n.name.split(":")[0].removeprefix("block")): n.name
                      for n in selection.problem.nodes}

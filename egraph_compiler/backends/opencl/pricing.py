@@ -3,7 +3,8 @@ estimated microseconds on the device class of `KernelParams.device`.
 
 - implementations: every conv/matmul block's kernel options (`kernels.anchor_options`:
   `cost.options`, or the tuning database's option for its shape class), at the cost
-  model's estimate;
+  model's estimate; the blocked NCHWc conv's (`blocked.py`, CPU class: the direct
+  estimate × its measured ratio) are also listed in ``blocked`` with the layout they read;
 - a sector transaction: 32 bytes at the device class's bandwidth (CPU: `cost.DEVICES`;
   GPU: the copy kernel's GB/s measured on the card `gpu_prices.CARD` names);
 - a layout-conversion kernel (`select.conversions`): ``LAUNCH_US`` for its launch plus
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from egraph_compiler.backends.opencl import cost, gpu_prices, images
+from egraph_compiler.backends.opencl import blocked, cost, gpu_prices, images
 from egraph_compiler.backends.opencl.kernels import KernelParams, anchor_options, generate
 from egraph_compiler.fusion import Block, FusionPlan
 from egraph_compiler.fusion.structure import analyse
@@ -42,15 +43,21 @@ IMAGE_READ_FACTOR = 0.38 / 0.28  # CPU: image reads over buffer reads (measured,
 ANCHOR_KINDS = ("conv", "matmul")
 
 
-def pricing(plan: FusionPlan, params: KernelParams) -> Pricing:
+def pricing(plan: FusionPlan, params: KernelParams, force: str = "") -> Pricing:
+    """``force`` "nchwc" / "images": every conv block with a blocked NCHWc kernel is priced
+    with it alone, reading buffers / RGBA images (the policies of those names: the PBQP still
+    lays out the rest)."""
     view = GraphView(plan.graph)
-    implementations = {}
+    implementations, channel_blocks = {}, {}
     for block in plan.blocks:
         if block.kind in ANCHOR_KINDS:
             _, options = anchor_options(view, block, params)
             implementations[block.id] = [(o.describe(), o.estimate_us) for o in options]
+            channel_blocks[block.id] = {o.describe(): o.input_layout for o in options
+                                        if isinstance(o, blocked.BlockedOption)}
     return Pricing("µs (cost model)", SECTOR_BYTES / (_bandwidth_gbs(params) * 1e3),
-                   implementations, LAUNCH_US[params.device], _image_reads(plan, view, params))
+                   implementations, LAUNCH_US[params.device], _image_reads(plan, view, params),
+                   {k: v for k, v in channel_blocks.items() if v}, force=force)
 
 
 def _bandwidth_gbs(params: KernelParams) -> float:

@@ -113,7 +113,9 @@ class CompiledModel:
         # unchanged kernels does not pay PoCL's compile time again
         # image2d_t tensors (images.py): on when the device supports them, else buffers
         image_tensors = self.plan.get("images", {})
-        self.images_on, self.images_note = image_mode(self.device, image_tensors, images)
+        activation_images = self.plan.get("activation_images", {})
+        self.images_on, self.images_note = image_mode(self.device, {**image_tensors, **activation_images},
+                                                      images)
         self.program = cl.Program(self.context, source).build(
             options=["-D", "DNNR_IMAGES"] if self.images_on else [])
         names = json.loads((out / "weights.json").read_text())
@@ -160,6 +162,12 @@ class CompiledModel:
                     raise OpenClError(f"arena tensor '{name}' at byte {offset} (+{nbytes}) does "
                                       f"not fit an arena of {arena_size} bytes of {info['dtype']}")
                 self.buffers[name] = (self.arena, offset // itemsize)
+                if self.images_on and name in activation_images:  # RGBA texels (blocked.py)
+                    extent = activation_images[name]
+                    self.buffers[name] = (cl.create_image(
+                        self.context, mf.READ_WRITE,
+                        cl.ImageFormat(cl.channel_order.RGBA, cl.channel_type.FLOAT),
+                        shape=(extent["width"], extent["height"])), 0)
             elif info["kind"] in ("input", "output", "computed", "scratch"):  # scratch: a block's own
                 self.buffers[name] = (cl.Buffer(self.context, mf.READ_WRITE,
                                                 max(int(info["nbytes"]), 1)), 0)
