@@ -1,26 +1,36 @@
 """Kernel-parameter search on the OpenCL device: Chameleon beside random search.
 
-For every conv/matmul shape class of a small CNN (or of ``--model``), runs
-`kernel_search.chameleon_search` once and `random_search` with ``--seeds`` seeds, each
-with ``--budget`` measurements (OpenCL profiling events; one shared measurement cache,
-so an option is timed once). Prints both best-so-far curves (random: the median over
-seeds) and, per class, how many measurements Chameleon needed to reach random
-search's best and how many random search needed.
+For every conv/matmul shape class of a small CNN (or, with ``--gpu``, of GPU-sized
+classes), runs `kernel_search.chameleon_search` and `random_search` with each of
+``--seeds`` seeds, each with ``--budget`` measurements (OpenCL profiling events; one
+shared measurement cache, so an option is timed once). Prints both best-so-far
+curves (median and quartiles over seeds) and, per seed, the ratio the issue asks
+for: random search's measurements to reach its own best at the full budget over
+Chameleon's to reach that same time (0 where it never does).
 
-    PYTHONPATH=. python3 benchmarks/tune.py [--budget 24] [--seeds 5] [--gpu --device NVIDIA]
+    PYTHONPATH=. python3 benchmarks/tune.py [--budget 24] [--seeds 20] [--gpu --device NVIDIA]
+    ... --gpu --device NVIDIA --exhaustive DIR --jobs 14   # every option first: DIR/space.json
+    ... --gpu --replay A/space.json B/space.json --seed-base 100 [--transfer others]
+    ... --gpu --replay ... --fit KEY   # fit the knobs on KEY's class, report on the rest
 
-``--gpu`` searches GPU-sized shape classes (ResNet's 3×3, stride-2 3×3 and 1×1 convs at
-batch 8, BERT-base's FFN matmul at 8×128 tokens) from the ``gpu`` device class's
-defaults, on the GPU machine (it needs no egglog, z3 or onnxruntime).
+``--transfer``: ``order`` (default; as `dnnr tune`: each class starts from Chameleon's
+measurements of the classes before it), ``others`` (replays: from every other class)
+or ``none``. ``--gpu`` classes: ResNet's 3×3, stride-2 3×3 and 1×1 convs at batch 8,
+BERT-base's FFN matmul at 8×128 tokens and MobileNetV2's depthwise 3×3 at batch 8,
+from the ``gpu`` device class's defaults (the GPU machine needs no egglog, z3 or
+onnxruntime).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
 import tempfile
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,15 +40,23 @@ from onnx import TensorProto, helper, numpy_helper
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from egraph_compiler.backends.opencl import cost  # noqa: E402
 from egraph_compiler.backends.opencl.kernel_search import (  # noqa: E402
+    Anchor,
+    Curve,
     Knobs,
+    Measure,
     Measurer,
+    Observation,
     anchors,
     chameleon_search,
+    observations,
     option_to_json,
     random_search,
 )
 from egraph_compiler.backends.opencl.kernels import KernelParams  # noqa: E402
+from egraph_compiler.backends.opencl.runtime import CompiledModel  # noqa: E402
+from egraph_compiler.ir.graph import Graph  # noqa: E402
 from tests.backends.opencl.helpers import static_graph  # noqa: E402
 
 
@@ -70,7 +88,8 @@ def small_cnn() -> onnx.ModelProto:
 
 def gpu_classes() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """ResNet-18's 3×3 (64 ch, 56²), stride-2 3×3 (64→128) and a 1×1 (128→512) conv at
-    batch 8, and BERT-base's first FFN matmul (1024 tokens × 768 → 3072)."""
+    batch 8, BERT-base's first FFN matmul (1024 tokens × 768 → 3072) and MobileNetV2's
+    depthwise 3×3 (144 ch, 56²) at batch 8."""
     rng = np.random.default_rng(0)
     inits, nodes = [], []
 
@@ -86,53 +105,180 @@ def gpu_classes() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
                                   pads=[1, 1, 1, 1], strides=[2, 2]))
     nodes.append(helper.make_node("Conv", ["c2", weight("w3", (512, 128, 1, 1))], ["y"]))
     nodes.append(helper.make_node("MatMul", ["t", weight("w4", (768, 3072))], ["u"]))
+    nodes.append(helper.make_node("Conv", ["d", weight("w5", (144, 1, 3, 3))], ["z"],
+                                  pads=[1, 1, 1, 1], group=144))
     graph = helper.make_graph(
         nodes, "gpu_classes",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64, 56, 56]),
-         helper.make_tensor_value_info("t", TensorProto.FLOAT, [1024, 768])],
+         helper.make_tensor_value_info("t", TensorProto.FLOAT, [1024, 768]),
+         helper.make_tensor_value_info("d", TensorProto.FLOAT, [8, 144, 56, 56])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 512, 28, 28]),
-         helper.make_tensor_value_info("u", TensorProto.FLOAT, [1024, 3072])], inits)
+         helper.make_tensor_value_info("u", TensorProto.FLOAT, [1024, 3072]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [8, 144, 56, 56])], inits)
     feeds = {"x": rng.standard_normal((8, 64, 56, 56)).astype(np.float32),
-             "t": rng.standard_normal((1024, 768)).astype(np.float32)}
+             "t": rng.standard_normal((1024, 768)).astype(np.float32),
+             "d": rng.standard_normal((8, 144, 56, 56)).astype(np.float32)}
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), feeds
 
 
-def replay(path: Path, budget: int, seeds: int, knobs: Knobs, params: KernelParams,
-           graph: object) -> list[float]:
-    """Chameleon and random search replayed on a whole measured space (``--exhaustive``'s
-    space.json): per class and random seed, random search's measurements to its best
-    over Chameleon's to reach it (0 where Chameleon never does)."""
-    table = json.loads(path.read_text())
-    ratios = []
-    with tempfile.TemporaryDirectory(prefix="dnnr-bench-tune-") as tmp:
-        for anchor in anchors(graph, params, Path(tmp)):  # type: ignore[arg-type]
-            if anchor.key not in table:
-                continue
-            times = {json.dumps(o, sort_keys=True): t for o, t in table[anchor.key]}
+@dataclass
+class ClassRun:
+    """Both searches of one class, one curve each per seed."""
 
-            def measure(option: object, times: dict[str, float] = times) -> float:
-                return times[json.dumps(option_to_json(option), sort_keys=True)]  # type: ignore[arg-type]
+    key: str
+    space: int
+    chameleon: list[Curve]
+    random: list[Curve]
 
-            cham = chameleon_search(anchor.space, anchor.default, measure, budget, 0, knobs)
-            for s in range(seeds):
-                r = random_search(anchor.space, measure, budget, s)
-                c_at = cham.reaches(min(r.times))
-                ratios.append(r.reaches(min(r.times)) / c_at if c_at else 0.0)
+    def ratios(self) -> list[float]:
+        """Per seed: random search's measurements to reach its own best at the full
+        budget over Chameleon's to reach that same time (0 where it never does)."""
+        out = []
+        for cham, rand in zip(self.chameleon, self.random, strict=True):
+            best = min(rand.times)
+            at = cham.reaches(best)
+            out.append(rand.reaches(best) / at if at else 0.0)  # type: ignore[operator]
+        return out
+
+
+def run_classes(found: list[Anchor], measures: list[Measure], budget: int, seeds: list[int],
+                knobs: Knobs, transfer: str) -> list[ClassRun]:
+    """Chameleon and random search with each seed on every class. ``transfer``:
+    ``none``; ``order`` (a class's search starts from Chameleon's measurements on the
+    classes before it, as `search_model` does); ``others`` (from every other class, for
+    replays: each class in turn is the one searched last)."""
+    runs = [ClassRun(a.key, len(a.space), [], []) for a in found]
+    for seed in seeds:
+        alone = [chameleon_search(a.space, a.default, m, budget, seed, knobs)
+                 for a, m in zip(found, measures, strict=True)] if transfer == "others" else []
+        history: list[Observation] = []
+        for k, (anchor, measure) in enumerate(zip(found, measures, strict=True)):
+            if transfer == "others":
+                history = [o for j, c in enumerate(alone) if j != k for o in observations(c)]
+            cham = chameleon_search(anchor.space, anchor.default, measure, budget, seed, knobs,
+                                    history if transfer != "none" else [])
+            if transfer == "order":
+                history += observations(cham)
+            runs[k].chameleon.append(cham)
+            runs[k].random.append(random_search(anchor.space, measure, budget, seed))
+    return runs
+
+
+def report(runs: list[ClassRun], budget: int, device: str) -> list[float]:
+    """Both best-so-far curves (median and quartiles over seeds) and the ratios."""
+    ratios: list[float] = []
+    for run in runs:
+        print(f"{run.key}  (space {run.space}, {len(run.random)} seeds, {device})")
+        print("  measurements     " + " ".join(f"{i + 1:6d}" for i in range(budget)))
+        for name, curves in (("chameleon", run.chameleon), ("random", run.random)):
+            table = np.array([c.best_so_far() + [c.best_so_far()[-1]] * (budget - len(c.times))
+                              for c in curves])
+            for q, label in ((25, "q1"), (50, "median"), (75, "q3")):
+                print(f"  {name[:4]} {label:6s}    "
+                      + " ".join(f"{t:6.1f}" for t in np.percentile(table, q, axis=0)))
+        r = run.ratios()
+        ratios += r
+        print(f"  ratio random/chameleon: median {statistics.median(r):.2f}x, quartiles "
+              f"{np.percentile(r, 25):.2f} / {np.percentile(r, 75):.2f}, never reached "
+              f"{sum(x == 0 for x in r)} of {len(r)}", flush=True)
+    if ratios:
+        print(f"all classes: median ratio {statistics.median(ratios):.2f}x over {len(ratios)} "
+              f"runs (quartiles {np.percentile(ratios, 25):.2f} / {np.percentile(ratios, 75):.2f})")
     return ratios
+
+
+def replayed(paths: list[str], graph: Graph, params: KernelParams, tmp: Path
+             ) -> tuple[list[Anchor], list[Measure]]:
+    """The classes of ``graph`` that ``--exhaustive`` space.json files measured whole,
+    with a measure that looks each option up."""
+    table: dict[str, list[tuple[dict[str, object], float]]] = {}
+    for path in paths:
+        table.update(json.loads(Path(path).read_text()))
+    found, measures = [], []
+    for anchor in anchors(graph, params, tmp):
+        if anchor.key not in table:
+            continue
+        times = {json.dumps(o, sort_keys=True): t for o, t in table[anchor.key]}
+        missing = [o.describe() for o in anchor.space
+                   if json.dumps(option_to_json(o), sort_keys=True) not in times]
+        if missing:
+            raise SystemExit(f"error: {anchor.key}: the replayed space lacks {len(missing)} "
+                             f"options of today's space (e.g. {missing[0]}); measure it again")
+
+        def measure(option: cost.Option, times: dict[str, float] = times) -> float:
+            return times[json.dumps(option_to_json(option), sort_keys=True)]
+
+        found.append(anchor)
+        measures.append(measure)
+    return found, measures
+
+
+GRID = {"length": (2.0, 3.0, 4.0), "noise": (0.05, 0.3), "first": (1, 3),
+        "batch": (2, 4), "nearest_centroid": (True, False)}
+
+
+def fit(found: list[Anchor], measures: list[Measure], budget: int, seeds: list[int],
+        transfer: str) -> Knobs:
+    """The knob setting of `GRID` with the highest median ratio on these classes/seeds."""
+    best: tuple[float, Knobs] = (-1.0, Knobs())
+    names = list(GRID)
+    for values in itertools.product(*GRID.values()):
+        knobs = Knobs(**dict(zip(names, values, strict=True)))  # type: ignore[arg-type]
+        runs = run_classes(found, measures, budget, seeds, knobs, transfer)
+        score = statistics.median([r for run in runs for r in run.ratios()])
+        if score > best[0]:
+            best = (score, knobs)
+    print(f"fitted on {', '.join(a.key for a in found)} (seeds {seeds[0]}..{seeds[-1]}): "
+          f"median {best[0]:.2f}x with {best[1]}")
+    return best[1]
+
+
+def prebuild(anchor: Anchor, params: KernelParams, device: str | None, jobs: int) -> None:
+    """Compile every option's artefact and build its OpenCL program in ``jobs`` processes
+    first: pyopencl keeps built binaries on disk, keyed by source, so the measuring
+    process, which times one option at a time, finds them built."""
+    if jobs <= 1:
+        return
+    import multiprocessing
+
+    chunks = [anchor.space[k::jobs] for k in range(jobs)]
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        pool.starmap(_build_options, [(anchor, c, params, device) for c in chunks])
+
+
+def _build_options(anchor: Anchor, options: tuple[cost.Option, ...], params: KernelParams,
+                   device: str | None) -> None:
+    from egraph_compiler.backends.opencl.kernel_search import _launches
+
+    with tempfile.TemporaryDirectory(prefix="dnnr-prebuild-") as tmp:
+        for k, option in enumerate(options):
+            out = Path(tmp) / f"o{k}"
+            _launches(anchor.graph, replace(params, tuned=((anchor.key, option),)), out, None)
+            CompiledModel(out, device)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=24)
-    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--seed-base", type=int, default=0,
+                        help="first seed (report on seeds the knobs were not fitted on)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default=None)
     parser.add_argument("--gpu", action="store_true", help="GPU-sized classes, gpu defaults")
     parser.add_argument("--exhaustive", metavar="DIR",
-                        help="measure every option of each class instead; write DIR/space.json")
+                        help="measure every option of each class first; write DIR/space.json")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="--exhaustive: build the options' programs in this many processes")
     parser.add_argument("--only", default="", help="classes whose key contains this")
-    parser.add_argument("--replay", metavar="JSON",
-                        help="replay the searches on an --exhaustive space.json (no device)")
+    parser.add_argument("--replay", metavar="JSON", nargs="+",
+                        help="replay the searches on --exhaustive space.json files (no device)")
+    parser.add_argument("--transfer", choices=("none", "order", "others"), default="order",
+                        help="what a class's search starts from (run_classes)")
+    parser.add_argument("--fit", metavar="KEY", default=None,
+                        help="--replay: fit the knobs on the classes whose key contains KEY "
+                             "(seeds 1000..) and report on the others")
+    parser.add_argument("--fit-seeds", type=int, default=10)
     args = parser.parse_args()
     if args.gpu:
         model, feeds = gpu_classes()
@@ -142,54 +288,41 @@ def main() -> int:
         x = np.random.default_rng(1).standard_normal((1, 16, 32, 32)).astype(np.float32)
         graph = static_graph(small_cnn(), {"x": x})
         params = KernelParams()
-    if args.replay:
-        ratios = replay(Path(args.replay), args.budget, args.seeds, Knobs(), params, graph)
-        print(f"replayed: random/chameleon measurements to random's best: median "
-              f"{statistics.median(ratios):.2f}x over {len(ratios)} runs: "
-              + " ".join(f"{r:.1f}" for r in ratios))
-        return 0
-    ratios = []
+    seeds = list(range(args.seed_base, args.seed_base + args.seeds))
     with tempfile.TemporaryDirectory(prefix="dnnr-bench-tune-") as tmp:
-        table: dict[str, list[tuple[dict[str, object], float]]] = {}
-        for k, anchor in enumerate(anchors(graph, params, Path(tmp) / "probe")):
-            if args.only not in anchor.key:
-                continue
-            measure = Measurer(anchor, params, Path(tmp) / f"a{k}", None, args.device,
-                               args.repeats)
-            if args.exhaustive:  # the whole space, for replaying searches offline
+        if args.replay:
+            found, measures = replayed(args.replay, graph, params, Path(tmp))
+            keep = [k for k, a in enumerate(found) if args.only in a.key]
+            found, measures = [found[k] for k in keep], [measures[k] for k in keep]
+            knobs = Knobs()
+            if args.fit is not None:
+                fitted = [k for k, a in enumerate(found) if args.fit in a.key]
+                knobs = fit([found[k] for k in fitted], [measures[k] for k in fitted],
+                            args.budget, list(range(1000, 1000 + args.fit_seeds)), args.transfer)
+                found = [a for k, a in enumerate(found) if k not in fitted]
+                measures = [m for k, m in enumerate(measures) if k not in fitted]
+            report(run_classes(found, measures, args.budget, seeds, knobs, args.transfer),
+                   args.budget, "replayed")
+            return 0
+        found = [a for a in anchors(graph, params, Path(tmp) / "probe") if args.only in a.key]
+        measurers = [Measurer(a, params, Path(tmp) / f"a{k}", None, args.device, args.repeats)
+                     for k, a in enumerate(found)]
+        if args.exhaustive:  # the whole space, then the searches over it
+            table: dict[str, list[tuple[dict[str, object], float]]] = {}
+            for anchor, measure in zip(found, measurers, strict=True):
+                start = time.perf_counter()
+                prebuild(anchor, params, args.device, args.jobs)
+                built = time.perf_counter() - start
                 table[anchor.key] = [(option_to_json(o), measure(o)) for o in anchor.space]
                 best = min(t for _, t in table[anchor.key])
-                print(f"{anchor.key}: {len(anchor.space)} options, best {best:.1f} us", flush=True)
+                print(f"{anchor.key}: {len(anchor.space)} options, best {best:.1f} us "
+                      f"({built:.0f} s building, {time.perf_counter() - start - built:.0f} s "
+                      f"measuring, {measure.device_name})", flush=True)
                 Path(args.exhaustive, "space.json").write_text(json.dumps(table))
-                continue
-            default_us = measure(anchor.default)
-            cham = chameleon_search(anchor.space, anchor.default, measure, args.budget, 0)
-            rands = [random_search(anchor.space, measure, args.budget, s)
-                     for s in range(args.seeds)]
-            print(f"{anchor.key}  (space {len(anchor.space)}, default "
-                  f"{anchor.default.describe()} {default_us:.1f} us, {measure.device_name})")
-            print("  step        " + " ".join(f"{i + 1:7d}" for i in range(args.budget)))
-            print("  chameleon   " + " ".join(f"{t:7.1f}" for t in cham.best_so_far()))
-            curves = np.array([r.best_so_far() for r in rands])
-            print("  random(med) " + " ".join(f"{t:7.1f}" for t in np.median(curves, 0)))
-            print("  chameleon options: " + ", ".join(o.describe() for o in cham.options))
-            for s, r in enumerate(rands):
-                r_best = min(r.times)
-                r_at = r.reaches(r_best)
-                c_at = cham.reaches(r_best)
-                ratio = (r_at / c_at) if c_at else 0.0
-                ratios.append(ratio)
-                print(f"  seed {s}: random best {r_best:7.1f} us after {r_at:2d}; chameleon "
-                      f"reached it after {c_at if c_at else 'never'}"
-                      + (f" ({ratio:.1f}x fewer)" if c_at else ""))
-            c_best, c_opt = cham.best
-            print(f"  chameleon best {c_best:.1f} us ({c_opt.describe()}) after "
-                  f"{cham.reaches(c_best)}; measured options {len(measure.cache)}")
-    if args.exhaustive:
-        return 0
-    print(f"measurements ratio random/chameleon to random's best: median "
-          f"{statistics.median(ratios):.2f}x, min {min(ratios):.2f}x over {len(ratios)} runs")
-    return 0
+        runs = run_classes(found, list(measurers), args.budget, seeds, Knobs(), args.transfer)
+        ratios = report(runs, args.budget, measurers[0].device_name if measurers else "")
+        print(f"measured options per class: {[len(m.cache) for m in measurers]}")
+    return 0 if ratios else 1
 
 
 if __name__ == "__main__":

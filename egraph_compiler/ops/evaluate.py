@@ -89,7 +89,18 @@ BY_HAND: dict[str, Callable[[Attrs, list[Array | None]], Array]] = {
     "ConstantOfShape": lambda a, xs: _constant_of_shape(a, xs[0]),
     "Range": lambda a, xs: _range(xs[0], xs[1], xs[2]),
     "LogSoftmax": lambda a, xs: _log_softmax(a, xs[0]),
+    # the reference gathers with np.choose, which takes at most 64 choices: an axis
+    # longer than 64 fails (BERT's position ids are a 5-column gather from 64)
+    "GatherElements": lambda a, xs: _gather_elements(a, xs[0], xs[1]),
 }
+
+
+def _gather_elements(attrs: Attrs, data: Array, indices: Array) -> Array:
+    axis = int(attrs.get("axis", 0)) % max(data.ndim, 1)
+    size = data.shape[axis]
+    if np.any((indices < -size) | (indices >= size)):
+        raise ModelError(f"GatherElements: an index is outside [-{size}, {size})")
+    return np.take_along_axis(data, np.where(indices < 0, indices + size, indices), axis)
 
 
 def evaluate_node(op: str, attrs: Attrs | tuple, inputs: Sequence[Array | None], num_outputs: int = 1) -> list[Array]:

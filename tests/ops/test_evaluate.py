@@ -92,3 +92,15 @@ def test_sum_keeps_negative_zero_and_mean_broadcasts_its_first_operand() -> None
     small, large = np.ones(3, np.float32), np.arange(6, dtype=np.float32).reshape(2, 3)
     (mean,) = evaluate_node("Mean", {}, [small, large])
     np.testing.assert_array_equal(mean, _onnxruntime("Mean", {}, [small, large], TensorProto.FLOAT))
+
+
+def test_gather_elements_folds_along_an_axis_longer_than_64() -> None:
+    """ONNX's reference gathers with np.choose (at most 64 choices), which fails on BERT's
+    position-id gather from 64 columns; folding keeps its own take_along_axis."""
+    data = RNG.standard_normal((3, 70)).astype(np.float32)
+    indices = RNG.integers(-70, 70, (3, 5)).astype(np.int64)
+    (folded,) = evaluate_node("GatherElements", {"axis": 1}, [data, indices])
+    np.testing.assert_array_equal(folded, _onnxruntime("GatherElements", {"axis": 1}, [data, indices],
+                                                      TensorProto.FLOAT))
+    with pytest.raises(ModelError, match="GatherElements"):
+        evaluate_node("GatherElements", {"axis": 1}, [data, indices + 200])
