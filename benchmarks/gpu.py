@@ -24,6 +24,7 @@ of ``--repeats`` runs after warm-up.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -345,7 +346,8 @@ def _forced_options() -> list[Any]:
     every = [cost.Option("direct", None, 0.0),
              *(cost.Option("tiled", tile, 0.0) for tile in cost.TILES),
              *(cost.Option("winograd", shape, 0.0) for shape in cost.WINOGRADS),
-             *(cost.Option("depthwise", shape, 0.0) for shape in cost.DEPTHWISES)]
+             *(cost.Option("depthwise", shape, 0.0) for shape in cost.DEPTHWISES),
+             *(cost.Option("sgemm", shape, 0.0) for shape in cost.SGEMMS)]
     # DNNR_GPU_SWEEP_VARIANTS=tiled,winograd: only these variants (prepare time)
     wanted = os.environ.get("DNNR_GPU_SWEEP_VARIANTS")
     return [o for o in every if not wanted or o.variant in wanted.split(",")]
@@ -355,6 +357,7 @@ def _forced_params(params: Any, option: Any) -> Any:
     """``params`` forcing ``option`` on every anchor it applies to."""
     from egraph_compiler.backends.opencl.depthwise import Depthwise
     from egraph_compiler.backends.opencl.gemm import Tile
+    from egraph_compiler.backends.opencl.sgemm import Sgemm
     from egraph_compiler.backends.opencl.winograd import Winograd
 
     return replace(params, anchor_variant=option.variant,
@@ -362,7 +365,24 @@ def _forced_params(params: Any, option: Any) -> Any:
                    anchor_depthwise=option.params if isinstance(option.params, Depthwise)
                    else None,
                    anchor_winograd=option.params if isinstance(option.params, Winograd)
-                   else None)
+                   else None,
+                   anchor_sgemm=option.params if isinstance(option.params, Sgemm) else None)
+
+
+@contextlib.contextmanager
+def _without_sgemm(active: bool) -> Any:
+    """The GPU class's cost model without the ``sgemm`` option while ``active``: the
+    baseline (``DNNR_GPU_BASELINE=1`` builds it as ``fused_base``, timed in the same run)."""
+    from egraph_compiler.backends.opencl import cost
+
+    model = cost.DEVICES["gpu"]
+    if active:
+        cost.DEVICES["gpu"] = replace(model, efficiency={k: v for k, v in model.efficiency.items()
+                                                         if k != "sgemm"})
+    try:
+        yield
+    finally:
+        cost.DEVICES["gpu"] = model
 
 
 def prepare(out: Path, only: str | None, synthetic: bool = False) -> None:
@@ -397,9 +417,12 @@ def prepare(out: Path, only: str | None, synthetic: bool = False) -> None:
             optimised = pipeline.optimize(graph, rules)[0]
             meta: dict[str, Any] = {"model": name, "batch": batch, "operators": len(graph.nodes),
                                     "synthetic": synthetic}
-            for label, fuse in (("fused", True), ("unfused", False)):
-                plan, selection = execution_plan(optimised, rules, fuse=fuse, params=params)
-                artefact = build(plan, target / label, params, selection=selection)
+            builds = [("fused", True), ("unfused", False)] + \
+                ([("fused_base", True)] if os.environ.get("DNNR_GPU_BASELINE") == "1" else [])
+            for label, fuse in builds:
+                with _without_sgemm(label == "fused_base"):
+                    plan, selection = execution_plan(optimised, rules, fuse=fuse, params=params)
+                    artefact = build(plan, target / label, params, selection=selection)
                 meta[label] = {"kernels": artefact.kernels, "blocks": {
                     str(k): v for k, v in _flops_and_bytes(plan).items()}}
                 _pool_weights(target / label, pool, plan.fusion.graph.constants, synthetic)
@@ -512,7 +535,9 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
             feeds = model_inputs(meta["model"], meta["batch"])
         result: dict[str, Any] = {"model": meta["model"], "batch": meta["batch"]}
         with tempfile.TemporaryDirectory() as tmp:
-            for label in ("fused", "unfused"):
+            for label in ("fused", "unfused", "fused_base"):
+                if label not in meta:
+                    continue
                 artefact = _unpool_weights(target / label, pool, Path(tmp) / label)
                 compiled = CompiledModel(artefact, device)
                 outputs = compiled.run(feeds)  # warm-up: the driver compiles here
@@ -569,12 +594,13 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
         print(json.dumps(result), flush=True)
     print(f"\n{card}, median of {repeats}; dnnr kernels = sum of OpenCL profiling events; "
           f"PyTorch TF32 {'on' if os.environ.get('DNNR_TORCH_TF32') == '1' else 'off'}")
-    print("| model (batch) | dnnr fused kernels ms | dnnr fused end-to-end ms | fusion-off "
+    print("| model (batch) | dnnr fused kernels ms | fused without sgemm | dnnr fused end-to-end ms | fusion-off "
           "kernels ms | PyTorch eager ms | eager in a CUDA graph ms | torch.compile ms | "
           "conv/matmul share | max rel err |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['model']} ({r['batch']}) | {r['fused_kernels_ms']:.2f} | "
+              f"{r.get('fused_base_kernels_ms', float('nan')):.2f} | "
               f"{r['fused_e2e_ms']:.2f} | {r['unfused_kernels_ms']:.2f} | "
               f"{r.get('eager', float('nan')):.2f} | "
               f"{r.get('cuda_graph', float('nan')):.2f} | {r.get('compile', float('nan')):.2f} | "

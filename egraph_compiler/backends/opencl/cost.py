@@ -7,6 +7,8 @@ them; `choose` takes the cheapest by this model today):
 - ``direct``: the register-tiled kernel of `kernels.py` (a work-item per TC output
   channels × TW columns, or TM × TN of a matmul; no local memory, no barrier);
 - ``tiled``: the work-group-tiled GEMM of `gemm.py` (`gemm.Tile` parameters);
+- ``sgemm``: the register-blocked GEMM of `sgemm.py` (float4 views, double buffering,
+  8 × 8 blocks; `sgemm.Sgemm`), for MatMul/Gemm on devices whose model prices it (GPU);
 - ``gemv``: split-K inside a work-group for a single output row (`gemm.Gemv`);
 - row kernels (`row_options`): ``row`` or ``row-split`` (several work-groups per row,
   `rows.RowSplit`), for rows few and long;
@@ -53,11 +55,13 @@ import numpy as np
 
 from egraph_compiler.backends.opencl.cpu_conv import CHUNK_MADS, LANES_CONVS, LanesConv
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as VARIANT_LANES_CONV
+from egraph_compiler.backends.opencl.cpu_window import POINTWISE_VECS, VEC_CONVS, VecConv
 from egraph_compiler.backends.opencl.cpu_window import VARIANT as VARIANT_VEC_CONV
-from egraph_compiler.backends.opencl.cpu_window import VEC_CONVS, VecConv
 from egraph_compiler.backends.opencl.depthwise import Depthwise, lanes_group
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.rows import RowSplit, chunking
+from egraph_compiler.backends.opencl.sgemm import VARIANT as VARIANT_SGEMM
+from egraph_compiler.backends.opencl.sgemm import Sgemm
 from egraph_compiler.backends.opencl.window import Window
 from egraph_compiler.backends.opencl.winograd import Winograd
 from egraph_compiler.fusion.profile_db import CostModel
@@ -123,7 +127,7 @@ DEVICES = {
                        items_per_unit=1024, groups_per_unit=4,
                        efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6,
                                    "depthwise": 0.05, "row": 0.6, "window": 0.01,
-                                   "winograd": 0.1},
+                                   "winograd": 0.1, VARIANT_SGEMM: 0.355},
                        reuse_full=8.0, slice_cost=0.0, launch_us=4.0, prologue_gflops=12_750.0),
 }
 
@@ -144,6 +148,15 @@ TILES = (
     Tile(64, 64, 16, 4, 4, True, 1, 4), Tile(16, 16, 16, 1, 1, False, 1, 16),
     Tile(32, 32, 16, 4, 4, True, 2, 4),
 )
+# the register-blocked GEMM (`sgemm.Sgemm`): C tile, K step, block per work-item, K groups
+SGEMMS = (Sgemm(128, 128, 8, 8, 8), Sgemm(128, 128, 16, 8, 8), Sgemm(128, 64, 16, 8, 4),
+          Sgemm(64, 128, 16, 4, 8), Sgemm(128, 64, 16, 8, 8), Sgemm(64, 128, 16, 8, 8),
+          Sgemm(64, 64, 16, 8, 8), Sgemm(64, 64, 16, 4, 4), Sgemm(32, 64, 16, 4, 4),
+          Sgemm(64, 32, 16, 4, 4), Sgemm(32, 32, 16, 4, 4),
+          Sgemm(64, 64, 16, 4, 4, 2), Sgemm(64, 64, 16, 4, 4, 4), Sgemm(128, 64, 16, 8, 4, 2),
+          Sgemm(128, 64, 16, 8, 4, 4), Sgemm(128, 64, 8, 8, 8), Sgemm(64, 128, 8, 8, 8))
+SGEMM_FULL_WARPS = 12  # warps an SM needs in flight for ``sgemm`` to run at its rate
+SGEMM_STEP_OVERHEAD = 1.5  # a work-group's first fetch and epilogue, in K steps
 GEMVS = (Gemv(32, 8), Gemv(8, 32), Gemv(64, 4))
 ROW_SPLITS = (RowSplit(2), RowSplit(4), RowSplit(8), RowSplit(16), RowSplit(32), RowSplit(64))
 WINDOWS = (Window(16, 2, 4), Window(16, 4, 4), Window(16, 2, 8), Window(16, 1, 8),
@@ -184,7 +197,7 @@ class Option:
 
     variant: str
     params: Tile | Gemv | Direct | Depthwise | RowSplit | Window | Winograd | LanesConv | \
-        VecConv | None
+        VecConv | Sgemm | None
     estimate_us: float
 
     def describe(self) -> str:
@@ -193,6 +206,8 @@ class Option:
             return f"tiled {p.bm}x{p.bn}x{p.bk} per-item {p.tm}x{p.tn}" + \
                 (" vec" if p.contiguous else "") + (f" split-k {p.slices}" if p.slices > 1 else "") + \
                 (f" k-groups {p.groups}" if p.groups > 1 else "")
+        if isinstance(self.params, Sgemm):
+            return self.params.describe()
         if isinstance(self.params, Gemv):
             return f"gemv {self.params.columns} outputs x {self.params.slices} k-slices"
         if isinstance(self.params, Direct):
@@ -239,7 +254,7 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
             direct_items: int, tiled_ok: bool, gemv_side: str | None,
             tiles: Sequence[Tile] = TILES, depthwise: bool = False,
             window_taps: int = 0, width: int = 0, winograd: bool = False,
-            stride: int = 1) -> list[Option]:
+            stride: int = 1, sgemm: bool = False) -> list[Option]:
     """Every option for ``C[batch][m][n] = A·B`` over ``k``, priced for ``device``.
 
     ``direct_items``: work-items of the direct kernel; ``tiled_ok``: the tiled GEMM
@@ -252,7 +267,10 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
     square, ``√n``), which the depthwise ``lanes`` groups span; ``winograd``: a 3×3
     stride-1 conv of one group with constant weights (``m`` = Cout, ``n`` = N·OH·OW,
     ``k`` = Cin·9, square maps assumed), which `winograd.py` applies to on devices
-    whose model has a "winograd" efficiency; ``stride``: a conv's column stride."""
+    whose model has a "winograd" efficiency; ``stride``: a conv's column stride;
+    ``sgemm``: offer the register-blocked GEMM (`sgemm.py`) on devices whose model has
+    its efficiency (its callers: MatMul/Gemm anchors outside shape-stable builds; it was
+    measured on those only)."""
     eff, peak = device.efficiency, device.peak_gflops * 1e3  # FLOP per µs
     flops = 2.0 * batch * m * n * k
     # the direct kernel redoes a window position's arithmetic and padding checks per
@@ -298,6 +316,8 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                 8.0 * tile.groups * batch * m * n / (device.bandwidth_gbs * 1e3)
             result.append(Option("tiled", tile, padded / (peak * eff["tiled"] * intensity *
                                                           vector * reuse * split * fill) + second))
+        if sgemm and VARIANT_SGEMM in eff:
+            result += _sgemm_options(device, m, n, k, batch)
     if gemv_side is not None:
         rows = n if gemv_side == "m" else m
         bytes_moved = 4.0 * batch * rows * k
@@ -364,6 +384,62 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
     return result
 
 
+# ``sgemm``'s rate by register block, relative to 8 × 8 (H200, the large BERT-base GEMMs
+# of `benchmarks/gpu_gemm.py`: 8 × 8 ran at 58-62 % of peak, 8 × 4 at 52-57, 4 × 4 at 36-46)
+SGEMM_BLOCK_RATE = {(8, 8): 1.0, (8, 4): 0.92, (4, 8): 0.92, (4, 4): 0.73}
+# 8 × 8 blocks over other than four warps (128 × 128 over eight, 64 × 64 over two): on
+# BERT-base's QKV GEMM 0.39 and 0.38 ms where 128 × 64 and 64 × 128 over four ran 0.335
+SGEMM_OTHER_GROUP_RATE = 0.85
+
+
+def _sgemm_options(device: DeviceModel, m: int, n: int, k: int, batch: int) -> list[Option]:
+    """The ``sgemm`` options (`sgemm.py`), on devices whose model has its efficiency.
+
+    Per SM: the work-groups it runs (``⌈groups / SMs⌉``), in rounds of the work-groups it
+    holds at once (its 65,536 registers over the block's accumulators, operands, prefetch
+    registers and ~24 more; at most 2,048 work-items), each round at a rate that grows with
+    its warps up to ``SGEMM_FULL_WARPS`` (one 128-item work-group of 8 × 8 blocks leaves
+    the SM a third idle); a work-group's time is its K steps plus ``SGEMM_STEP_OVERHEAD``
+    (the first fetch and the epilogue), at ``efficiency["sgemm"]`` times the block's rate
+    (`SGEMM_BLOCK_RATE`). K groups add a launch and their partials' round trip.
+
+    Fitted on an H200 to all 15 options × 14 shapes of `benchmarks/gpu_gemm.py` (BERT-base
+    and ConvNeXt-T's GEMMs at batch 8): the picks sum to 2.29 ms where the fastest sum to
+    2.22 (the ``tiled`` picks: 3.53); with 7 small-transformer shapes added (21 shapes ×
+    17 options), 2.34 against 2.25 (``tiled``: 3.66). ``efficiency["sgemm"]`` puts the estimates in the
+    ``tiled`` model's units: 0.62 of the H200's peak, over the H100 peak the model assumes,
+    over 2.3 (the median of the ``tiled`` model's estimate over its measured time there)."""
+    per_sm = device.peak_gflops * 1e3 / device.compute_units * device.efficiency[VARIANT_SGEMM]
+    result = []
+    for tile in SGEMMS:
+        if not tile.valid() or m <= tile.bm // 2 or n <= tile.bn // 2:
+            continue
+        threads = tile.work_group
+        registers = _cdiv(tile.tm * tile.tn + tile.tm + tile.tn + (tile.bm + tile.bn) * tile.bk //
+                          threads + 24, 8) * 8
+        resident = max(1, min(65536 // (threads * registers), 2048 // threads))
+        groups = batch * _cdiv(m, tile.bm) * _cdiv(n, tile.bn)
+        if tile.groups > 1 and (groups >= device.compute_units * resident // 2 or
+                                k < 256 * tile.groups):
+            continue  # K groups only for grids under half a wave, over a long K
+        steps = _cdiv(_cdiv(k, tile.bk), tile.groups)
+        work = 2.0 * tile.bm * tile.bn * tile.bk * (steps + SGEMM_STEP_OVERHEAD)
+        rate = per_sm * SGEMM_BLOCK_RATE[(tile.tm, tile.tn)] * \
+            (SGEMM_OTHER_GROUP_RATE if (tile.tm, tile.tn) == (8, 8) and threads != 128 else 1.0)
+
+        def occupancy(held: int, warps: float = threads / 32) -> float:
+            return min(1.0, held * warps / SGEMM_FULL_WARPS)
+
+        rounds, left = divmod(_cdiv(groups * tile.groups, device.compute_units), resident)
+        estimate = rounds * resident * work / (rate * occupancy(resident)) + \
+            (left * work / (rate * occupancy(left)) if left else 0.0)
+        if tile.groups > 1:
+            estimate += device.launch_us + 8.0 * tile.groups * batch * m * n / \
+                (device.bandwidth_gbs * 1e3)
+        result.append(Option(VARIANT_SGEMM, tile, estimate))
+    return result
+
+
 def _lanes_conv_options(device: DeviceModel, flops: float, m: int, n: int, k: int,
                         taps: int) -> list[Option]:
     """``conv-lanes`` (`cpu_conv.py`) for a pointwise conv, on a device whose
@@ -401,28 +477,51 @@ def _vec_conv_options(device: DeviceModel, m: int, n: int, k: int, taps: int, wi
     MobileNetV3 stem): a stem (at most 4 input channels) of stride 1 or 2 (AlexNet's
     11×11 stride-4 stem ran 2.5 ms against the window kernel's 1.5) or output rows that
     fit one 16-wide vector (VGG-sized 3×3 convs too: 256 channels on 14×14 2.0 ms
-    against 3.1, 512 on 7×7 4.1 against 23.6). Priced per work-item: its vector multiply-adds, the row segments it
+    against 3.1, 512 on 7×7 4.1 against 23.6), or of at most 8 input channels at stride
+    1 (with its epilogue on vectors, `cpu_epilogue`: ResNet-50's 56×56 3×3 at an eighth
+    of the width 0.062 ms against 0.086; 16 channels on 28×28 measured no faster). Priced per work-item: its vector multiply-adds, the row segments it
     loads and the tap vectors it builds from them, and its outputs' epilogues, at the
     rates `DeviceModel.vec_conv_us` fitted to 20 measured (conv, block) pairs (ResNet-50
     at an eighth of the width and MobileNetV3 on PoCL here; within 0.6-2.1× of each,
     and for every conv the block it prices cheapest was the fastest measured)."""
-    if not device.vec_conv_us or taps <= 1:
+    if not device.vec_conv_us or taps < 1:
         return []
     cin, side = k // taps, max(1, round(taps ** 0.5))
     width = width or max(1, round(n ** 0.5))
-    if (cin > 4 or stride > 2) and width > 16:
-        return []
     fma_us, element_us, output_us = device.vec_conv_us
+    blocks = VEC_CONVS
+    if taps == 1:
+        # a 1×1 conv (`cpu_window.flat_applies`: at stride 1 the plane is one row), its
+        # epilogue on whole vectors (`cpu_epilogue`: an eighth of the per-output cost
+        # fitted with per-element epilogues) and its loaded segment the tap's vector
+        # (no second element cost). Offered where it measured faster than the direct
+        # and conv-lanes kernels on PoCL (loaded machine; ResNet-50's 1×1 convs at an
+        # eighth of the width, MobileNetV3-small's): maps of at least 14×14 outputs
+        # (MobileNetV3's 14×14 ones 0.029-0.106 ms against direct's 0.042-0.159, its
+        # 72-channel 56×56 one 0.085 against conv-lanes' 0.157, ResNet's 28×28 ones
+        # 0.012-0.021 against 0.020-0.067), stride-2 ones with rows of at least 14
+        # (0.033-0.068 against 0.059-0.081); on 7×7 maps direct was as fast or faster.
+        # The 32-channel block only on maps of at least 28×28: on 14×14 ones its fewer
+        # work-items ran up to 1.9× slower than the 16-channel block
+        if n < 14 * 14 or (stride > 1 and width < 14):
+            return []
+        blocks, output_us = POINTWISE_VECS if n >= 28 * 28 else POINTWISE_VECS[:1], \
+            output_us / 8
+        if stride == 1:
+            width = n
+    elif (cin > 8 or stride > 2 or (cin > 4 and stride > 1)) and width > 16:
+        return []
     rows = max(1, n // width)
     result = []
-    for shape in VEC_CONVS:
+    for shape in blocks:
         channels = min(shape.channels, m)
-        if channels != shape.channels and VecConv(channels, shape.pixels) in VEC_CONVS:
+        if channels != shape.channels and VecConv(channels, shape.pixels) in blocks:
             continue  # the same kernel as a smaller block listed
         items = _cdiv(m, channels) * rows * _cdiv(width, shape.pixels)
         span = (shape.pixels - 1) * stride + side
+        placed = 0 if taps == 1 else shape.pixels * side  # tap vectors built per row
         estimate = items * (cin * taps * channels * _cdiv(shape.pixels, 8) * fma_us +
-                            cin * side * (span + shape.pixels * side) * element_us +
+                            cin * side * (span + placed) * element_us +
                             channels * shape.pixels * output_us)
         result.append(Option(VARIANT_VEC_CONV, VecConv(channels, shape.pixels), estimate))
     return result
@@ -573,7 +672,7 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
             window = ((p.rows - 1) * strides[0] + side) * ((p.width - 1) * strides[-1] + side)
             return _cdiv(cout, p.channels) * max(1.0, window / (p.rows * p.width *
                                                                int(np.prod(strides))))
-        if isinstance(p, Tile):
+        if isinstance(p, Tile | Sgemm):
             return float(taps * _cdiv(cout // group, p.bm))
         if isinstance(p, Gemv):
             return 1.0
@@ -592,8 +691,8 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
         batch = int(np.prod(out_shape)) // max(m * n, 1)
         items = batch * _cdiv(m, 4) * _cdiv(n, _DIRECT_MATMUL_N)
         p = choose(options(device, m, n, k, batch, items, True,
-                           "m" if m == 1 else None)).params
-        if isinstance(p, Tile):
+                           "m" if m == 1 else None, sgemm=True)).params
+        if isinstance(p, Tile | Sgemm):
             return float(_cdiv(n, p.bn))
         if isinstance(p, Gemv):
             return 1.0

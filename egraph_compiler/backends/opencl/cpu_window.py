@@ -22,7 +22,10 @@ broadcast weights. Nothing relies on a vectoriser across work-items, so input ch
 and window rows stay loops. The weights are *packed* at generation:
 ``[Cout/channels][Cin][K0][K1][channels]`` (output channels zero-padded to whole
 blocks), so a work-item's weights are one contiguous run read in order. The epilogue
-is unrolled, one copy per output element.
+runs once per output channel on its vector where `cpu_epilogue` applies (MobileNetV3's
+HardSwish stem 0.55 → 0.085 ms), else unrolled, one copy per output element. A 1×1
+conv is the same kernel with a one-column window; at stride 1 over a plane its block
+reads only at the output's pixels, it runs the plane as one row (`flat_applies`).
 
 Measured on PoCL here (`cost._vec_conv_options` says where it is offered, fitted to
 these): the two stems 0.40 / 0.21 ms against the window kernel's 0.62 / 0.42, the
@@ -38,6 +41,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from egraph_compiler.backends.opencl import cpu_conv
+from egraph_compiler.backends.opencl import cpu_epilogue as epilogue
 from egraph_compiler.backends.opencl.depthwise import (
     cdiv,
     symbolic,
@@ -65,6 +70,9 @@ class VecConv:
 
 
 VEC_CONVS = (VecConv(8, 16), VecConv(16, 16), VecConv(8, 8), VecConv(16, 8))
+# the blocks priced for 1×1 convs (`cost._vec_conv_options`): 32 float16 accumulators
+# measured fastest on most of ResNet-50's, though they fill AVX-512's registers
+POINTWISE_VECS = (VecConv(16, 16), VecConv(32, 16))
 
 
 def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
@@ -87,6 +95,10 @@ def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
     bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
     batch, cout, out_h, out_w = geo.out_shape
     cin, in_h, in_w = geo.x_shape[1:]
+    flat = flat_applies(gen, geo)
+    if flat:  # the plane as one row of h·w pixels (`flat_applies`)
+        out_w = in_w = out_h * out_w
+        out_h = in_h = 1
     (k0, k1), (s0, s1), (d0, d1) = geo.kernel, geo.strides, geo.dilations
     channels, pixels = min(params.channels, cout), params.pixels
     n_ct, n_vt = cdiv(cout, channels), cdiv(out_w, pixels)
@@ -108,7 +120,8 @@ def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
     s.emit(f"__global const float* wk = {gen.em.params[packed]} + ct * {per_block};")
     acc = [f"a{c}" for c in range(channels)]
     s.emit(" ".join(f"{vec} {name} = ({vec})(0.0f);" for name in acc))
-    n_var, ci_var, h_var = gen.ivar("n", batch), gen.ivar("ci", cin), ix.IVar("h", 0, in_h - 1)
+    n_var, ci_var = gen.ivar("n", batch), gen.ivar("ci", cin)
+    h_var: ix.IExpr = 0 if flat else ix.IVar("h", 0, in_h - 1)
     taps = Scope(s)
     taps.emit(f"const int h = ih0 + q0 * {d0};")
     row = Scope(taps)
@@ -141,8 +154,32 @@ def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
     taps.nest(f"if ({' && '.join(checks)})" if checks else "", row)
     s.nest(f"for (int ci = 0; ci < {cin}; ++ci) for (int q0 = 0; q0 < {k0}; ++q0)", taps)
     co_var = gen.ivar("co", cout)
-    oh_var, ow_var = gen.ivar("oh", out_h), gen.ivar("ow", out_w)
+    oh_var, ow_var = (0, ix.IVar("ow", 0, out_w - 1)) if flat else \
+        (gen.ivar("oh", out_h), gen.ivar("ow", out_w))
     lanes = "0123456789abcdef"
+    if epilogue.applies(gen):  # once per channel on its vector (`cpu_epilogue.py`)
+        def lane(scope: Scope, j: int) -> str | None:
+            scope.emit(f"const int ow = ow0 + {j};")
+            gen.declare_iteration(scope, (n_var, co_var, oh_var, ow_var))
+            return f"ow0 + {j} < {out_w}" if out_w % pixels else None
+
+        for c in range(channels):
+            fin = Scope(s)
+            fin.emit(f"const int co = ct * {channels} + {c}; const int ow = ow0;")
+            done = Scope(fin)
+            value = acc[c]
+            if bias is not None:
+                value = f"({value} + {gen.em.value(done, bias, (co_var,))})"
+            gen.declare_iteration(done, (n_var, co_var, oh_var, ow_var))
+            vectors = epilogue.vector_epilogue(gen, done, value, vec, lane)
+            for j in range(pixels):
+                store = Scope(done)
+                inside = lane(store, j)
+                epilogue.store_lane(gen, store, vectors, j)
+                done.nest(f"if ({inside})" if inside else "", store)
+            fin.nest(f"if (co < {cout})" if cout % channels else "", done)
+            s.nest("", fin)
+        return gen.finish(s, total, vec_group(total, gen.params.work_group))
     for c in range(channels):
         for j in range(pixels):
             fin = Scope(s)
@@ -177,8 +214,19 @@ def vec_group(items: int, limit: int) -> int:
 
 
 def applies(geo: ConvGeometry) -> bool:
-    """A 2-D conv of one group with a window of several taps."""
-    return geo.spatial == 2 and geo.group == 1 and geo.taps > 1
+    """A 2-D conv of one group (a 1×1 window too: `flat_applies` says when its plane
+    is one row)."""
+    return geo.spatial == 2 and geo.group == 1
+
+
+def flat_applies(gen: _Gen, geo: ConvGeometry) -> bool:
+    """A pointwise (1×1, stride 1, unpadded) conv at bound sizes whose block reads and
+    writes only tensors of the output's plane or per-channel ones (`cpu_conv`): output
+    pixel p reads input pixel p, so the plane is one row of h·w pixels and a
+    work-item's vector runs on across the map's rows (a 7×7 or 14×14 map would leave
+    lanes of a row-sized vector empty)."""
+    return cpu_conv.applies(geo) and all(isinstance(d, int) for d in geo.out_shape) and \
+        cpu_conv.planes_only(gen, geo)
 
 
 def _packed(weights: np.ndarray, channels: int) -> np.ndarray:

@@ -113,6 +113,10 @@ class Operand:
     k_fast: bool  # consecutive k are adjacent in memory (load along k)
     setup: Setup
     load: Load
+    k_size: int = 0
+    # (value, index(row, k)): the element as the block's value walk reads it, where the
+    # operand is a value read at an index (`sgemm.vector_view` proves float4 loads on it)
+    view: tuple[str, Callable[[ix.IExpr, ix.IExpr], tuple[ix.IExpr, ...]]] | None = None
 
 
 @dataclass
@@ -279,7 +283,14 @@ def split_k(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
     m_size, n_size = problem.a.rows, problem.b.rows
     batch_total = math.prod(problem.batch)
     gen.use_scratch(tile.groups * batch_total * m_size * n_size)
-    partial = tiled(gen, problem, tile)
+    return sum_partials(gen, problem, tile.groups, tiled(gen, problem, tile))
+
+
+def sum_partials(gen: _Gen, problem: Problem, k_groups: int, partial: Kernel) -> Kernel:
+    """``partial`` (K groups' partial tiles in scratch ``[kg][batch][m][n]``) followed by the
+    launch that sums them in a fixed order and runs the epilogue."""
+    m_size, n_size = problem.a.rows, problem.b.rows
+    batch_total = math.prod(problem.batch)
     gen.next_kernel()
     total = batch_total * m_size * n_size
     s = Scope()
@@ -290,7 +301,7 @@ def split_k(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
     _bind_batch(s, "g", problem.batch)
     s.emit("float sum = 0.0f;")
     # fixed order over the K groups: the result does not depend on scheduling
-    s.emit(f"for (int kg = 0; kg < {tile.groups}; ++kg) sum += "
+    s.emit(f"for (int kg = 0; kg < {k_groups}; ++kg) sum += "
            f"{gen.scratch_param}[kg * {total} + gid];")
     problem.store(s, "m", "n", "sum")
     return replace(partial, then=gen.finish(s, total, gen.params.work_group))
@@ -364,7 +375,7 @@ def _value_operand(gen: _Gen, name: str, index: Callable[[ix.IExpr, ix.IExpr], t
         k_var = ix.IVar(k, 0, k_size - 1) if k_size > 1 else 0
         return gen.em.value(scope, name, index(row_var, k_var))
 
-    return Operand(rows, k_fast, setup, load)
+    return Operand(rows, k_fast, setup, load, k_size, (name, index))
 
 
 def matmul_problem(gen: _Gen) -> tuple[Problem, dict[str, int]]:
@@ -538,7 +549,10 @@ def conv_problem(gen: _Gen, geo: ConvGeometry) -> tuple[Problem, dict[str, int]]
                                       *(gen.ivar(f"o{d}", out_sp[d]) for d in range(spatial))))
         gen.epilogue(scope, value)
 
-    a = Operand(cout_g, w_read is None, w_setup, w_load)
+    # the relaid weights [Cin/g, k…, Cout] read at (co, k): a view along the rows
+    w_view = (w_read, lambda co, k: (*ix.delinearize(k, (cin_g, *geo.kernel)), co)) \
+        if w_read is not None else None
+    a = Operand(cout_g, w_read is None, w_setup, w_load, k_size, w_view)
     b = Operand(geo.columns, False, x_setup, x_load)
     sizes = {"m": cout_g, "n": geo.columns, "k": k_size, "batch": geo.group}
     return Problem(batch, k_size, a, b, store), sizes

@@ -63,6 +63,8 @@ from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.kernels import KernelParams
 from egraph_compiler.backends.opencl.planning import execution_plan
 from egraph_compiler.backends.opencl.runtime import CompiledModel
+from egraph_compiler.backends.opencl.sgemm import VARIANT as SGEMM
+from egraph_compiler.backends.opencl.sgemm import Sgemm
 from egraph_compiler.backends.opencl.window import Window
 from egraph_compiler.backends.opencl.window import valid as window_valid
 from egraph_compiler.backends.opencl.winograd import Winograd
@@ -525,6 +527,9 @@ def option_to_json(option: cost.Option) -> dict[str, object]:
                 "contiguous": p.contiguous, "slices": p.slices}
     if isinstance(p, LanesConv | VecConv):
         return {"variant": option.variant, "channels": p.channels, "pixels": p.pixels}
+    if isinstance(p, Sgemm):
+        return {"variant": SGEMM, "bm": p.bm, "bn": p.bn, "bk": p.bk, "tm": p.tm, "tn": p.tn,
+                "groups": p.groups}
     return {"variant": option.variant}
 
 
@@ -559,6 +564,13 @@ def option_from_json(data: dict[str, Any], where: str) -> cost.Option:
         if variant == LANES_CONV:
             return cost.Option(variant, LanesConv(int(data["channels"]), int(data["pixels"])),
                                0.0)
+        if variant == SGEMM:
+            shape = Sgemm(int(data["bm"]), int(data["bn"]), int(data["bk"]), int(data["tm"]),
+                          int(data["tn"]), int(data["groups"]))
+            if not shape.valid():
+                raise DnnrError(f"{where}: {shape.describe()} does not map its loads "
+                                "(sgemm.Sgemm.valid)")
+            return cost.Option(SGEMM, shape, 0.0)
         if variant == VEC_CONV:
             return cost.Option(variant, VecConv(int(data["channels"]), int(data["pixels"])), 0.0)
     except (KeyError, TypeError, ValueError) as error:

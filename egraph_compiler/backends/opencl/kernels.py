@@ -1,12 +1,14 @@
 """One OpenCL kernel per fusion block, by kernel kind.
 
-- ``pointwise``: one work-item per output element; everything lazily evaluated.
+- ``pointwise``: one work-item per output element, or (`KernelParams.pointwise_items`,
+  the GPU class) a few of one row; everything lazily evaluated.
 
 Conv and MatMul/Gemm anchors have several kernel *options* (`cost.options` lists them
 as data, `cost.choose` picks one per shape for the device class in
 `KernelParams.device`): ``direct`` (the two kernels below), ``tiled`` (a work-group-
 tiled GEMM in local memory, implicit GEMM for convs; split-K in or across work-groups),
-``gemv`` (`gemm.py`), for 2-D depthwise convs ``depthwise`` (`depthwise.py`) and for
+``gemv`` (`gemm.py`), ``sgemm`` (`sgemm.py`: the register-blocked GEMM, MatMul/Gemm on
+the GPU class), for 2-D depthwise convs ``depthwise`` (`depthwise.py`) and for
 dense 2-D convs ``window`` (`window.py`), both a register window per work-item. Row
 kernels (reduce, rownorm) run one work-group per row or, for few long rows, several
 (``row-split``, `rows.py`). A block's kernel may take two launches through a scratch
@@ -22,7 +24,9 @@ buffer (`Kernel.then`, `Kernel.scratch`).
 - ``reduce``: Reduce*, ArgMax/ArgMin, global pools — a work-group reduction in
   local memory when the reduced extent is large, a serial loop when small.
 - ``rownorm``: Softmax, LogSoftmax, Layer/InstanceNormalization — two reductions over a
-  row, then the normalised row through the epilogue.
+  row, then the normalised row through the epilogue; a LayerNorm whose rows are
+  strided in memory and adjacent to each other (over NCHW channels) takes several
+  rows per work-group, lanes along the rows (`pixel_rows.py`).
 - ``rowgroup``: reductions over the same rows chained with elementwise operators
   (LayerNorm or Softmax written out as exporters emit them) — one reduction per
   Reduce*, per-row values computed once.
@@ -61,12 +65,16 @@ from egraph_compiler.backends.opencl import blocked as nchwc
 from egraph_compiler.backends.opencl import cost, cpu_conv, gemm, images, ops_extra, ops_models
 from egraph_compiler.backends.opencl import cpu_window as vec_conv
 from egraph_compiler.backends.opencl import depthwise as dw
+from egraph_compiler.backends.opencl import im2col as col
+from egraph_compiler.backends.opencl import pixel_rows as pixel_form
 from egraph_compiler.backends.opencl import rows as row_split
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl import window as win
 from egraph_compiler.backends.opencl import winograd as wino
 from egraph_compiler.backends.opencl.emit import Scope, ValueEmitter, ctype
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
+from egraph_compiler.backends.opencl.sgemm import VARIANT as SGEMM
+from egraph_compiler.backends.opencl.sgemm import Sgemm, sgemm
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.blocks import Block
 from egraph_compiler.fusion.layout import SERIAL_REDUCE_BELOW
@@ -93,6 +101,8 @@ from egraph_compiler.shapes.symint import (
 UNROLL = "__attribute__((opencl_unroll_hint)) "
 # pool windows of at most this many taps are emitted straight-line (`_Gen._window`)
 POOL_UNROLL_TAPS = 64
+# `_Gen._pointwise_items`: lanes per run of a row at least (a 32-byte sector of floats)
+POINTWISE_MIN_RUN = 8
 # the argument name of a block's scratch buffer (`Kernel.scratch`); build.py gives each
 # block its own tensor of this kind
 SCRATCH = "@scratch"
@@ -124,6 +134,26 @@ class KernelParams:
     # passes through `reduce_work_group` lanes. A GPU wants it: Softmax over BERT-base's
     # 512-wide rows ran at 24 % of the H200's bandwidth with 256 lanes of 2 elements
     row_cache: int = 0
+    # pointwise kernels: output elements per work-item, consecutive along every
+    # output's last dim (`_Gen.pointwise`); 1 is one element per work-item. More share
+    # the index arithmetic of the leading dims and each broadcast operand's load and
+    # its operators between the items (EfficientNet's squeeze-excitation scale
+    # evaluated its Sigmoid once per element; BERT-base's mask kernel was bound by
+    # index divisions, 44 % of the H200's bandwidth)
+    pointwise_items: int = 1
+    # rownorm over rows whose elements are strided in memory while consecutive rows
+    # are adjacent (LayerNorm over the channels of an NCHW map, ConvNeXt): a
+    # work-group takes this many rows, its lanes along the rows (`pixel_rows.py`);
+    # 0 keeps one work-group per row
+    strided_rows: int = 0
+    # a ``tiled`` conv of stride at least this (3×3 and larger, one group) as an
+    # explicit im2col to scratch then the tiled GEMM (`im2col.py`); 0: never. Its
+    # tile: `im2col_tile`, else `im2col.pick_tile`'s
+    im2col_min_stride: int = 0
+    # work-group reductions (`reduce`, row-split): independent partial sums per
+    # work-item (`rows.strided_accumulate`); 1: one accumulator
+    reduce_unroll: int = 1
+    im2col_tile: Tile | None = None
     # Conv/MatMul anchors: the device class whose cost model picks each anchor's
     # option (`cost.DEVICES`: "cpu" for PoCL, "gpu"), or a forced variant
     # ("direct", "tiled", "gemv") and its parameters (tests, `dnnr tune`).
@@ -134,6 +164,7 @@ class KernelParams:
     anchor_depthwise: dw.Depthwise | None = None
     anchor_window: win.Window | None = None
     anchor_winograd: wino.Winograd | None = None
+    anchor_sgemm: Sgemm | None = None
     # row kernels: force ``row-split`` with these groups (tests), else `cost.row_options`
     row_split: row_split.RowSplit | None = None
     # `dnnr tune`'s choices: (shape class `cost.shape_key`, option), used where a
@@ -157,7 +188,13 @@ class KernelParams:
         and 256-item work-groups, and lets the cost model pick tiled anchors."""
         if device == "gpu":
             return KernelParams(work_group=256, reduce_work_group=256, row_serial_below=0,
-                                device="gpu", hoist_sizes=False, row_cache=8)
+                                device="gpu", hoist_sizes=False, row_cache=8,
+                                pointwise_items=_env_int("DNNR_GPU_POINTWISE_ITEMS", 4),
+                                strided_rows=_env_int("DNNR_GPU_STRIDED_ROWS", 32),
+                                im2col_min_stride=_env_int("DNNR_GPU_IM2COL_STRIDE", 0),
+                                reduce_unroll=_env_int("DNNR_GPU_REDUCE_UNROLL", 4),
+                                row_split=row_split.RowSplit(_env_int("DNNR_GPU_ROW_SPLIT", 0))
+                                if _env_int("DNNR_GPU_ROW_SPLIT", 0) else None)
         if device != "cpu":
             raise ValueError(f"unknown OpenCL device class '{device}' (cpu or gpu)")
         # a bound compile for PoCL: sizes stay literals (constant-folded index
@@ -207,6 +244,15 @@ def _zero_accumulators(s: Scope, outer: str, inner: str,
         s.emit(f"float acc[{outer}][{inner}];")
         s.emit(UNROLL + f"for (int a = 0; a < {outer}; ++a) " + UNROLL +
                f"for (int b = 0; b < {inner}; ++b) acc[a][b] = 0.0f;")
+
+def _env_int(name: str, default: int) -> int:
+    """An integer kernel parameter of the GPU class from the environment (benchmarks
+    build artefacts at several settings), else ``default``."""
+    import os
+
+    text = os.environ.get(name, "")
+    return int(text) if text.strip().isdigit() else default
+
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
@@ -294,6 +340,7 @@ class _Gen:
         work_items = math.prod(self.shape.iteration_shape)
         text, chosen = images.resolve("\n".join("  " + line for line in body.lines), inputs,
                                       work_items, self.block.images)
+        self.helpers += sp.helpers(text, self.params.device)  # dnnr_erf (`spelling`)
         header, pointers = self.signature(local, frozenset(chosen))
         lines = "\n".join("  " + line for line in pointers) + "\n" + text
         undefs = "".join(f"#undef {d.split()[0]}\n" for d in self.defines)
@@ -388,6 +435,9 @@ class _Gen:
         padded = nchwc.padded_pointwise(self)  # an output in NCHWc with padded channels
         if padded is not None:
             return padded
+        items = self.pointwise_items()
+        if items > 1:
+            return self._pointwise_items(items)
         local = self.params.work_group
         total = max((self.view.numel(v) for v in self.block.outputs), default=0)
         scope = Scope()
@@ -404,6 +454,49 @@ class _Gen:
                 scope.nest(f"if (gid < {numel})", body)
         return self.finish(scope, total, local)
 
+    def pointwise_items(self) -> int:
+        """`KernelParams.pointwise_items`, halved until it divides every output's last
+        dim into runs of at least `POINTWISE_MIN_RUN` lanes (static shapes only: a
+        symbolic build keeps one element per work-item)."""
+        items = self.params.pointwise_items
+        shapes = [self.view.shape(v) for v in self.block.outputs]
+        if not shapes or any(not s or any(type(d) is not int or d < 1 for d in s)
+                             for s in shapes):
+            return 1
+        while items > 1 and any(s[-1] % items or s[-1] // items < POINTWISE_MIN_RUN
+                                for s in shapes):
+            items //= 2
+        return items
+
+    def _pointwise_items(self, items: int) -> Kernel:
+        """``items`` elements of one row of every output's last dim per work-item, ``R =
+        last / items`` apart: work-item ``gid`` takes row ``gid / R``, elements ``lane +
+        k·R`` (``lane = gid % R``), so each of its loads and stores is coalesced across
+        the warp (consecutive lanes, consecutive elements), the row's index arithmetic
+        is done once, and a value that does not depend on the last dim (a broadcast
+        operand, the operators on it) is loaded and evaluated once — the emitter's memo
+        is keyed by index (`emit.ValueEmitter.value`). (Items adjacent in one work-item
+        measured slower on the H200: its stores 8–16 bytes apart across the warp.)"""
+        self.variant = f"items {items}"
+        total = max(self.view.numel(v) for v in self.block.outputs) // items
+        scope = Scope()
+        scope.emit("const int gid = get_global_id(0);")
+        scope.emit(f"if (gid >= {total}) return;")
+        for k, (value, store) in enumerate(self.stores.items()):
+            shape = self.view.shape(value)
+            run = shape[-1] // items
+            groups = self.view.numel(value) // items
+            body = scope.child() if groups < total else scope
+            body.emit(f"const int row{k} = gid / {run}; const int lane{k} = gid % {run};")
+            lead = ix.delinearize(self.ivar(f"row{k}", groups // run), shape[:-1])
+            for j in range(items):
+                index = (*lead, ix.add(self.ivar(f"lane{k}", run), j * run))
+                result = self.em.value(body, value, index)
+                body.emit(self.store_line(value, store, self.store_offset(value, index), result))
+            if body is not scope:
+                scope.nest(f"if (gid < {groups})", body)
+        return self.finish(scope, total, self.params.work_group)
+
     # -- anchor options -----------------------------------------------------------------
     def pick(self, sizes: dict[str, int], direct_items: int, tiled_ok: bool,
              gemv_side: str | None, depthwise_ok: bool = False,
@@ -415,7 +508,8 @@ class _Gen:
                                   sizes["batch"], direct_items, tiled_ok, gemv_side,
                                   depthwise=depthwise_ok, window_taps=window_taps,
                                   width=sizes.get("width", 0), winograd=winograd_ok,
-                                  stride=sizes.get("stride", 1))
+                                  stride=sizes.get("stride", 1),
+                                  sgemm=_sgemm_offered(p, self.block.kind))
         self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
         tuned = dict(p.tuned).get(self.shape_key)
         if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
@@ -436,6 +530,11 @@ class _Gen:
             option = cost.Option("window", p.anchor_window, 0.0)
         elif p.anchor_variant == "winograd" and p.anchor_winograd is not None and winograd_ok:
             option = cost.Option("winograd", p.anchor_winograd, 0.0)
+        elif p.anchor_variant == SGEMM and p.anchor_sgemm is not None and tiled_ok:
+            if not p.anchor_sgemm.valid():
+                raise ModelError(f"block {self.block.id}: {p.anchor_sgemm.describe()} does not map "
+                                 f"its loads onto its work-group (see sgemm.Sgemm.valid)")
+            option = cost.Option(SGEMM, p.anchor_sgemm, 0.0)
         elif p.anchor_variant == "tiled" and p.anchor_tile is not None and tiled_ok:
             if not p.anchor_tile.valid():
                 raise ModelError(f"block {self.block.id}: tile {p.anchor_tile} does not map its "
@@ -539,8 +638,13 @@ class _Gen:
             if kernel is not None:
                 return kernel
         if option.variant == "tiled":
+            if col.applies(self, geo):
+                return col.im2col_gemm(self, geo)
             problem, _ = gemm.conv_problem(self, geo)
             return gemm.tiled_or_split(self, problem, option.params)  # type: ignore[arg-type]
+        if option.variant == SGEMM:
+            problem, _ = gemm.conv_problem(self, geo)
+            return sgemm(self, problem, option.params)  # type: ignore[arg-type]
         if option.variant == "gemv":
             problem, _ = gemm.conv_problem(self, geo)
             return gemm.gemv(self, problem.batch, problem.k, problem.b, problem.a,
@@ -671,6 +775,8 @@ class _Gen:
         problem, _ = gemm.matmul_problem(self)
         if option.variant == "tiled":
             return gemm.tiled_or_split(self, problem, option.params)  # type: ignore[arg-type]
+        if option.variant == SGEMM:
+            return sgemm(self, problem, option.params)  # type: ignore[arg-type]
         if option.variant == "gemv":
             return gemm.gemv(self, problem.batch, problem.k, problem.a, problem.b,
                              lambda scope, row, value: problem.store(scope, "0", row, value),
@@ -962,7 +1068,7 @@ class _Gen:
             return self.finish(s, total, local)
         out_vars = ix.delinearize(self.ivar("o", total), out_shape)
         r_idx = ix.delinearize(self.ivar("r", length), reduced)
-        groups, local = self.row_groups(total, length)
+        groups, local = self.row_groups(total, length, self.params.reduce_unroll)
         if groups > 1:
             def finish(scope: Scope, value: str) -> None:
                 self.declare_iteration(scope, out_vars)
@@ -975,9 +1081,9 @@ class _Gen:
         self.defines.append(f"WG {local}")
         s.emit("const int o = get_group_id(0); const int lid = get_local_id(0);")
         s.emit("__local float red[WG];")
-        s.emit(f"float accv = {init};")
         body = Scope(s)
         if len(reduced) > 1 and 2 * reduced[-1] >= local:
+            s.emit(f"float accv = {init};")
             # the outer reduced axes as loops and the innermost split over the group
             # (at most half its lanes idle): no / and % per element (see the serial
             # form above; PoCL: 16 × 56² ran 0.21 ms flat, 0.03 ms with literal sizes)
@@ -994,7 +1100,13 @@ class _Gen:
                 outer.nest(header, body)
                 body = outer
             s.lines.extend(body.lines)
+        elif self.params.reduce_unroll > 1:
+            row_split.strided_accumulate(
+                s, "accv", (init, step, _combine_only(step)), "lid", str(length), "WG",
+                self.params.reduce_unroll,
+                lambda body: self.em.value(body, x_name, input_index(out_vars, r_idx)))
         else:
+            s.emit(f"float accv = {init};")
             x = self.em.value(body, x_name, input_index(out_vars, r_idx))
             body.emit(f"accv = {step.format('accv', x)};")
             s.nest(f"for (int r = lid; r < {length}; r += WG)", body)
@@ -1005,10 +1117,13 @@ class _Gen:
         s.nest("if (lid == 0)", done)
         return self.finish(s, total * local, local)
 
-    def row_groups(self, rows: int, length: int) -> tuple[int, int]:
+    def row_groups(self, rows: int, length: int, in_flight: int = 1) -> tuple[int, int]:
         """(work-groups per row, work-group size) of a row kernel that runs a work-group
         per row: the forced `KernelParams.row_split`, else `cost.row_options`' choice
-        (1 = one work-group per row)."""
+        (1 = one work-group per row). ``in_flight``: loads a work-item keeps in flight
+        (`KernelParams.reduce_unroll`), which the grid's fill counts: EfficientNet's
+        GlobalAveragePools over 256 and 768 rows ran 0.010/0.014 ms split in two
+        launches, 0.007/0.008 ms in one with 4 partials (H200)."""
         local = min(self.params.reduce_work_group, 1 << bit_length(max(length - 1, 1)))
         if self.params.shape_stable:  # the split's chunking is this shape's
             return 1, local
@@ -1016,8 +1131,8 @@ class _Gen:
             split: cost.Option | None = cost.Option("row-split", self.params.row_split, 0.0)
         else:
             split = cost.choose(cost.row_options(cost.DEVICES[self.params.device], rows,
-                                                 length, local))
-            _note_row_choice(self.params.device, rows, length, local, split)
+                                                 length, local * max(1, in_flight)))
+            _note_row_choice(self.params.device, rows, length, local * max(1, in_flight), split)
         if split is None or not isinstance(split.params, row_split.RowSplit):
             return 1, local
         chunk, groups = row_split.chunking(length, split.params.groups)
@@ -1126,6 +1241,12 @@ class _Gen:
         groups = 1 if serial else self.row_groups(rows, length)[0]
         if groups > 1:
             return self._split_rownorm(node, rows, length, groups, x_name, x_shape, full(r_idx))
+        if not serial and node.op == "LayerNormalization" and self.params.strided_rows:
+            kernel = pixel_form.pixel_rownorm(
+                self, node, rows, length, x_name, x_shape, full(r_idx),
+                lambda body, x: self._scale_shift(body, node, full(r_idx), x_shape, x))
+            if kernel is not None:
+                return kernel
         if not serial and self.params.row_cache > 0:
             return self._cached_rownorm(node, rows, length, x_name, x_shape, full(r_idx))
         s = Scope()
@@ -1443,6 +1564,14 @@ def _pads_begin(node: Node, in_sizes: tuple[int, ...], out_sizes: tuple[int, ...
     return tuple(pads[:spatial])  # type: ignore[index]
 
 
+def _sgemm_offered(params: KernelParams, kind: str) -> bool:
+    """``sgemm`` is an option of MatMul/Gemm anchors (measured on those only; a forced
+    ``anchor_variant`` still generates it for a conv), outside a build whose code must
+    be the same at every shape (`KernelParams.shape_stable`: its bounds checks and
+    vector loads are decided from this shape's sizes)."""
+    return kind == "matmul" and not params.shape_stable
+
+
 def anchor_options(view: GraphView, block: Block, params: KernelParams
                    ) -> tuple[str, list[cost.Option]]:
     """The implementations the `select` stage chooses among for a conv/matmul block
@@ -1458,7 +1587,8 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
                               sizes["batch"], direct_items, tiled_ok, gemv_side,
                               depthwise=depthwise_ok, window_taps=window_taps,
                               width=sizes.get("width", 0), winograd=winograd_ok,
-                              stride=sizes.get("stride", 1))
+                              stride=sizes.get("stride", 1),
+                              sgemm=_sgemm_offered(params, block.kind))
     tuned = dict(params.tuned).get(key)
     if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
                                   (tuned.variant != "window" or window_taps > 0) and

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from egraph_compiler.backends.opencl import KernelParams, build, cost, load
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
+from egraph_compiler.backends.opencl.sgemm import Sgemm
 from egraph_compiler.fusion import plan_fusion
 from egraph_compiler.ir import DnnrError
 from egraph_compiler.plan import plan_memory
@@ -126,7 +127,7 @@ def _check(model: onnx.ModelProto, params: KernelParams, tmp_path: Path) -> list
     assert len({launch["block"] for launch in launches}) == 1, \
         "prologue and epilogue fuse into the anchor"
     groups = params.anchor_tile.groups if params.anchor_variant == "tiled" and \
-        params.anchor_tile else 1
+        params.anchor_tile else params.anchor_sgemm.groups if params.anchor_sgemm else 1
     assert len(launches) == (2 if groups > 1 else 1), "split-K across groups: a second launch"
     assert_close(compiled.run(feeds), run_ort(model, feeds), rtol=1e-4, atol=1e-5)
     return [launch["variant"] for launch in launches]
@@ -167,6 +168,97 @@ def test_tiled_prologue_runs_once_per_loaded_element(tmp_path: Path) -> None:
     assert not re.search(rf"fmax|rsqrt|sqrt|in\d\[|{relu}", multiply), multiply
     loads = source[:source.index("for (int kk = 0; kk < BK; ++kk)")]
     assert "Bs[b0_kk][b0_rr]" in loads and re.search(relu, loads)
+
+
+SGEMMS = {
+    "sgemm-64x64": KernelParams(anchor_variant="sgemm", anchor_sgemm=Sgemm(64, 64, 16, 4, 4)),
+    "sgemm-128x64-8x4": KernelParams(anchor_variant="sgemm",
+                                     anchor_sgemm=Sgemm(128, 64, 16, 8, 4)),
+    # split-K across groups: 3 leaves the last K range ragged (or empty on a short K)
+    "sgemm-32x64-kgroups3": KernelParams(anchor_variant="sgemm",
+                                         anchor_sgemm=Sgemm(32, 64, 16, 4, 4, 3)),
+}
+
+
+def _vector_matmuls() -> dict[str, onnx.ModelProto]:
+    """Shapes whose operands are float4-loadable views (K and the vector dims multiples
+    of 4) but ragged against every tile: batched K^T through a Transpose with a bias and
+    Gelu epilogue; a Linear on a [2, 5, 7, 40] activation with a residual Add."""
+    rng = np.random.default_rng(11)
+    normal = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    half, one, root2 = (numpy_helper.from_array(np.array([v], np.float32), n)
+                        for n, v in (("half", 0.5), ("one", 1.0), ("root2", 2 ** 0.5)))
+    gelu = [helper.make_node("Add", ["m", "bias"], ["z"]),
+            helper.make_node("Div", ["z", "root2"], ["zd"]), helper.make_node("Erf", ["zd"], ["ze"]),
+            helper.make_node("Add", ["ze", "one"], ["zo"]), helper.make_node("Mul", ["z", "zo"], ["zm"]),
+            helper.make_node("Mul", ["zm", "half"], ["y"])]
+    scores = _model([helper.make_node("Transpose", ["kt"], ["k"], perm=[0, 2, 1]),
+                     helper.make_node("MatMul", ["q", "k"], ["m"]), *gelu],
+                    {"q": [3, 70, 36], "kt": [3, 52, 36]}, [3, 70, 52], {"bias": normal(52)})
+    scores.graph.initializer.extend([half, one, root2])
+    return {
+        "batched-kT-view-gelu": scores,
+        "linear-view-residual": _model(
+            [helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Add", ["m", "r"], ["y"])],
+            {"x": [2, 5, 7, 40], "r": [2, 5, 7, 44]}, [2, 5, 7, 44], {"W": normal(40, 44)}),
+        "conv-weights-view": _conv(2, 6, (9, 7), 20, 3, 1, 1),
+    }
+
+
+VECTOR_MATMULS = _vector_matmuls()
+
+
+# each case covers several features (PoCL compiles each kernel: kept to a few seconds)
+SGEMM_CASES = (
+    ("batched-kT-view-gelu", "sgemm-64x64"),  # float4 views, K^T transposed in, Gelu
+    ("batched-kT-view-gelu", "sgemm-128x64-8x4"),
+    ("linear-view-residual", "sgemm-32x64-kgroups3"),  # rows folded, split-K, residual
+    ("conv-weights-view", "sgemm-64x64"),  # implicit GEMM, relaid weights as float4
+    ("gemm-transB-M1-relu-prologue", "sgemm-128x64-8x4"),  # prologue, alpha/beta/C, M = 1
+    ("batched-broadcast-sigmoid", "sgemm-32x64-kgroups3"),  # ragged K = 19: scalar loads
+    ("rows-folded-transpose-epilogue", "sgemm-128x64-8x4"),
+    ("3x3-stride2-grouped", "sgemm-64x64"),  # conv window, groups, BatchNorm+Relu prologue
+)
+
+
+@pytest.mark.parametrize("shape, variant", SGEMM_CASES)
+def test_sgemm_matches_onnxruntime(shape: str, variant: str, tmp_path: Path) -> None:
+    """The ``sgemm`` option, ragged (scalar loads) and on float4 views, batched,
+    transposed B, prologue, bias/Gelu/residual/Transpose epilogues, implicit-GEMM convs."""
+    model = {**MATMULS, **VECTOR_MATMULS, **CONVS}[shape]
+    chosen = _check(model, SGEMMS[variant], tmp_path)
+    assert chosen[0].startswith("sgemm")
+
+
+def test_sgemm_loads_float4_where_the_view_allows(tmp_path: Path) -> None:
+    """Both operands of K^T-through-a-Transpose load as float4 (B transposed into local
+    memory along k); a ragged K (19) keeps scalar loads."""
+    params = SGEMMS["sgemm-64x64"]
+    feeds = {"q": np.zeros((3, 70, 36), np.float32), "kt": np.zeros((3, 52, 36), np.float32)}
+    build(plan_memory(plan_fusion(static_graph(VECTOR_MATMULS["batched-kT-view-gelu"], feeds))),
+          tmp_path / "view", params)
+    source = (tmp_path / "view" / "kernels.cl").read_text()
+    assert len(re.findall(r"a0_v = .*\*\(__global const float4\*\)", source)) == 2
+    assert len(re.findall(r"b0_v = .*\*\(__global const float4\*\)", source)) == 2
+    model = MATMULS["batched-broadcast-sigmoid"]
+    build(plan_memory(plan_fusion(static_graph(model, {
+        "x": np.zeros((3, 2, 33, 19), np.float32), "z": np.zeros((2, 19, 45), np.float32)}))),
+        tmp_path / "ragged", params)
+    assert "__global const float4" not in (tmp_path / "ragged" / "kernels.cl").read_text()
+
+
+def test_every_listed_sgemm_is_valid() -> None:
+    assert all(tile.valid() for tile in cost.SGEMMS)
+
+
+def test_gpu_cost_model_picks_sgemm_for_bert_base_and_not_on_the_cpu() -> None:
+    """BERT-base's GEMMs at batch 8 × 512 take the register-blocked kernel on the GPU
+    class; the CPU class (PoCL) is not offered it."""
+    for m, n, k in ((4096, 2304, 768), (4096, 768, 3072), (4096, 3072, 768)):
+        assert cost.choose(cost.options(cost.DEVICES["gpu"], m, n, k, 1, m * n // 16, True, None,
+                                        sgemm=True)).variant == "sgemm"
+        assert all(o.variant != "sgemm" for o in cost.options(
+            cost.DEVICES["cpu"], m, n, k, 1, m * n // 16, True, None, sgemm=True))
 
 
 def _option(device: str, **shape: int) -> cost.Option:

@@ -1,0 +1,176 @@
+"""The GEMM microbenchmark: dnnr's MatMul kernels on the shapes of BERT-base, GPT-2 and
+ConvNeXt-T at batch 8, every option in one run, achieved GFLOP/s against the card's peak.
+
+    PYTHONPATH=. python3 benchmarks/gpu_gemm.py prepare DIR    # here: one artefact per option
+    python3 benchmarks/gpu_gemm.py run DIR                      # on the GPU machine
+
+Per shape: ``old`` (the cost model's pick among the ``tiled`` options, what the GPU class
+ran before ``sgemm``), ``model`` (the cost model's pick now) and every ``sgemm`` option
+forced. Operands are graph inputs (drawn on the GPU machine), so the directory is small;
+the epilogue shapes fuse a bias and Gelu, or a bias and a residual Add, into the store.
+Every option's output is compared with ``old``'s (largest difference relative to the
+largest value). Times: the median of ``--repeats`` runs, OpenCL profiling events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# name: (batch, m, n, k, epilogue ("", "gelu": bias + Gelu, "residual": bias + Add),
+# B read through a Transpose (attention's K^T))
+SHAPES: dict[str, tuple[int, int, int, int, str, bool]] = {
+    "bert_qkv": (1, 4096, 2304, 768, "", False),
+    "bert_attn_out": (1, 4096, 768, 768, "residual", False),
+    "bert_ffn1_gelu": (1, 4096, 3072, 768, "gelu", False),
+    "bert_ffn2": (1, 4096, 768, 3072, "residual", False),
+    "bert_scores": (96, 512, 512, 64, "", True),
+    "bert_context": (96, 512, 64, 512, "", False),
+    "convnext_s1_fc1": (1, 25088, 384, 96, "gelu", False),
+    "convnext_s1_fc2": (1, 25088, 96, 384, "", False),
+    "convnext_s2_fc1": (1, 6272, 768, 192, "gelu", False),
+    "convnext_s2_fc2": (1, 6272, 192, 768, "", False),
+    "convnext_s3_fc1": (1, 1568, 1536, 384, "gelu", False),
+    "convnext_s3_fc2": (1, 1568, 384, 1536, "", False),
+    "convnext_s4_fc1": (1, 392, 3072, 768, "gelu", False),
+    "convnext_s4_fc2": (1, 392, 768, 3072, "", False),
+    # the small transformers of `benchmarks/gpu.py` (256 wide, sequence 128, 4 heads)
+    "small_b1_qkv": (1, 128, 768, 256, "", False),
+    "small_b1_ffn1": (1, 128, 1024, 256, "gelu", False),
+    "small_b1_ffn2": (1, 128, 256, 1024, "residual", False),
+    "small_b1_scores": (4, 128, 128, 64, "", True),
+    "small_b8_ffn1": (1, 1024, 1024, 256, "gelu", False),
+    "small_b8_ffn2": (1, 1024, 256, 1024, "residual", False),
+    "small_b8_scores": (32, 128, 128, 64, "", True),
+}
+
+
+def model(batch: int, m: int, n: int, k: int, epilogue: str, transposed: bool):  # noqa: ANN201 - onnx
+    from onnx import TensorProto, helper
+
+    lead = [batch] if batch > 1 else []
+    inputs = {"a": [*lead, m, k], "b": [*lead, n, k] if transposed else [*lead, k, n]}
+    nodes = []
+    b_name = "b"
+    if transposed:
+        nodes.append(helper.make_node("Transpose", ["b"], ["bt"], perm=[0, 2, 1]))
+        b_name = "bt"
+    nodes.append(helper.make_node("MatMul", ["a", b_name], ["mm" if epilogue else "y"]))
+    if epilogue:
+        inputs["bias"] = [n]
+        nodes.append(helper.make_node("Add", ["mm", "bias"], ["z" if epilogue == "gelu" else "zb"]))
+    if epilogue == "gelu":  # as torch exports it at opset 17: x · ½(1 + erf(x / √2))
+        inputs["half"], inputs["one"], inputs["root2"] = [1], [1], [1]
+        nodes += [helper.make_node("Div", ["z", "root2"], ["zd"]), helper.make_node("Erf", ["zd"], ["ze"]),
+                  helper.make_node("Add", ["ze", "one"], ["zo"]), helper.make_node("Mul", ["z", "zo"], ["zm"]),
+                  helper.make_node("Mul", ["zm", "half"], ["y"])]
+    if epilogue == "residual":
+        inputs["res"] = [*lead, m, n]
+        nodes.append(helper.make_node("Add", ["zb", "res"], ["y"]))
+    scalars = {"half": 0.5, "one": 1.0, "root2": 2.0 ** 0.5}
+    constants = [helper.make_tensor(name, TensorProto.FLOAT, [1], [value])
+                 for name, value in scalars.items() if name in inputs]
+    graph = helper.make_graph(
+        nodes, "gemm", [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+                        for name, shape in inputs.items() if name not in scalars],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [*lead, m, n])], constants)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def feeds_for(plan: dict, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {name: rng.standard_normal(plan["tensors"][name]["shape"]).astype(np.float32)
+            for name in plan["inputs"]}
+
+
+def prepare(out: Path, only: str | None) -> None:
+    from egraph_compiler.backends.opencl import KernelParams, build, cost
+    from egraph_compiler.fusion import plan_fusion
+    from egraph_compiler.plan import plan_memory
+    from tests.backends.opencl.helpers import static_graph
+
+    params = KernelParams.for_device("gpu")
+    for name, (batch, m, n, k, epilogue, transposed) in SHAPES.items():
+        if only and name not in only.split(","):
+            continue
+        onnx_model = model(batch, m, n, k, epilogue, transposed)
+        zeros = {i.name: np.zeros([d.dim_value for d in i.type.tensor_type.shape.dim], np.float32)
+                 for i in onnx_model.graph.input}
+        plan = plan_memory(plan_fusion(static_graph(onnx_model, zeros)))
+        variants = {"old": replace(params, anchor_variant="tiled"), "model": params}
+        for tile in cost.SGEMMS:
+            variants[tile.describe().replace(" ", "_")] = replace(
+                params, anchor_variant="sgemm", anchor_sgemm=tile)
+        for label, chosen in variants.items():
+            build(plan, out / name / label, chosen)
+        (out / name / "meta.json").write_text(json.dumps({"flops": 2 * batch * m * n * k}))
+        print(name, flush=True)
+
+
+def run(out: Path, device: str, repeats: int) -> None:
+    from benchmarks.gpu import _peaks
+    from egraph_compiler.backends.opencl.runtime import CompiledModel
+
+    card, peak_gflops, _ = _peaks()
+    print(f"card: {card}; FP32 peak {peak_gflops / 1e3:.1f} TFLOP/s (nvidia-smi max clocks)")
+    print(f"{'shape':<18}{'option':<36}{'ms':>8}{'GFLOP/s':>10}{'% peak':>8}{'rel diff':>10}")
+    summary = []
+    for shape_dir in sorted(p for p in out.iterdir() if (p / "meta.json").exists()):
+        flops = json.loads((shape_dir / "meta.json").read_text())["flops"]
+        reference = None
+        rows = {}
+        for label in ["old", "model", *sorted(p.name for p in shape_dir.iterdir()
+                                             if p.is_dir() and p.name not in ("old", "model"))]:
+            with tempfile.TemporaryDirectory():
+                compiled = CompiledModel(shape_dir / label, device)
+                feeds = feeds_for(compiled.plan, 0)
+                result = compiled.run(feeds)["y"]
+                seconds = [sum(compiled.time_launches(1)) for _ in range(repeats)]
+                ms = statistics.median(seconds) * 1e3
+                if reference is None:
+                    reference = result
+                diff = float(np.max(np.abs(result - reference)) / max(float(np.max(np.abs(reference))), 1e-30))
+                variant = compiled.plan["launches"][0]["variant"]
+                rows[label] = ms
+                print(f"{shape_dir.name:<18}{(label if label != 'model' else 'model: ' + variant):<40}"
+                      f"{ms:8.3f}{flops / ms / 1e6:10.0f}{100 * flops / ms / 1e6 / peak_gflops:7.1f}%"
+                      f"{diff:10.1e}", flush=True)
+                del compiled
+        best = min((k for k in rows if k not in ("old", "model")), key=rows.get)
+        summary.append((shape_dir.name, rows["old"], rows["model"], best, rows[best], flops))
+    print(f"\n{card}: old (tiled, the model's pick) vs new (the model's pick with sgemm) vs the "
+          "fastest sgemm; ms and % of FP32 peak")
+    print("| shape | old ms | old % | new ms | new % | fastest sgemm | ms | % |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, old, new, best, best_ms, flops in summary:
+        def pct(ms: float, flops: int = flops) -> float:
+            return 100 * flops / ms / 1e6 / peak_gflops
+
+        print(f"| {name} | {old:.3f} | {pct(old):.1f} | {new:.3f} | {pct(new):.1f} | {best} | "
+              f"{best_ms:.3f} | {pct(best_ms):.1f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("step", choices=["prepare", "run"])
+    parser.add_argument("dir")
+    parser.add_argument("--device", default="NVIDIA")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--only", help="shape names, comma-separated")
+    args = parser.parse_args()
+    (prepare if args.step == "prepare" else lambda d, o: run(d, args.device, args.repeats))(
+        Path(args.dir), args.only)
+
+
+if __name__ == "__main__":
+    main()

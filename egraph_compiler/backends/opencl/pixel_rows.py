@@ -1,0 +1,211 @@
+"""A row kernel whose lanes run along the rows: the ``pixel-rows`` form of ``rownorm``.
+
+LayerNormalization over the channels of an NCHW map (ConvNeXt's LayerNorm2d, exported
+as Transpose → LayerNormalization → Transpose) normalises rows whose elements lie
+``H·W`` apart in memory, while consecutive rows (pixels) are adjacent. One work-group
+per row (`kernels._Gen._cached_rownorm`) then reads one element per 32-byte sector:
+ConvNeXt-T's stage-1 LayerNorms ran at 7–16 % of the H200's bandwidth.
+
+Here a work-group takes ``P`` consecutive rows (`KernelParams.strided_rows`, halved
+for long rows until a lane keeps at most `MAX_REGISTERS` elements, and for few rows
+until there are `MIN_GROUPS` work-groups; fewer keep one work-group per row) and its
+``P × L`` lanes are ``lane = pixel + P · part``: the ``P`` lanes of a warp read one
+element of ``P`` adjacent rows (one coalesced access), and each keeps its row's
+elements ``part, part + L, …`` in registers. The two row statistics (mean, then the
+mean square of the deviations) are summed over the ``L`` parts in local memory. The
+outputs are written one of two ways, whichever the stores' strides ask for:
+
+- ``direct``: each lane runs the epilogue on its own elements (stores coalesced along
+  the rows, e.g. the NCHW → NCHW LayerNorm2d);
+- ``transposed``: the normalised values go through a local ``[L][P + 1]`` tile (padded:
+  no bank conflicts) and the work-group writes them with consecutive lanes on
+  consecutive row elements (stores coalesced along the row, e.g. LayerNorm then a
+  Linear over NHWC).
+
+Where the form applies is read off the generated code itself (`access_strides`): the
+offsets of every load of the row's input and of every store, evaluated at three
+(row, element) points.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from egraph_compiler.backends.opencl import spelling as sp
+from egraph_compiler.backends.opencl.emit import Scope
+from egraph_compiler.fusion import index as ix
+
+if TYPE_CHECKING:
+    from egraph_compiler.backends.opencl.kernels import Kernel, _Gen
+    from egraph_compiler.ir.graph import Node
+
+UNROLL = "__attribute__((opencl_unroll_hint)) "  # xs[] stays in registers
+LANES = 256  # work-group size: P rows × L parts
+MIN_PIXELS = 8  # rows per work-group at least (one 32-byte sector of each element)
+# work-groups at least: on the H200 ConvNeXt-T's LayerNorms ran faster than one
+# work-group per row with 98 work-groups or more, the same with 49, slower with 25
+# (batch 1, 28² × 192: 0.007 → 0.010 ms)
+MIN_GROUPS = 96
+MAX_REGISTERS = 32  # row elements a lane keeps (beyond it the form is not offered)
+LOCAL_FLOATS = 12 * 1024  # the transposed tile's budget (48 KiB of local memory)
+
+_INT = re.compile(r"const int (\w+) = ([\w\s+\-*/%()]+);")
+_LOAD = re.compile(r"const \w+ (\w+) = (in\d+)\[([\w\s+\-*/%()]+)\];")
+_STORE = re.compile(r"(out\d+)\[([\w\s+\-*/%()]+)\] = .*;")
+_VALUE = re.compile(r"const \w+ \w+ = [^\[\]]*;")
+
+
+def _evaluate(expr: str, env: dict[str, int]) -> int:
+    """A rendered index expression (`fusion.index.render`: non-negative C integer
+    arithmetic) at the values ``env``."""
+    return int(eval(expr.replace("/", "//"), {"__builtins__": {}}, dict(env)))  # noqa: S307
+
+
+def access_strides(lines: list[str]) -> list[tuple[str, int, int]] | None:
+    """Per load and store of ``lines`` (straight-line code over the C variables ``o``,
+    the row, and ``r``, the element): (``load``/``store``, offset change from row 0 to
+    row 1, offset change from element 0 to element 1). None when a line is anything
+    else (a gather's computed index, a guard), which the probe cannot evaluate."""
+    points = ({"o": 0, "r": 0}, {"o": 0, "r": 1}, {"o": 1, "r": 0})
+    envs = [dict(p) for p in points]
+    found: list[tuple[str, int, int]] = []
+    for line in lines:
+        line = line.strip()
+        if (m := _INT.fullmatch(line)) is not None:
+            for env in envs:
+                env[m.group(1)] = _evaluate(m.group(2), env)
+        elif (m := _LOAD.fullmatch(line)) is not None or (m := _STORE.fullmatch(line)) is not None:
+            text = m.group(3) if m.re is _LOAD else m.group(2)
+            at = [_evaluate(text, env) for env in envs]
+            found.append(("load" if m.re is _LOAD else "store", at[2] - at[0], at[1] - at[0]))
+        elif _VALUE.fullmatch(line) is None:
+            return None
+    return found
+
+
+def _probe(gen: _Gen, emit: Callable[[Scope], None]) -> list[tuple[str, int, int]] | None:
+    """`access_strides` of the code ``emit`` writes, the emitter's state restored."""
+    pinned, counter = dict(gen.em.pinned), gen.em.counter
+    scope = Scope()
+    try:
+        emit(scope)
+    finally:
+        gen.em.pinned, gen.em.counter = pinned, counter
+    return access_strides(scope.lines)
+
+
+def pixel_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
+                  x_shape: tuple[int, ...], index: tuple[ix.IExpr, ...],
+                  normalised: Callable[[Scope, str], str]) -> Kernel | None:
+    """The ``pixel-rows`` kernel of LayerNormalization ``node`` over ``rows`` rows of
+    ``length`` (``index``: its input's element at C variables ``o``, ``r``), or None
+    where it does not apply: the row's loads strided and the rows adjacent, the row
+    in registers. ``normalised(scope, x)`` is the normalised value of ``x`` (scale,
+    bias) at ``index``."""
+    pixels = gen.params.strided_rows
+    if pixels < 2 or LANES % pixels or rows < 2 or length < 2:
+        return None
+    # long rows or few of them: fewer rows per work-group (more lanes per row, more
+    # work-groups), down to a sector's worth of rows (8 floats: each access still
+    # fills the sectors it touches)
+    while (-(-length // (LANES // pixels)) > MAX_REGISTERS or
+           -(-rows // pixels) < MIN_GROUPS) and pixels > MIN_PIXELS:
+        pixels //= 2
+    if -(-rows // pixels) < MIN_GROUPS:
+        return None
+    parts = LANES // pixels
+    per_lane = -(-length // parts)
+    if per_lane > MAX_REGISTERS:
+        return None
+    loads = _probe(gen, lambda scope: gen.em.value(scope, x_name, index))
+    # loads that move with the row (one that does not is a per-element parameter, e.g.
+    # ConvNeXt's layer scale): one at least strided along its row and coalesced along
+    # the rows; the others either that or contiguous along the row — a work-group's
+    # rows × whole rows of such an operand are one contiguous block, whose sectors the
+    # parts' loads share through the cache (ConvNeXt's downsampling LayerNorm adds an
+    # NHWC branch to an NCHW residual)
+    moving = [(d_o, d_r) for _, d_o, d_r in loads or () if d_o]
+    if not any(d_o == 1 and d_r != 1 for d_o, d_r in moving) or \
+            any(d_o != 1 and d_r != 1 for d_o, d_r in moving):
+        return None
+
+    def epilogue(scope: Scope, value: str) -> None:
+        gen.declare_iteration(scope, index)
+        gen.epilogue(scope, value)
+
+    stores = _probe(gen, lambda scope: epilogue(scope, normalised(scope, "v")))
+    if stores is None:
+        return None
+    store_strides = [(d_o, d_r) for kind, d_o, d_r in stores if kind == "store"]
+    transposed = bool(store_strides) and all(d_r == 1 for _, d_r in store_strides)
+    if transposed and length * (pixels + 1) > LOCAL_FLOATS:
+        return None
+    eps = sp.literal(float(node.attr("epsilon", 1e-5)), "float32")
+    count = sp.literal(float(length), "float32")
+    gen.variant = f"pixel-rows {pixels} {'transposed' if transposed else 'direct'}"
+    ragged_rows, ragged_row = rows % pixels != 0, length % parts != 0
+    s = Scope()
+    s.emit("const int lid = get_local_id(0);")
+    s.emit(f"const int pix = lid % {pixels}; const int part = lid / {pixels};")
+    s.emit(f"const int o = get_group_id(0) * {pixels} + pix;")
+    s.emit(f"__local float red[{LANES}];")
+    s.emit(f"__local float stat[{2 * pixels}];")
+    s.emit(f"float xs[{per_lane}];")
+
+    def each(emit: Callable[[Scope], None]) -> None:
+        """``emit`` for each of this lane's elements ``r`` of row ``o``."""
+        body = Scope(s)
+        body.emit(f"const int r = part + j * {parts};")
+        inner = Scope(body)
+        emit(inner)
+        checks = ([f"r < {length}"] if ragged_row else []) + \
+            ([f"o < {rows}"] if ragged_rows else [])
+        if checks:
+            body.nest(f"if ({' && '.join(checks)})", inner)
+        else:
+            body.lines.extend(inner.lines)
+        s.nest(UNROLL + f"for (int j = 0; j < {per_lane}; ++j)", body)
+
+    def row_sum(var: str, slot: int) -> None:
+        """Sum ``var`` over the row's parts into ``stat[slot·P + pix]``."""
+        s.emit(f"red[lid] = {var};")
+        s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
+        total = Scope(s)
+        total.emit("float sum = 0.0f;")
+        total.emit(f"for (int k = 0; k < {parts}; ++k) sum += red[k * {pixels} + pix];")
+        total.emit(f"stat[{slot * pixels} + pix] = sum;")
+        s.nest("if (part == 0)", total)
+        s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
+
+    s.emit("float acc = 0.0f;")
+
+    def load(body: Scope) -> None:
+        body.emit(f"xs[j] = {gen.em.value(body, x_name, index)};")
+        body.emit("acc += xs[j];")
+
+    each(load)
+    row_sum("acc", 0)
+    s.emit(f"const float center = stat[pix] / {count};")
+    s.emit("float dev = 0.0f;")
+    each(lambda body: body.emit("dev += (xs[j] - center) * (xs[j] - center);"))
+    row_sum("dev", 1)
+    s.emit(f"const float scale = rsqrt(stat[{pixels} + pix] / {count} + {eps});")
+    if not transposed:
+        each(lambda body: epilogue(body, normalised(body, "((xs[j] - center) * scale)")))
+        return gen.finish(s, -(-rows // pixels) * LANES, LANES)
+    s.emit(f"__local float tile[{length * (pixels + 1)}];")
+    each(lambda body: body.emit(f"tile[r * {pixels + 1} + pix] = (xs[j] - center) * scale;"))
+    s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
+    out = Scope(s)
+    out.emit(f"const int p = e / {length}; const int r = e % {length};")
+    out.emit(f"const int o = get_group_id(0) * {pixels} + p;")
+    write = Scope(out)
+    epilogue(write, normalised(write, f"tile[r * {pixels + 1} + p]"))
+    if ragged_rows:
+        out.nest(f"if (o < {rows})", write)
+    else:
+        out.lines.extend(write.lines)
+    s.nest(f"for (int e = lid; e < {pixels * length}; e += {LANES})", out)
+    return gen.finish(s, -(-rows // pixels) * LANES, LANES)
