@@ -186,7 +186,9 @@ def rewrite(source: str) -> tuple[str, list[str]]:
     sizes = set(size_parameters(source))
     if not brace or not sizes:
         return source, []
-    floats = set(_FLOAT_NAME.findall(source))
+    # float names of the kernel only: a helper defined before it (`spelling.helpers`,
+    # dnnr_erf's float ``r``) must not hide the kernel's int ``r`` index
+    floats = set(_FLOAT_NAME.findall(source[max(source.rfind("__kernel", 0, len(header)), 0):]))
     nonnegative = nonnegative_names(body, sizes) | sizes
     used: list[str] = []
     position = 0
