@@ -247,6 +247,42 @@ def test_sgemm_loads_float4_where_the_view_allows(tmp_path: Path) -> None:
     assert "__global const float4" not in (tmp_path / "ragged" / "kernels.cl").read_text()
 
 
+def _prologue_scores(k_size: int) -> onnx.ModelProto:
+    """GPT-2's attention scores with arithmetic prologues: Q scaled, NaNs zeroed
+    (IsNaN/Where), a causal-style bool mask (a constant, loaded as uchar4) and a per-row
+    scale (one value per run of 4 along K: a broadcast scalar load); K^T through a
+    Transpose."""
+    rng = np.random.default_rng(5)
+    mask = rng.random((70, k_size)) > 0.3
+    scale, zero, low = (numpy_helper.from_array(np.array(v, np.float32), n)
+                        for n, v in (("scale", 0.125), ("zero", 0.0), ("low", -4.0)))
+    model = _model([
+        helper.make_node("Mul", ["q", "scale"], ["qs"]), helper.make_node("Mul", ["qs", "rs"], ["qr"]),
+        helper.make_node("IsNaN", ["qr"], ["nan"]), helper.make_node("Where", ["nan", "zero", "qr"], ["qc"]),
+        helper.make_node("Where", ["mask", "qc", "low"], ["qm"]),
+        helper.make_node("Transpose", ["kt"], ["k"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["qm", "k"], ["y"])],
+        {"q": [3, 70, k_size], "rs": [3, 70, 1], "kt": [3, 52, k_size]}, [3, 70, 52], {})
+    model.graph.initializer.extend([scale, zero, low, numpy_helper.from_array(mask, "mask")])
+    return model
+
+
+def test_sgemm_loads_float4_through_arithmetic_prologues(tmp_path: Path) -> None:
+    """A prologue of elementwise operators over float4 views (a bool mask, a per-row
+    scale) loads 4 wide and runs per lane, matching onnxruntime; a ragged K (19) loads
+    scalars through the same prologue."""
+    params = SGEMMS["sgemm-64x64"]
+    _check(_prologue_scores(36), params, tmp_path / "vector")
+    source = (tmp_path / "vector" / "kernels.cl").read_text()
+    assert len(re.findall(r"const float4 a0_l\d+ = \*\(__global const float4\*\)", source)) == 2
+    assert re.search(r"const uchar4 a0_l\d+ = vload4\(0, ", source), "the bool mask loads 4 wide"
+    assert re.search(r"const float a0_l\d+ = ", source), "the per-row scale loads once per run"
+    assert re.search(r"b0_v = .*\*\(__global const float4\*\)", source)
+    _check(_prologue_scores(19), params, tmp_path / "ragged")
+    ragged = (tmp_path / "ragged" / "kernels.cl").read_text()
+    assert "__global const float4" not in ragged and "vload4" not in ragged
+
+
 def test_every_listed_sgemm_is_valid() -> None:
     assert all(tile.valid() for tile in cost.SGEMMS)
 
