@@ -3,6 +3,7 @@ ConvNeXt-T at batch 8, every option in one run, achieved GFLOP/s against the car
 
     PYTHONPATH=. python3 benchmarks/gpu_gemm.py prepare DIR    # here: one artefact per option
     python3 benchmarks/gpu_gemm.py run DIR                      # on the GPU machine
+    PYTHONPATH=. python3 benchmarks/gpu_gemm.py fit LOG        # the cost model's picks vs a run log
 
 Per shape: ``old`` (the cost model's pick among the ``tiled`` options, what the GPU class
 ran before ``sgemm``), ``model`` (the cost model's pick now) and every ``sgemm`` option
@@ -160,14 +161,50 @@ def run(out: Path, device: str, repeats: int) -> None:
               f"{best_ms:.3f} | {pct(best_ms):.1f} |")
 
 
+# epilogue operators per shape's epilogue (`model`): bias + torch's Gelu; bias + residual
+EPILOGUE_OPS = {"": 0, "gelu": 6, "residual": 2}
+
+
+def fit(log: Path) -> None:
+    """Replay the cost model's picks against a ``run`` log's measured times (the fit
+    check of `cost._sgemm_options`): per shape, its pick (``old``'s time where it picks
+    ``tiled``) and the fastest ``sgemm``; no GPU needed."""
+    import re
+
+    from egraph_compiler.backends.opencl import cost
+
+    measured: dict[str, dict[str, float]] = {}
+    for line in log.read_text().splitlines():
+        found = re.match(r"(\S+)\s+(old|sgemm_\S+)\s+([\d.]+)\s", line)
+        if found and found.group(1) in SHAPES:
+            measured.setdefault(found.group(1), {})[found.group(2)] = float(found.group(3))
+    totals = [0.0, 0.0, 0.0]
+    for name, (batch, m, n, k, epilogue, _) in SHAPES.items():
+        if name not in measured:
+            continue
+        pick = cost.choose(cost.options(cost.DEVICES["gpu"], m, n, k, batch, batch * m * n // 16,
+                                        True, None, sgemm=True, epilogue_ops=EPILOGUE_OPS[epilogue]))
+        label = pick.params.describe().replace(" ", "_") if pick.variant == "sgemm" else "old"
+        times = measured[name]
+        best = min(v for key, v in times.items() if key != "old")
+        for i, value in enumerate((times[label], best, times["old"])):
+            totals[i] += value
+        print(f"{name:<18} pick {label:<42}{times[label]:8.3f}  fastest {best:.3f}"
+              f"{'  MISS' if times[label] > 1.05 * best else ''}")
+    print(f"sum of picks {totals[0]:.3f} ms, of the fastest {totals[1]:.3f}, of old (tiled) {totals[2]:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=["prepare", "run"])
+    parser.add_argument("step", choices=["prepare", "run", "fit"])
     parser.add_argument("dir")
     parser.add_argument("--device", default="NVIDIA")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--only", help="shape names, comma-separated")
     args = parser.parse_args()
+    if args.step == "fit":  # DIR: a `run` log
+        fit(Path(args.dir))
+        return
     (prepare if args.step == "prepare" else lambda d, o: run(d, args.device, args.repeats))(
         Path(args.dir), args.only)
 
