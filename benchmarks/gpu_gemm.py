@@ -1,5 +1,6 @@
 """The GEMM microbenchmark: dnnr's MatMul kernels on the shapes of BERT-base, GPT-2 and
-ConvNeXt-T at batch 8, every option in one run, achieved GFLOP/s against the card's peak.
+ConvNeXt-T at batch 8 (GPT-2's attention with its prologues), every option in one run,
+achieved GFLOP/s against the card's peak.
 
     PYTHONPATH=. python3 benchmarks/gpu_gemm.py prepare DIR    # here: one artefact per option
     python3 benchmarks/gpu_gemm.py run DIR                      # on the GPU machine
@@ -53,20 +54,36 @@ SHAPES: dict[str, tuple[int, int, int, int, str, bool]] = {
     "small_b8_ffn1": (1, 1024, 1024, 256, "gelu", False),
     "small_b8_ffn2": (1, 1024, 256, 1024, "residual", False),
     "small_b8_scores": (32, 128, 128, 64, "", True),
+    # GPT-2's attention GEMMs at batch 8 × 512, with their prologues (`PROLOGUES`)
+    "gpt2_scores_scaled": (96, 512, 512, 64, "", True),
+    "gpt2_context_nan": (96, 512, 64, 512, "", False),
 }
+# an arithmetic prologue on one operand, as GPT-2's export has them: K^T times the
+# attention scale; the probabilities' NaNs zeroed (IsNaN, Where) before the context GEMM
+PROLOGUES = {"gpt2_scores_scaled": "scale_b", "gpt2_context_nan": "nan_a"}
 
 
-def model(batch: int, m: int, n: int, k: int, epilogue: str, transposed: bool):  # noqa: ANN201 - onnx
+def model(batch: int, m: int, n: int, k: int, epilogue: str, transposed: bool,  # noqa: ANN201 - onnx
+          prologue: str = ""):
     from onnx import TensorProto, helper
 
     lead = [batch] if batch > 1 else []
     inputs = {"a": [*lead, m, k], "b": [*lead, n, k] if transposed else [*lead, k, n]}
     nodes = []
-    b_name = "b"
+    a_name, b_name = "a", "b"
     if transposed:
         nodes.append(helper.make_node("Transpose", ["b"], ["bt"], perm=[0, 2, 1]))
         b_name = "bt"
-    nodes.append(helper.make_node("MatMul", ["a", b_name], ["mm" if epilogue else "y"]))
+    if prologue == "scale_b":
+        inputs["scale"] = [1]
+        nodes.append(helper.make_node("Mul", ["scale", b_name], ["bs"]))
+        b_name = "bs"
+    if prologue == "nan_a":
+        inputs["zero"] = [1]
+        nodes += [helper.make_node("IsNaN", ["a"], ["nan"]),
+                  helper.make_node("Where", ["nan", "zero", "a"], ["az"])]
+        a_name = "az"
+    nodes.append(helper.make_node("MatMul", [a_name, b_name], ["mm" if epilogue else "y"]))
     if epilogue:
         inputs["bias"] = [n]
         nodes.append(helper.make_node("Add", ["mm", "bias"], ["z" if epilogue == "gelu" else "zb"]))
@@ -78,7 +95,7 @@ def model(batch: int, m: int, n: int, k: int, epilogue: str, transposed: bool): 
     if epilogue == "residual":
         inputs["res"] = [*lead, m, n]
         nodes.append(helper.make_node("Add", ["zb", "res"], ["y"]))
-    scalars = {"half": 0.5, "one": 1.0, "root2": 2.0 ** 0.5}
+    scalars = {"half": 0.5, "one": 1.0, "root2": 2.0 ** 0.5, "scale": 0.125, "zero": 0.0}
     constants = [helper.make_tensor(name, TensorProto.FLOAT, [1], [value])
                  for name, value in scalars.items() if name in inputs]
     graph = helper.make_graph(
@@ -104,7 +121,7 @@ def prepare(out: Path, only: str | None) -> None:
     for name, (batch, m, n, k, epilogue, transposed) in SHAPES.items():
         if only and name not in only.split(","):
             continue
-        onnx_model = model(batch, m, n, k, epilogue, transposed)
+        onnx_model = model(batch, m, n, k, epilogue, transposed, PROLOGUES.get(name, ""))
         zeros = {i.name: np.zeros([d.dim_value for d in i.type.tensor_type.shape.dim], np.float32)
                  for i in onnx_model.graph.input}
         plan = plan_memory(plan_fusion(static_graph(onnx_model, zeros)))
