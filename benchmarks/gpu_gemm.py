@@ -141,7 +141,7 @@ def run(out: Path, device: str, repeats: int) -> None:
 
     card, peak_gflops, _ = _peaks()
     print(f"card: {card}; FP32 peak {peak_gflops / 1e3:.1f} TFLOP/s (nvidia-smi max clocks)")
-    print(f"{'shape':<18}{'option':<36}{'ms':>8}{'GFLOP/s':>10}{'% peak':>8}{'rel diff':>10}")
+    print(f"{'shape':<20}{'option':<36}{'ms':>8}{'GFLOP/s':>10}{'% peak':>8}{'rel diff':>10}")
     summary = []
     for shape_dir in sorted(p for p in out.iterdir() if (p / "meta.json").exists()):
         flops = json.loads((shape_dir / "meta.json").read_text())["flops"]
@@ -160,7 +160,7 @@ def run(out: Path, device: str, repeats: int) -> None:
                 diff = float(np.max(np.abs(result - reference)) / max(float(np.max(np.abs(reference))), 1e-30))
                 variant = compiled.plan["launches"][0]["variant"]
                 rows[label] = ms
-                print(f"{shape_dir.name:<18}{(label if label != 'model' else 'model: ' + variant):<40}"
+                print(f"{shape_dir.name:<20}{(label if label != 'model' else 'model: ' + variant):<40}"
                       f"{ms:8.3f}{flops / ms / 1e6:10.0f}{100 * flops / ms / 1e6 / peak_gflops:7.1f}%"
                       f"{diff:10.1e}", flush=True)
                 del compiled
@@ -206,7 +206,7 @@ def fit(log: Path) -> None:
         best = min(v for key, v in times.items() if key != "old")
         for i, value in enumerate((times[label], best, times["old"])):
             totals[i] += value
-        print(f"{name:<18} pick {label:<42}{times[label]:8.3f}  fastest {best:.3f}"
+        print(f"{name:<20} pick {label:<42}{times[label]:8.3f}  fastest {best:.3f}"
               f"{'  MISS' if times[label] > 1.05 * best else ''}")
     print(f"sum of picks {totals[0]:.3f} ms, of the fastest {totals[1]:.3f}, of old (tiled) {totals[2]:.3f}")
 
