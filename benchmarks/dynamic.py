@@ -80,11 +80,11 @@ def feeds_at(model: check.CorpusModel, shape: dict[str, int]) -> dict[str, np.nd
 
 
 def latency(models: list[runner.CheckedModel], feeds: dict[str, np.ndarray],
-            repeat: int) -> list[tuple[float, float, float, list[float]]]:
+            repeat: int) -> list[tuple[float, float, float, list[float], list[float]]]:
     """Per model: the median wall ms of `run`, the median and the minimum over the
-    repeats of its launches' summed device ms, and each launch's minimum device ms.
-    The models run in turn within each repeat, so load from other processes on the
-    machine falls on all of them alike."""
+    repeats of its launches' summed device ms, and each launch's minimum and median
+    device ms. The models run in turn within each repeat (symbolic, bound, symbolic,
+    ...), so load from other processes on the machine falls on all of them alike."""
     walls: list[list[float]] = [[] for _ in models]
     for model in models:
         model.run(feeds)
@@ -100,8 +100,18 @@ def latency(models: list[runner.CheckedModel], feeds: dict[str, np.ndarray],
         for k, model in enumerate(models):
             runs[k].append([t * 1e3 for t in model.time_launches(1)])
     return [(statistics.median(w), statistics.median(sum(r) for r in per_run),
-             min(sum(r) for r in per_run), [min(ts) for ts in zip(*per_run, strict=True)])
+             min(sum(r) for r in per_run), [min(ts) for ts in zip(*per_run, strict=True)],
+             [statistics.median(ts) for ts in zip(*per_run, strict=True)])
             for w, per_run in zip(walls, runs, strict=True)]
+
+
+def launched_kernels(model: object) -> list[str]:
+    """The kernel of each launch of a symbolic artefact at the shape it last ran (its
+    box's version)."""
+    plan, dims = model.plan, model.dims
+    box = next(b for b in plan["boxes"]
+               if all(lo <= dims[n] <= hi for n, (lo, hi) in b["box"].items()))
+    return [la["kernel"] for la in plan["versions"][box["version"]]["launches"]]
 
 
 def main() -> None:
@@ -132,8 +142,9 @@ def main() -> None:
     corpus = build.build(names, log=lambda _: None)
     print(f"load average {os.getloadavg()[0]:.2f}; device ms: median / min of {args.repeat}")
     print("| model | shape | symbolic wall ms | bound wall ms | symbolic device ms | "
-          "bound device ms | device ratio (min) | err symbolic | err bound |")
+          "bound device ms | device ratio min / median | err symbolic | err bound |")
     print("|---|---|---|---|---|---|---|---|---|")
+    ratios: list[tuple[float, float]] = []
     summary = []
     for name in names:
         ranges, unstored = MODELS[name]
@@ -163,22 +174,27 @@ def main() -> None:
                 n_times += time.perf_counter() - start
                 n_cpu += time.process_time() - cpu
                 bound = runner.load_artefact(out)
-                (sym_wall, sym_med, sym_dev, sym_each), (bound_wall, bound_med, bound_dev,
-                                                         bound_each) = latency(
-                    [symbolic, bound], feed, args.repeat)
+                (sym_wall, sym_med, sym_dev, sym_each, sym_each_med), \
+                    (bound_wall, bound_med, bound_dev, bound_each, bound_each_med) = latency(
+                        [symbolic, bound], feed, args.repeat)
+                ratios.append((sym_dev / bound_dev, sym_med / bound_med))
                 err_s = check.relative_error(symbolic.run(feed), expected)
                 err_b = check.relative_error(bound.run(feed), expected)
                 tag = "" if k < len(shapes) - 1 else " (not stored)"
                 print(f"| {name} | {shape}{tag} | {sym_wall:.3f} | {bound_wall:.3f} | "
                       f"{sym_med:.3f} / {sym_dev:.3f} | {bound_med:.3f} / {bound_dev:.3f} | "
-                      f"{sym_dev / bound_dev:.2f} | {err_s:.1e} | {err_b:.1e} |")
+                      f"{sym_dev / bound_dev:.2f} / {sym_med / bound_med:.2f} | "
+                      f"{err_s:.1e} | {err_b:.1e} |")
                 if args.kernels and len(sym_each) == len(bound_each):
                     worst = sorted(range(len(sym_each)),
                                    key=lambda j: bound_each[j] - sym_each[j])[:args.kernels]
                     kinds = [la["kind"] for la in bound.plan["launches"]]
-                    print("  slowest against bound (launch kind: symbolic / bound µs): " +
-                          ", ".join(f"{j} {kinds[j]}: {sym_each[j] * 1e3:.1f} / "
-                                    f"{bound_each[j] * 1e3:.1f}" for j in worst))
+                    names = launched_kernels(symbolic.model)
+                    print("  slowest against bound (launch kind kernel: symbolic / bound µs, "
+                          "min; ratio of medians): " +
+                          ", ".join(f"{j} {kinds[j]} {names[j]}: {sym_each[j] * 1e3:.1f} / "
+                                    f"{bound_each[j] * 1e3:.1f}; "
+                                    f"{sym_each_med[j] / bound_each_med[j]:.2f}" for j in worst))
             dynamic = result.report.target["dynamic"]
             regions = dynamic["regions"]
             summary.append(f"{name}: compile once {once:.1f} s wall / {once_cpu:.1f} s CPU "
@@ -192,6 +208,9 @@ def main() -> None:
                            f"dims in {dynamic['memory_plan']['boxes_over_the_dims']} boxes) vs "
                            f"{len(shapes)} bound compiles {n_times:.1f} s wall / "
                            f"{n_cpu:.1f} s CPU")
+    if ratios:
+        print(f"worst ratio over every shape: min {max(r for r, _ in ratios):.2f}, "
+              f"median {max(m for _, m in ratios):.2f}")
     print()
     print("\n".join(summary))
 

@@ -36,11 +36,6 @@ MAPPING_TYPES = (ONE_TO_ONE, REORGANIZE, SHUFFLE, ONE_TO_MANY, MANY_TO_MANY)
 
 FUSE, BREAK, PROFILE = "fuse", "break", "profile"
 
-# The shipped library's layout operators (`ops` derives roles from the op declarations);
-# the planner asks the active registry (`role_of`, `anchor_kind`), so an operator declared
-# only in a rule file plans too.
-LAYOUT_OPS = ops.shipped().with_role("layout")
-
 @dataclass(frozen=True)
 class FusionTables:
     """Mapping type per operator and the fusion verdict per mapping-type pair."""

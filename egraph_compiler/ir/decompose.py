@@ -1,7 +1,7 @@
 """Operators lowered to simpler ones, for a backend that has no kernel of their own.
 
-The onnx target writes RNN, GRU, LSTM, GroupNormalization, DFT, STFT, the window functions
-and MelWeightMatrix back whole (onnxruntime runs them). The OpenCL backend has no kernel for
+The onnx target writes RNN, GRU, LSTM, GroupNormalization, DFT and STFT back whole
+(onnxruntime runs them; the importer folds the window functions on constant inputs). The OpenCL backend has no kernel for
 them, so before planning it replaces each by operators it compiles (`decompose`):
 
 - ``RNN`` / ``GRU`` / ``LSTM``: unrolled over the static sequence length, each direction
@@ -16,8 +16,6 @@ them, so before planning it replaces each by operators it compiles (`decompose`)
 - ``DFT`` with a constant axis and length: a MatMul with a constant matrix (the transform
   applied to the unit vectors, so onesided, inverse and irfft forms are the reference's);
   ``STFT`` with a constant step and frame length: a Gather of the frames, the window, that DFT;
-- ``HannWindow`` / ``HammingWindow`` / ``BlackmanWindow`` / ``MelWeightMatrix`` whose inputs
-  are constants: folded to the constant they are.
 - ``LayerNormalization`` whose Mean or InvStdDev output is used: Y stays a
   LayerNormalization (the rownorm kernel), the statistics are ONNX's function body's;
 - ``MaxPool`` of 8- or 16-bit integers or float16: Cast to float32, MaxPool, Cast back
@@ -29,7 +27,7 @@ them, so before planning it replaces each by operators it compiles (`decompose`)
 - ``Col2Im`` stays (its kernel is ``anchor indexed``, backends/opencl/ops_extra.py) when
   image_shape and block_shape are constants.
 
-A node whose structure is not static (a symbolic sequence length; a run-time window size,
+A node whose structure is not static (a symbolic sequence length; a run-time
 DFT axis or length, STFT step or frame length, Col2Im shape) is refused with a `ModelError`
 naming the node, its operator and opset, and what would make it compile. Every operator has one function in `DECOMPOSERS`; the graph it
 returns has the new values untyped (the caller infers shapes again).
@@ -473,16 +471,6 @@ def _stft(b: _Builder, node: Node) -> None:
                 onesided, node.outputs[0])
 
 
-def _fold_by_the_reference(b: _Builder, node: Node) -> None:
-    """A node whose inputs must all be constants (its output shape is computed from them):
-    the constant ONNX's reference implementation (the spec's own definition) gives."""
-    values = [b.constant_value(i) for i in node.inputs]
-    if any(v is None for v in values):
-        raise _refuse(b, node, f"needs every {node.op} input as a compile-time constant (its "
-                      "output shape is computed from them)", "make the inputs initializers")
-    b.constants[node.outputs[0]] = _reference_output(node.op, values, **node.attr_dict)  # type: ignore[arg-type]
-
-
 def _reference_output(op: str, values: Sequence[np.ndarray], **attrs: AttrValue) -> np.ndarray:
     """``op``'s first output on constant ``values``, by ONNX's reference implementation."""
     from onnx import helper
@@ -506,8 +494,6 @@ def _col2im(b: _Builder, node: Node) -> None:
 DECOMPOSERS: dict[str, Callable[[_Builder, Node], None]] = {
     "RNN": _recurrent, "GRU": _recurrent, "LSTM": _recurrent,
     "GroupNormalization": _group_normalization, "DFT": _dft,
-    "HannWindow": _fold_by_the_reference, "HammingWindow": _fold_by_the_reference,
-    "BlackmanWindow": _fold_by_the_reference, "MelWeightMatrix": _fold_by_the_reference,
     "STFT": _stft,
     "Col2Im": _col2im,
     "LayerNormalization": _layer_normalization,

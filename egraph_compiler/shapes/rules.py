@@ -48,12 +48,8 @@ def _dtype(ctx) -> str:
 
 
 def _same(ctx) -> list[TensorType]:
-    node = ctx.node
-    dtype = _dtype(ctx)
-    out = [TensorType(dtype, ctx.shape(0))]
-    if node.op == "BatchNormalization":
-        out += [TensorType(dtype, (ctx.need_shape(1)[0],))] * (len(node.outputs) - 1)
-    return out
+    # BatchNormalization has one output in the IR (the importer refuses its training outputs)
+    return [TensorType(_dtype(ctx), ctx.shape(0))]
 
 
 def _broadcast(ctx) -> list[TensorType]:

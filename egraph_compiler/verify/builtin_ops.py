@@ -43,6 +43,7 @@ import numpy as np
 import z3
 
 from egraph_compiler.dsl import ast, shape_builtins
+from egraph_compiler.dsl.format import op_text
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ops.evaluate import evaluate_node
 from egraph_compiler.verify import evalexpr
@@ -60,7 +61,6 @@ from egraph_compiler.verify.encode import (
     stable_key,
 )
 from egraph_compiler.verify.semantics import OpSemantics
-from egraph_compiler.verify.text import op_text
 
 
 class Undefined(Exception):

@@ -14,10 +14,10 @@ from typing import Any
 import z3
 
 from egraph_compiler.dsl import ast
+from egraph_compiler.dsl.format import rule_text
 from egraph_compiler.dsl.normalize import RANK_LIMIT, WIDE_RANK_LIMIT
 from egraph_compiler.verify.normalize import canonical, strip_spans
 from egraph_compiler.verify.semantics import OpSemantics
-from egraph_compiler.verify.text import rule_text
 from egraph_compiler.verify.verdict import Counterexample, TensorValue, Verdict
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent

@@ -19,11 +19,11 @@ from collections.abc import Callable
 import z3
 
 from egraph_compiler.dsl import ast
+from egraph_compiler.dsl.format import expr_text
 from egraph_compiler.verify.configs import enumerate_configs
 from egraph_compiler.verify.fuzz import fuzz
 from egraph_compiler.verify.normalize import CanonRule, subpatterns
 from egraph_compiler.verify.semantics import OpSemantics
-from egraph_compiler.verify.text import expr_text
 
 
 def candidates(canon: CanonRule, sems: dict[str, OpSemantics]) -> list[ast.Expr]:

@@ -123,3 +123,66 @@ def test_rewritten_kernel_matches_numpy_on_pocl() -> None:
         want = np.stack([div(r, s0) + rem(r, s1) * 3, rem(div(r, s0), s1), q,
                          7 // s0 - rem(q, s0)], axis=1)
         assert np.array_equal(got, want.astype(np.int32)), f"s0={s0}, s1={s1}"
+
+
+def test_unsigned_magic_is_exact_for_nonnegative_dividends() -> None:
+    """``DNNR_UDIV`` (zero-extended ``x``) at the non-negative edge dividends of every
+    divisor up to 2^16 and a sample above: C's ``/``."""
+    divisors = np.concatenate([np.arange(1, 2**16 + 1), 2 ** np.arange(16, 31) + 1,
+                               np.random.default_rng(2).integers(2**16, 2**31, 2000)])
+    magics = [magicdiv.magic(int(d)) for d in divisors]
+    m = np.array([mm for mm, _ in magics], np.uint64)[:, None]
+    s = np.array([ss for _, ss in magics], np.uint64)[:, None]
+    x = _edge_dividends(divisors.astype(np.int64))
+    x = x[:, : x.shape[1] // 2].astype(np.uint64)  # the non-negative half
+    quotient = (x * m) >> (np.uint64(31) + s)  # < 2^63: no overflow
+    assert np.array_equal(quotient, x // divisors[:, None].astype(np.uint64))
+
+
+UNSIGNED_KERNEL = """__kernel void k(__global int* restrict out0, ulong out0_off, const int s0, const int s1, const int s2, const int s3) {
+  const int gid = get_global_id(0);
+  int r = gid * s2 + s3;
+  const int a = r / s0 + r % s1;
+  r /= s1;
+  const int b = (r - 7) / s0;
+  int c = gid; c -= 3;
+  out0[4*gid] = a; out0[4*gid + 1] = r; out0[4*gid + 2] = b; out0[4*gid + 3] = c % s0;
+}
+"""
+
+
+def test_nonnegative_dividends_take_the_unsigned_product() -> None:
+    """A dividend of work-item ids, sizes, literals, ``+ * / %`` (and names only ever
+    assigned such) is divided unsigned; one with a ``-`` anywhere, or a name one
+    assignment of which has one, keeps the signed form; both exact on PoCL."""
+    import pyopencl as cl
+
+    rewritten, used = magicdiv.rewrite(UNSIGNED_KERNEL)
+    assert used == ["s0", "s1"]
+    assert "DNNR_UDIV(r, s0_m, s0_s) + DNNR_UREM(r, s1, s1_m, s1_s)" in rewritten
+    assert "r = DNNR_UDIV(r, s1_m, s1_s);" in rewritten
+    assert "DNNR_DIV((r - 7), s0_m, s0_s)" in rewritten and "DNNR_REM(c, s0," in rewritten
+    context = cl.Context([next(d for p in cl.get_platforms() for d in p.get_devices())])
+    queue = cl.CommandQueue(context)
+    kernel = cl.Kernel(cl.Program(context, rewritten).build(), "k")
+    items = 4096
+    for s0, s1, s2, s3 in [(1, 1, 1, 0), (3, 7, 5, 11), (641, 2**16 + 1, 2**19 - 1, 12345),
+                           (INT_MAX, 2**30 + 3, 524287, 2**31 - 2**19 * 4096 + 2**19 - 2)]:
+        dst = cl.Buffer(context, cl.mem_flags.WRITE_ONLY, 16 * items)
+        sizes = {"s0": s0, "s1": s1}
+        magic = [np.int32(magicdiv.magic_argument(sizes[s], p)) for s in used for p in "ms"]
+        kernel(queue, (items,), None, dst, np.uint64(0), *map(np.int32, (s0, s1, s2, s3)), *magic)
+        got = np.empty((items, 4), np.int32)
+        cl.enqueue_copy(queue, got, dst)
+        gid = np.arange(items, dtype=np.int64)
+        r = gid * s2 + s3
+        assert r.max() < 2**31
+
+        def div(a: np.ndarray, d: int) -> np.ndarray:
+            return np.sign(a) * (np.abs(a) // d)  # C truncation
+
+        q = div(r, s1)
+        c = gid - 3
+        want = np.stack([div(r, s0) + r - div(r, s1) * s1, q, div(q - 7, s0),
+                         c - div(c, s0) * s0], axis=1)
+        assert np.array_equal(got, want.astype(np.int32)), (s0, s1, s2, s3)

@@ -9,9 +9,12 @@ import pytest
 
 from egraph_compiler import dsl
 from egraph_compiler.fusion import FusionTables, plan_fusion
-from egraph_compiler.fusion.tables import BREAK, FUSE, LAYOUT_OPS, MANY_TO_MANY, ONE_TO_ONE
+from egraph_compiler.fusion.tables import BREAK, FUSE, MANY_TO_MANY, ONE_TO_ONE
+from egraph_compiler.ops import shipped
 from tests.backends.opencl.helpers import static_graph
 from tests.modelzoo import BLOCKS, LIGHT_MODELS, light_model, random_inputs
+
+LAYOUT_OPS = shipped().with_role("layout")  # the registry's layout operators
 
 BASELINE = Path(__file__).resolve().parents[1] / "backends" / "opencl" / "fusion_baseline.json"
 DIMS = {"batch": 2, "height": 7, "width": 7, "seq": 5}

@@ -55,8 +55,8 @@ import numpy as np
 
 from egraph_compiler.backends.opencl.cpu_conv import CHUNK_MADS, LANES_CONVS, LanesConv
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as VARIANT_LANES_CONV
+from egraph_compiler.backends.opencl.cpu_window import POINTWISE_VECS, VEC_CONVS, VecConv
 from egraph_compiler.backends.opencl.cpu_window import VARIANT as VARIANT_VEC_CONV
-from egraph_compiler.backends.opencl.cpu_window import VEC_CONVS, VecConv
 from egraph_compiler.backends.opencl.depthwise import Depthwise, lanes_group
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.rows import RowSplit, chunking
@@ -496,28 +496,51 @@ def _vec_conv_options(device: DeviceModel, m: int, n: int, k: int, taps: int, wi
     MobileNetV3 stem): a stem (at most 4 input channels) of stride 1 or 2 (AlexNet's
     11×11 stride-4 stem ran 2.5 ms against the window kernel's 1.5) or output rows that
     fit one 16-wide vector (VGG-sized 3×3 convs too: 256 channels on 14×14 2.0 ms
-    against 3.1, 512 on 7×7 4.1 against 23.6). Priced per work-item: its vector multiply-adds, the row segments it
+    against 3.1, 512 on 7×7 4.1 against 23.6), or of at most 8 input channels at stride
+    1 (with its epilogue on vectors, `cpu_epilogue`: ResNet-50's 56×56 3×3 at an eighth
+    of the width 0.062 ms against 0.086; 16 channels on 28×28 measured no faster). Priced per work-item: its vector multiply-adds, the row segments it
     loads and the tap vectors it builds from them, and its outputs' epilogues, at the
     rates `DeviceModel.vec_conv_us` fitted to 20 measured (conv, block) pairs (ResNet-50
     at an eighth of the width and MobileNetV3 on PoCL here; within 0.6-2.1× of each,
     and for every conv the block it prices cheapest was the fastest measured)."""
-    if not device.vec_conv_us or taps <= 1:
+    if not device.vec_conv_us or taps < 1:
         return []
     cin, side = k // taps, max(1, round(taps ** 0.5))
     width = width or max(1, round(n ** 0.5))
-    if (cin > 4 or stride > 2) and width > 16:
-        return []
     fma_us, element_us, output_us = device.vec_conv_us
+    blocks = VEC_CONVS
+    if taps == 1:
+        # a 1×1 conv (`cpu_window.flat_applies`: at stride 1 the plane is one row), its
+        # epilogue on whole vectors (`cpu_epilogue`: an eighth of the per-output cost
+        # fitted with per-element epilogues) and its loaded segment the tap's vector
+        # (no second element cost). Offered where it measured faster than the direct
+        # and conv-lanes kernels on PoCL (loaded machine; ResNet-50's 1×1 convs at an
+        # eighth of the width, MobileNetV3-small's): maps of at least 14×14 outputs
+        # (MobileNetV3's 14×14 ones 0.029-0.106 ms against direct's 0.042-0.159, its
+        # 72-channel 56×56 one 0.085 against conv-lanes' 0.157, ResNet's 28×28 ones
+        # 0.012-0.021 against 0.020-0.067), stride-2 ones with rows of at least 14
+        # (0.033-0.068 against 0.059-0.081); on 7×7 maps direct was as fast or faster.
+        # The 32-channel block only on maps of at least 28×28: on 14×14 ones its fewer
+        # work-items ran up to 1.9× slower than the 16-channel block
+        if n < 14 * 14 or (stride > 1 and width < 14):
+            return []
+        blocks, output_us = POINTWISE_VECS if n >= 28 * 28 else POINTWISE_VECS[:1], \
+            output_us / 8
+        if stride == 1:
+            width = n
+    elif (cin > 8 or stride > 2 or (cin > 4 and stride > 1)) and width > 16:
+        return []
     rows = max(1, n // width)
     result = []
-    for shape in VEC_CONVS:
+    for shape in blocks:
         channels = min(shape.channels, m)
-        if channels != shape.channels and VecConv(channels, shape.pixels) in VEC_CONVS:
+        if channels != shape.channels and VecConv(channels, shape.pixels) in blocks:
             continue  # the same kernel as a smaller block listed
         items = _cdiv(m, channels) * rows * _cdiv(width, shape.pixels)
         span = (shape.pixels - 1) * stride + side
+        placed = 0 if taps == 1 else shape.pixels * side  # tap vectors built per row
         estimate = items * (cin * taps * channels * _cdiv(shape.pixels, 8) * fma_us +
-                            cin * side * (span + shape.pixels * side) * element_us +
+                            cin * side * (span + placed) * element_us +
                             channels * shape.pixels * output_us)
         result.append(Option(VARIANT_VEC_CONV, VecConv(channels, shape.pixels), estimate))
     return result

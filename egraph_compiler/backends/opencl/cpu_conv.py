@@ -70,7 +70,7 @@ def applies(geo: ConvGeometry) -> bool:
 
 def conv_lanes(gen: _Gen, geo: ConvGeometry, params: LanesConv) -> Kernel | None:
     """The kernel, or None where it does not apply (the caller keeps the direct one)."""
-    if not applies(geo) or not _planes_only(gen, geo):
+    if not applies(geo) or not planes_only(gen, geo):
         return None
     return _flat(gen, geo, params)
 
@@ -157,7 +157,7 @@ def _flat(gen: _Gen, geo: ConvGeometry, params: LanesConv) -> Kernel:
     return gen.finish(s, total, local)
 
 
-def _planes_only(gen: _Gen, geo: ConvGeometry) -> bool:
+def planes_only(gen: _Gen, geo: ConvGeometry) -> bool:
     """Every tensor the block's nodes read or write is 4-D with the output's plane or a
     1 × 1 one (a per-channel broadcast), so a pixel's flat offset in the plane is its
     address in each: the flat form then indexes the plane as one row."""

@@ -22,7 +22,10 @@ broadcast weights. Nothing relies on a vectoriser across work-items, so input ch
 and window rows stay loops. The weights are *packed* at generation:
 ``[Cout/channels][Cin][K0][K1][channels]`` (output channels zero-padded to whole
 blocks), so a work-item's weights are one contiguous run read in order. The epilogue
-is unrolled, one copy per output element.
+runs once per output channel on its vector where `cpu_epilogue` applies (MobileNetV3's
+HardSwish stem 0.55 → 0.085 ms), else unrolled, one copy per output element. A 1×1
+conv is the same kernel with a one-column window; at stride 1 over a plane its block
+reads only at the output's pixels, it runs the plane as one row (`flat_applies`).
 
 Measured on PoCL here (`cost._vec_conv_options` says where it is offered, fitted to
 these): the two stems 0.40 / 0.21 ms against the window kernel's 0.62 / 0.42, the
@@ -38,6 +41,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from egraph_compiler.backends.opencl import cpu_conv
+from egraph_compiler.backends.opencl import cpu_epilogue as epilogue
 from egraph_compiler.backends.opencl.depthwise import (
     cdiv,
     symbolic,
@@ -65,6 +70,9 @@ class VecConv:
 
 
 VEC_CONVS = (VecConv(8, 16), VecConv(16, 16), VecConv(8, 8), VecConv(16, 8))
+# the blocks priced for 1×1 convs (`cost._vec_conv_options`): 32 float16 accumulators
+# measured fastest on most of ResNet-50's, though they fill AVX-512's registers
+POINTWISE_VECS = (VecConv(16, 16), VecConv(32, 16))
 
 
 def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
@@ -87,6 +95,10 @@ def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
     bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
     batch, cout, out_h, out_w = geo.out_shape
     cin, in_h, in_w = geo.x_shape[1:]
+    flat = flat_applies(gen, geo)
+    if flat:  # the plane as one row of h·w pixels (`flat_applies`)
+        out_w = in_w = out_h * out_w
+        out_h = in_h = 1
     (k0, k1), (s0, s1), (d0, d1) = geo.kernel, geo.strides, geo.dilations
     channels, pixels = min(params.channels, cout), params.pixels
     n_ct, n_vt = cdiv(cout, channels), cdiv(out_w, pixels)
@@ -99,7 +111,10 @@ def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
     s.emit("const int gid = get_global_id(0);")
     s.emit(f"if (gid >= {total}) return;")
     s.emit("int r = gid;")
-    s.emit(f"const int vt = r % {n_vt}; r /= {n_vt};")
+    # a symbolic build whose output row is one column block (a recorded comparison: a
+    # version condition) knows its window's columns, as a bound compile's literals do
+    one_block = symbolic(out_w, in_w) and n_vt == 1
+    s.emit("const int vt = 0;" if one_block else f"const int vt = r % {n_vt}; r /= {n_vt};")
     s.emit(f"const int oh = r % {out_h}; r /= {out_h};")
     s.emit(f"const int ct = r % {n_ct}; const int n = r / {n_ct};")
     s.emit(f"const int ow0 = vt * {pixels};")
@@ -108,22 +123,42 @@ def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
     s.emit(f"__global const float* wk = {gen.em.params[packed]} + ct * {per_block};")
     acc = [f"a{c}" for c in range(channels)]
     s.emit(" ".join(f"{vec} {name} = ({vec})(0.0f);" for name in acc))
-    n_var, ci_var, h_var = gen.ivar("n", batch), gen.ivar("ci", cin), ix.IVar("h", 0, in_h - 1)
+    n_var, ci_var = gen.ivar("n", batch), gen.ivar("ci", cin)
+    h_var: ix.IExpr = 0 if flat else ix.IVar("h", 0, in_h - 1)
     taps = Scope(s)
     taps.emit(f"const int h = ih0 + q0 * {d0};")
     row = Scope(taps)
     segment = [f"r{j}" for j in range(span)]
     row.emit(" ".join(f"float {name};" for name in segment))
     inner, edge = Scope(row), Scope(row)
+    inside = _columns_inside(in_w, geo.begin[1], span) if one_block else None
     for j in range(span):
         row.emit(f"const int w{j} = iw0 + {j};")
         at = gen.em.value(inner, x_name, (n_var, ci_var, h_var, ix.IVar(f"w{j}", 0, in_w - 1)))
         inner.emit(f"r{j} = {at};")
+        if inside is not None:  # column w{j} = j - begin: its checks are decided
+            if j < geo.begin[1] or j >= inside:
+                edge.emit(f"r{j} = 0.0f;")
+            else:
+                edge.emit(f"r{j} = {gen.em.value(edge, x_name, (n_var, ci_var, h_var, ix.IVar(f'w{j}', 0, in_w - 1)))};")
+            continue
+        if symbolic(in_w):
+            # one unsigned compare for both ends: LLVM merges ``w >= 0 && w < W`` into
+            # it only for a literal W, not knowing a size argument is never negative
+            # (ResNet-50's stem at 2×48×40: 113 µs with the pair, 92 with this, 87 bound)
+            edge.emit(f"const bool ok{j} = (uint)w{j} < (uint){in_w}; "
+                      f"const int cw{j} = ok{j} ? w{j} : 0;")
+            at = gen.em.value(edge, x_name, (n_var, ci_var, h_var, ix.IVar(f"cw{j}", 0, in_w - 1)))
+            edge.emit(f"r{j} = ok{j} ? {at} : 0.0f;")
+            continue
         edge.emit(f"const int cw{j} = w{j} < 0 ? 0 : (w{j} < {in_w} ? w{j} : {in_w - 1});")
         at = gen.em.value(edge, x_name, (n_var, ci_var, h_var, ix.IVar(f"cw{j}", 0, in_w - 1)))
         edge.emit(f"r{j} = (w{j} >= 0 && w{j} < {in_w}) ? {at} : 0.0f;")
-    row.nest("if (inner)", inner)
-    row.nest("else", edge)
+    if inside is not None:  # the one block's segment is `inner` or not at every shape here
+        row.nest("", inner if geo.begin[1] == 0 and inside == span else edge)
+    else:
+        row.nest("if (inner)", inner)
+        row.nest("else", edge)
     for q1 in range(k1):
         parts = ", ".join(f"r{q1 * d1 + j * s1}" for j in range(pixels))
         tap = Scope(row)
@@ -141,10 +176,36 @@ def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
     taps.nest(f"if ({' && '.join(checks)})" if checks else "", row)
     s.nest(f"for (int ci = 0; ci < {cin}; ++ci) for (int q0 = 0; q0 < {k0}; ++q0)", taps)
     co_var = gen.ivar("co", cout)
-    oh_var, ow_var = gen.ivar("oh", out_h), gen.ivar("ow", out_w)
+    oh_var, ow_var = (0, ix.IVar("ow", 0, out_w - 1)) if flat else \
+        (gen.ivar("oh", out_h), gen.ivar("ow", out_w))
     lanes = "0123456789abcdef"
+    # the one block's columns inside the output (recorded comparisons, as `_columns_inside`)
+    stored = next((j for j in range(pixels) if not j < out_w), pixels) if one_block else pixels
+    if epilogue.applies(gen):  # once per channel on its vector (`cpu_epilogue.py`)
+        def lane(scope: Scope, j: int) -> str | None:
+            scope.emit(f"const int ow = ow0 + {j};")
+            gen.declare_iteration(scope, (n_var, co_var, oh_var, ow_var))
+            return f"ow0 + {j} < {out_w}" if not one_block and out_w % pixels else None
+
+        for c in range(channels):
+            fin = Scope(s)
+            fin.emit(f"const int co = ct * {channels} + {c}; const int ow = ow0;")
+            done = Scope(fin)
+            value = acc[c]
+            if bias is not None:
+                value = f"({value} + {gen.em.value(done, bias, (co_var,))})"
+            gen.declare_iteration(done, (n_var, co_var, oh_var, ow_var))
+            vectors = epilogue.vector_epilogue(gen, done, value, vec, lane)
+            for j in range(stored):
+                store = Scope(done)
+                inside = lane(store, j)
+                epilogue.store_lane(gen, store, vectors, j)
+                done.nest(f"if ({inside})" if inside else "", store)
+            fin.nest(f"if (co < {cout})" if cout % channels else "", done)
+            s.nest("", fin)
+        return gen.finish(s, total, vec_group(total, gen.params.work_group))
     for c in range(channels):
-        for j in range(pixels):
+        for j in range(stored):
             fin = Scope(s)
             fin.emit(f"const int ow = ow0 + {j}; const int co = ct * {channels} + {c};")
             done = Scope(fin)
@@ -153,11 +214,22 @@ def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
                 value = f"({value} + {gen.em.value(done, bias, (co_var,))})"
             gen.declare_iteration(done, (n_var, co_var, oh_var, ow_var))
             gen.epilogue(done, value)
-            guards = ([f"ow < {out_w}"] if out_w % pixels else []) + \
+            guards = ([f"ow < {out_w}"] if not one_block and out_w % pixels else []) + \
                 ([f"co < {cout}"] if cout % channels else [])
             fin.nest(f"if ({' && '.join(guards)})" if guards else "", done)
             s.nest("", fin)
     return gen.finish(s, total, vec_group(total, gen.params.work_group))
+
+
+def _columns_inside(in_w: int, begin: int, span: int) -> int:
+    """For a row of one column block (``iw0 = -begin``): how many of the segment's
+    ``span`` columns ``j - begin`` lie below the input's width ``in_w``, by comparisons
+    of sizes that the path records (`versions.py`); past the first that does not, none
+    does, which that comparison implies."""
+    for j in range(begin, span):
+        if not j - begin < in_w:
+            return j
+    return span
 
 
 # work-groups a `conv-vec` grid is cut into at least, where its items allow: PoCL hands a
@@ -177,8 +249,19 @@ def vec_group(items: int, limit: int) -> int:
 
 
 def applies(geo: ConvGeometry) -> bool:
-    """A 2-D conv of one group with a window of several taps."""
-    return geo.spatial == 2 and geo.group == 1 and geo.taps > 1
+    """A 2-D conv of one group (a 1×1 window too: `flat_applies` says when its plane
+    is one row)."""
+    return geo.spatial == 2 and geo.group == 1
+
+
+def flat_applies(gen: _Gen, geo: ConvGeometry) -> bool:
+    """A pointwise (1×1, stride 1, unpadded) conv at bound sizes whose block reads and
+    writes only tensors of the output's plane or per-channel ones (`cpu_conv`): output
+    pixel p reads input pixel p, so the plane is one row of h·w pixels and a
+    work-item's vector runs on across the map's rows (a 7×7 or 14×14 map would leave
+    lanes of a row-sized vector empty)."""
+    return cpu_conv.applies(geo) and all(isinstance(d, int) for d in geo.out_shape) and \
+        cpu_conv.planes_only(gen, geo)
 
 
 def _packed(weights: np.ndarray, channels: int) -> np.ndarray:

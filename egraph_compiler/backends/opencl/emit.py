@@ -73,6 +73,9 @@ class ValueEmitter:
         self.derived: dict[str, np.ndarray] = {}
         # intermediates stored in another dimension order (fusion.layout): name -> perm
         self.layouts: dict[str, tuple[int, ...]] = {}
+        # a float32 value's C type while a CPU kernel computes its epilogue on a whole
+        # vector of outputs at once (`cpu_epilogue.vector_epilogue`), else None
+        self.vector: str | None = None
 
     def fresh(self, stem: str = "t") -> str:
         self.counter += 1
@@ -112,7 +115,8 @@ class ValueEmitter:
 
     def assign(self, scope: Scope, dtype: str, expr: str) -> str:
         var = self.fresh()
-        scope.emit(f"const {ctype(dtype)} {var} = {expr};")
+        ctype_ = self.vector if self.vector is not None and dtype == "float32" else ctype(dtype)
+        scope.emit(f"const {ctype_} {var} = {expr};")
         return var
 
     def index_var(self, scope: Scope, expr: ix.IExpr, lo: int, hi: int) -> ix.IExpr:

@@ -341,6 +341,7 @@ class _Gen:
         work_items = math.prod(self.shape.iteration_shape)
         text, chosen = images.resolve("\n".join("  " + line for line in body.lines), inputs,
                                       work_items, self.block.images)
+        self.helpers += sp.helpers(text, self.params.device)  # dnnr_erf (`spelling`)
         header, pointers = self.signature(local, frozenset(chosen))
         lines = "\n".join("  " + line for line in pointers) + "\n" + text
         undefs = "".join(f"#undef {d.split()[0]}\n" for d in self.defines)

@@ -24,6 +24,15 @@ below, so the floor is exactly ``trunc(x/d) - 1``: adding ``x >> 31``'s one back
 C's truncating ``/`` (and ``%``) that the rewrite replaces, at every sign. ``d = 0``
 gets ``(0, 0)``: the kernel never divides by it (the division it replaces would
 trap), the host must not fail.
+
+Most dividends are indices of work-item ids and sizes, never negative: for those
+(`nonnegative_names`, `is_nonnegative`: built of ids, sizes, literals, ``+ * / %``
+and names every assignment of which is such) the rewrite emits ``DNNR_UDIV`` /
+``DNNR_UREM``, the same product with ``x`` zero-extended and no sign correction. The
+bound above is unchanged (``x < 2^31``), and the product of two zero-extended 32-bit
+values is one unsigned vector multiply (``vpmuludq``) where PoCL vectorises across
+work-items; the signed one, a sign-extended by a zero-extended factor, is not
+(GPT-2's QKV split at 3×7: 5.4 µs signed, 2.2 unsigned, 2.7 bound).
 """
 
 from __future__ import annotations
@@ -41,6 +50,10 @@ PRELUDE = """#ifndef DNNR_MAGIC_DIV
 #define DNNR_DIV(x, m, s) ((int)(((long)(x) * (long)(uint)(m)) >> (31 + (uint)(s))) - \\
   ((int)(x) >> 31))
 #define DNNR_REM(x, d, m, s) ((int)(x) - DNNR_DIV(x, m, s) * (d))
+// the same for x known >= 0 (`nonnegative`): both factors zero-extended, the product one
+// vector unsigned 32x32->64 multiply where PoCL vectorises work-items
+#define DNNR_UDIV(x, m, s) ((int)(((ulong)(uint)(x) * (ulong)(uint)(m)) >> (31 + (uint)(s))))
+#define DNNR_UREM(x, d, m, s) ((int)(x) - DNNR_UDIV(x, m, s) * (d))
 #endif
 """
 
@@ -119,6 +132,45 @@ def _left_operand(text: str, end: int) -> int | None:
     return k
 
 
+# an assignment to a name: a declaration ``int x = e`` or ``x op= e`` (not ``==``, ``<=``)
+_ASSIGNMENT = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*(<<|>>|[-+*/%&|^])?=(?!=)\s*([^;]*)")
+_STEP = re.compile(r"(--|\+\+)\s*([A-Za-z_]\w*)|([A-Za-z_]\w*)\s*(--|\+\+)")
+# a magic call's extra arguments (which may be negative: ``sK_m`` is a uint passed as int)
+_MAGIC_ARGS = re.compile(r",\s*(?:s\d+,\s*)?s\d+_m,\s*s\d+_s\)")
+_WORK_ITEM = re.compile(r"\bget_(?:global|local|group)_id\(\d\)")
+
+
+def nonnegative_names(body: str, sizes: set[str]) -> set[str]:
+    """The names every assignment in ``body`` (a kernel's text) gives a value that
+    `is_nonnegative` over sizes, work-item ids, literals and names of the set itself:
+    the largest such set (a name is dropped once one of its assignments is not, until
+    none changes), so a recurrence ``r /= s1`` keeps ``r``. Sound for indices below
+    2^31 (every one here), where ``+`` and ``*`` of non-negative values stay so."""
+    assignments: dict[str, list[str | None]] = {}
+    for name, op, expr in _ASSIGNMENT.findall(body):
+        assignments.setdefault(name, []).append(expr if op in ("", "+", "*", "/", "%") else None)
+    for before, name_a, name_b, after in _STEP.findall(body):
+        if "--" in (before, after):
+            assignments.setdefault(name_a or name_b, []).append(None)
+    names = {n for n in assignments if n not in sizes}
+    while True:
+        dropped = {n for n in names
+                   if any(e is None or not is_nonnegative(e, names | sizes) for e in assignments[n])}
+        if not dropped:
+            return names
+        names -= dropped
+
+
+def is_nonnegative(expr: str, names: set[str]) -> bool:
+    """``expr`` is built of ``names``, work-item ids, integer literals, ``+``, ``*``,
+    ``/``, ``%``, parentheses and magic divisions only: never negative."""
+    text = _WORK_ITEM.sub("0", _MAGIC_ARGS.sub(")", expr))
+    text = re.sub(r"\bDNNR_U?(?:DIV|REM)\(", "(", text)
+    if not re.fullmatch(r"[\w\s()+*/%]*", text):
+        return False
+    return all(t.isdigit() or t in names for t in re.findall(r"\w+", text))
+
+
 def size_parameters(source: str) -> list[str]:
     """The hoisted size parameters (``const int sK``) of a kernel's header."""
     return _PARAMETER.findall(source.partition(") {\n")[0])
@@ -135,6 +187,7 @@ def rewrite(source: str) -> tuple[str, list[str]]:
     if not brace or not sizes:
         return source, []
     floats = set(_FLOAT_NAME.findall(source))
+    nonnegative = nonnegative_names(body, sizes) | sizes
     used: list[str] = []
     position = 0
     # one pass left to right: a rewritten division is a new left operand for the next
@@ -156,8 +209,11 @@ def rewrite(source: str) -> tuple[str, list[str]]:
         if size not in used:
             used.append(size)
         magic_args = f"{size}_m, {size}_s"
-        call = f"DNNR_DIV({operand}, {magic_args})" if op == "/" else \
-            f"DNNR_REM({operand}, {size}, {magic_args})"
+        # an index of work-item ids and sizes (most are) takes the unsigned product:
+        # PoCL vectorises it (GPT-2's QKV split at 3x7: 5.4 us signed, 2.2 unsigned)
+        sign = "U" if is_nonnegative(operand, nonnegative) else ""
+        call = f"DNNR_{sign}DIV({operand}, {magic_args})" if op == "/" else \
+            f"DNNR_{sign}REM({operand}, {size}, {magic_args})"
         replacement = f"{operand} = {call}" if assign else call
         text = text[:start] + replacement + text[match.end():]
         position = start + len(replacement)

@@ -56,6 +56,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -731,8 +732,11 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
         # divisions by size arguments done by multiplication (`magicdiv`)
         "magic_division": {"kernels": len(divisors),
                            "divisors": sum(len(d) for d in divisors.values()),
-                           "sites": sum(sources[k].count("DNNR_DIV(") + sources[k].count("DNNR_REM(")
-                                        for k in divisors)},
+                           "sites": sum(len(re.findall(r"\bDNNR_U?(?:DIV|REM)\(", sources[k]))
+                                        for k in divisors),
+                           # of which unsigned (a dividend never negative, `magicdiv`)
+                           "unsigned": sum(len(re.findall(r"\bDNNR_U(?:DIV|REM)\(", sources[k]))
+                                           for k in divisors)},
     }
     return Artefact(out_dir, len(top["launches"]), len(sources), int(top["operators"]),
                     arena_bytes, int(top["naive_bytes"]), int(top["lower_bound_bytes"]),

@@ -11,7 +11,7 @@ import pytest
 
 from egraph_compiler.backends.opencl import OpenClError, compile_graph, load
 from egraph_compiler.backends.opencl.runtime import CompiledModel
-from egraph_compiler.fusion.tables import LAYOUT_OPS
+from egraph_compiler.ops import shipped
 from tests.backends.opencl.helpers import static_graph, with_static_inputs
 from tests.modelzoo import (
     BLOCKS,
@@ -24,6 +24,8 @@ from tests.modelzoo import (
     randomize_weights,
     run_ort,
 )
+
+LAYOUT_OPS = shipped().with_role("layout")  # the registry's layout operators
 
 # 7×7 images and 13 channels divide neither the conv tiles (8 channels × 4 columns)
 # nor the matmul tiles (4 × 4); batch 2 exercises the batch loops.
