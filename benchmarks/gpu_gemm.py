@@ -1,8 +1,10 @@
 """The GEMM microbenchmark: dnnr's MatMul kernels on the shapes of BERT-base, GPT-2 and
-ConvNeXt-T at batch 8, every option in one run, achieved GFLOP/s against the card's peak.
+ConvNeXt-T at batch 8 (GPT-2's attention with its prologues), every option in one run,
+achieved GFLOP/s against the card's peak.
 
     PYTHONPATH=. python3 benchmarks/gpu_gemm.py prepare DIR    # here: one artefact per option
     python3 benchmarks/gpu_gemm.py run DIR                      # on the GPU machine
+    PYTHONPATH=. python3 benchmarks/gpu_gemm.py fit LOG        # the cost model's picks vs a run log
 
 Per shape: ``old`` (the cost model's pick among the ``tiled`` options, what the GPU class
 ran before ``sgemm``), ``model`` (the cost model's pick now) and every ``sgemm`` option
@@ -52,20 +54,36 @@ SHAPES: dict[str, tuple[int, int, int, int, str, bool]] = {
     "small_b8_ffn1": (1, 1024, 1024, 256, "gelu", False),
     "small_b8_ffn2": (1, 1024, 256, 1024, "residual", False),
     "small_b8_scores": (32, 128, 128, 64, "", True),
+    # GPT-2's attention GEMMs at batch 8 × 512, with their prologues (`PROLOGUES`)
+    "gpt2_scores_scaled": (96, 512, 512, 64, "", True),
+    "gpt2_context_nan": (96, 512, 64, 512, "", False),
 }
+# an arithmetic prologue on one operand, as GPT-2's export has them: K^T times the
+# attention scale; the probabilities' NaNs zeroed (IsNaN, Where) before the context GEMM
+PROLOGUES = {"gpt2_scores_scaled": "scale_b", "gpt2_context_nan": "nan_a"}
 
 
-def model(batch: int, m: int, n: int, k: int, epilogue: str, transposed: bool):  # noqa: ANN201 - onnx
+def model(batch: int, m: int, n: int, k: int, epilogue: str, transposed: bool,  # noqa: ANN201 - onnx
+          prologue: str = ""):
     from onnx import TensorProto, helper
 
     lead = [batch] if batch > 1 else []
     inputs = {"a": [*lead, m, k], "b": [*lead, n, k] if transposed else [*lead, k, n]}
     nodes = []
-    b_name = "b"
+    a_name, b_name = "a", "b"
     if transposed:
         nodes.append(helper.make_node("Transpose", ["b"], ["bt"], perm=[0, 2, 1]))
         b_name = "bt"
-    nodes.append(helper.make_node("MatMul", ["a", b_name], ["mm" if epilogue else "y"]))
+    if prologue == "scale_b":
+        inputs["scale"] = [1]
+        nodes.append(helper.make_node("Mul", ["scale", b_name], ["bs"]))
+        b_name = "bs"
+    if prologue == "nan_a":
+        inputs["zero"] = [1]
+        nodes += [helper.make_node("IsNaN", ["a"], ["nan"]),
+                  helper.make_node("Where", ["nan", "zero", "a"], ["az"])]
+        a_name = "az"
+    nodes.append(helper.make_node("MatMul", [a_name, b_name], ["mm" if epilogue else "y"]))
     if epilogue:
         inputs["bias"] = [n]
         nodes.append(helper.make_node("Add", ["mm", "bias"], ["z" if epilogue == "gelu" else "zb"]))
@@ -77,7 +95,7 @@ def model(batch: int, m: int, n: int, k: int, epilogue: str, transposed: bool): 
     if epilogue == "residual":
         inputs["res"] = [*lead, m, n]
         nodes.append(helper.make_node("Add", ["zb", "res"], ["y"]))
-    scalars = {"half": 0.5, "one": 1.0, "root2": 2.0 ** 0.5}
+    scalars = {"half": 0.5, "one": 1.0, "root2": 2.0 ** 0.5, "scale": 0.125, "zero": 0.0}
     constants = [helper.make_tensor(name, TensorProto.FLOAT, [1], [value])
                  for name, value in scalars.items() if name in inputs]
     graph = helper.make_graph(
@@ -103,7 +121,7 @@ def prepare(out: Path, only: str | None) -> None:
     for name, (batch, m, n, k, epilogue, transposed) in SHAPES.items():
         if only and name not in only.split(","):
             continue
-        onnx_model = model(batch, m, n, k, epilogue, transposed)
+        onnx_model = model(batch, m, n, k, epilogue, transposed, PROLOGUES.get(name, ""))
         zeros = {i.name: np.zeros([d.dim_value for d in i.type.tensor_type.shape.dim], np.float32)
                  for i in onnx_model.graph.input}
         plan = plan_memory(plan_fusion(static_graph(onnx_model, zeros)))
@@ -123,7 +141,7 @@ def run(out: Path, device: str, repeats: int) -> None:
 
     card, peak_gflops, _ = _peaks()
     print(f"card: {card}; FP32 peak {peak_gflops / 1e3:.1f} TFLOP/s (nvidia-smi max clocks)")
-    print(f"{'shape':<18}{'option':<36}{'ms':>8}{'GFLOP/s':>10}{'% peak':>8}{'rel diff':>10}")
+    print(f"{'shape':<20}{'option':<36}{'ms':>8}{'GFLOP/s':>10}{'% peak':>8}{'rel diff':>10}")
     summary = []
     for shape_dir in sorted(p for p in out.iterdir() if (p / "meta.json").exists()):
         flops = json.loads((shape_dir / "meta.json").read_text())["flops"]
@@ -142,7 +160,7 @@ def run(out: Path, device: str, repeats: int) -> None:
                 diff = float(np.max(np.abs(result - reference)) / max(float(np.max(np.abs(reference))), 1e-30))
                 variant = compiled.plan["launches"][0]["variant"]
                 rows[label] = ms
-                print(f"{shape_dir.name:<18}{(label if label != 'model' else 'model: ' + variant):<40}"
+                print(f"{shape_dir.name:<20}{(label if label != 'model' else 'model: ' + variant):<40}"
                       f"{ms:8.3f}{flops / ms / 1e6:10.0f}{100 * flops / ms / 1e6 / peak_gflops:7.1f}%"
                       f"{diff:10.1e}", flush=True)
                 del compiled
@@ -160,14 +178,50 @@ def run(out: Path, device: str, repeats: int) -> None:
               f"{best_ms:.3f} | {pct(best_ms):.1f} |")
 
 
+# epilogue operators per shape's epilogue (`model`): bias + torch's Gelu; bias + residual
+EPILOGUE_OPS = {"": 0, "gelu": 6, "residual": 2}
+
+
+def fit(log: Path) -> None:
+    """Replay the cost model's picks against a ``run`` log's measured times (the fit
+    check of `cost._sgemm_options`): per shape, its pick (``old``'s time where it picks
+    ``tiled``) and the fastest ``sgemm``; no GPU needed."""
+    import re
+
+    from egraph_compiler.backends.opencl import cost
+
+    measured: dict[str, dict[str, float]] = {}
+    for line in log.read_text().splitlines():
+        found = re.match(r"(\S+)\s+(old|sgemm_\S+)\s+([\d.]+)\s", line)
+        if found and found.group(1) in SHAPES:
+            measured.setdefault(found.group(1), {})[found.group(2)] = float(found.group(3))
+    totals = [0.0, 0.0, 0.0]
+    for name, (batch, m, n, k, epilogue, _) in SHAPES.items():
+        if name not in measured:
+            continue
+        pick = cost.choose(cost.options(cost.DEVICES["gpu"], m, n, k, batch, batch * m * n // 16,
+                                        True, None, sgemm=True, epilogue_ops=EPILOGUE_OPS[epilogue]))
+        label = pick.params.describe().replace(" ", "_") if pick.variant == "sgemm" else "old"
+        times = measured[name]
+        best = min(v for key, v in times.items() if key != "old")
+        for i, value in enumerate((times[label], best, times["old"])):
+            totals[i] += value
+        print(f"{name:<20} pick {label:<42}{times[label]:8.3f}  fastest {best:.3f}"
+              f"{'  MISS' if times[label] > 1.05 * best else ''}")
+    print(f"sum of picks {totals[0]:.3f} ms, of the fastest {totals[1]:.3f}, of old (tiled) {totals[2]:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=["prepare", "run"])
+    parser.add_argument("step", choices=["prepare", "run", "fit"])
     parser.add_argument("dir")
     parser.add_argument("--device", default="NVIDIA")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--only", help="shape names, comma-separated")
     args = parser.parse_args()
+    if args.step == "fit":  # DIR: a `run` log
+        fit(Path(args.dir))
+        return
     (prepare if args.step == "prepare" else lambda d, o: run(d, args.device, args.repeats))(
         Path(args.dir), args.only)
 

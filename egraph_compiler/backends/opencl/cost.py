@@ -155,8 +155,12 @@ SGEMMS = (Sgemm(128, 128, 8, 8, 8), Sgemm(128, 128, 16, 8, 8), Sgemm(128, 64, 16
           Sgemm(64, 32, 16, 4, 4), Sgemm(32, 32, 16, 4, 4),
           Sgemm(64, 64, 16, 4, 4, 2), Sgemm(64, 64, 16, 4, 4, 4), Sgemm(128, 64, 16, 8, 4, 2),
           Sgemm(128, 64, 16, 8, 4, 4), Sgemm(128, 64, 8, 8, 8), Sgemm(64, 128, 8, 8, 8))
-SGEMM_FULL_WARPS = 12  # warps an SM needs in flight for ``sgemm`` to run at its rate
-SGEMM_STEP_OVERHEAD = 1.5  # a work-group's first fetch and epilogue, in K steps
+SGEMM_FULL_WARPS = 24  # warps an SM needs in flight to hide a work-group's first fetch and epilogue
+# warps an SM needs in flight for ``sgemm``'s K loop to run at its rate, by register
+# block (8 × 8: 64 independent multiply-adds per loaded pair, so fewer warps hide latency)
+SGEMM_LOOP_WARPS = {(8, 8): 6, (8, 4): 8, (4, 8): 8, (4, 4): 12}
+SGEMM_STEP_OVERHEAD = 1.0  # a work-group's first fetch and epilogue, in K steps
+SGEMM_EPILOGUE_K = 1  # and its store loop per C element and epilogue operator, in multiply-adds
 GEMVS = (Gemv(32, 8), Gemv(8, 32), Gemv(64, 4))
 ROW_SPLITS = (RowSplit(2), RowSplit(4), RowSplit(8), RowSplit(16), RowSplit(32), RowSplit(64))
 WINDOWS = (Window(16, 2, 4), Window(16, 4, 4), Window(16, 2, 8), Window(16, 1, 8),
@@ -254,7 +258,7 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
             direct_items: int, tiled_ok: bool, gemv_side: str | None,
             tiles: Sequence[Tile] = TILES, depthwise: bool = False,
             window_taps: int = 0, width: int = 0, winograd: bool = False,
-            stride: int = 1, sgemm: bool = False) -> list[Option]:
+            stride: int = 1, sgemm: bool = False, epilogue_ops: int = 0) -> list[Option]:
     """Every option for ``C[batch][m][n] = A·B`` over ``k``, priced for ``device``.
 
     ``direct_items``: work-items of the direct kernel; ``tiled_ok``: the tiled GEMM
@@ -317,7 +321,7 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
             result.append(Option("tiled", tile, padded / (peak * eff["tiled"] * intensity *
                                                           vector * reuse * split * fill) + second))
         if sgemm and VARIANT_SGEMM in eff:
-            result += _sgemm_options(device, m, n, k, batch)
+            result += _sgemm_options(device, m, n, k, batch, epilogue_ops)
     if gemv_side is not None:
         rows = n if gemv_side == "m" else m
         bytes_moved = 4.0 * batch * rows * k
@@ -392,23 +396,30 @@ SGEMM_BLOCK_RATE = {(8, 8): 1.0, (8, 4): 0.92, (4, 8): 0.92, (4, 4): 0.73}
 SGEMM_OTHER_GROUP_RATE = 0.85
 
 
-def _sgemm_options(device: DeviceModel, m: int, n: int, k: int, batch: int) -> list[Option]:
+def _sgemm_options(device: DeviceModel, m: int, n: int, k: int, batch: int,
+                   epilogue_ops: int = 0) -> list[Option]:
     """The ``sgemm`` options (`sgemm.py`), on devices whose model has its efficiency.
 
     Per SM: the work-groups it runs (``⌈groups / SMs⌉``), in rounds of the work-groups it
     holds at once (its 65,536 registers over the block's accumulators, operands, prefetch
     registers and ~24 more; at most 2,048 work-items), each round at a rate that grows with
-    its warps up to ``SGEMM_FULL_WARPS`` (one 128-item work-group of 8 × 8 blocks leaves
-    the SM a third idle); a work-group's time is its K steps plus ``SGEMM_STEP_OVERHEAD``
-    (the first fetch and the epilogue), at ``efficiency["sgemm"]`` times the block's rate
-    (`SGEMM_BLOCK_RATE`). K groups add a launch and their partials' round trip.
+    its warps (`_sgemm_round`): the K loop up to ``SGEMM_LOOP_WARPS`` of its register block,
+    the first fetch and the epilogue (``SGEMM_STEP_OVERHEAD`` K steps, plus
+    ``SGEMM_EPILOGUE_K`` per element and epilogue operator) up to ``SGEMM_FULL_WARPS``;
+    at ``efficiency["sgemm"]`` times the block's rate (`SGEMM_BLOCK_RATE`). K groups add
+    a launch and their partials' round trip.
 
-    Fitted on an H200 to all 15 options × 14 shapes of `benchmarks/gpu_gemm.py` (BERT-base
-    and ConvNeXt-T's GEMMs at batch 8): the picks sum to 2.29 ms where the fastest sum to
-    2.22 (the ``tiled`` picks: 3.53); with 7 small-transformer shapes added (21 shapes ×
-    17 options), 2.34 against 2.25 (``tiled``: 3.66). ``efficiency["sgemm"]`` puts the estimates in the
-    ``tiled`` model's units: 0.62 of the H200's peak, over the H100 peak the model assumes,
-    over 2.3 (the median of the ``tiled`` model's estimate over its measured time there)."""
+    Fitted on an H200 to 21 shapes × 17 options of `benchmarks/gpu_gemm.py` (BERT-base,
+    ConvNeXt-T and small-transformer GEMMs; ``gpu_gemm.py fit LOG`` replays it): the
+    picks sum to 2.285 ms where the fastest sum to 2.254 (one 8 × 8 work-group per SM
+    for the K loop, one warp round for the edges: 2.327 with BERT's QKV on 8 × 4 at
+    0.376 ms where 8 × 8 ran 0.338; the ``tiled`` picks: 3.655). ConvNeXt's short-K
+    fc1 with its Gelu (K 96, 6 epilogue operators) stays on 8 × 4: its 8 × 8 work-groups
+    of 4 warps spent the Gelu latency-bound (0.090 against 0.073 ms).
+    ``efficiency["sgemm"]`` puts the estimates in the ``tiled`` model's units (0.62 of the
+    H200's peak, over the H100 peak the model assumes, over ~2.2-2.3: the median of the
+    estimate over the measured time there; the sgemm/tiled boundary it sets was fitted
+    with the picks)."""
     per_sm = device.peak_gflops * 1e3 / device.compute_units * device.efficiency[VARIANT_SGEMM]
     result = []
     for tile in SGEMMS:
@@ -423,21 +434,29 @@ def _sgemm_options(device: DeviceModel, m: int, n: int, k: int, batch: int) -> l
                                 k < 256 * tile.groups):
             continue  # K groups only for grids under half a wave, over a long K
         steps = _cdiv(_cdiv(k, tile.bk), tile.groups)
-        work = 2.0 * tile.bm * tile.bn * tile.bk * (steps + SGEMM_STEP_OVERHEAD)
+        loop = 2.0 * tile.bm * tile.bn * tile.bk * steps
+        edges = 2.0 * tile.bm * tile.bn * (tile.bk * SGEMM_STEP_OVERHEAD +
+                                           SGEMM_EPILOGUE_K * epilogue_ops)
         rate = per_sm * SGEMM_BLOCK_RATE[(tile.tm, tile.tn)] * \
             (SGEMM_OTHER_GROUP_RATE if (tile.tm, tile.tn) == (8, 8) and threads != 128 else 1.0)
 
-        def occupancy(held: int, warps: float = threads / 32) -> float:
-            return min(1.0, held * warps / SGEMM_FULL_WARPS)
-
         rounds, left = divmod(_cdiv(groups * tile.groups, device.compute_units), resident)
-        estimate = rounds * resident * work / (rate * occupancy(resident)) + \
-            (left * work / (rate * occupancy(left)) if left else 0.0)
+        estimate = sum(count * _sgemm_round(tile, held, loop, edges) / rate
+                       for count, held in ((rounds, resident), (1, left)) if count and held)
         if tile.groups > 1:
             estimate += device.launch_us + 8.0 * tile.groups * batch * m * n / \
                 (device.bandwidth_gbs * 1e3)
         result.append(Option(VARIANT_SGEMM, tile, estimate))
     return result
+
+
+def _sgemm_round(tile: Sgemm, held: int, loop: float, edges: float) -> float:
+    """The work of one round of ``held`` work-groups on an SM, scaled by occupancy: the
+    K loop at the warps its register block needs (`SGEMM_LOOP_WARPS`), the first fetch
+    and the epilogue (memory and call latency) at `SGEMM_FULL_WARPS`."""
+    warps = held * tile.work_group / 32
+    return held * (loop / min(1.0, warps / SGEMM_LOOP_WARPS[(tile.tm, tile.tn)]) +
+                   edges / min(1.0, warps / SGEMM_FULL_WARPS))
 
 
 def _lanes_conv_options(device: DeviceModel, flops: float, m: int, n: int, k: int,

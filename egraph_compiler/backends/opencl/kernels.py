@@ -61,6 +61,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from egraph_compiler import ops
 from egraph_compiler.backends.opencl import blocked as nchwc
 from egraph_compiler.backends.opencl import cost, cpu_conv, gemm, images, ops_extra, ops_models
 from egraph_compiler.backends.opencl import cpu_window as vec_conv
@@ -385,6 +386,13 @@ class _Gen:
             if not everywhere("==", size, 1):  # as `structure.iteration_vars`
                 scope.emit(f"const int i{k} = {ix.render(expr)};")
 
+    def epilogue_ops(self) -> int:
+        """The operators the store loop evaluates per element (layout operators only move
+        the index): ``sgemm``'s pricing charges them to a work-group's edges."""
+        registry = ops.current()
+        return sum(1 for n in self.shape.spine
+                   if (info := registry.get(self.view.nodes[n].op)) is None or info.role != "layout")
+
     def epilogue(self, scope: Scope, anchor_var: str) -> None:
         node = self.view.nodes[self.shape.anchor]  # type: ignore[index]
         self.em.pinned = {node.outputs[0]: anchor_var}
@@ -509,7 +517,8 @@ class _Gen:
                                   depthwise=depthwise_ok, window_taps=window_taps,
                                   width=sizes.get("width", 0), winograd=winograd_ok,
                                   stride=sizes.get("stride", 1),
-                                  sgemm=_sgemm_offered(p, self.block.kind))
+                                  sgemm=_sgemm_offered(p, self.block.kind),
+                                  epilogue_ops=self.epilogue_ops())
         self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
         tuned = dict(p.tuned).get(self.shape_key)
         if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
@@ -1588,7 +1597,8 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
                               depthwise=depthwise_ok, window_taps=window_taps,
                               width=sizes.get("width", 0), winograd=winograd_ok,
                               stride=sizes.get("stride", 1),
-                              sgemm=_sgemm_offered(params, block.kind))
+                              sgemm=_sgemm_offered(params, block.kind),
+                              epilogue_ops=gen.epilogue_ops())
     tuned = dict(params.tuned).get(key)
     if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
                                   (tuned.variant != "window" or window_taps > 0) and

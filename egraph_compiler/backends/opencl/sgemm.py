@@ -39,7 +39,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from egraph_compiler import ops
+from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl.emit import Scope, ValueEmitter
 from egraph_compiler.fusion import index as ix
 
@@ -138,6 +141,114 @@ def vector_view(gen: _Gen, operand: Operand, along_k: bool) -> tuple[str, ix.IEx
     param, offset = probe.leaf
     kind = _classify(offset, "k" if along_k else "r")
     return (param, offset) if kind == ("inc", 1, True) else None
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    """One kernel argument read by a prologue: a ``vector`` (its offset steps by one
+    inside each aligned run of 4: one 4-wide load) or a value constant over the run
+    (a broadcast row or scalar: one load, used by every lane)."""
+
+    param: str
+    offset: ix.IExpr
+    dtype: str
+    vector: bool
+
+
+class _PrologueProbe(_Probe):
+    """The block's value walk through elementwise and layout operators, recording every
+    kernel argument it reads and how the read moves along ``var``: where each is a
+    vector or constant over an aligned run of 4, the operand loads 4 elements at once and
+    evaluates its prologue once per lane (`_Loader.fetch`)."""
+
+    def __init__(self, em: ValueEmitter, var: str) -> None:
+        super().__init__(em)
+        self.var = var
+        self.leaves: dict[str, _Leaf] = {}
+
+    def assign(self, scope: Scope, dtype: str, expr: str) -> str:
+        return self.fresh("p")  # only where values are read from matters here
+
+    def index_var(self, scope: Scope, expr: ix.IExpr, lo: int, hi: int) -> ix.IExpr:
+        raise _NotView  # an index bound at run time (Concat, Pad): not a view
+
+    def value(self, scope: Scope, name: str, index: tuple[ix.IExpr, ...]) -> str:
+        if name in self.pinned:
+            raise _NotView
+        constant = self.view.constants.get(name)
+        if constant is not None and np.size(constant) == 1:
+            return "c"
+        if name in self.params:
+            array = self.derived.get(name)
+            shape = tuple(array.shape) if array is not None else self.view.shape(name)
+            dtype = str(array.dtype) if array is not None else self.view.dtype(name)
+            if dtype not in sp.C_TYPES or dtype in sp.STORAGE_TYPES:
+                raise _NotView  # float16 is stored as half: not a plain 4-wide load
+            offset = ix.physical_offset(index, shape, self.layouts.get(name))
+            kind = _classify(offset, self.var)
+            if kind is None or (kind[0] == "inc" and kind[1:] != (1, True)):
+                raise _NotView
+            leaf = _Leaf(self.params[name], offset, dtype, kind[0] == "inc")
+            return self.leaves.setdefault(_leaf_key(leaf.param, offset), leaf).param
+        producer = self.view.producer_index.get(name)
+        info = ops.current().get(self.view.nodes[producer].op) if producer is not None else None
+        if producer not in self.members or info is None or info.role not in ("layout", "elementwise"):
+            raise _NotView
+        return self.node_value(scope, self.view.nodes[producer], name, index)
+
+
+def _leaf_key(param: str, offset: ix.IExpr) -> str:
+    return f"{param}[{ix.render(offset)}]"
+
+
+class _Lanes(ValueEmitter):
+    """The block's value walk with every kernel argument read replaced by one lane of
+    its 4-wide load (or the broadcast value): the prologue's scalar code per lane."""
+
+    def __init__(self, em: ValueEmitter, reads: dict[str, str]) -> None:
+        super().__init__(em.view, tuple(em.members), em.params)
+        self.derived, self.layouts, self.counter = em.derived, em.layouts, em.counter
+        self.reads = reads
+
+    def value(self, scope: Scope, name: str, index: tuple[ix.IExpr, ...]) -> str:
+        constant = self.view.constants.get(name)
+        if name in self.params and not (constant is not None and np.size(constant) == 1):
+            array = self.derived.get(name)
+            shape = tuple(array.shape) if array is not None else self.view.shape(name)
+            return self.reads[_leaf_key(self.params[name],
+                                        ix.physical_offset(index, shape, self.layouts.get(name)))]
+        return super().value(scope, name, index)
+
+
+def _index_vars(operand: Operand, row: str, k: str) -> tuple[ix.IExpr, ix.IExpr]:
+    """The operand's (row, k) index variables, as `gemm._value_operand` binds them."""
+    return (ix.IVar(row, 0, operand.rows - 1) if operand.rows > 1 else 0,
+            ix.IVar(k, 0, operand.k_size - 1) if operand.k_size > 1 else 0)
+
+
+def prologue_leaves(gen: _Gen, operand: Operand, along_k: bool, row: str = "r",
+                    k: str = "k") -> list[_Leaf] | None:
+    """The kernel arguments ``operand``'s prologue reads, where it is elementwise and
+    layout operators only and every read is a vector along ``k`` (or the row) or
+    constant over aligned runs of 4 (at least one a float32 vector); None otherwise."""
+    if operand.view is None:
+        return None
+    name, index = operand.view
+    extent = operand.k_size if along_k else operand.rows
+    if not all(isinstance(v, int) for v in (operand.rows, operand.k_size)) or extent % VECTOR:
+        return None
+    probe = _PrologueProbe(gen.em, k if along_k else row)
+    scope = Scope()
+    try:
+        probe.value(scope, name, index(*_index_vars(operand, row, k)))
+    except (_NotView, KeyError, ValueError, TypeError):
+        return None
+    if gen.view.dtype(name) != "float32":
+        return None
+    leaves = list(probe.leaves.values())
+    if scope.lines or not any(leaf.vector and leaf.dtype == "float32" for leaf in leaves):
+        return None
+    return leaves
 
 
 def _classify(expr: ix.IExpr, var: str) -> tuple[str, int, bool] | None:
@@ -305,7 +416,14 @@ class _Loader:
         if self.view is None:
             self.view = vector_view(gen, operand, not self.k_fast)
             self.k_fast ^= self.view is not None
-        self.width = VECTOR if self.view is not None else 1
+        # an arithmetic prologue (a scale, a mask's Where) over vector reads: 4-wide
+        # loads, the prologue once per lane
+        self.lanes = False
+        for along_k in (self.k_fast, not self.k_fast):
+            if self.view is None and not self.lanes and \
+                    prologue_leaves(gen, operand, along_k) is not None:
+                self.lanes, self.k_fast = True, along_k
+        self.width = VECTOR if self.view is not None or self.lanes else 1
         self.slots = extent * bk // (self.width * threads)
         self.threads = threads
         # a row pad where stores go down a column (k-fast: transposed into As[k][m]),
@@ -334,7 +452,7 @@ class _Loader:
                 s.emit(f"const int {tag}_r = {tag}_row < {top} ? {tag}_row : {top};")
             else:
                 s.emit(f"const int {tag}_r = {tag}_row;")
-            if self.view is None:
+            if self.view is None and not self.lanes:
                 self.operand.setup(s, tag, f"{tag}_r")
             # initialised: a value left undefined on the loop's last step miscompiled
             # on PoCL (nondeterministic results for a Relu prologue)
@@ -359,12 +477,42 @@ class _Loader:
                                              self.rows, self.k_size))
                 value = f"*(__global const float4*)({param} + {text})"
                 zero = "(float4)(0.0f)"
+            elif self.lanes:
+                value, zero = self._lanes(body, tag), "(float4)(0.0f)"
             else:
                 value = self.operand.load(body, tag, f"{tag}_r", "kc")
                 zero = "0.0f"
             body.emit(f"{tag}_v = {' && '.join(checks)} ? {value} : {zero};" if checks else
                       f"{tag}_v = {value};")
             s.nest("", body)
+
+    def _lanes(self, body: Scope, tag: str) -> str:
+        """Load the prologue's arguments 4 wide (or once, where constant over the run)
+        and evaluate it per lane into ``{tag}_p``."""
+        leaves = prologue_leaves(self.gen, self.operand, self.k_fast, f"{tag}_r", "kc")
+        if leaves is None:  # decided on the same walk in __init__
+            raise AssertionError(f"sgemm: operand {self.name}'s prologue is no longer a vector view")
+        reads: list[tuple[_Leaf, str]] = []
+        for leaf in leaves:
+            var = self.gen.em.fresh(f"{tag}_l")
+            c_type = sp.C_TYPES[leaf.dtype]
+            at = f"{leaf.param} + {ix.render(leaf.offset)}"
+            load = (f"*(__global const float4*)({at})" if leaf.dtype == "float32" else
+                    f"vload4(0, {at})") if leaf.vector else f"{leaf.param}[{ix.render(leaf.offset)}]"
+            body.emit(f"const {c_type}{VECTOR if leaf.vector else ''} {var} = {load};")
+            reads.append((leaf, var))
+        name, index = self.operand.view  # type: ignore[misc]
+        body.emit(f"float4 {tag}_p;")
+        for lane in range(VECTOR):
+            walk = _Lanes(self.gen.em, {_leaf_key(leaf.param, leaf.offset):
+                                        f"{var}.s{lane}" if leaf.vector else var
+                                        for leaf, var in reads})
+            scope = Scope(body)
+            result = walk.value(scope, name, index(*_index_vars(self.operand, f"{tag}_r", "kc")))
+            scope.emit(f"{tag}_p.s{lane} = {result};")
+            body.nest("", scope)
+            self.gen.em.counter = walk.counter
+        return f"{tag}_p"
 
     def place(self, s: Scope, buffer: str) -> None:
         for slot in range(self.slots):
