@@ -9,7 +9,7 @@ import math
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from egraph_compiler.select import Problem, chain_dp_picks, chains, edge, local_picks, node, solve
@@ -126,6 +126,7 @@ def test_malformed_problem_is_a_clear_error() -> None:
 
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
+@example(seed=8656)  # HiGHS kept the warm start (516) as "optimal" under a bound of 486
 def test_certificate_is_sound_under_a_tiny_time_limit(seed: int) -> None:
     """Whether or not HiGHS finishes in its 10 ms, lower bound ≤ optimum ≤ objective."""
     problem = _random_problem(random.Random(seed), "dense", 8)
