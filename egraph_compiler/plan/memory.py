@@ -49,7 +49,10 @@ def _intermediates(view: GraphView, plan: FusionPlan) -> dict[str, int]:
     for block in plan.blocks:
         for value in block.outputs:
             if value not in view.graph_outputs:
-                sizes[value] = _align(max(round(view.nbytes(value) * padded.get(value, 1)), 1))
+                # (only a padded tensor is rescaled: `round` would drop the size's
+                # derivation from the dims in a symbolic build)
+                nbytes = round(view.nbytes(value) * padded[value]) if value in padded else view.nbytes(value)
+                sizes[value] = _align(max(nbytes, 1))
     return sizes
 
 
