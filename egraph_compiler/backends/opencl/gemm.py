@@ -131,6 +131,19 @@ class Problem:
     store: Callable[[Scope, str, str, str], None]
 
 
+def bind_tile_indices(s: Scope, split: int, n_nt: int, n_mt: int, batch: tuple[int, ...]) -> None:
+    """A tiled GEMM work-group's K group ``kg`` (split-K), column and row tiles ``nt``,
+    ``mt`` and batch indices from its flat group id (`tiled` and `sgemm` alike)."""
+    s.emit("int g = get_group_id(0);")
+    if split > 1:
+        s.emit(f"const int kg = g % {split}; g /= {split};")
+    s.emit(f"const int nt = g % {n_nt}; g /= {n_nt};")
+    s.emit(f"const int mt = g % {n_mt}; g /= {n_mt};")
+    if split > 1:
+        s.emit("const int gb = g;")  # the flat batch index, for the scratch store
+    _bind_batch(s, "g", batch)
+
+
 def _bind_batch(s: Scope, rest: str, batch: tuple[int, ...]) -> None:
     for d in reversed(range(len(batch))):
         if batch[d] > 1:
@@ -163,14 +176,7 @@ def tiled(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
         s.emit("const int lid = get_local_id(0) % WG;")
     else:
         s.emit("const int lid = get_local_id(0);")
-    s.emit("int g = get_group_id(0);")
-    if split > 1:
-        s.emit(f"const int kg = g % {split}; g /= {split};")
-    s.emit(f"const int nt = g % {n_nt}; g /= {n_nt};")
-    s.emit(f"const int mt = g % {n_mt}; g /= {n_mt};")
-    if split > 1:
-        s.emit("const int gb = g;")  # the flat batch index, for the scratch store
-    _bind_batch(s, "g", problem.batch)
+    bind_tile_indices(s, split, n_nt, n_mt, problem.batch)
     s.emit("const int tx = lid % WN; const int ty = lid / WN;")
     # a row pad against bank conflicts where stores go down a column (k-fast loads);
     # contiguous tiles keep rows a whole number of vectors, aligned

@@ -310,19 +310,12 @@ def _kernel(gen: _Gen, problem: Problem, tile: Sgemm) -> Kernel:
     steps = -(-k_size // tile.bk)
     chunk = -(-steps // split) * tile.bk  # whole K steps per group: only the last is ragged
     groups = batch_total * n_mt * n_nt * split
-    from egraph_compiler.backends.opencl.gemm import _bind_batch
+    from egraph_compiler.backends.opencl.gemm import bind_tile_indices
     # defines: `build.hoist_sizes` would make a literal here a kernel argument
     gen.defines += [f"SG_BK {tile.bk}", "SG_ALIGN 16"]
     s = Scope()
     s.emit("const int lid = get_local_id(0);")
-    s.emit("int g = get_group_id(0);")
-    if split > 1:
-        s.emit(f"const int kg = g % {split}; g /= {split};")
-    s.emit(f"const int nt = g % {n_nt}; g /= {n_nt};")
-    s.emit(f"const int mt = g % {n_mt}; g /= {n_mt};")
-    if split > 1:
-        s.emit("const int gb = g;")
-    _bind_batch(s, "g", problem.batch)
+    bind_tile_indices(s, split, n_nt, n_mt, problem.batch)
     s.emit(f"const int tx = lid % {wn}; const int ty = lid / {wn};")
     loaders = [_Loader(gen, "a", problem.a, tile.bm, tile.bk, threads, k_size, "mt"),
                _Loader(gen, "b", problem.b, tile.bn, tile.bk, threads, k_size, "nt")]
