@@ -118,17 +118,23 @@ class _Probe(ValueEmitter):
         return self.node_value(scope, self.view.nodes[producer], name, index)
 
 
+def _whole_runs(operand: Operand, along_k: bool) -> bool:
+    """Whether ``operand`` is read through a view of static sizes whose extent along
+    ``k`` (or the row, ``along_k`` False) is whole runs of 4: the precondition of any
+    4-wide load (`vector_view`, `prologue_leaves`)."""
+    extent = operand.k_size if along_k else operand.rows
+    return operand.view is not None and all(isinstance(v, int) for v in (operand.rows, operand.k_size)) \
+        and extent % VECTOR == 0
+
+
 def vector_view(gen: _Gen, operand: Operand, along_k: bool) -> tuple[str, ix.IExpr] | None:
     """``(argument, offset)`` of ``operand``'s element (row ``r``, k ``k``) where it is a
     plain read of one float32 argument whose offset steps by one along ``k`` (or the row,
     ``along_k`` False) inside every aligned run of 4 and is a multiple of 4 at the run's
     start; None where that is not proven (then the kernel loads scalars)."""
-    if operand.view is None:
+    if not _whole_runs(operand, along_k):
         return None
     name, index = operand.view
-    extent = operand.k_size if along_k else operand.rows
-    if not all(isinstance(v, int) for v in (operand.rows, operand.k_size)) or extent % VECTOR:
-        return None
     row, k = ix.IVar("r", 0, operand.rows - 1), ix.IVar("k", 0, operand.k_size - 1)
     probe = _Probe(gen.em)
     scope = Scope()
@@ -231,12 +237,9 @@ def prologue_leaves(gen: _Gen, operand: Operand, along_k: bool, row: str = "r",
     """The kernel arguments ``operand``'s prologue reads, where it is elementwise and
     layout operators only and every read is a vector along ``k`` (or the row) or
     constant over aligned runs of 4 (at least one a float32 vector); None otherwise."""
-    if operand.view is None:
+    if not _whole_runs(operand, along_k):
         return None
     name, index = operand.view
-    extent = operand.k_size if along_k else operand.rows
-    if not all(isinstance(v, int) for v in (operand.rows, operand.k_size)) or extent % VECTOR:
-        return None
     probe = _PrologueProbe(gen.em, k if along_k else row)
     scope = Scope()
     try:
