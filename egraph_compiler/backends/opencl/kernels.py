@@ -287,6 +287,11 @@ class _Gen:
         self.shape_key = ""
         self.scratch = 0  # float32 elements (`use_scratch`)
         self.scratch_param = "scr"
+        # the iteration variables the last `declare_iteration` bound, and (where set) the
+        # stored values `epilogue` hands back instead of storing them: `sgemm`'s vector
+        # epilogue stores 4 lanes at once
+        self.iteration: dict[str, ix.IExpr] = {}
+        self.stored: dict[str, str] | None = None
 
     # -- several launches per block -------------------------------------------------------
     def use_scratch(self, elements: int) -> None:
@@ -382,9 +387,11 @@ class _Gen:
 
     def declare_iteration(self, scope: Scope, exprs: tuple[ix.IExpr, ...]) -> None:
         """Bind ``i0, i1, …`` (the block's iteration variables) for the epilogue."""
+        self.iteration = {}
         for k, (expr, size) in enumerate(zip(exprs, self.shape.iteration_shape, strict=False)):
             if not everywhere("==", size, 1):  # as `structure.iteration_vars`
                 scope.emit(f"const int i{k} = {ix.render(expr)};")
+                self.iteration[f"i{k}"] = expr
 
     def epilogue_ops(self) -> int:
         """The operators the store loop evaluates per element (layout operators only move
@@ -401,6 +408,9 @@ class _Gen:
             out = spine_node.outputs[0]
             var = self.em.node_value(scope, spine_node, out, self.shape.forward[out])
             self.em.pinned[out] = var
+        if self.stored is not None:  # the caller stores them (`sgemm`'s vector epilogue)
+            self.stored.update({value: self.em.pinned[value] for value in self.stores})
+            return
         for value, store in self.stores.items():
             offset = self.store_offset(value, self.shape.forward[value])
             scope.emit(self.store_line(value, store, offset, self.em.pinned[value]))
@@ -414,8 +424,11 @@ class _Gen:
 
     def store_offset(self, value: str, index: tuple[ix.IExpr, ...]) -> str:
         """Where element ``index`` of an output goes, in the layout the plan chose."""
-        return ix.render(ix.physical_offset(index, self.view.shape(value),
-                                            self.em.layouts.get(value)))
+        return ix.render(self.store_index(value, index))
+
+    def store_index(self, value: str, index: tuple[ix.IExpr, ...]) -> ix.IExpr:
+        """`store_offset` as an index expression."""
+        return ix.physical_offset(index, self.view.shape(value), self.em.layouts.get(value))
 
     def anchor(self) -> Node:
         return self.view.nodes[self.shape.anchor]  # type: ignore[index]
