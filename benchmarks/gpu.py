@@ -16,7 +16,11 @@ and not, share most of them), so the directory travels within a 64 MiB limit.
 batch: dnnr's kernels (sum of OpenCL profiling-event times), dnnr end to end (inputs
 copied in, outputs copied out, wall clock), PyTorch eager, eager replayed from a CUDA
 graph (its pure GPU work), torch.compile; the largest difference between dnnr's and
-torch's outputs relative to torch's largest; then each conv/matmul kernel's achieved
+torch's outputs relative to torch's largest (`compare`: over the finite entries, the
+non-finite ones counted apart) — with ``prepare --synthetic`` dnnr's weights are not
+torch's, so the GPU's output is compared with the same artefact's run on PoCL at
+prepare (same weights), and PoCL's with the real weights against torch there; then
+each conv/matmul kernel's achieved
 GFLOP/s and GB/s against the card's FP32 and memory peaks (from its clocks). Medians
 of ``--repeats`` runs after warm-up.
 """

@@ -436,3 +436,22 @@ def test_linear_batch_dims_fold_into_gemm_rows(tmp_path: Path) -> None:
     _check(MATMULS["batched-broadcast-sigmoid"], KernelParams(), tmp_path / "batched")
     assert load(tmp_path / "batched").plan["launches"][0]["shape_key"].startswith(
         "MatMul m33 n45 k19 b6")
+
+
+def test_gpu_benchmark_error_compares_finite_entries_and_counts_the_rest() -> None:
+    """`benchmarks/gpu.py`'s error: one NaN no longer makes the whole comparison NaN; the
+    finite entries give the relative error and the non-finite ones are counted apart
+    (a NaN on both sides and equal infinities agree; a NaN against a number or opposite
+    infinities do not)."""
+    from benchmarks.gpu import compare
+
+    reference = np.array([[1.0, -4.0, np.nan, np.inf], [2.0, np.inf, 0.5, -np.inf]], np.float32)
+    out = np.array([[1.0, -4.0 + 2e-3, np.nan, np.inf], [np.nan, -np.inf, 0.5, -np.inf]],
+                   np.float32)
+    found = compare(out, reference)
+    assert found["rel_err"] == pytest.approx(2e-3 / 4.0, rel=1e-3)
+    assert (found["nonfinite_out"], found["nonfinite_ref"], found["nonfinite_mismatch"]) == (5, 4, 2)
+    assert compare(reference, reference) == {"rel_err": 0.0, "nonfinite_out": 4,
+                                             "nonfinite_ref": 4, "nonfinite_mismatch": 0}
+    with pytest.raises(ValueError, match="shape"):
+        compare(out[:1], reference)
