@@ -20,9 +20,8 @@ torch's outputs relative to torch's largest (`compare`: over the finite entries,
 non-finite ones counted apart) — with ``prepare --synthetic`` dnnr's weights are not
 torch's, so the GPU's output is compared with the same artefact's run on PoCL at
 prepare (same weights), and PoCL's with the real weights against torch there; then
-each conv/matmul kernel's achieved
-GFLOP/s and GB/s against the card's FP32 and memory peaks (from its clocks). Medians
-of ``--repeats`` runs after warm-up.
+each conv/matmul kernel's achieved GFLOP/s and GB/s against the card's FP32 and memory
+peaks (from its clocks). Medians of ``--repeats`` runs after warm-up.
 """
 
 from __future__ import annotations
