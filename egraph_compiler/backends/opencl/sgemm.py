@@ -30,7 +30,10 @@ SGEMM" register-blocking recipe):
   runs the epilogue (`gemm.sum_partials`).
 
 The epilogue (bias, Gelu, a residual Add, a Transpose back …) runs in the store loop,
-per element, through the block's value walk (`gemm.Problem.store`).
+per element, through the block's value walk (`gemm.Problem.store`); where it reads an
+operand per element (GPT-2's broadcast attention mask, a residual) and every read and
+store steps by one along a work-item's run of 4 columns, it runs on the run at once:
+4-wide loads, the epilogue per lane, a float4 store (`vector_epilogue`).
 """
 
 from __future__ import annotations
