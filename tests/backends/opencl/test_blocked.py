@@ -258,3 +258,69 @@ def test_blocked_conv_writes_the_image_the_next_one_reads(tmp_path: Path) -> Non
     off = load(tmp_path, images=False)
     cl.enqueue_copy(off.queue, off.arena, np.full(int(doc["arena_bytes"]) // 4, np.nan, dtype=np.float32))
     assert_close(off.run(feeds), expected, rtol=1e-4, atol=1e-5)
+
+
+def _blocked_prices(fusion_plan, params: KernelParams) -> dict[str, float]:  # noqa: ANN001
+    """Every blocked option's price per 'block id: label'."""
+    prices = pricing(fusion_plan, params)
+    return {f"{block_id}: {label}": cost for block_id, labels in prices.blocked.items()
+            for label, cost in prices.implementations[block_id] if label in labels}
+
+
+def test_gpu_class_offers_blocked_options_priced_from_the_stored_measurements(monkeypatch) -> None:  # noqa: ANN001
+    """The GPU class is offered the blocked conv at b = 4/8/16 and its RGBA-image variant,
+    each priced by `gpu_prices.blocked_conv_us` over the conv's multiply-adds and
+    work-items (`blocked.work`) — read from gpu_prices.json's measured entry: scaling the
+    stored model scales the prices, and without the entry nothing blocked is offered."""
+    from egraph_compiler.backends.opencl import gpu_prices
+
+    _, _, graph = _graph(residual_fork_model(20))  # 20 channels: every block fits, 8 and 16 padded
+    fusion_plan = plan_fusion(graph, layouts=False)
+    gpu = KernelParams.for_device("gpu")
+    prices = pricing(fusion_plan, gpu)
+    assert prices.blocked, "the GPU class offers no blocked conv"
+    labels = {layout for labels in prices.blocked.values() for layout in labels.values()}
+    assert {(b.block, b.image) for b in labels} == {(4, False), (8, False), (16, False), (4, True)}
+    view_types = fusion_plan.graph.types
+    for block_id, offered in prices.blocked.items():
+        block = next(b for b in fusion_plan.blocks if b.id == block_id)
+        node = fusion_plan.graph.nodes[block.anchor]
+        x_shape, w_shape = view_types[node.inputs[0]].shape, view_types[node.inputs[1]].shape
+        out_shape = view_types[node.outputs[0]].shape
+        costs = dict(prices.implementations[block_id])
+        for label, layout in offered.items():
+            work = nchwc.work(x_shape, out_shape[1], out_shape[2:], w_shape[2] * w_shape[3], layout.block)
+            expected = gpu_prices.blocked_conv_us(layout.block, *work)
+            if layout.image:
+                expected *= gpu_prices.MEASURED["blocked_conv"]["image_over_buffer"]
+            assert costs[label] == pytest.approx(expected)
+    before = _blocked_prices(fusion_plan, gpu)
+    stored = gpu_prices.MEASURED["blocked_conv"]
+    doubled = {**stored, "intercept": {b: v + np.log(2.0) for b, v in stored["intercept"].items()}}
+    monkeypatch.setitem(gpu_prices.MEASURED, "blocked_conv", doubled)
+    after = _blocked_prices(fusion_plan, gpu)
+    assert after.keys() == before.keys()
+    assert all(after[k] == pytest.approx(2 * before[k]) for k in before)
+    monkeypatch.delitem(gpu_prices.MEASURED, "blocked_conv")
+    assert not pricing(fusion_plan, gpu).blocked
+
+
+def test_gpu_class_pbqp_takes_blocked_convs_only_where_they_are_priced_cheaper(monkeypatch) -> None:  # noqa: ANN001
+    """With the measured prices (on the H200 the blocked conv ran 1.2-150x the GPU class's
+    pick, 42 shapes) the GPU-class PBQP picks no blocked conv here; priced 10^4 times
+    cheaper it picks them and stores their inputs blocked — the PBQP decides, not a rule."""
+    from egraph_compiler.backends.opencl import gpu_prices
+
+    _, _, graph = _graph(conv_chain_model(20))
+    fusion_plan = plan_fusion(graph, layouts=False)
+    gpu = KernelParams.for_device("gpu")
+    planned, selection = select_layouts(fusion_plan, pricing=pricing(fusion_plan, gpu))
+    assert selection.gap == 0 and selection.objective <= selection.local_objective
+    assert not [b for b in planned.blocks if nchwc.block_of(b.implementation)]
+    stored = gpu_prices.MEASURED["blocked_conv"]
+    cheap = {**stored, "intercept": {b: v - np.log(1e4) for b, v in stored["intercept"].items()}}
+    monkeypatch.setitem(gpu_prices.MEASURED, "blocked_conv", cheap)
+    planned, selection = select_layouts(fusion_plan, pricing=pricing(fusion_plan, gpu))
+    assert selection.gap == 0 and selection.objective <= selection.local_objective
+    assert [b for b in planned.blocks if nchwc.block_of(b.implementation)]
+    assert any(isinstance(c.perm, Blocked) for c in planned.layouts)
