@@ -170,7 +170,8 @@ def _gpu_class_offered(offered: bool, block: int = 0) -> Iterator[None]:
     if offered:
         gpu_prices.MEASURED["blocked_conv"] = {
             "intercept": {str(b): 0.0 if block in (0, b) else 20.0 for b in BLOCK_SIZES},
-            "flops_exponent": 0.0, "items_exponent": 0.0, "image_over_buffer": 1.0}
+            "flops_exponent": 0.0, "items_exponent": 0.0, "image_over_buffer": 1.0,
+            "domain": {"multiply_adds": [0, math.inf], "work_items": [0, math.inf]}}
     try:
         yield
     finally:
@@ -363,11 +364,12 @@ def fit(log: Path, json_file: str | None) -> None:
         macs, items = blocked.work((batch, cin, size, size), cout, _out_hw(cin, cout, k, stride, size), k * k, b)
         return [float(b == c) for c in BLOCK_SIZES] + [math.log(macs), math.log(items)]
 
-    design, times = [], []
+    design, times, work = [], [], []
     for row in rows:
         for b in BLOCK_SIZES:
             if "conv_us" in row.get(f"nchwc{b}", {}):
                 design.append(features(row, b))
+                work.append([math.exp(v) for v in design[-1][-2:]])
                 times.append(math.log(row[f"nchwc{b}"]["conv_us"]))
     coef, *_ = np.linalg.lstsq(np.array(design), np.array(times), rcond=None)
     residuals = np.array(times) - np.array(design) @ coef
@@ -407,6 +409,9 @@ def fit(log: Path, json_file: str | None) -> None:
     if json_file:
         entry = {"intercept": intercepts, "flops_exponent": round(float(coef[-2]), 4),
                  "items_exponent": round(float(coef[-1]), 4), "image_over_buffer": round(image_factor, 4),
+                 # the measured shapes' range: outside it the GPU class is offered no blocked conv
+                 "domain": {"multiply_adds": [round(min(m for m, _ in work)), round(max(m for m, _ in work))],
+                            "work_items": [round(min(i for _, i in work)), round(max(i for _, i in work))]},
                  "measured": f"{rows[0]['card']}: benchmarks/gpu_blocked.py run (conv launch alone, median "
                              f"of 10), {len(rows)} conv shapes of resnet50/mobilenet_v2/convnext_tiny at batch 1 "
                              "and 8; fitted by benchmarks/gpu_blocked.py fit"}

@@ -123,8 +123,9 @@ def options(gen: _Gen, direct_us: float) -> list[BlockedOption]:
     """The blocked conv at each channel block that fits the channels, where the device
     class was measured: on the CPU class priced from the direct kernel's estimate at the
     same shape (`estimate_ratio`), on the GPU class by the model fitted to the card's
-    measurements (`gpu_prices.blocked_conv_us`, None: not measured, nothing offered); the
-    RGBA-image variant at block 4's price × the class's measured image-read factor."""
+    measurements (`gpu_prices.blocked_conv_us`: offered only within the measured shapes'
+    range, and only where the card was measured at all); the RGBA-image variant at block
+    4's price × the class's measured image-read factor."""
     device = gen.params.device
     if device not in ("cpu", "gpu") or not applies(gen) or (device == "gpu" and not gpu_prices.blocked_measured()):
         return []
@@ -133,14 +134,14 @@ def options(gen: _Gen, direct_us: float) -> list[BlockedOption]:
     cin, cout = x_shape[1], gen.view.shape(node.outputs[0])[1]
     taps = int(np.prod(gen.view.shape(node.inputs[1])[2:]))
 
-    def price(b: int) -> float:
+    def price(b: int) -> float | None:
         if device == "cpu":
             return direct_us * estimate_ratio(b, taps > 1, cin, cout)
         return gpu_prices.blocked_conv_us(b, *work(x_shape, cout, gen.view.shape(node.outputs[0])[2:], taps, b))
 
-    result = [BlockedOption(VARIANT, None, price(b), block=b)
-              for b in BLOCKS if b <= max(cin, cout) or b == BLOCKS[0]]
-    if image_refusal(x_shape) is None:
+    result = [BlockedOption(VARIANT, None, cost, block=b) for b in BLOCKS
+              if (b <= max(cin, cout) or b == BLOCKS[0]) and (cost := price(b)) is not None]
+    if result and result[0].block == 4 and image_refusal(x_shape) is None:
         factor = CPU_IMAGE_FACTOR if device == "cpu" else gpu_prices.blocked_image_factor()
         result.append(BlockedOption(VARIANT, None, result[0].estimate_us * factor, block=4, image=True))
     return result

@@ -46,11 +46,15 @@ def blocked_measured() -> bool:
     return "blocked_conv" in MEASURED
 
 
-def blocked_conv_us(block: int, multiply_adds: int, work_items: int) -> float:
+def blocked_conv_us(block: int, multiply_adds: int, work_items: int) -> float | None:
     """The blocked conv's device µs at channel block ``block``: the fitted model
     log t = intercept[block] + flops_exponent · log(multiply-adds over the padded channels)
-    + items_exponent · log(work-items) (`blocked.work`; more work-items, more of the card busy)."""
+    + items_exponent · log(work-items) (`blocked.work`; more work-items, more of the card
+    busy). None outside the measured shapes' range of both (``domain``): no extrapolation."""
     fit = MEASURED["blocked_conv"]
+    (macs_lo, macs_hi), (items_lo, items_hi) = fit["domain"]["multiply_adds"], fit["domain"]["work_items"]
+    if not (macs_lo <= multiply_adds <= macs_hi and items_lo <= work_items <= items_hi):
+        return None
     return math.exp(float(fit["intercept"][str(block)]) + float(fit["flops_exponent"]) * math.log(multiply_adds)
                     + float(fit["items_exponent"]) * math.log(work_items))
 
