@@ -5,7 +5,9 @@ with the conversion kernels the selection inserts — what the GPU class's block
 
     PYTHONPATH=. python3 benchmarks/gpu_blocked.py prepare DIR   # here: compile every artefact
     python3 benchmarks/gpu_blocked.py run DIR [--repeats N]       # on the GPU machine: time them
-    PYTHONPATH=. python3 benchmarks/gpu_blocked.py fit LOG [--json FILE]  # the ratios from a run log
+    PYTHONPATH=. python3 benchmarks/gpu_blocked.py prepare-models DIR  # whole models, forced policies
+    PYTHONPATH=. python3 benchmarks/gpu_blocked.py fit LOG [--json FILE]  # the price model from a run log
+    PYTHONPATH=. python3 benchmarks/gpu_blocked.py decisions -    # the PBQP's choices at 224, both classes
 
 Each shape is a dense conv of resnet50 / mobilenet_v2 / convnext_tiny at a 224 input
 (batch 1 and 8) behind a 1x1 conv (so its input is an intermediate the selection may
@@ -238,16 +240,32 @@ MODELS = ("resnet50", "mobilenet_v2", "convnext_tiny")
 POLICIES = ("pbqp", "nchwc4", "nchwc8", "nchwc16", "images")
 
 
-def prepare_models(out: Path, only: str | None) -> None:
-    """Whole models (`benchmarks.gpu`'s torchvision builds at 224, batch 1 and 8) under each
-    of `POLICIES`, their weights replaced by seeded draws (`_draw`: the same for every
-    policy, so outputs compare)."""
+def _model_graph(name: str, batch: int, rules: object):  # noqa: ANN202 - a Graph
+    """`benchmarks.gpu`'s torchvision build of ``name`` at a 224 input, exported at
+    ``batch``, optimised, its large float weights replaced by seeded draws (`_draw`)."""
     import torch
 
     from benchmarks.gpu import _Exported, build_model, model_inputs
     from egraph_compiler import pipeline
-    from egraph_compiler.backends.opencl import KernelParams, build
     from egraph_compiler.backends.opencl.bench import _static_graph
+
+    inputs = model_inputs(name, batch)
+    with tempfile.TemporaryDirectory() as tmp:
+        torch.onnx.export(_Exported(build_model(name), name), tuple(torch.from_numpy(v) for v in inputs.values()),
+                          f"{tmp}/m.onnx", dynamo=False, opset_version=17, input_names=list(inputs),
+                          output_names=["y"])
+        graph = pipeline.optimize(_static_graph(f"{tmp}/m.onnx"), rules)[0]
+    return replace(graph, constants={
+        k: _draw(list(v.shape), _seed(k)) if v.dtype == np.float32 and v.size >= SMALL else v
+        for k, v in graph.constants.items()})
+
+
+def prepare_models(out: Path, only: str | None) -> None:
+    """Whole models (`benchmarks.gpu`'s torchvision builds at 224, batch 1 and 8) under each
+    of `POLICIES`, their weights replaced by seeded draws (`_draw`: the same for every
+    policy, so outputs compare)."""
+    from egraph_compiler import pipeline
+    from egraph_compiler.backends.opencl import KernelParams, build
     from egraph_compiler.backends.opencl.planning import execution_plan
 
     rules = pipeline.load_rules()
@@ -255,18 +273,9 @@ def prepare_models(out: Path, only: str | None) -> None:
     for name in MODELS:
         if only and name not in only.split(","):
             continue
-        model = build_model(name)
         for batch in BATCHES:
             target = out / f"model_{name}_b{batch}"
-            inputs = model_inputs(name, batch)
-            with tempfile.TemporaryDirectory() as tmp:
-                torch.onnx.export(_Exported(model, name), tuple(torch.from_numpy(v) for v in inputs.values()),
-                                  f"{tmp}/m.onnx", dynamo=False, opset_version=17, input_names=list(inputs),
-                                  output_names=["y"])
-                graph = pipeline.optimize(_static_graph(f"{tmp}/m.onnx"), rules)[0]
-            graph = replace(graph, constants={
-                k: _draw(list(v.shape), _seed(k)) if v.dtype == np.float32 and v.size >= SMALL else v
-                for k, v in graph.constants.items()})
+            graph = _model_graph(name, batch, rules)
             meta = {}
             for policy in POLICIES:
                 with _gpu_class_offered(policy != "pbqp", int(policy[5:] or 0) if policy.startswith("nchwc") else 0):
@@ -278,6 +287,44 @@ def prepare_models(out: Path, only: str | None) -> None:
                 meta[policy] = {v: variants.count(v) for v in sorted(set(variants))}
             (target / "meta.json").write_text(json.dumps({"model": meta}))
             print(target.name, meta, flush=True)
+
+
+def decisions(only: str | None) -> None:
+    """The selection's decisions on `MODELS` (+ efficientnet_b0) at 224, batch 1 and 8, for
+    both device classes with the stored prices: per model the convs offered a blocked
+    option, those the PBQP gave one, the tensors it stored blocked, its objective (µs of
+    the class's cost model) and the objective with nothing blocked offered."""
+    from egraph_compiler import pipeline
+    from egraph_compiler.backends.opencl import KernelParams, blocked
+    from egraph_compiler.backends.opencl.cost import DEVICES, fusion_cost
+    from egraph_compiler.backends.opencl.planning import with_kernels
+    from egraph_compiler.backends.opencl.pricing import pricing
+    from egraph_compiler.fusion import plan_fusion
+    from egraph_compiler.fusion.index import Blocked
+    from egraph_compiler.select import select_layouts
+
+    rules = pipeline.load_rules()
+    print("| model | batch | class | convs offered blocked | blocked convs chosen | NCHWc tensors | "
+          "objective µs | without blocked µs | solve s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in (*MODELS, "efficientnet_b0"):
+        if only and name not in only.split(","):
+            continue
+        for batch in BATCHES:
+            graph = with_kernels(_model_graph(name, batch, rules))
+            for device in ("cpu", "gpu"):
+                params = KernelParams.for_device(device)
+                # as `planning.execution_plan` plans it for this class
+                fusion_plan = plan_fusion(graph, rules, layouts=False, cost=fusion_cost(DEVICES[device]))
+                prices = pricing(fusion_plan, params)
+                planned, selection = select_layouts(fusion_plan, pricing=prices)
+                chosen = sum(bool(blocked.block_of(b.implementation)) for b in planned.blocks)
+                stored = sum(isinstance(c.perm, Blocked) for c in planned.layouts)
+                without = replace(prices, blocked={}, implementations={
+                    k: [o for o in v if not o[0].startswith(blocked.VARIANT)] for k, v in prices.implementations.items()})
+                baseline = select_layouts(fusion_plan, pricing=without)[1]
+                print(f"| {name} | {batch} | {device} | {len(prices.blocked)} | {chosen} | {stored} | "
+                      f"{selection.objective:.1f} | {baseline.objective:.1f} | {selection.seconds:.2f} |", flush=True)
 
 
 def run(out: Path, device: str, repeats: int) -> None:
@@ -420,7 +467,7 @@ def fit(log: Path, json_file: str | None) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=["prepare", "prepare-models", "run", "fit"])
+    parser.add_argument("step", choices=["prepare", "prepare-models", "run", "fit", "decisions"])
     parser.add_argument("dir")
     parser.add_argument("--device", default="NVIDIA")
     parser.add_argument("--repeats", type=int, default=20)
@@ -431,6 +478,8 @@ def main() -> None:
         prepare(Path(args.dir), args.only)
     elif args.step == "prepare-models":
         prepare_models(Path(args.dir), args.only)
+    elif args.step == "decisions":  # DIR unused
+        decisions(args.only)
     elif args.step == "run":
         run(Path(args.dir), args.device, args.repeats)
     else:
