@@ -53,6 +53,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from egraph_compiler.backends.opencl.conv_gemm import VARIANT as VARIANT_CONV_GEMM
+from egraph_compiler.backends.opencl.conv_gemm import ConvGemm
 from egraph_compiler.backends.opencl.cpu_conv import CHUNK_MADS, LANES_CONVS, LanesConv
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as VARIANT_LANES_CONV
 from egraph_compiler.backends.opencl.cpu_window import POINTWISE_VECS, VEC_CONVS, VecConv
@@ -127,7 +129,8 @@ DEVICES = {
                        items_per_unit=1024, groups_per_unit=4,
                        efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6,
                                    "depthwise": 0.05, "row": 0.6, "window": 0.01,
-                                   "winograd": 0.1, VARIANT_SGEMM: 0.355},
+                                   "winograd": 0.1, VARIANT_SGEMM: 0.355,
+                                   VARIANT_CONV_GEMM: 0.355},
                        reuse_full=8.0, slice_cost=0.0, launch_us=4.0, prologue_gflops=12_750.0),
 }
 
@@ -201,7 +204,7 @@ class Option:
 
     variant: str
     params: Tile | Gemv | Direct | Depthwise | RowSplit | Window | Winograd | LanesConv | \
-        VecConv | Sgemm | None
+        VecConv | Sgemm | ConvGemm | None
     estimate_us: float
 
     def describe(self) -> str:
@@ -230,7 +233,7 @@ class Option:
                 (f" k-groups {p.groups}" if p.groups > 1 else "")
         if isinstance(self.params, RowSplit):
             return f"row-split {self.params.groups}"
-        if isinstance(self.params, LanesConv | VecConv):
+        if isinstance(self.params, LanesConv | VecConv | ConvGemm):
             return self.params.describe()
         return self.variant
 
@@ -258,7 +261,8 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
             direct_items: int, tiled_ok: bool, gemv_side: str | None,
             tiles: Sequence[Tile] = TILES, depthwise: bool = False,
             window_taps: int = 0, width: int = 0, winograd: bool = False,
-            stride: int = 1, sgemm: bool = False, epilogue_ops: int = 0) -> list[Option]:
+            stride: int = 1, sgemm: bool = False, epilogue_ops: int = 0,
+            conv_gemm: bool = False) -> list[Option]:
     """Every option for ``C[batch][m][n] = A·B`` over ``k``, priced for ``device``.
 
     ``direct_items``: work-items of the direct kernel; ``tiled_ok``: the tiled GEMM
@@ -274,7 +278,9 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
     whose model has a "winograd" efficiency; ``stride``: a conv's column stride;
     ``sgemm``: offer the register-blocked GEMM (`sgemm.py`) on devices whose model has
     its efficiency (its callers: MatMul/Gemm anchors outside shape-stable builds; it was
-    measured on those only)."""
+    measured on those only); ``conv_gemm``: a k×k conv ``conv_gemm.applies`` to (``m`` =
+    Cout, ``k`` = Cin·taps), offered ``conv-gemm`` on devices whose model has its
+    efficiency (`_conv_gemm_options`)."""
     eff, peak = device.efficiency, device.peak_gflops * 1e3  # FLOP per µs
     flops = 2.0 * batch * m * n * k
     # the direct kernel redoes a window position's arithmetic and padding checks per
@@ -322,6 +328,8 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                                                           vector * reuse * split * fill) + second))
         if sgemm and VARIANT_SGEMM in eff:
             result += _sgemm_options(device, m, n, k, batch, epilogue_ops)
+        if conv_gemm and VARIANT_CONV_GEMM in eff and batch == 1:
+            result += _conv_gemm_options(device, m, n, k, epilogue_ops)
     if gemv_side is not None:
         rows = n if gemv_side == "m" else m
         bytes_moved = 4.0 * batch * rows * k
@@ -448,6 +456,59 @@ def _sgemm_options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                 (device.bandwidth_gbs * 1e3)
         result.append(Option(VARIANT_SGEMM, tile, estimate))
     return result
+
+
+# the implicit-GEMM conv's tiles (`conv_gemm.ConvGemm`): C tile, K step, block, K groups
+CONV_GEMMS = (ConvGemm(128, 128, 8, 8, 8), ConvGemm(128, 64, 16, 8, 8), ConvGemm(64, 128, 16, 8, 8),
+              ConvGemm(128, 64, 16, 8, 4), ConvGemm(64, 128, 16, 4, 8), ConvGemm(64, 64, 16, 8, 8),
+              ConvGemm(64, 64, 16, 4, 4), ConvGemm(32, 64, 16, 4, 4), ConvGemm(64, 32, 16, 4, 4),
+              ConvGemm(32, 32, 16, 4, 4),
+              ConvGemm(64, 64, 16, 4, 4, 2), ConvGemm(64, 64, 16, 4, 4, 4),
+              ConvGemm(128, 64, 16, 8, 4, 2), ConvGemm(128, 64, 16, 8, 4, 4),
+              ConvGemm(64, 64, 16, 8, 8, 2), ConvGemm(64, 64, 16, 8, 8, 4))
+
+
+def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
+                       epilogue_ops: int = 0) -> list[Option]:
+    """The ``conv-gemm`` options (`conv_gemm.py`): `sgemm`'s per-SM round model over
+    `CONV_GEMMS` (the same schedule), at ``efficiency["conv-gemm"]`` (its window gather
+    in place of float4 B loads)."""
+    per_sm = device.peak_gflops * 1e3 / device.compute_units * device.efficiency[VARIANT_CONV_GEMM]
+    result = []
+    for shape in CONV_GEMMS:
+        tile = shape.tile
+        if not shape.valid() or m <= tile.bm // 2 or n <= tile.bn // 2:
+            continue
+        estimate = _sgemm_estimate(device, tile, m, n, k, 1, epilogue_ops, per_sm)
+        if estimate is not None:
+            result.append(Option(VARIANT_CONV_GEMM, shape, estimate))
+    return result
+
+
+def _sgemm_estimate(device: DeviceModel, tile: Sgemm, m: int, n: int, k: int, batch: int,
+                    epilogue_ops: int, per_sm: float) -> float | None:
+    """`_sgemm_options`' estimate of one tile (None: K groups it does not offer)."""
+    threads = tile.work_group
+    registers = _cdiv(tile.tm * tile.tn + tile.tm + tile.tn + (tile.bm + tile.bn) * tile.bk //
+                      threads + 24, 8) * 8
+    resident = max(1, min(65536 // (threads * registers), 2048 // threads))
+    groups = batch * _cdiv(m, tile.bm) * _cdiv(n, tile.bn)
+    if tile.groups > 1 and (groups >= device.compute_units * resident // 2 or
+                            k < 256 * tile.groups):
+        return None  # K groups only for grids under half a wave, over a long K
+    steps = _cdiv(_cdiv(k, tile.bk), tile.groups)
+    loop = 2.0 * tile.bm * tile.bn * tile.bk * steps
+    edges = 2.0 * tile.bm * tile.bn * (tile.bk * SGEMM_STEP_OVERHEAD +
+                                       SGEMM_EPILOGUE_K * epilogue_ops)
+    rate = per_sm * SGEMM_BLOCK_RATE[(tile.tm, tile.tn)] * \
+        (SGEMM_OTHER_GROUP_RATE if (tile.tm, tile.tn) == (8, 8) and threads != 128 else 1.0)
+    rounds, left = divmod(_cdiv(groups * tile.groups, device.compute_units), resident)
+    estimate = sum(count * _sgemm_round(tile, held, loop, edges) / rate
+                   for count, held in ((rounds, resident), (1, left)) if count and held)
+    if tile.groups > 1:
+        estimate += device.launch_us + 8.0 * tile.groups * batch * m * n / \
+            (device.bandwidth_gbs * 1e3)
+    return estimate
 
 
 def _sgemm_round(tile: Sgemm, held: int, loop: float, edges: float) -> float:
