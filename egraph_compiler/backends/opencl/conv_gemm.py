@@ -5,7 +5,7 @@ K = Cin × KH × KW, as `gemm.conv_problem` reads a conv, but with the K index o
 **tap-major** (``k = (kh·KW + kw)·Cin + ci``) and the B tile gathered from the input
 through the window map rather than by dividing each element's ``k``:
 
-- the weights are a constant re-laid out at generation as ``[KH][KW][Cin][Cout]``: A's
+- the weights are a constant re-laid out at generation as ``[KH·KW·Cin][Cout]``: A's
   element (co, k) sits at ``k·Cout + co``, so A tiles load as ``float4`` along the output
   channels (`sgemm.vector_view` proves it) into ``As[k][m]`` with no transpose;
 - a work-item's B slots all read one output column (the work-group is a multiple of the
@@ -33,6 +33,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from egraph_compiler.backends.opencl import gemm
 from egraph_compiler.backends.opencl.emit import Scope
@@ -92,11 +94,14 @@ def conv_gemm(gen: _Gen, geo: gemm.ConvGeometry, params: ConvGemm) -> Kernel | N
         return None
     node = gen.anchor()
     w_name = node.inputs[1]
-    cout, cin, kernel = geo.out_shape[1], geo.cin_g, geo.kernel
-    k_size = cin * geo.taps
-    w_read = gen.relayout(w_name, (2, 3, 1, 0))  # [KH][KW][Cin][Cout]
-    if w_read is None:
+    cout, k_size = geo.out_shape[1], geo.cin_g * geo.taps
+    constant = gen.view.constants.get(w_name)
+    if constant is None or w_name not in gen.em.params:
         return None
+    # [KH·KW·Cin][Cout]: tap-major K rows (two dims, so a load's offset is k·Cout + co
+    # with no division; the tag is no `relayout` recipe)
+    w_read = gen.derive(w_name, np.transpose(constant, (2, 3, 1, 0)).reshape(k_size, cout),
+                        f"2310p{cout}k")
     w_param = gen.em.params[w_read]
 
     def w_setup(scope: Scope, slot: str, row: str) -> None:
@@ -106,7 +111,7 @@ def conv_gemm(gen: _Gen, geo: gemm.ConvGeometry, params: ConvGemm) -> Kernel | N
         return f"{w_param}[{k} * {cout} + {row}]"
 
     weights = Operand(cout, False, w_setup, w_load, k_size,
-                      (w_read, lambda co, k: (*ix.delinearize(k, (*kernel, cin)), co)))
+                      (w_read, lambda co, k: (k, co)))
     store = _store(gen, geo)
     if params.groups == 1:
         return _kernel(gen, geo, params.tile, weights, store)
