@@ -46,6 +46,11 @@ SHAPES: dict[str, tuple[int, int, int, int]] = {
 }
 BATCH = 8
 WEIGHT_SEED = 11
+# forced beside `cost.CONV_GEMMS` (candidates not priced yet): more K groups, longer K steps
+EXTRA = ((64, 64, 16, 4, 4, 8), (128, 64, 16, 8, 4, 8), (64, 64, 16, 8, 8, 8),
+         (64, 64, 32, 4, 4, 4), (128, 64, 32, 8, 4, 4), (64, 64, 32, 8, 8, 4),
+         (32, 64, 16, 4, 4, 2), (32, 64, 16, 4, 4, 4), (64, 128, 16, 8, 8, 2),
+         (64, 128, 16, 8, 8, 4))
 
 
 def model(cin: int, cout: int, side: int, stride: int):  # noqa: ANN201 - onnx
@@ -124,7 +129,10 @@ def prepare(out: Path, only: str | None) -> None:
         plan = plan_memory(plan_fusion(static_graph(
             onnx_model, {"x": np.zeros((BATCH, cin, side, side), np.float32)})))
         variants = {"old": replace(params, conv_gemm=False), "model": params}
-        for shape in cost.CONV_GEMMS:
+        from egraph_compiler.backends.opencl.conv_gemm import ConvGemm
+
+        extra = tuple(ConvGemm(*sizes) for sizes in EXTRA if ConvGemm(*sizes) not in cost.CONV_GEMMS)
+        for shape in (*cost.CONV_GEMMS, *extra):
             variants[shape.describe().replace(" ", "_")] = replace(
                 params, anchor_variant="conv-gemm", anchor_conv_gemm=shape)
         for tile in (Sgemm(128, 64, 16, 8, 4), Sgemm(64, 64, 16, 4, 4)):

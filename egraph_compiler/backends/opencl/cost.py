@@ -130,7 +130,7 @@ DEVICES = {
                        efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6,
                                    "depthwise": 0.05, "row": 0.6, "window": 0.01,
                                    "winograd": 0.1, VARIANT_SGEMM: 0.355,
-                                   VARIANT_CONV_GEMM: 0.355},
+                                   VARIANT_CONV_GEMM: 0.426},
                        reuse_full=8.0, slice_cost=0.0, launch_us=4.0, prologue_gflops=12_750.0),
 }
 
@@ -328,7 +328,10 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                                                           vector * reuse * split * fill) + second))
         if sgemm and VARIANT_SGEMM in eff:
             result += _sgemm_options(device, m, n, k, batch, epilogue_ops)
-        if conv_gemm and VARIANT_CONV_GEMM in eff and batch == 1:
+        # not where Winograd is priced: on ResNet's stride-1 3×3 convs (batch 8, H200)
+        # winograd-gemm ran 0.056-0.065 ms, conv-gemm's fastest 0.060-0.087
+        if conv_gemm and VARIANT_CONV_GEMM in eff and batch == 1 and \
+                not (winograd and "winograd" in eff):
             result += _conv_gemm_options(device, m, n, k, epilogue_ops)
     if gemv_side is not None:
         rows = n if gemv_side == "m" else m
@@ -458,6 +461,12 @@ def _sgemm_options(device: DeviceModel, m: int, n: int, k: int, batch: int,
     return result
 
 
+# ``conv-gemm``'s K loop needs this many times `SGEMM_LOOP_WARPS` in flight (its window
+# gather's loads and index arithmetic; fitted, `_conv_gemm_options`)
+CONV_GEMM_WARPS = 1.5
+# and its K groups run 1.25× the rate the per-SM model gives them (split K measured
+# faster than whole K even on grids the model counts as full: more warps per SM)
+CONV_GEMM_SPLIT_RATE = 1.25
 # the implicit-GEMM conv's tiles (`conv_gemm.ConvGemm`): C tile, K step, block, K groups
 CONV_GEMMS = (ConvGemm(128, 128, 8, 8, 8), ConvGemm(128, 64, 16, 8, 8), ConvGemm(64, 128, 16, 8, 8),
               ConvGemm(128, 64, 16, 8, 4), ConvGemm(64, 128, 16, 4, 8), ConvGemm(64, 64, 16, 8, 8),
@@ -471,23 +480,31 @@ CONV_GEMMS = (ConvGemm(128, 128, 8, 8, 8), ConvGemm(128, 64, 16, 8, 8), ConvGemm
 def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
                        epilogue_ops: int = 0) -> list[Option]:
     """The ``conv-gemm`` options (`conv_gemm.py`): `sgemm`'s per-SM round model over
-    `CONV_GEMMS` (the same schedule), at ``efficiency["conv-gemm"]`` (its window gather
-    in place of float4 B loads)."""
+    `CONV_GEMMS` (the same schedule) at ``efficiency["conv-gemm"]``, its K loop needing
+    `CONV_GEMM_WARPS` times sgemm's warps (the window gather's loads and index
+    arithmetic), K groups at `CONV_GEMM_SPLIT_RATE`.
+
+    Fitted (a grid search over the three) on an H200 to ResNet-18/50's 3×3 convs at batch
+    8, 16 options each (`benchmarks/gpu_conv.py`, ``fit LOG`` replays it): over the six
+    stride-2 convs the picks sum to 0.382 ms where the fastest sum to 0.372 and the
+    earlier options (tiled) to 0.472."""
     per_sm = device.peak_gflops * 1e3 / device.compute_units * device.efficiency[VARIANT_CONV_GEMM]
     result = []
     for shape in CONV_GEMMS:
         tile = shape.tile
         if not shape.valid() or m <= tile.bm // 2 or n <= tile.bn // 2:
             continue
-        estimate = _sgemm_estimate(device, tile, m, n, k, 1, epilogue_ops, per_sm)
+        rate = per_sm * (CONV_GEMM_SPLIT_RATE if tile.groups > 1 else 1.0)
+        estimate = _sgemm_estimate(device, tile, m, n, k, 1, epilogue_ops, rate, CONV_GEMM_WARPS)
         if estimate is not None:
             result.append(Option(VARIANT_CONV_GEMM, shape, estimate))
     return result
 
 
 def _sgemm_estimate(device: DeviceModel, tile: Sgemm, m: int, n: int, k: int, batch: int,
-                    epilogue_ops: int, per_sm: float) -> float | None:
-    """`_sgemm_options`' estimate of one tile (None: K groups it does not offer)."""
+                    epilogue_ops: int, per_sm: float, warps: float = 1.0) -> float | None:
+    """`_sgemm_options`' estimate of one tile (None: K groups it does not offer), its
+    K loop needing ``warps`` times `SGEMM_LOOP_WARPS` in flight."""
     threads = tile.work_group
     registers = _cdiv(tile.tm * tile.tn + tile.tm + tile.tn + (tile.bm + tile.bn) * tile.bk //
                       threads + 24, 8) * 8
@@ -503,7 +520,7 @@ def _sgemm_estimate(device: DeviceModel, tile: Sgemm, m: int, n: int, k: int, ba
     rate = per_sm * SGEMM_BLOCK_RATE[(tile.tm, tile.tn)] * \
         (SGEMM_OTHER_GROUP_RATE if (tile.tm, tile.tn) == (8, 8) and threads != 128 else 1.0)
     rounds, left = divmod(_cdiv(groups * tile.groups, device.compute_units), resident)
-    estimate = sum(count * _sgemm_round(tile, held, loop, edges) / rate
+    estimate = sum(count * _sgemm_round(tile, held, loop, edges, warps) / rate
                    for count, held in ((rounds, resident), (1, left)) if count and held)
     if tile.groups > 1:
         estimate += device.launch_us + 8.0 * tile.groups * batch * m * n / \
@@ -511,12 +528,13 @@ def _sgemm_estimate(device: DeviceModel, tile: Sgemm, m: int, n: int, k: int, ba
     return estimate
 
 
-def _sgemm_round(tile: Sgemm, held: int, loop: float, edges: float) -> float:
+def _sgemm_round(tile: Sgemm, held: int, loop: float, edges: float, warps_needed: float = 1.0
+                 ) -> float:
     """The work of one round of ``held`` work-groups on an SM, scaled by occupancy: the
     K loop at the warps its register block needs (`SGEMM_LOOP_WARPS`), the first fetch
     and the epilogue (memory and call latency) at `SGEMM_FULL_WARPS`."""
     warps = held * tile.work_group / 32
-    return held * (loop / min(1.0, warps / SGEMM_LOOP_WARPS[(tile.tm, tile.tn)]) +
+    return held * (loop / min(1.0, warps / (SGEMM_LOOP_WARPS[(tile.tm, tile.tn)] * warps_needed)) +
                    edges / min(1.0, warps / SGEMM_FULL_WARPS))
 
 
