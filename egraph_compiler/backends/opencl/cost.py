@@ -758,7 +758,9 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
                               not depthwise, "n" if columns == 1 else None,
                               depthwise=depthwise and len(x_shape) == 4,
                               window_taps=window_taps, width=out_shape[-1],
-                              stride=strides[-1]))
+                              stride=strides[-1],
+                              # `conv_gemm.applies`, where Winograd is not offered
+                              conv_gemm=window_taps > 1 and strides[-1] > 1))
         p = best.params
         if isinstance(p, VecConv):  # once per channel block and window row segment
             side = max(1, round(taps ** 0.5))
@@ -770,7 +772,7 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
             window = ((p.rows - 1) * strides[0] + side) * ((p.width - 1) * strides[-1] + side)
             return _cdiv(cout, p.channels) * max(1.0, window / (p.rows * p.width *
                                                                int(np.prod(strides))))
-        if isinstance(p, Tile | Sgemm):
+        if isinstance(p, Tile | Sgemm | ConvGemm):
             return float(taps * _cdiv(cout // group, p.bm))
         if isinstance(p, Gemv):
             return 1.0
