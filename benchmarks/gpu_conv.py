@@ -47,10 +47,8 @@ SHAPES: dict[str, tuple[int, int, int, int]] = {
 BATCH = 8
 WEIGHT_SEED = 11
 # forced beside `cost.CONV_GEMMS` (candidates not priced yet): more K groups, longer K steps
-EXTRA = ((64, 64, 16, 4, 4, 8), (128, 64, 16, 8, 4, 8), (64, 64, 16, 8, 8, 8),
-         (64, 64, 32, 4, 4, 4), (128, 64, 32, 8, 4, 4), (64, 64, 32, 8, 8, 4),
-         (32, 64, 16, 4, 4, 2), (32, 64, 16, 4, 4, 4), (64, 128, 16, 8, 8, 2),
-         (64, 128, 16, 8, 8, 4))
+EXTRA = ((128, 32, 16, 8, 4, 4), (128, 32, 16, 8, 4, 8), (64, 32, 16, 4, 4, 8),
+         (64, 128, 16, 8, 8, 8), (128, 32, 32, 8, 4, 4))
 
 
 def model(cin: int, cout: int, side: int, stride: int):  # noqa: ANN201 - onnx

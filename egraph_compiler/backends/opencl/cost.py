@@ -130,7 +130,7 @@ DEVICES = {
                        efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6,
                                    "depthwise": 0.05, "row": 0.6, "window": 0.01,
                                    "winograd": 0.1, VARIANT_SGEMM: 0.355,
-                                   VARIANT_CONV_GEMM: 0.426},
+                                   VARIANT_CONV_GEMM: 0.341},
                        reuse_full=8.0, slice_cost=0.0, launch_us=4.0, prologue_gflops=12_750.0),
 }
 
@@ -466,15 +466,20 @@ def _sgemm_options(device: DeviceModel, m: int, n: int, k: int, batch: int,
 CONV_GEMM_WARPS = 1.5
 # and its K groups run 1.25× the rate the per-SM model gives them (split K measured
 # faster than whole K even on grids the model counts as full: more warps per SM)
-CONV_GEMM_SPLIT_RATE = 1.25
+CONV_GEMM_SPLIT_RATE = 1.56
+# and its 8 × 8 register blocks 1.2× (relative to sgemm's `SGEMM_BLOCK_RATE`): 64
+# multiply-adds per gathered pair hide the gather's index arithmetic
+CONV_GEMM_8X8_RATE = 1.2
 # the implicit-GEMM conv's tiles (`conv_gemm.ConvGemm`): C tile, K step, block, K groups
 CONV_GEMMS = (ConvGemm(128, 128, 8, 8, 8), ConvGemm(128, 64, 16, 8, 8), ConvGemm(64, 128, 16, 8, 8),
               ConvGemm(128, 64, 16, 8, 4), ConvGemm(64, 128, 16, 4, 8), ConvGemm(64, 64, 16, 8, 8),
               ConvGemm(64, 64, 16, 4, 4), ConvGemm(32, 64, 16, 4, 4), ConvGemm(64, 32, 16, 4, 4),
               ConvGemm(32, 32, 16, 4, 4),
-              ConvGemm(64, 64, 16, 4, 4, 2), ConvGemm(64, 64, 16, 4, 4, 4),
-              ConvGemm(128, 64, 16, 8, 4, 2), ConvGemm(128, 64, 16, 8, 4, 4),
-              ConvGemm(64, 64, 16, 8, 8, 2), ConvGemm(64, 64, 16, 8, 8, 4))
+              ConvGemm(64, 64, 16, 4, 4, 2), ConvGemm(64, 64, 16, 4, 4, 4), ConvGemm(64, 64, 16, 4, 4, 8),
+              ConvGemm(128, 64, 16, 8, 4, 2), ConvGemm(128, 64, 16, 8, 4, 4), ConvGemm(128, 64, 16, 8, 4, 8),
+              ConvGemm(64, 64, 16, 8, 8, 2), ConvGemm(64, 64, 16, 8, 8, 4), ConvGemm(64, 64, 16, 8, 8, 8),
+              ConvGemm(64, 128, 16, 8, 8, 2), ConvGemm(64, 128, 16, 8, 8, 4),
+              ConvGemm(128, 64, 32, 8, 4, 4))
 
 
 def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
@@ -482,19 +487,21 @@ def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
     """The ``conv-gemm`` options (`conv_gemm.py`): `sgemm`'s per-SM round model over
     `CONV_GEMMS` (the same schedule) at ``efficiency["conv-gemm"]``, its K loop needing
     `CONV_GEMM_WARPS` times sgemm's warps (the window gather's loads and index
-    arithmetic), K groups at `CONV_GEMM_SPLIT_RATE`.
+    arithmetic), K groups at `CONV_GEMM_SPLIT_RATE`, 8 × 8 blocks at `CONV_GEMM_8X8_RATE`.
 
-    Fitted (a grid search over the three) on an H200 to ResNet-18/50's 3×3 convs at batch
-    8, 16 options each (`benchmarks/gpu_conv.py`, ``fit LOG`` replays it): over the six
-    stride-2 convs the picks sum to 0.382 ms where the fastest sum to 0.372 and the
-    earlier options (tiled) to 0.472."""
+    Fitted (a grid search over the four) on an H200 to ResNet-18/50's 3×3 convs at batch
+    8, 26 options each (`benchmarks/gpu_conv.py`, ``fit LOG`` replays it): over the six
+    stride-2 convs the picks sum to 0.352 ms where the fastest sum to 0.347 and the
+    earlier options (tiled) to 0.472. On the stride-1 ones Winograd stays (not offered
+    beside it, `options`)."""
     per_sm = device.peak_gflops * 1e3 / device.compute_units * device.efficiency[VARIANT_CONV_GEMM]
     result = []
     for shape in CONV_GEMMS:
         tile = shape.tile
         if not shape.valid() or m <= tile.bm // 2 or n <= tile.bn // 2:
             continue
-        rate = per_sm * (CONV_GEMM_SPLIT_RATE if tile.groups > 1 else 1.0)
+        rate = per_sm * (CONV_GEMM_SPLIT_RATE if tile.groups > 1 else 1.0) * \
+            (CONV_GEMM_8X8_RATE if (tile.tm, tile.tn) == (8, 8) else 1.0)
         estimate = _sgemm_estimate(device, tile, m, n, k, 1, epilogue_ops, rate, CONV_GEMM_WARPS)
         if estimate is not None:
             result.append(Option(VARIANT_CONV_GEMM, shape, estimate))
