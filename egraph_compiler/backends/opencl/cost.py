@@ -9,6 +9,9 @@ them; `choose` takes the cheapest by this model today):
 - ``tiled``: the work-group-tiled GEMM of `gemm.py` (`gemm.Tile` parameters);
 - ``sgemm``: the register-blocked GEMM of `sgemm.py` (float4 views, double buffering,
   8 × 8 blocks; `sgemm.Sgemm`), for MatMul/Gemm on devices whose model prices it (GPU);
+- ``conv-gemm``: a k×k conv (one group, constant weights) as an implicit GEMM on
+  sgemm's register blocks, its B tile gathered through the window (`conv_gemm.py`;
+  `_conv_gemm_options`), on devices whose model prices it (GPU), where Winograd is not;
 - ``gemv``: split-K inside a work-group for a single output row (`gemm.Gemv`);
 - row kernels (`row_options`): ``row`` or ``row-split`` (several work-groups per row,
   `rows.RowSplit`), for rows few and long;
@@ -492,7 +495,8 @@ def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
     Fitted (a grid search over the four) on an H200 to ResNet-18/50's 3×3 convs at batch
     8, 26 options each (`benchmarks/gpu_conv.py`, ``fit LOG`` replays it): over the six
     stride-2 convs the picks sum to 0.352 ms where the fastest sum to 0.347 and the
-    earlier options (tiled) to 0.472. On the stride-1 ones Winograd stays (not offered
+    earlier options (tiled) to 0.472; replayed on a later run with five more candidate
+    tiles (not listed here), 0.349 against 0.329 and 0.472. On the stride-1 ones Winograd stays (not offered
     beside it, `options`)."""
     per_sm = device.peak_gflops * 1e3 / device.compute_units * device.efficiency[VARIANT_CONV_GEMM]
     result = []

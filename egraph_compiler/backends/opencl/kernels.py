@@ -8,7 +8,8 @@ as data, `cost.choose` picks one per shape for the device class in
 `KernelParams.device`): ``direct`` (the two kernels below), ``tiled`` (a work-group-
 tiled GEMM in local memory, implicit GEMM for convs; split-K in or across work-groups),
 ``gemv`` (`gemm.py`), ``sgemm`` (`sgemm.py`: the register-blocked GEMM, MatMul/Gemm on
-the GPU class), for 2-D depthwise convs ``depthwise`` (`depthwise.py`) and for
+the GPU class), ``conv-gemm`` (`conv_gemm.py`: k×k convs as implicit GEMM on sgemm's
+register blocks, the GPU class), for 2-D depthwise convs ``depthwise`` (`depthwise.py`) and for
 dense 2-D convs ``window`` (`window.py`), both a register window per work-item. Row
 kernels (reduce, rownorm) run one work-group per row or, for few long rows, several
 (``row-split``, `rows.py`). A block's kernel may take two launches through a scratch
