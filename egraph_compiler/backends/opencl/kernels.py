@@ -8,7 +8,8 @@ as data, `cost.choose` picks one per shape for the device class in
 `KernelParams.device`): ``direct`` (the two kernels below), ``tiled`` (a work-group-
 tiled GEMM in local memory, implicit GEMM for convs; split-K in or across work-groups),
 ``gemv`` (`gemm.py`), ``sgemm`` (`sgemm.py`: the register-blocked GEMM, MatMul/Gemm on
-the GPU class), for 2-D depthwise convs ``depthwise`` (`depthwise.py`) and for
+the GPU class), ``conv-gemm`` (`conv_gemm.py`: k×k convs as implicit GEMM on sgemm's
+register blocks, the GPU class), for 2-D depthwise convs ``depthwise`` (`depthwise.py`) and for
 dense 2-D convs ``window`` (`window.py`), both a register window per work-item. Row
 kernels (reduce, rownorm) run one work-group per row or, for few long rows, several
 (``row-split``, `rows.py`). A block's kernel may take two launches through a scratch
@@ -63,6 +64,7 @@ import numpy as np
 
 from egraph_compiler import ops
 from egraph_compiler.backends.opencl import blocked as nchwc
+from egraph_compiler.backends.opencl import conv_gemm as cg
 from egraph_compiler.backends.opencl import cost, cpu_conv, gemm, images, ops_extra, ops_models
 from egraph_compiler.backends.opencl import cpu_window as vec_conv
 from egraph_compiler.backends.opencl import depthwise as dw
@@ -166,6 +168,10 @@ class KernelParams:
     anchor_window: win.Window | None = None
     anchor_winograd: wino.Winograd | None = None
     anchor_sgemm: Sgemm | None = None
+    anchor_conv_gemm: cg.ConvGemm | None = None
+    # the GPU class's ``conv-gemm`` option (`conv_gemm.py`) offered to the cost model
+    # (benchmarks build the baseline without it: DNNR_GPU_CONV_GEMM=0)
+    conv_gemm: bool = True
     # row kernels: force ``row-split`` with these groups (tests), else `cost.row_options`
     row_split: row_split.RowSplit | None = None
     # `dnnr tune`'s choices: (shape class `cost.shape_key`, option), used where a
@@ -193,6 +199,7 @@ class KernelParams:
                                 pointwise_items=_env_int("DNNR_GPU_POINTWISE_ITEMS", 4),
                                 strided_rows=_env_int("DNNR_GPU_STRIDED_ROWS", 32),
                                 im2col_min_stride=_env_int("DNNR_GPU_IM2COL_STRIDE", 0),
+                                conv_gemm=_env_int("DNNR_GPU_CONV_GEMM", 1) == 1,
                                 reduce_unroll=_env_int("DNNR_GPU_REDUCE_UNROLL", 4),
                                 row_split=row_split.RowSplit(_env_int("DNNR_GPU_ROW_SPLIT", 0))
                                 if _env_int("DNNR_GPU_ROW_SPLIT", 0) else None)
@@ -531,6 +538,7 @@ class _Gen:
                                   width=sizes.get("width", 0), winograd=winograd_ok,
                                   stride=sizes.get("stride", 1),
                                   sgemm=_sgemm_offered(p, self.block.kind),
+                                  conv_gemm=self.conv_gemm_ok(),
                                   epilogue_ops=self.epilogue_ops())
         self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
         tuned = dict(p.tuned).get(self.shape_key)
@@ -557,6 +565,12 @@ class _Gen:
                 raise ModelError(f"block {self.block.id}: {p.anchor_sgemm.describe()} does not map "
                                  f"its loads onto its work-group (see sgemm.Sgemm.valid)")
             option = cost.Option(SGEMM, p.anchor_sgemm, 0.0)
+        elif p.anchor_variant == cg.VARIANT and p.anchor_conv_gemm is not None and \
+                self.block.kind == "conv" and cg.applies(self, self.conv_geometry()):
+            if not p.anchor_conv_gemm.valid():
+                raise ModelError(f"block {self.block.id}: {p.anchor_conv_gemm.describe()} does not "
+                                 f"map its loads onto its work-group (see conv_gemm.ConvGemm.valid)")
+            option = cost.Option(cg.VARIANT, p.anchor_conv_gemm, 0.0)
         elif p.anchor_variant == "tiled" and p.anchor_tile is not None and tiled_ok:
             if not p.anchor_tile.valid():
                 raise ModelError(f"block {self.block.id}: tile {p.anchor_tile} does not map its "
@@ -615,6 +629,13 @@ class _Gen:
         return wino.applies(self.conv_geometry()) and w_name in self.view.constants and \
             self.single_use(w_name)
 
+    def conv_gemm_ok(self) -> bool:
+        """The ``conv-gemm`` option is offered: a conv it applies to (`conv_gemm.applies`),
+        unless `KernelParams.conv_gemm` is off (the cost model offers it on devices
+        whose model prices it: the GPU class)."""
+        return self.params.conv_gemm and self.block.kind == "conv" and \
+            cg.applies(self, self.conv_geometry())
+
     def conv_geometry(self) -> gemm.ConvGeometry:
         node = self.anchor()
         x_shape = self.view.shape(node.inputs[0])
@@ -657,6 +678,10 @@ class _Gen:
                 return kernel
         if option.variant == "winograd":
             kernel = wino.winograd(self, geo, option.params)  # type: ignore[arg-type]
+            if kernel is not None:
+                return kernel
+        if option.variant == cg.VARIANT:
+            kernel = cg.conv_gemm(self, geo, option.params)  # type: ignore[arg-type]
             if kernel is not None:
                 return kernel
         if option.variant == "tiled":
@@ -1611,6 +1636,7 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
                               width=sizes.get("width", 0), winograd=winograd_ok,
                               stride=sizes.get("stride", 1),
                               sgemm=_sgemm_offered(params, block.kind),
+                              conv_gemm=gen.conv_gemm_ok(),
                               epilogue_ops=gen.epilogue_ops())
     tuned = dict(params.tuned).get(key)
     if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
