@@ -439,28 +439,9 @@ def _sgemm_options(device: DeviceModel, m: int, n: int, k: int, batch: int,
     for tile in SGEMMS:
         if not tile.valid() or m <= tile.bm // 2 or n <= tile.bn // 2:
             continue
-        threads = tile.work_group
-        registers = _cdiv(tile.tm * tile.tn + tile.tm + tile.tn + (tile.bm + tile.bn) * tile.bk //
-                          threads + 24, 8) * 8
-        resident = max(1, min(65536 // (threads * registers), 2048 // threads))
-        groups = batch * _cdiv(m, tile.bm) * _cdiv(n, tile.bn)
-        if tile.groups > 1 and (groups >= device.compute_units * resident // 2 or
-                                k < 256 * tile.groups):
-            continue  # K groups only for grids under half a wave, over a long K
-        steps = _cdiv(_cdiv(k, tile.bk), tile.groups)
-        loop = 2.0 * tile.bm * tile.bn * tile.bk * steps
-        edges = 2.0 * tile.bm * tile.bn * (tile.bk * SGEMM_STEP_OVERHEAD +
-                                           SGEMM_EPILOGUE_K * epilogue_ops)
-        rate = per_sm * SGEMM_BLOCK_RATE[(tile.tm, tile.tn)] * \
-            (SGEMM_OTHER_GROUP_RATE if (tile.tm, tile.tn) == (8, 8) and threads != 128 else 1.0)
-
-        rounds, left = divmod(_cdiv(groups * tile.groups, device.compute_units), resident)
-        estimate = sum(count * _sgemm_round(tile, held, loop, edges) / rate
-                       for count, held in ((rounds, resident), (1, left)) if count and held)
-        if tile.groups > 1:
-            estimate += device.launch_us + 8.0 * tile.groups * batch * m * n / \
-                (device.bandwidth_gbs * 1e3)
-        result.append(Option(VARIANT_SGEMM, tile, estimate))
+        estimate = _sgemm_estimate(device, tile, m, n, k, batch, epilogue_ops, per_sm)
+        if estimate is not None:
+            result.append(Option(VARIANT_SGEMM, tile, estimate))
     return result
 
 
@@ -514,8 +495,9 @@ def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
 
 def _sgemm_estimate(device: DeviceModel, tile: Sgemm, m: int, n: int, k: int, batch: int,
                     epilogue_ops: int, per_sm: float, warps: float = 1.0) -> float | None:
-    """`_sgemm_options`' estimate of one tile (None: K groups it does not offer), its
-    K loop needing ``warps`` times `SGEMM_LOOP_WARPS` in flight."""
+    """One tile's estimate in `_sgemm_options`' model (None: K groups it does not offer),
+    its K loop needing ``warps`` times `SGEMM_LOOP_WARPS` in flight; ``per_sm``: an SM's
+    rate before the register block's (`SGEMM_BLOCK_RATE`)."""
     threads = tile.work_group
     registers = _cdiv(tile.tm * tile.tn + tile.tm + tile.tn + (tile.bm + tile.bn) * tile.bk //
                       threads + 24, 8) * 8
