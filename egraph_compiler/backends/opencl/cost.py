@@ -167,6 +167,10 @@ SGEMM_FULL_WARPS = 24  # warps an SM needs in flight to hide a work-group's firs
 SGEMM_LOOP_WARPS = {(8, 8): 6, (8, 4): 8, (4, 8): 8, (4, 4): 12}
 SGEMM_STEP_OVERHEAD = 1.0  # a work-group's first fetch and epilogue, in K steps
 SGEMM_EPILOGUE_K = 1  # and its store loop per C element and epilogue operator, in multiply-adds
+# K groups only over at least this much K each (256 had kept BERT/GPT-2's M = 512
+# out-projection and context GEMMs off 4 groups of 192 K: 0.044 / 0.033 ms where they ran
+# 0.034 / 0.026 on an H200; the replay of all 31 shapes 2.866 -> 2.846 ms, fastest 2.805)
+SGEMM_SPLIT_MIN_K = 128
 GEMVS = (Gemv(32, 8), Gemv(8, 32), Gemv(64, 4))
 ROW_SPLITS = (RowSplit(2), RowSplit(4), RowSplit(8), RowSplit(16), RowSplit(32), RowSplit(64))
 WINDOWS = (Window(16, 2, 4), Window(16, 4, 4), Window(16, 2, 8), Window(16, 1, 8),
@@ -423,7 +427,9 @@ def _sgemm_options(device: DeviceModel, m: int, n: int, k: int, batch: int,
     at ``efficiency["sgemm"]`` times the block's rate (`SGEMM_BLOCK_RATE`). K groups add
     a launch and their partials' round trip.
 
-    Fitted on an H200 to 21 shapes × 17 options of `benchmarks/gpu_gemm.py` (BERT-base,
+    Refitted with BERT/GPT-2's batch-1 GEMMs (M = 512, 31 shapes in all): K groups
+    from 128 K each (`SGEMM_SPLIT_MIN_K`); the picks sum to 2.846 ms, the fastest to
+    2.805. Fitted first on an H200 to 21 shapes × 17 options of `benchmarks/gpu_gemm.py` (BERT-base,
     ConvNeXt-T and small-transformer GEMMs; ``gpu_gemm.py fit LOG`` replays it): the
     picks sum to 2.285 ms where the fastest sum to 2.254 (one 8 × 8 work-group per SM
     for the K loop, one warp round for the edges: 2.327 with BERT's QKV on 8 × 4 at
@@ -463,7 +469,11 @@ CONV_GEMMS = (ConvGemm(128, 128, 8, 8, 8), ConvGemm(128, 64, 16, 8, 8), ConvGemm
               ConvGemm(128, 64, 16, 8, 4, 2), ConvGemm(128, 64, 16, 8, 4, 4), ConvGemm(128, 64, 16, 8, 4, 8),
               ConvGemm(64, 64, 16, 8, 8, 2), ConvGemm(64, 64, 16, 8, 8, 4), ConvGemm(64, 64, 16, 8, 8, 8),
               ConvGemm(64, 128, 16, 8, 8, 2), ConvGemm(64, 128, 16, 8, 8, 4),
-              ConvGemm(128, 64, 32, 8, 4, 4))
+              ConvGemm(128, 64, 32, 8, 4, 4),
+              # the 7² and 14² outputs (N = 392 / 1568 at batch 8): narrow tiles, more K groups
+              ConvGemm(128, 32, 16, 8, 4, 8), ConvGemm(128, 32, 16, 8, 4, 12),
+              ConvGemm(64, 64, 16, 8, 8, 12), ConvGemm(64, 64, 16, 8, 8, 16),
+              ConvGemm(64, 128, 16, 8, 8, 8))
 
 
 def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
@@ -504,7 +514,7 @@ def _sgemm_estimate(device: DeviceModel, tile: Sgemm, m: int, n: int, k: int, ba
     resident = max(1, min(65536 // (threads * registers), 2048 // threads))
     groups = batch * _cdiv(m, tile.bm) * _cdiv(n, tile.bn)
     if tile.groups > 1 and (groups >= device.compute_units * resident // 2 or
-                            k < 256 * tile.groups):
+                            k < SGEMM_SPLIT_MIN_K * tile.groups):
         return None  # K groups only for grids under half a wave, over a long K
     steps = _cdiv(_cdiv(k, tile.bk), tile.groups)
     loop = 2.0 * tile.bm * tile.bn * tile.bk * steps
