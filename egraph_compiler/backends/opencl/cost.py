@@ -487,7 +487,11 @@ def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
     8, 26 options each (`benchmarks/gpu_conv.py`, ``fit LOG`` replays it): over the six
     stride-2 convs the picks sum to 0.352 ms where the fastest sum to 0.347 and the
     earlier options (tiled) to 0.472; replayed on a later run with five more candidate
-    tiles (not listed here), 0.349 against 0.329 and 0.472. On the stride-1 ones Winograd stays (not offered
+    tiles (not listed here), 0.349 against 0.329 and 0.472. With K groups from 128 K
+    (`SGEMM_SPLIT_MIN_K`) and the narrow / many-K-group tiles of a third sweep listed
+    (the last five), the same four constants: 0.334 against 0.323 (ResNet-18's 7²-output
+    conv 0.051 -> 0.047 ms on 128 × 32 with 12 K groups; ResNet-50's 28² one still picks
+    64 × 128 with 8 groups, 0.076, where 128 × 32 with 8 ran 0.067). On the stride-1 ones Winograd stays (not offered
     beside it, `options`)."""
     per_sm = device.peak_gflops * 1e3 / device.compute_units * device.efficiency[VARIANT_CONV_GEMM]
     result = []
