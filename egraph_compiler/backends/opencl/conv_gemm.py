@@ -28,7 +28,7 @@ ResNet's stride-2 3×3 convs at batch 8 ran at 22–25 % of an H200's FP32 peak 
 explicit im2col (`im2col.py`: the column matrix's round trip). As ``conv-gemm`` (the cost
 model's picks, `benchmarks/gpu_conv.py` on an H200): ResNet-18's 33 / 32 / 27 %,
 ResNet-50's 49 / 37 / 34 % (in the model after the third sweep: 38.5 / 31.0 / 29.9 % and
-49.3 / 36.1 / 38.1 %); mostly with K split over 2–8 work-groups, which measured
+49.3 / 36.1 / 38.1 %); mostly with K split over 2–12 work-groups, which measured
 faster even where the grid already filled the device. `sgemm` on `gemm.conv_problem`
 (per-element k division, channel-major K) ran the same shapes at 7–33 %.
 It is offered where Winograd is not (the stride-1 3×3 convs ran faster as
