@@ -212,18 +212,7 @@ def _boolean_params(decl: ast.OpDecl) -> set[str]:
 def boolean_vars(canon: CanonRule, ops: dict[str, ast.OpDecl]) -> frozenset[str]:
     """Tensor variables of the rule that some operator reads as a condition: their
     elements are 0 or 1 (booleans), in the solver and in the fuzz."""
-    found: set[str] = set()
-
-    def walk(p: ast.Pattern) -> None:
-        if isinstance(p, ast.POp):
-            decl = ops.get(p.op)
-            params = _boolean_params(decl) if decl is not None else set()
-            for param, child in zip(decl.params if decl else (), p.inputs, strict=False):
-                if param.name in params and isinstance(child, ast.PVar):
-                    found.add(child.name)
-            for child in p.inputs:
-                walk(child)
-
-    walk(canon.lhs)
-    walk(canon.rhs)
-    return frozenset(found)
+    return frozenset(child.name for p in (*subpatterns(canon.lhs), *subpatterns(canon.rhs))
+                     if isinstance(p, ast.POp) and p.op in ops
+                     for param, child in zip(ops[p.op].params, p.inputs, strict=False)
+                     if isinstance(child, ast.PVar) and param.name in _boolean_params(ops[p.op]))
