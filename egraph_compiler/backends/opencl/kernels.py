@@ -76,6 +76,7 @@ from egraph_compiler.backends.opencl.emit import Scope, ValueEmitter, ctype
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.sgemm import VARIANT as SGEMM
 from egraph_compiler.backends.opencl.sgemm import Sgemm, sgemm
+from egraph_compiler.backends.opencl.vector_forms import vector_accumulate, vector_pointwise
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.blocks import Block
 from egraph_compiler.fusion.layout import SERIAL_REDUCE_BELOW
@@ -104,6 +105,9 @@ UNROLL = "__attribute__((opencl_unroll_hint)) "
 POOL_UNROLL_TAPS = 64
 # `_Gen._pointwise_items`: lanes per run of a row at least (a 32-byte sector of floats)
 POINTWISE_MIN_RUN = 8
+# memory-bound kinds whose GPU kernels compute offsets with split terms merged
+# (`index_merge`): the index arithmetic is what they issue besides their loads
+MERGED_KINDS = frozenset({"pointwise", "reduce", "rownorm", "rowgroup", "pool"})
 # the argument name of a block's scratch buffer (`Kernel.scratch`); build.py gives each
 # block its own tensor of this kind
 SCRATCH = "@scratch"
@@ -142,6 +146,9 @@ class KernelParams:
     # evaluated its Sigmoid once per element; BERT-base's mask kernel was bound by
     # index divisions, 44 % of the H200's bandwidth)
     pointwise_items: int = 1
+    # pointwise kernels whose reads and stores are proven 4-wide: this many float4s per
+    # work-item (`vector_forms.py`); 0: the scalar forms above
+    pointwise_vectors: int = 0
     # rownorm over rows whose elements are strided in memory while consecutive rows
     # are adjacent (LayerNorm over the channels of an NCHW map, ConvNeXt): a
     # work-group takes this many rows, its lanes along the rows (`pixel_rows.py`);
@@ -154,6 +161,9 @@ class KernelParams:
     # work-group reductions (`reduce`, row-split): independent partial sums per
     # work-item (`rows.strided_accumulate`); 1: one accumulator
     reduce_unroll: int = 1
+    # ... each partial a float4 of the row where its reads are proven 4-wide
+    # (`vector_forms.vector_accumulate`)
+    reduce_vectors: bool = False
     im2col_tile: Tile | None = None
     # Conv/MatMul anchors: the device class whose cost model picks each anchor's
     # option (`cost.DEVICES`: "cpu" for PoCL, "gpu"), or a forced variant
@@ -191,9 +201,11 @@ class KernelParams:
             return KernelParams(work_group=256, reduce_work_group=256, row_serial_below=0,
                                 device="gpu", hoist_sizes=False, row_cache=8,
                                 pointwise_items=_env_int("DNNR_GPU_POINTWISE_ITEMS", 4),
+                                pointwise_vectors=_env_int("DNNR_GPU_POINTWISE_VECTORS", 2),
                                 strided_rows=_env_int("DNNR_GPU_STRIDED_ROWS", 32),
                                 im2col_min_stride=_env_int("DNNR_GPU_IM2COL_STRIDE", 0),
                                 reduce_unroll=_env_int("DNNR_GPU_REDUCE_UNROLL", 4),
+                                reduce_vectors=bool(_env_int("DNNR_GPU_REDUCE_VECTORS", 1)),
                                 row_split=row_split.RowSplit(_env_int("DNNR_GPU_ROW_SPLIT", 0))
                                 if _env_int("DNNR_GPU_ROW_SPLIT", 0) else None)
         if device != "cpu":
@@ -281,6 +293,8 @@ class _Gen:
             self.args.append(value)
         self.em = ValueEmitter(view, block.nodes, loads)
         self.em.layouts = dict(block.layouts)
+        self.em.merge_splits = params.device == "gpu" and block.kind in MERGED_KINDS and \
+            bool(_env_int("DNNR_GPU_MERGE_SPLITS", 1))
         self.defines: list[str] = []
         self.helpers: list[str] = []  # functions the body calls, defined before the kernel
         self.variant = ""  # the anchor option chosen (conv, matmul)
@@ -385,6 +399,8 @@ class _Gen:
         for k, (expr, size) in enumerate(zip(exprs, self.shape.iteration_shape, strict=False)):
             if not everywhere("==", size, 1):  # as `structure.iteration_vars`
                 scope.emit(f"const int i{k} = {ix.render(expr)};")
+                if self.em.merge_splits:
+                    self.em.bound[f"i{k}"] = expr
 
     def epilogue_ops(self) -> int:
         """The operators the store loop evaluates per element (layout operators only move
@@ -414,8 +430,8 @@ class _Gen:
 
     def store_offset(self, value: str, index: tuple[ix.IExpr, ...]) -> str:
         """Where element ``index`` of an output goes, in the layout the plan chose."""
-        return ix.render(ix.physical_offset(index, self.view.shape(value),
-                                            self.em.layouts.get(value)))
+        return ix.render(self.em.offset(ix.physical_offset(index, self.view.shape(value),
+                                                           self.em.layouts.get(value))))
 
     def anchor(self) -> Node:
         return self.view.nodes[self.shape.anchor]  # type: ignore[index]
@@ -443,6 +459,10 @@ class _Gen:
         padded = nchwc.padded_pointwise(self)  # an output in NCHWc with padded channels
         if padded is not None:
             return padded
+        if self.params.pointwise_vectors:
+            vectors = vector_pointwise(self, self.params.pointwise_vectors)
+            if vectors is not None:
+                return vectors
         items = self.pointwise_items()
         if items > 1:
             return self._pointwise_items(items)
@@ -1109,7 +1129,10 @@ class _Gen:
                 outer.nest(header, body)
                 body = outer
             s.lines.extend(body.lines)
-        elif self.params.reduce_unroll > 1:
+        elif self.params.reduce_unroll > 1 and not (
+                self.params.reduce_vectors and vector_accumulate(
+                    self, s, "accv", (init, step, _combine_only(step)), length,
+                    self.params.reduce_unroll, x_name, input_index(out_vars, r_idx))):
             row_split.strided_accumulate(
                 s, "accv", (init, step, _combine_only(step)), "lid", str(length), "WG",
                 self.params.reduce_unroll,
