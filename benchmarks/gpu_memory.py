@@ -2,6 +2,7 @@
 peak: their distribution per model class, and kernel by kernel between two logs.
 
     python3 benchmarks/gpu_memory.py LOG DIR [LOG2 DIR2]
+    python3 benchmarks/gpu_memory.py probe     # on the GPU: empty kernel, copy curve
 
 ``LOG`` is a ``gpu.py run`` output over the artefacts in ``DIR`` (``gpu.py prepare``).
 The issue's target is on kernels moving at least 12 MB (below that the 4–5 µs
@@ -19,6 +20,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -78,7 +80,97 @@ def summary(rows: list[dict]) -> str:
             f"{int((shares >= 0.6).sum())}")
 
 
+# the bound the kernels are held to: an empty launch and a plain copy, timed with the
+# same OpenCL profiling events (`probe`)
+_PROBE_SOURCE = """
+__kernel void empty(__global float* out) {}
+__kernel void copy1(__global const float* in, __global float* out) {
+  const int i = get_global_id(0); out[i] = in[i];
+}
+__kernel void copy4(__global const float4* in, __global float4* out) {
+  const int i = get_global_id(0); out[i] = in[i];
+}
+__kernel void copy4x2(__global const float4* in, __global float4* out, const int t) {
+  const int i = get_global_id(0); out[i] = in[i]; out[i + t] = in[i + t];
+}
+__kernel void copy4x4(__global const float4* in, __global float4* out, const int t) {
+  const int i = get_global_id(0);
+  const float4 a = in[i], b = in[i + t], c = in[i + 2 * t], d = in[i + 3 * t];
+  out[i] = a; out[i + t] = b; out[i + 2 * t] = c; out[i + 3 * t] = d;
+}
+__kernel void scrub(__global float4* out) { out[get_global_id(0)] = (float4)(1.0f); }
+"""
+PROBE_MB = (3, 6, 12, 24, 48, 96, 192)  # bytes moved (half read, half written)
+
+
+def probe(device: str, repeats: int) -> None:
+    """Time an empty kernel and plain copies of 3–192 MB moved (median of ``repeats``
+    profiling events): L2-warm (the copy repeated back to back: its 50 MB L2 holds the
+    smaller ones) and L2-cold (a 256 MB write between repeats)."""
+    import statistics
+
+    import pyopencl as cl
+
+    from benchmarks.gpu import _peaks
+    from egraph_compiler.backends.opencl.runtime import _device
+
+    card, _, peak = _peaks()
+    dev = _device(device)
+    ctx = cl.Context([dev])
+    queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    program = cl.Program(ctx, _PROBE_SOURCE).build()
+    k = {name: cl.Kernel(program, name)
+         for name in ("empty", "copy1", "copy4", "copy4x2", "copy4x4", "scrub")}
+    big = max(PROBE_MB) * (1 << 20) // 2
+    src = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, big)
+    dst = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, big)
+    scrub = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 256 << 20)
+    cl.enqueue_fill_buffer(queue, src, np.float32(1), 0, big)
+
+    def timed(launch: Any, cold: bool) -> float:
+        samples = []
+        for n in range(repeats + 3):
+            if cold:
+                k["scrub"](queue, ((256 << 20) // 16,), (256,), scrub)
+            event = launch()
+            event.wait()
+            if n >= 3:
+                samples.append((event.profile.end - event.profile.start) * 1e-9)
+        return statistics.median(samples)
+
+    print(f"probe: {card}, memory peak {peak:.0f} GB/s; OpenCL profiling events, median of "
+          f"{repeats}")
+    for items in (256, 256 * 1056):
+        us = 1e6 * timed(lambda n=items: k["empty"](queue, (n,), (256,), dst), False)
+        print(f"empty kernel, {items} work-items: {us:.2f} us")
+    print("copy: MB moved | µs and % of peak: scalar, float4, 2 float4s, 4 float4s "
+          "per work-item (L2-warm) | the same L2-cold")
+    for mb in PROBE_MB:
+        floats = mb * (1 << 20) // 8
+        vec = floats // 4
+        launches = [
+            lambda n=floats: k["copy1"](queue, (n,), (256,), src, dst),
+            lambda n=vec: k["copy4"](queue, (n,), (256,), src, dst),
+            lambda n=vec // 2: k["copy4x2"](queue, (n,), (256,), src, dst, np.int32(n)),
+            lambda n=vec // 4: k["copy4x4"](queue, (n,), (256,), src, dst, np.int32(n))]
+        cells = []
+        for cold in (False, True):
+            for launch in launches:
+                seconds = timed(launch, cold)
+                cells.append(f"{1e6 * seconds:7.2f} {100 * floats * 8 / seconds / 1e9 / peak:5.1f}%")
+            cells.append("|")
+        print(f"{floats * 8 / 1e6:8.1f} MB | " + "  ".join(cells))
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["probe"]:  # on the GPU machine: the empty-kernel and copy bound
+        parser = argparse.ArgumentParser(description=probe.__doc__.splitlines()[0])
+        parser.add_argument("step", choices=["probe"])
+        parser.add_argument("--device", default="NVIDIA")
+        parser.add_argument("--repeats", type=int, default=30)
+        options = parser.parse_args()
+        probe(options.device, options.repeats)
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", help="LOG DIR [LOG2 DIR2]")
     args = parser.parse_args()
