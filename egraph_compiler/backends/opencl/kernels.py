@@ -1129,14 +1129,14 @@ class _Gen:
                 outer.nest(header, body)
                 body = outer
             s.lines.extend(body.lines)
-        elif self.params.reduce_unroll > 1 and not (
-                self.params.reduce_vectors and vector_accumulate(
+        elif self.params.reduce_unroll > 1:
+            if not (self.params.reduce_vectors and vector_accumulate(
                     self, s, "accv", (init, step, _combine_only(step)), length,
                     self.params.reduce_unroll, x_name, input_index(out_vars, r_idx))):
-            row_split.strided_accumulate(
-                s, "accv", (init, step, _combine_only(step)), "lid", str(length), "WG",
-                self.params.reduce_unroll,
-                lambda body: self.em.value(body, x_name, input_index(out_vars, r_idx)))
+                row_split.strided_accumulate(
+                    s, "accv", (init, step, _combine_only(step)), "lid", str(length), "WG",
+                    self.params.reduce_unroll,
+                    lambda body: self.em.value(body, x_name, input_index(out_vars, r_idx)))
         else:
             s.emit(f"float accv = {init};")
             x = self.em.value(body, x_name, input_index(out_vars, r_idx))

@@ -190,7 +190,7 @@ class _PrologueProbe(_Probe):
             dtype = str(array.dtype) if array is not None else self.view.dtype(name)
             if dtype not in sp.C_TYPES or dtype in sp.STORAGE_TYPES:
                 raise _NotView  # float16 is stored as half: not a plain 4-wide load
-            offset = ix.physical_offset(index, shape, self.layouts.get(name))
+            offset = self.offset(ix.physical_offset(index, shape, self.layouts.get(name)))
             kind = _classify(offset, self.var)
             if kind is None or (kind[0] == "inc" and kind[1:] != (1, True)):
                 raise _NotView
@@ -221,8 +221,8 @@ class _Lanes(ValueEmitter):
         if name in self.params and not (constant is not None and np.size(constant) == 1):
             array = self.derived.get(name)
             shape = tuple(array.shape) if array is not None else self.view.shape(name)
-            return self.reads[_leaf_key(self.params[name],
-                                        ix.physical_offset(index, shape, self.layouts.get(name)))]
+            offset = self.offset(ix.physical_offset(index, shape, self.layouts.get(name)))
+            return self.reads[_leaf_key(self.params[name], offset)]
         return super().value(scope, name, index)
 
 

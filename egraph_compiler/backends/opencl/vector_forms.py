@@ -51,7 +51,7 @@ def vector_pointwise(gen: _Gen, vectors: int) -> Kernel | None:
                 for v in values):
         return None
     total = math.prod(shapes[0])
-    if total % WIDTH or not shapes[0] or shapes[0][-1] % WIDTH:
+    if total % WIDTH:
         return None
     index = ix.delinearize(ix.IVar(FLAT, 0, total - 1), shapes[0])
     leaves: dict[str, sgemm._Leaf] = {}
@@ -95,6 +95,7 @@ def vector_reads(gen: _Gen, name: str, index: tuple[ix.IExpr, ...], var: str
     finds them, where each is 4-wide along C variable ``var`` or constant over its
     aligned runs of 4 (at least one 4-wide); None otherwise."""
     probe = sgemm._PrologueProbe(gen.em, var)
+    probe.merge_splits = True  # a run of 4 is contiguous in the tensor, whatever its dims
     trial = Scope()
     try:
         probe.value(trial, name, index)
@@ -114,7 +115,7 @@ def load_lanes(gen: _Gen, body: Scope, leaves: dict[str, sgemm._Leaf]
     reads: dict[str, str] = {}
     for key, leaf in leaves.items():
         var = gen.em.fresh("v")
-        at = ix.render(merge_splits(leaf.offset))
+        at = ix.render(leaf.offset)
         c_type = sp.C_TYPES[leaf.dtype]
         if not leaf.vector:
             body.emit(f"const {c_type} {var} = {leaf.param}[{at}];")
@@ -125,8 +126,10 @@ def load_lanes(gen: _Gen, body: Scope, leaves: dict[str, sgemm._Leaf]
         reads[key] = var
 
     def lane(k: int) -> sgemm._Lanes:
-        return sgemm._Lanes(gen.em, {key: f"{var}.s{k}" if leaves[key].vector else var
+        walk = sgemm._Lanes(gen.em, {key: f"{var}.s{k}" if leaves[key].vector else var
                                      for key, var in reads.items()})
+        walk.merge_splits = True  # finds the reads by their offsets as `vector_reads` keyed them
+        return walk
     return lane
 
 
