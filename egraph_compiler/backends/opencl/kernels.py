@@ -154,6 +154,9 @@ class KernelParams:
     # work-group takes this many rows, its lanes along the rows (`pixel_rows.py`);
     # 0 keeps one work-group per row
     strided_rows: int = 0
+    # ... its operands read contiguously along the row (NHWC) staged through local
+    # memory by coalesced loads (`pixel_rows._stage`)
+    strided_rows_stage: bool = False
     # a ``tiled`` conv of stride at least this (3×3 and larger, one group) as an
     # explicit im2col to scratch then the tiled GEMM (`im2col.py`); 0: never. Its
     # tile: `im2col_tile`, else `im2col.pick_tile`'s
@@ -203,6 +206,7 @@ class KernelParams:
                                 pointwise_items=_env_int("DNNR_GPU_POINTWISE_ITEMS", 4),
                                 pointwise_vectors=_env_int("DNNR_GPU_POINTWISE_VECTORS", 2),
                                 strided_rows=_env_int("DNNR_GPU_STRIDED_ROWS", 32),
+                                strided_rows_stage=bool(_env_int("DNNR_GPU_ROWS_STAGE", 1)),
                                 im2col_min_stride=_env_int("DNNR_GPU_IM2COL_STRIDE", 0),
                                 reduce_unroll=_env_int("DNNR_GPU_REDUCE_UNROLL", 4),
                                 reduce_vectors=bool(_env_int("DNNR_GPU_REDUCE_VECTORS", 1)),

@@ -244,3 +244,31 @@ def test_vector_reduction_matches_onnxruntime(shape: list[int], vector: bool,
     _, got = _build_run(model, feeds, tmp_path, replace(GPU, reduce_unroll=4, reduce_vectors=True))
     assert ("float4" in (tmp_path / "kernels.cl").read_text()) == vector
     assert_close(got, run_ort(model, feeds), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("stage", [True, False])
+def test_pixel_rows_stage_nhwc_operands_matches_onnxruntime(stage: bool, tmp_path: Path) -> None:
+    """ConvNeXt's downsampling LayerNorm: an NHWC branch added to an NCHW map, then
+    LayerNorm over the channels back to NCHW. The NHWC operand is read once per
+    element, 24 floats apart along the pixels: staged through local memory
+    (`pixel_rows._stage`; 3,198 pixels, the last work-group's rows ragged) or not."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(11)
+    channels, spatial = 24, [41, 39]
+    model = _model([helper.make_node("Transpose", ["h"], ["ht"], perm=[0, 3, 1, 2]),
+                    helper.make_node("Add", ["x", "ht"], ["a"]),
+                    helper.make_node("Transpose", ["a"], ["t"], perm=[0, 2, 3, 1]),
+                    helper.make_node("LayerNormalization", ["t", "g", "b"], ["n"], axis=-1,
+                                     epsilon=1e-6),
+                    helper.make_node("Transpose", ["n"], ["y"], perm=[0, 3, 1, 2])],
+                   {"x": [2, channels, *spatial], "h": [2, *spatial, channels]},
+                   {"y": [2, channels, *spatial]},
+                   {"g": rng.uniform(0.5, 1.5, channels).astype(np.float32),
+                    "b": rng.standard_normal(channels).astype(np.float32)})
+    feeds = {"x": rng.standard_normal([2, channels, *spatial]).astype(np.float32),
+             "h": rng.standard_normal([2, *spatial, channels]).astype(np.float32)}
+    launches, got = _build_run(model, feeds, tmp_path, replace(GPU, strided_rows_stage=stage))
+    assert [launch["variant"] for launch in launches] == ["pixel-rows 32 direct"]
+    assert ("stage0" in (tmp_path / "kernels.cl").read_text()) == stage
+    assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-5)
