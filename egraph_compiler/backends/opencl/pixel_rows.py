@@ -233,7 +233,7 @@ def pixel_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
         s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
 
     pins: dict[str, str] = {}
-    if gen.params.strided_rows_stage:
+    if gen.params.strided_rows_stage and type(rows) is int and type(length) is int:
         lines = _lines(gen, lambda scope: gen.em.value(scope, x_name, index))
         pins = _stage(gen, s, lines, rows, length, pixels,
                       LOCAL_FLOATS - (length * (pixels + 1) if transposed else 0))

@@ -142,7 +142,7 @@ def vector_accumulate(gen: _Gen, s: Scope, var: str, reducer: tuple[str, str, st
     ``name`` at ``index`` (over C variables ``o``, ``r``) are not proven 4-wide along
     ``r`` or the row is not whole vectors. (EfficientNet-B0's GlobalAveragePool over
     ``[8, 32, 112, 112]`` ran at 41 % of the H200's bandwidth one float per load.)"""
-    if length % WIDTH:
+    if type(length) is not int or length % WIDTH:  # (a symbolic row keeps scalars)
         return False
     leaves = vector_reads(gen, name, index, "r")
     if leaves is None:
