@@ -1,4 +1,5 @@
-"""A pointwise kernel on ``float4``\\ s: the ``vectors`` form of the GPU class.
+"""Memory-bound kernels on ``float4``\\ s (GPU class): the ``vectors`` pointwise form and
+4-wide row reductions (`vector_accumulate`).
 
 `kernels._Gen._pointwise_items` gives a work-item several scalar elements of a row,
 spaced a run apart. Where every tensor the block reads is either contiguous along the
