@@ -3,6 +3,7 @@ peak: their distribution per model class, and kernel by kernel between two logs.
 
     python3 benchmarks/gpu_memory.py LOG DIR [LOG2 DIR2]
     python3 benchmarks/gpu_memory.py probe     # on the GPU: empty kernel, copy curve
+    python3 benchmarks/gpu_memory.py LOG DIR [LOG2 DIR2] --bound PROBE_LOG
 
 ``LOG`` is a ``gpu.py run`` output over the artefacts in ``DIR`` (``gpu.py prepare``).
 The issue's target is on kernels moving at least 12 MB (below that the 4–5 µs
@@ -173,6 +174,9 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", help="LOG DIR [LOG2 DIR2]")
+    parser.add_argument("--bound", type=Path,
+                        help="a `probe` log of the same card: each kernel against the "
+                             "fastest copy of its size")
     args = parser.parse_args()
     if len(args.runs) not in (2, 4):
         parser.error("give LOG DIR, or LOG DIR LOG2 DIR2")
@@ -183,6 +187,22 @@ def main() -> None:
             picked = [r for r in rows if r["target"] in targets and r["bytes"] >= FLOOR]
             if picked:
                 print(f"{label} (run {k + 1}, ≥ 12 MB): {summary(picked)}")
+    if args.bound is not None:
+        curve = copy_curve(args.bound)
+        for label, targets in CLASSES.items():
+            for k, rows in enumerate(runs):
+                picked = [r for r in rows if r["target"] in targets and r["bytes"] >= FLOOR]
+                if not picked:
+                    continue
+                ratios = np.array([_copy_seconds(curve, r["bytes"]) / r["seconds"]
+                                   for r in picked])
+                seconds = np.array([r["seconds"] for r in picked])
+                print(f"{label} (run {k + 1}): kernel time of the fastest copy of its size "
+                      f"÷ its time: min {100 * ratios.min():.0f}, quartiles "
+                      + " / ".join(f"{100 * q:.0f}" for q in np.quantile(ratios, [.25, .5, .75]))
+                      + f", max {100 * ratios.max():.0f}; time-weighted "
+                      f"{100 * np.average(ratios, weights=seconds):.0f} %; the copy itself: "
+                      f"time-weighted {100 * _copy_share(curve, picked):.1f} % of the peak")
     if len(runs) == 2:
         print("\nkernel by kernel (≥ 12 MB in either run): MB, run 1 ms / % → run 2 ms / %")
         old = {(r["target"], n): r for n, r in _numbered(runs[0])}
@@ -193,6 +213,34 @@ def main() -> None:
             print(f"{new['target']:<20}{new['what'][:36]:<38}{new['bytes'] / 1e6:7.1f}  "
                   f"{1e3 * before['seconds']:7.3f} {100 * before['share']:5.1f}% → "
                   f"{1e3 * new['seconds']:7.3f} {100 * new['share']:5.1f}%")
+
+
+def copy_curve(log: Path) -> list[tuple[float, float]]:
+    """(bytes moved, seconds) of the fastest copy per size of a `probe` log (every
+    form, L2-warm or cold)."""
+    curve = []
+    for line in log.read_text().splitlines():
+        cells = line.split("|")
+        if len(cells) >= 3 and cells[0].strip().endswith("MB"):
+            times = [float(t) for t in " ".join(cells[1:]).split() if not t.endswith("%")]
+            curve.append((float(cells[0].split()[0]) * 1e6, min(times) * 1e-6))
+    if not curve:
+        raise SystemExit(f"{log}: no copy lines (a `gpu_memory.py probe` log?)")
+    return sorted(curve)
+
+
+def _copy_seconds(curve: list[tuple[float, float]], nbytes: float) -> float:
+    """The copy's time at ``nbytes`` moved, linear between the measured sizes."""
+    sizes = [b for b, _ in curve]
+    return float(np.interp(nbytes, sizes, [t for _, t in curve]))
+
+
+def _copy_share(curve: list[tuple[float, float]], rows: list[dict]) -> float:
+    """The copies of the kernels' sizes as % of the peak, time-weighted as `summary`
+    weights the kernels (their bytes over their summed time)."""
+    peak = rows[0]["gbs"] / rows[0]["share"]
+    moved = sum(r["bytes"] for r in rows)
+    return moved / sum(_copy_seconds(curve, r["bytes"]) for r in rows) / 1e9 / peak
 
 
 def _numbered(rows: list[dict]) -> list[tuple[int, dict]]:
