@@ -60,7 +60,7 @@ def vector_pointwise(gen: _Gen, vectors: int) -> Kernel | None:
         found = vector_reads(gen, value, index, FLAT)
         if found is None:
             return None
-        leaves.update(found)
+        leaves.update((leaf.key, leaf) for leaf in found)
     count = total // WIDTH
     items = -(-count // vectors)
     gen.variant = f"vectors {vectors}"
@@ -70,7 +70,7 @@ def vector_pointwise(gen: _Gen, vectors: int) -> Kernel | None:
     for j in range(vectors):
         body = Scope(s)
         body.emit(f"const int {FLAT} = (gid + {j * items}) * {WIDTH};")
-        lanes = load_lanes(gen, body, leaves)
+        lanes = load_lanes(gen, body, list(leaves.values()))
         results = {value: gen.em.fresh("r") for value in values}
         for value in values:
             body.emit(f"float4 {results[value]};")
@@ -91,30 +91,33 @@ def vector_pointwise(gen: _Gen, vectors: int) -> Kernel | None:
 
 
 def vector_reads(gen: _Gen, name: str, index: tuple[ix.IExpr, ...], var: str
-                 ) -> dict[str, sgemm._Leaf] | None:
-    """The kernel arguments value ``name`` at ``index`` reads, keyed as `sgemm._Lanes`
-    finds them, where each is 4-wide along C variable ``var`` or constant over its
-    aligned runs of 4 (at least one 4-wide); None otherwise."""
-    probe = sgemm._PrologueProbe(gen.em, var)
-    probe.merge_splits = True  # a run of 4 is contiguous in the tensor, whatever its dims
+                 ) -> list[sgemm._Leaf] | None:
+    """The kernel arguments value ``name`` at ``index`` reads, where each is 4-wide along
+    C variable ``var`` or constant over its aligned runs of 4 (at least one 4-wide),
+    judged on its offset with split terms merged (a run of 4 is contiguous in the tensor
+    whatever its dims: rows of 26 read as one flat row of 1,040); None otherwise."""
+    probe = sgemm._ReadProbe(gen.em)
     trial = Scope()
     try:
         probe.value(trial, name, index)
     except (sgemm._NotView, KeyError, ValueError, TypeError):
         return None
-    if trial.lines or not any(leaf.vector for leaf in probe.leaves.values()):
+    merged = {key: (param, merge_splits(offset), dtype)
+              for key, (param, offset, dtype) in probe.reads.items()}
+    leaves = sgemm._classified(merged, var)
+    if trial.lines or leaves is None or not any(leaf.vector for leaf in leaves):
         return None
-    return probe.leaves
+    return leaves
 
 
-def load_lanes(gen: _Gen, body: Scope, leaves: dict[str, sgemm._Leaf]
+def load_lanes(gen: _Gen, body: Scope, leaves: list[sgemm._Leaf]
                ) -> Callable[[int], sgemm._Lanes]:
     """Load ``leaves`` in ``body`` (a 4-wide read as one vector, a constant one once);
     the result gives lane ``k``'s value walk over those loads (made when asked for, so
     its temporaries are numbered after the walks before it: set ``gen.em.counter`` to
     the walk's when done)."""
-    reads: dict[str, str] = {}
-    for key, leaf in leaves.items():
+    reads: dict[str, tuple[str, bool]] = {}
+    for leaf in leaves:
         var = gen.em.fresh("v")
         at = ix.render(leaf.offset)
         c_type = sp.C_TYPES[leaf.dtype]
@@ -124,13 +127,11 @@ def load_lanes(gen: _Gen, body: Scope, leaves: dict[str, sgemm._Leaf]
             body.emit(f"const float4 {var} = *(__global const float4*)({leaf.param} + {at});")
         else:
             body.emit(f"const {c_type}4 {var} = vload4(0, {leaf.param} + {at});")
-        reads[key] = var
+        reads[leaf.key] = (var, leaf.vector)
 
     def lane(k: int) -> sgemm._Lanes:
-        walk = sgemm._Lanes(gen.em, {key: f"{var}.s{k}" if leaves[key].vector else var
-                                     for key, var in reads.items()})
-        walk.merge_splits = True  # finds the reads by their offsets as `vector_reads` keyed them
-        return walk
+        return sgemm._Lanes(gen.em, {key: f"{var}.s{k}" if vector else var
+                                     for key, (var, vector) in reads.items()})
     return lane
 
 
