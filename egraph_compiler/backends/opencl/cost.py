@@ -16,6 +16,8 @@ them; `choose` takes the cheapest by this model today):
   consecutive output pixels (`cpu_conv.py`), where PoCL vectorises the work-group;
 - ``conv-vec`` (CPU class only): a k×k conv whose work-item holds explicit vectors of
   consecutive output pixels, weights packed per channel block (`cpu_window.py`);
+- ``gemv-packed`` (CPU class only): a one-row product whose work-items each stream
+  their own packed block of the constant weights (`cpu_gemv.py`);
 - ``depthwise``: a 2-D depthwise conv's ``rows × width`` output block per work-item
   over a register window (`depthwise.Depthwise`); its efficiency grows with the
   multiply-adds per loaded element, ``rows·width·taps / window``, saturating at
