@@ -9,6 +9,9 @@ them; `choose` takes the cheapest by this model today):
 - ``tiled``: the work-group-tiled GEMM of `gemm.py` (`gemm.Tile` parameters);
 - ``sgemm``: the register-blocked GEMM of `sgemm.py` (float4 views, double buffering,
   8 × 8 blocks; `sgemm.Sgemm`), for MatMul/Gemm on devices whose model prices it (GPU);
+- ``conv-gemm``: a k×k conv (one group, constant weights) as an implicit GEMM on
+  sgemm's register blocks, its B tile gathered through the window (`conv_gemm.py`;
+  `_conv_gemm_options`), on devices whose model prices it (GPU), where Winograd is not;
 - ``gemv``: split-K inside a work-group for a single output row (`gemm.Gemv`);
 - row kernels (`row_options`): ``row`` or ``row-split`` (several work-groups per row,
   `rows.RowSplit`), for rows few and long;
@@ -55,6 +58,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from egraph_compiler.backends.opencl.conv_gemm import VARIANT as VARIANT_CONV_GEMM
+from egraph_compiler.backends.opencl.conv_gemm import ConvGemm
 from egraph_compiler.backends.opencl.cpu_conv import CHUNK_MADS, LANES_CONVS, LanesConv
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as VARIANT_LANES_CONV
 from egraph_compiler.backends.opencl.cpu_gemv import PACKED_GEMVS, PackedGemv
@@ -135,7 +140,8 @@ DEVICES = {
                        items_per_unit=1024, groups_per_unit=4,
                        efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6,
                                    "depthwise": 0.05, "row": 0.6, "window": 0.01,
-                                   "winograd": 0.1, VARIANT_SGEMM: 0.355},
+                                   "winograd": 0.1, VARIANT_SGEMM: 0.355,
+                                   VARIANT_CONV_GEMM: 0.341},
                        reuse_full=8.0, slice_cost=0.0, launch_us=4.0, prologue_gflops=12_750.0),
 }
 
@@ -209,7 +215,7 @@ class Option:
 
     variant: str
     params: Tile | Gemv | Direct | Depthwise | RowSplit | Window | Winograd | LanesConv | \
-        VecConv | Sgemm | PackedGemv | None
+        VecConv | Sgemm | ConvGemm | PackedGemv | None
     estimate_us: float
 
     def describe(self) -> str:
@@ -238,7 +244,7 @@ class Option:
                 (f" k-groups {p.groups}" if p.groups > 1 else "")
         if isinstance(self.params, RowSplit):
             return f"row-split {self.params.groups}"
-        if isinstance(self.params, LanesConv | VecConv):
+        if isinstance(self.params, LanesConv | VecConv | ConvGemm):
             return self.params.describe()
         return self.variant
 
@@ -266,7 +272,8 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
             direct_items: int, tiled_ok: bool, gemv_side: str | None,
             tiles: Sequence[Tile] = TILES, depthwise: bool = False,
             window_taps: int = 0, width: int = 0, winograd: bool = False,
-            stride: int = 1, sgemm: bool = False, epilogue_ops: int = 0) -> list[Option]:
+            stride: int = 1, sgemm: bool = False, epilogue_ops: int = 0,
+            conv_gemm: bool = False) -> list[Option]:
     """Every option for ``C[batch][m][n] = A·B`` over ``k``, priced for ``device``.
 
     ``direct_items``: work-items of the direct kernel; ``tiled_ok``: the tiled GEMM
@@ -282,7 +289,9 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
     whose model has a "winograd" efficiency; ``stride``: a conv's column stride;
     ``sgemm``: offer the register-blocked GEMM (`sgemm.py`) on devices whose model has
     its efficiency (its callers: MatMul/Gemm anchors outside shape-stable builds; it was
-    measured on those only)."""
+    measured on those only); ``conv_gemm``: a k×k conv ``conv_gemm.applies`` to (``m`` =
+    Cout, ``k`` = Cin·taps), offered ``conv-gemm`` on devices whose model has its
+    efficiency (`_conv_gemm_options`)."""
     eff, peak = device.efficiency, device.peak_gflops * 1e3  # FLOP per µs
     flops = 2.0 * batch * m * n * k
     # the direct kernel redoes a window position's arithmetic and padding checks per
@@ -329,6 +338,11 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                                                           vector * reuse * split * fill) + second))
         if sgemm and VARIANT_SGEMM in eff:
             result += _sgemm_options(device, m, n, k, batch, epilogue_ops)
+        # not where Winograd is priced: on ResNet's stride-1 3×3 convs (batch 8, H200)
+        # winograd-gemm ran 0.056-0.065 ms, conv-gemm's fastest 0.060-0.087
+        if conv_gemm and VARIANT_CONV_GEMM in eff and batch == 1 and \
+                not (winograd and "winograd" in eff):
+            result += _conv_gemm_options(device, m, n, k, epilogue_ops)
     if gemv_side is not None:
         rows = n if gemv_side == "m" else m
         bytes_moved = 4.0 * batch * rows * k
@@ -459,12 +473,88 @@ def _sgemm_options(device: DeviceModel, m: int, n: int, k: int, batch: int,
     return result
 
 
-def _sgemm_round(tile: Sgemm, held: int, loop: float, edges: float) -> float:
+# ``conv-gemm``'s K loop needs this many times `SGEMM_LOOP_WARPS` in flight (its window
+# gather's loads and index arithmetic; fitted, `_conv_gemm_options`)
+CONV_GEMM_WARPS = 1.5
+# and its K groups run 1.25× the rate the per-SM model gives them (split K measured
+# faster than whole K even on grids the model counts as full: more warps per SM)
+CONV_GEMM_SPLIT_RATE = 1.56
+# and its 8 × 8 register blocks 1.2× (relative to sgemm's `SGEMM_BLOCK_RATE`): 64
+# multiply-adds per gathered pair hide the gather's index arithmetic
+CONV_GEMM_8X8_RATE = 1.2
+# the implicit-GEMM conv's tiles (`conv_gemm.ConvGemm`): C tile, K step, block, K groups
+CONV_GEMMS = (ConvGemm(128, 128, 8, 8, 8), ConvGemm(128, 64, 16, 8, 8), ConvGemm(64, 128, 16, 8, 8),
+              ConvGemm(128, 64, 16, 8, 4), ConvGemm(64, 128, 16, 4, 8), ConvGemm(64, 64, 16, 8, 8),
+              ConvGemm(64, 64, 16, 4, 4), ConvGemm(32, 64, 16, 4, 4), ConvGemm(64, 32, 16, 4, 4),
+              ConvGemm(32, 32, 16, 4, 4),
+              ConvGemm(64, 64, 16, 4, 4, 2), ConvGemm(64, 64, 16, 4, 4, 4), ConvGemm(64, 64, 16, 4, 4, 8),
+              ConvGemm(128, 64, 16, 8, 4, 2), ConvGemm(128, 64, 16, 8, 4, 4), ConvGemm(128, 64, 16, 8, 4, 8),
+              ConvGemm(64, 64, 16, 8, 8, 2), ConvGemm(64, 64, 16, 8, 8, 4), ConvGemm(64, 64, 16, 8, 8, 8),
+              ConvGemm(64, 128, 16, 8, 8, 2), ConvGemm(64, 128, 16, 8, 8, 4),
+              ConvGemm(128, 64, 32, 8, 4, 4))
+
+
+def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
+                       epilogue_ops: int = 0) -> list[Option]:
+    """The ``conv-gemm`` options (`conv_gemm.py`): `sgemm`'s per-SM round model over
+    `CONV_GEMMS` (the same schedule) at ``efficiency["conv-gemm"]``, its K loop needing
+    `CONV_GEMM_WARPS` times sgemm's warps (the window gather's loads and index
+    arithmetic), K groups at `CONV_GEMM_SPLIT_RATE`, 8 × 8 blocks at `CONV_GEMM_8X8_RATE`.
+
+    Fitted (a grid search over the four) on an H200 to ResNet-18/50's 3×3 convs at batch
+    8, 26 options each (`benchmarks/gpu_conv.py`, ``fit LOG`` replays it): over the six
+    stride-2 convs the picks sum to 0.352 ms where the fastest sum to 0.347 and the
+    earlier options (tiled) to 0.472; replayed on a later run with five more candidate
+    tiles (not listed here), 0.349 against 0.329 and 0.472. On the stride-1 ones Winograd stays (not offered
+    beside it, `options`)."""
+    per_sm = device.peak_gflops * 1e3 / device.compute_units * device.efficiency[VARIANT_CONV_GEMM]
+    result = []
+    for shape in CONV_GEMMS:
+        tile = shape.tile
+        if not shape.valid() or m <= tile.bm // 2 or n <= tile.bn // 2:
+            continue
+        rate = per_sm * (CONV_GEMM_SPLIT_RATE if tile.groups > 1 else 1.0) * \
+            (CONV_GEMM_8X8_RATE if (tile.tm, tile.tn) == (8, 8) else 1.0)
+        estimate = _sgemm_estimate(device, tile, m, n, k, 1, epilogue_ops, rate, CONV_GEMM_WARPS)
+        if estimate is not None:
+            result.append(Option(VARIANT_CONV_GEMM, shape, estimate))
+    return result
+
+
+def _sgemm_estimate(device: DeviceModel, tile: Sgemm, m: int, n: int, k: int, batch: int,
+                    epilogue_ops: int, per_sm: float, warps: float = 1.0) -> float | None:
+    """`_sgemm_options`' estimate of one tile (None: K groups it does not offer), its
+    K loop needing ``warps`` times `SGEMM_LOOP_WARPS` in flight."""
+    threads = tile.work_group
+    registers = _cdiv(tile.tm * tile.tn + tile.tm + tile.tn + (tile.bm + tile.bn) * tile.bk //
+                      threads + 24, 8) * 8
+    resident = max(1, min(65536 // (threads * registers), 2048 // threads))
+    groups = batch * _cdiv(m, tile.bm) * _cdiv(n, tile.bn)
+    if tile.groups > 1 and (groups >= device.compute_units * resident // 2 or
+                            k < 256 * tile.groups):
+        return None  # K groups only for grids under half a wave, over a long K
+    steps = _cdiv(_cdiv(k, tile.bk), tile.groups)
+    loop = 2.0 * tile.bm * tile.bn * tile.bk * steps
+    edges = 2.0 * tile.bm * tile.bn * (tile.bk * SGEMM_STEP_OVERHEAD +
+                                       SGEMM_EPILOGUE_K * epilogue_ops)
+    rate = per_sm * SGEMM_BLOCK_RATE[(tile.tm, tile.tn)] * \
+        (SGEMM_OTHER_GROUP_RATE if (tile.tm, tile.tn) == (8, 8) and threads != 128 else 1.0)
+    rounds, left = divmod(_cdiv(groups * tile.groups, device.compute_units), resident)
+    estimate = sum(count * _sgemm_round(tile, held, loop, edges, warps) / rate
+                   for count, held in ((rounds, resident), (1, left)) if count and held)
+    if tile.groups > 1:
+        estimate += device.launch_us + 8.0 * tile.groups * batch * m * n / \
+            (device.bandwidth_gbs * 1e3)
+    return estimate
+
+
+def _sgemm_round(tile: Sgemm, held: int, loop: float, edges: float, warps_needed: float = 1.0
+                 ) -> float:
     """The work of one round of ``held`` work-groups on an SM, scaled by occupancy: the
     K loop at the warps its register block needs (`SGEMM_LOOP_WARPS`), the first fetch
     and the epilogue (memory and call latency) at `SGEMM_FULL_WARPS`."""
     warps = held * tile.work_group / 32
-    return held * (loop / min(1.0, warps / SGEMM_LOOP_WARPS[(tile.tm, tile.tn)]) +
+    return held * (loop / min(1.0, warps / (SGEMM_LOOP_WARPS[(tile.tm, tile.tn)] * warps_needed)) +
                    edges / min(1.0, warps / SGEMM_FULL_WARPS))
 
 
@@ -705,7 +795,9 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
                               not depthwise, "n" if columns == 1 else None,
                               depthwise=depthwise and len(x_shape) == 4,
                               window_taps=window_taps, width=out_shape[-1],
-                              stride=strides[-1]))
+                              stride=strides[-1],
+                              # `conv_gemm.applies`, where Winograd is not offered
+                              conv_gemm=window_taps > 1 and strides[-1] > 1))
         p = best.params
         if isinstance(p, VecConv):  # once per channel block and window row segment
             side = max(1, round(taps ** 0.5))
@@ -717,7 +809,7 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
             window = ((p.rows - 1) * strides[0] + side) * ((p.width - 1) * strides[-1] + side)
             return _cdiv(cout, p.channels) * max(1.0, window / (p.rows * p.width *
                                                                int(np.prod(strides))))
-        if isinstance(p, Tile | Sgemm):
+        if isinstance(p, Tile | Sgemm | ConvGemm):
             return float(taps * _cdiv(cout // group, p.bm))
         if isinstance(p, Gemv):
             return 1.0

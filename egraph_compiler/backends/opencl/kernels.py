@@ -8,7 +8,8 @@ as data, `cost.choose` picks one per shape for the device class in
 `KernelParams.device`): ``direct`` (the two kernels below), ``tiled`` (a work-group-
 tiled GEMM in local memory, implicit GEMM for convs; split-K in or across work-groups),
 ``gemv`` (`gemm.py`), ``sgemm`` (`sgemm.py`: the register-blocked GEMM, MatMul/Gemm on
-the GPU class), for 2-D depthwise convs ``depthwise`` (`depthwise.py`) and for
+the GPU class), ``conv-gemm`` (`conv_gemm.py`: k×k convs as implicit GEMM on sgemm's
+register blocks, the GPU class), for 2-D depthwise convs ``depthwise`` (`depthwise.py`) and for
 dense 2-D convs ``window`` (`window.py`), both a register window per work-item. Row
 kernels (reduce, rownorm) run one work-group per row or, for few long rows, several
 (``row-split``, `rows.py`). A block's kernel may take two launches through a scratch
@@ -63,6 +64,7 @@ import numpy as np
 
 from egraph_compiler import ops
 from egraph_compiler.backends.opencl import blocked as nchwc
+from egraph_compiler.backends.opencl import conv_gemm as cg
 from egraph_compiler.backends.opencl import (
     cost,
     cpu_conv,
@@ -174,6 +176,10 @@ class KernelParams:
     anchor_window: win.Window | None = None
     anchor_winograd: wino.Winograd | None = None
     anchor_sgemm: Sgemm | None = None
+    anchor_conv_gemm: cg.ConvGemm | None = None
+    # the GPU class's ``conv-gemm`` option (`conv_gemm.py`) offered to the cost model
+    # (benchmarks build the baseline without it: DNNR_GPU_CONV_GEMM=0)
+    conv_gemm: bool = True
     # row kernels: force ``row-split`` with these groups (tests), else `cost.row_options`
     row_split: row_split.RowSplit | None = None
     # `dnnr tune`'s choices: (shape class `cost.shape_key`, option), used where a
@@ -201,6 +207,7 @@ class KernelParams:
                                 pointwise_items=_env_int("DNNR_GPU_POINTWISE_ITEMS", 4),
                                 strided_rows=_env_int("DNNR_GPU_STRIDED_ROWS", 32),
                                 im2col_min_stride=_env_int("DNNR_GPU_IM2COL_STRIDE", 0),
+                                conv_gemm=_env_int("DNNR_GPU_CONV_GEMM", 1) == 1,
                                 reduce_unroll=_env_int("DNNR_GPU_REDUCE_UNROLL", 4),
                                 row_split=row_split.RowSplit(_env_int("DNNR_GPU_ROW_SPLIT", 0))
                                 if _env_int("DNNR_GPU_ROW_SPLIT", 0) else None)
@@ -295,6 +302,11 @@ class _Gen:
         self.shape_key = ""
         self.scratch = 0  # float32 elements (`use_scratch`)
         self.scratch_param = "scr"
+        # the iteration variables the last `declare_iteration` bound, and (where set) the
+        # stored values `epilogue` hands back instead of storing them: `sgemm`'s vector
+        # epilogue stores 4 lanes at once
+        self.iteration: dict[str, ix.IExpr] = {}
+        self.stored: dict[str, str] | None = None
 
     # -- several launches per block -------------------------------------------------------
     def use_scratch(self, elements: int) -> None:
@@ -390,9 +402,11 @@ class _Gen:
 
     def declare_iteration(self, scope: Scope, exprs: tuple[ix.IExpr, ...]) -> None:
         """Bind ``i0, i1, …`` (the block's iteration variables) for the epilogue."""
+        self.iteration = {}
         for k, (expr, size) in enumerate(zip(exprs, self.shape.iteration_shape, strict=False)):
             if not everywhere("==", size, 1):  # as `structure.iteration_vars`
                 scope.emit(f"const int i{k} = {ix.render(expr)};")
+                self.iteration[f"i{k}"] = expr
 
     def epilogue_ops(self) -> int:
         """The operators the store loop evaluates per element (layout operators only move
@@ -409,6 +423,9 @@ class _Gen:
             out = spine_node.outputs[0]
             var = self.em.node_value(scope, spine_node, out, self.shape.forward[out])
             self.em.pinned[out] = var
+        if self.stored is not None:  # the caller stores them (`sgemm`'s vector epilogue)
+            self.stored.update({value: self.em.pinned[value] for value in self.stores})
+            return
         for value, store in self.stores.items():
             offset = self.store_offset(value, self.shape.forward[value])
             scope.emit(self.store_line(value, store, offset, self.em.pinned[value]))
@@ -422,8 +439,11 @@ class _Gen:
 
     def store_offset(self, value: str, index: tuple[ix.IExpr, ...]) -> str:
         """Where element ``index`` of an output goes, in the layout the plan chose."""
-        return ix.render(ix.physical_offset(index, self.view.shape(value),
-                                            self.em.layouts.get(value)))
+        return ix.render(self.store_index(value, index))
+
+    def store_index(self, value: str, index: tuple[ix.IExpr, ...]) -> ix.IExpr:
+        """`store_offset` as an index expression."""
+        return ix.physical_offset(index, self.view.shape(value), self.em.layouts.get(value))
 
     def anchor(self) -> Node:
         return self.view.nodes[self.shape.anchor]  # type: ignore[index]
@@ -526,6 +546,7 @@ class _Gen:
                                   width=sizes.get("width", 0), winograd=winograd_ok,
                                   stride=sizes.get("stride", 1),
                                   sgemm=_sgemm_offered(p, self.block.kind),
+                                  conv_gemm=self.conv_gemm_ok(),
                                   epilogue_ops=self.epilogue_ops())
         self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
         tuned = dict(p.tuned).get(self.shape_key)
@@ -552,6 +573,12 @@ class _Gen:
                 raise ModelError(f"block {self.block.id}: {p.anchor_sgemm.describe()} does not map "
                                  f"its loads onto its work-group (see sgemm.Sgemm.valid)")
             option = cost.Option(SGEMM, p.anchor_sgemm, 0.0)
+        elif p.anchor_variant == cg.VARIANT and p.anchor_conv_gemm is not None and \
+                self.block.kind == "conv" and cg.applies(self, self.conv_geometry()):
+            if not p.anchor_conv_gemm.valid():
+                raise ModelError(f"block {self.block.id}: {p.anchor_conv_gemm.describe()} does not "
+                                 f"map its loads onto its work-group (see conv_gemm.ConvGemm.valid)")
+            option = cost.Option(cg.VARIANT, p.anchor_conv_gemm, 0.0)
         elif p.anchor_variant == "tiled" and p.anchor_tile is not None and tiled_ok:
             if not p.anchor_tile.valid():
                 raise ModelError(f"block {self.block.id}: tile {p.anchor_tile} does not map its "
@@ -610,6 +637,13 @@ class _Gen:
         return wino.applies(self.conv_geometry()) and w_name in self.view.constants and \
             self.single_use(w_name)
 
+    def conv_gemm_ok(self) -> bool:
+        """The ``conv-gemm`` option is offered: a conv it applies to (`conv_gemm.applies`),
+        unless `KernelParams.conv_gemm` is off (the cost model offers it on devices
+        whose model prices it: the GPU class)."""
+        return self.params.conv_gemm and self.block.kind == "conv" and \
+            cg.applies(self, self.conv_geometry())
+
     def conv_geometry(self) -> gemm.ConvGeometry:
         node = self.anchor()
         x_shape = self.view.shape(node.inputs[0])
@@ -652,6 +686,10 @@ class _Gen:
                 return kernel
         if option.variant == "winograd":
             kernel = wino.winograd(self, geo, option.params)  # type: ignore[arg-type]
+            if kernel is not None:
+                return kernel
+        if option.variant == cg.VARIANT:
+            kernel = cg.conv_gemm(self, geo, option.params)  # type: ignore[arg-type]
             if kernel is not None:
                 return kernel
         if option.variant == "tiled":
@@ -1611,6 +1649,7 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
                               width=sizes.get("width", 0), winograd=winograd_ok,
                               stride=sizes.get("stride", 1),
                               sgemm=_sgemm_offered(params, block.kind),
+                              conv_gemm=gen.conv_gemm_ok(),
                               epilogue_ops=gen.epilogue_ops())
     tuned = dict(params.tuned).get(key)
     if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
