@@ -19,6 +19,8 @@ them; `choose` takes the cheapest by this model today):
   consecutive output pixels (`cpu_conv.py`), where PoCL vectorises the work-group;
 - ``conv-vec`` (CPU class only): a k×k conv whose work-item holds explicit vectors of
   consecutive output pixels, weights packed per channel block (`cpu_window.py`);
+- ``gemv-packed`` (CPU class only): a one-row product whose work-items each stream
+  their own packed block of the constant weights (`cpu_gemv.py`);
 - ``depthwise``: a 2-D depthwise conv's ``rows × width`` output block per work-item
   over a register window (`depthwise.Depthwise`); its efficiency grows with the
   multiply-adds per loaded element, ``rows·width·taps / window``, saturating at
@@ -60,6 +62,8 @@ from egraph_compiler.backends.opencl.conv_gemm import VARIANT as VARIANT_CONV_GE
 from egraph_compiler.backends.opencl.conv_gemm import ConvGemm
 from egraph_compiler.backends.opencl.cpu_conv import CHUNK_MADS, LANES_CONVS, LanesConv
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as VARIANT_LANES_CONV
+from egraph_compiler.backends.opencl.cpu_gemv import PACKED_GEMVS, PackedGemv
+from egraph_compiler.backends.opencl.cpu_gemv import VARIANT as VARIANT_PACKED_GEMV
 from egraph_compiler.backends.opencl.cpu_window import POINTWISE_VECS, VEC_CONVS, VecConv
 from egraph_compiler.backends.opencl.cpu_window import VARIANT as VARIANT_VEC_CONV
 from egraph_compiler.backends.opencl.depthwise import Depthwise, lanes_group
@@ -116,6 +120,9 @@ class DeviceModel:
     # element loaded or placed in a tap's vector, per output element's epilogue
     # (empty: not offered)
     vec_conv_us: tuple[float, ...] = ()
+    # ``gemv-packed`` (`cpu_gemv.py`): its time as a fraction of the ``direct`` gemv
+    # block's estimate for the same product (0: not offered)
+    packed_gemv_rate: float = 0.0
 
 
 DEVICES = {
@@ -127,7 +134,8 @@ DEVICES = {
                        lanes_group_us=0.2, registers=32, spill_penalty=6.0, gemv_columns=16,
                        depthwise_reuse_full=6.0, launch_us=30.0, prologue_gflops=300.0,
                        recompute_gevals=2.0,
-                       direct_tap_penalty=25.0, vec_conv_us=(8.6e-5, 1.04e-4, 8.4e-4)),
+                       direct_tap_penalty=25.0, vec_conv_us=(8.6e-5, 1.04e-4, 8.4e-4),
+                       packed_gemv_rate=0.8),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
                        items_per_unit=1024, groups_per_unit=4,
                        efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6,
@@ -211,7 +219,7 @@ class Option:
 
     variant: str
     params: Tile | Gemv | Direct | Depthwise | RowSplit | Window | Winograd | LanesConv | \
-        VecConv | Sgemm | ConvGemm | None
+        VecConv | Sgemm | ConvGemm | PackedGemv | None
     estimate_us: float
 
     def describe(self) -> str:
@@ -300,8 +308,7 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
     # a one-row product (M = 1) on a device with ``gemv_columns``: the direct kernel
     # with a 1 × that register block, one vector of B's row per k step (PoCL: the
     # default 4 × 4 block ran MobileNetV3's classifier Gemms at 0.58 ms, 1 × 16 0.31)
-    block = Direct(1, device.gemv_columns) if gemv_side == "m" and device.gemv_columns \
-        else None
+    block = gemv_direct(device).params if gemv_side == "m" and device.gemv_columns else None
     if block is not None:
         direct_items = batch * _cdiv(n, block.b)
     result = [Option("direct", block, flops * taps_penalty / (
@@ -349,6 +356,8 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                          device.compute_units * device.items_per_unit)
             result.append(Option("gemv", shape, bytes_moved /
                                  (device.bandwidth_gbs * 1e3 * eff["gemv"] * fill)))
+    if block is not None and device.packed_gemv_rate and batch == 1:
+        result += _packed_gemv_options(device, result[0].estimate_us)
     if winograd and "winograd" in eff and batch == 1:
         result += _winograd_options(device, m, n, k // 9, width)
     vec = _vec_conv_options(device, m, n, k, window_taps, width, stride) \
@@ -543,6 +552,23 @@ def _sgemm_round(tile: Sgemm, held: int, loop: float, edges: float, warps_needed
     warps = held * tile.work_group / 32
     return held * (loop / min(1.0, warps / (SGEMM_LOOP_WARPS[(tile.tm, tile.tn)] * warps_needed)) +
                    edges / min(1.0, warps / SGEMM_FULL_WARPS))
+
+
+def gemv_direct(device: DeviceModel) -> Option:
+    """The ``direct`` option of a one-row product on a device with ``gemv_columns``."""
+    return Option("direct", Direct(1, device.gemv_columns), 0.0)
+
+
+def _packed_gemv_options(device: DeviceModel, direct_us: float) -> list[Option]:
+    """``gemv-packed`` (`cpu_gemv.py`) for a one-row product whose ``direct`` 1 × 16
+    block is priced ``direct_us``: at ``packed_gemv_rate`` of it. Both stream the whole
+    weight matrix; measured on PoCL here (MobileNetV3's classifier Gemms, interleaved,
+    minimum of 12): 576 → 1024 ran 93 µs packed against 157 direct, 1024 → 1000 155
+    against 156 (both then at ~25 GB/s: memory-bound), and 8 columns a work-item ran
+    7-15 % slower than 16. It applies only where B is a constant (`cpu_gemv.applies`;
+    elsewhere the generator falls back to ``direct``)."""
+    return [Option(VARIANT_PACKED_GEMV, shape, direct_us * device.packed_gemv_rate)
+            for shape in PACKED_GEMVS]
 
 
 def _lanes_conv_options(device: DeviceModel, flops: float, m: int, n: int, k: int,

@@ -65,7 +65,15 @@ import numpy as np
 from egraph_compiler import ops
 from egraph_compiler.backends.opencl import blocked as nchwc
 from egraph_compiler.backends.opencl import conv_gemm as cg
-from egraph_compiler.backends.opencl import cost, cpu_conv, gemm, images, ops_extra, ops_models
+from egraph_compiler.backends.opencl import (
+    cost,
+    cpu_conv,
+    cpu_gemv,
+    gemm,
+    images,
+    ops_extra,
+    ops_models,
+)
 from egraph_compiler.backends.opencl import cpu_window as vec_conv
 from egraph_compiler.backends.opencl import depthwise as dw
 from egraph_compiler.backends.opencl import im2col as col
@@ -78,6 +86,7 @@ from egraph_compiler.backends.opencl.emit import Scope, ValueEmitter, ctype
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.sgemm import VARIANT as SGEMM
 from egraph_compiler.backends.opencl.sgemm import Sgemm, sgemm
+from egraph_compiler.backends.opencl.vector_forms import vector_accumulate, vector_pointwise
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.blocks import Block
 from egraph_compiler.fusion.layout import SERIAL_REDUCE_BELOW
@@ -106,6 +115,10 @@ UNROLL = "__attribute__((opencl_unroll_hint)) "
 POOL_UNROLL_TAPS = 64
 # `_Gen._pointwise_items`: lanes per run of a row at least (a 32-byte sector of floats)
 POINTWISE_MIN_RUN = 8
+# memory-bound kinds whose GPU kernels compute offsets with split terms merged
+# (`index_merge`): the index arithmetic is what they issue besides their loads. Not
+# ``pool``: ResNet-50's Relu+MaxPool at batch 8 ran 0.011 -> 0.016 ms merged (H200)
+MERGED_KINDS = frozenset({"pointwise", "reduce", "rownorm", "rowgroup"})
 # the argument name of a block's scratch buffer (`Kernel.scratch`); build.py gives each
 # block its own tensor of this kind
 SCRATCH = "@scratch"
@@ -144,11 +157,17 @@ class KernelParams:
     # evaluated its Sigmoid once per element; BERT-base's mask kernel was bound by
     # index divisions, 44 % of the H200's bandwidth)
     pointwise_items: int = 1
+    # pointwise kernels whose reads and stores are proven 4-wide: this many float4s per
+    # work-item (`vector_forms.py`); 0: the scalar forms above
+    pointwise_vectors: int = 0
     # rownorm over rows whose elements are strided in memory while consecutive rows
     # are adjacent (LayerNorm over the channels of an NCHW map, ConvNeXt): a
     # work-group takes this many rows, its lanes along the rows (`pixel_rows.py`);
     # 0 keeps one work-group per row
     strided_rows: int = 0
+    # ... its operands read contiguously along the row (NHWC) staged through local
+    # memory by coalesced loads (`pixel_rows._stage`)
+    strided_rows_stage: bool = False
     # a ``tiled`` conv of stride at least this (3×3 and larger, one group) as an
     # explicit im2col to scratch then the tiled GEMM (`im2col.py`); 0: never. Its
     # tile: `im2col_tile`, else `im2col.pick_tile`'s
@@ -156,6 +175,9 @@ class KernelParams:
     # work-group reductions (`reduce`, row-split): independent partial sums per
     # work-item (`rows.strided_accumulate`); 1: one accumulator
     reduce_unroll: int = 1
+    # ... each partial a float4 of the row where its reads are proven 4-wide
+    # (`vector_forms.vector_accumulate`)
+    reduce_vectors: bool = False
     im2col_tile: Tile | None = None
     # Conv/MatMul anchors: the device class whose cost model picks each anchor's
     # option (`cost.DEVICES`: "cpu" for PoCL, "gpu"), or a forced variant
@@ -197,10 +219,13 @@ class KernelParams:
             return KernelParams(work_group=256, reduce_work_group=256, row_serial_below=0,
                                 device="gpu", hoist_sizes=False, row_cache=8,
                                 pointwise_items=_env_int("DNNR_GPU_POINTWISE_ITEMS", 4),
+                                pointwise_vectors=_env_int("DNNR_GPU_POINTWISE_VECTORS", 2),
                                 strided_rows=_env_int("DNNR_GPU_STRIDED_ROWS", 32),
+                                strided_rows_stage=bool(_env_int("DNNR_GPU_ROWS_STAGE", 1)),
                                 im2col_min_stride=_env_int("DNNR_GPU_IM2COL_STRIDE", 0),
                                 conv_gemm=_env_int("DNNR_GPU_CONV_GEMM", 1) == 1,
                                 reduce_unroll=_env_int("DNNR_GPU_REDUCE_UNROLL", 4),
+                                reduce_vectors=bool(_env_int("DNNR_GPU_REDUCE_VECTORS", 1)),
                                 row_split=row_split.RowSplit(_env_int("DNNR_GPU_ROW_SPLIT", 0))
                                 if _env_int("DNNR_GPU_ROW_SPLIT", 0) else None)
         if device != "cpu":
@@ -288,6 +313,8 @@ class _Gen:
             self.args.append(value)
         self.em = ValueEmitter(view, block.nodes, loads)
         self.em.layouts = dict(block.layouts)
+        self.em.merge_splits = params.device == "gpu" and block.kind in MERGED_KINDS and \
+            bool(_env_int("DNNR_GPU_MERGE_SPLITS", 1))
         self.defines: list[str] = []
         self.helpers: list[str] = []  # functions the body calls, defined before the kernel
         self.variant = ""  # the anchor option chosen (conv, matmul)
@@ -399,6 +426,8 @@ class _Gen:
             if not everywhere("==", size, 1):  # as `structure.iteration_vars`
                 scope.emit(f"const int i{k} = {ix.render(expr)};")
                 self.iteration[f"i{k}"] = expr
+                if self.em.merge_splits:
+                    self.em.bound[f"i{k}"] = expr
 
     def epilogue_ops(self) -> int:
         """The operators the store loop evaluates per element (layout operators only move
@@ -431,7 +460,7 @@ class _Gen:
 
     def store_offset(self, value: str, index: tuple[ix.IExpr, ...]) -> str:
         """Where element ``index`` of an output goes, in the layout the plan chose."""
-        return ix.render(self.store_index(value, index))
+        return ix.render(self.em.offset(self.store_index(value, index)))
 
     def store_index(self, value: str, index: tuple[ix.IExpr, ...]) -> ix.IExpr:
         """`store_offset` as an index expression."""
@@ -463,6 +492,10 @@ class _Gen:
         padded = nchwc.padded_pointwise(self)  # an output in NCHWc with padded channels
         if padded is not None:
             return padded
+        if self.params.pointwise_vectors:
+            vectors = vector_pointwise(self, self.params.pointwise_vectors)
+            if vectors is not None:
+                return vectors
         items = self.pointwise_items()
         if items > 1:
             return self._pointwise_items(items)
@@ -828,6 +861,11 @@ class _Gen:
             return gemm.gemv(self, problem.batch, problem.k, problem.a, problem.b,
                              lambda scope, row, value: problem.store(scope, "0", row, value),
                              option.params)  # type: ignore[arg-type]
+        if option.variant == cpu_gemv.VARIANT:  # CPU devices only (`cost.options`)
+            kernel = cpu_gemv.gemv_packed(self, option.params)  # type: ignore[arg-type]
+            if kernel is not None:
+                return kernel
+            self._use(cost.gemv_direct(cost.DEVICES[self.params.device]))  # where it does not apply
         return self.matmul_direct()
 
     def matmul_direct(self) -> Kernel:
@@ -1037,7 +1075,7 @@ class _Gen:
         body = Scope(s)
         cvar = self.ivar("cc", channels)
         x = self.em.value(body, x_name, (idx[0], cvar, *idx[2:]))
-        body.emit(f"sq = mad({x}, {x}, sq);")
+        body.emit(f"sq = {sp.multiply_add(x, x, 'sq')};")
         s.nest(f"for (int cc = max(0, {ix.render(idx[1])} - {lo}); "
                f"cc <= min({channels - 1}, {ix.render(idx[1])} + {hi}); ++cc)", body)
         center = self.em.value(s, x_name, idx)
@@ -1148,10 +1186,13 @@ class _Gen:
                 body = outer
             s.lines.extend(body.lines)
         elif self.params.reduce_unroll > 1:
-            row_split.strided_accumulate(
-                s, "accv", (init, step, _combine_only(step)), "lid", str(length), "WG",
-                self.params.reduce_unroll,
-                lambda body: self.em.value(body, x_name, input_index(out_vars, r_idx)))
+            if not (self.params.reduce_vectors and vector_accumulate(
+                    self, s, "accv", (init, step, _combine_only(step)), length,
+                    self.params.reduce_unroll, x_name, input_index(out_vars, r_idx))):
+                row_split.strided_accumulate(
+                    s, "accv", (init, step, _combine_only(step)), "lid", str(length), "WG",
+                    self.params.reduce_unroll,
+                    lambda body: self.em.value(body, x_name, input_index(out_vars, r_idx)))
         else:
             s.emit(f"float accv = {init};")
             x = self.em.value(body, x_name, input_index(out_vars, r_idx))
@@ -1516,8 +1557,8 @@ _REDUCERS = {  # init, combine step, final (from the accumulated value and the c
     "Min": ("INFINITY", "({1} < {0} ? {1} : {0})", "{0}"),
     "Prod": ("1.0f", "({0} * {1})", "{0}"),
     "L1": ("0.0f", "({0} + fabs({1}))", "{0}"),
-    "L2": ("0.0f", "mad({1}, {1}, {0})", "sqrt({0})"),
-    "SumSquare": ("0.0f", "mad({1}, {1}, {0})", "{0}"),
+    "L2": ("0.0f", sp.multiply_add("{1}", "{1}", "{0}"), "sqrt({0})"),
+    "SumSquare": ("0.0f", sp.multiply_add("{1}", "{1}", "{0}"), "{0}"),
     "LogSum": ("0.0f", "({0} + {1})", "log({0})"),
     "LogSumExp": ("0.0f", "({0} + exp({1}))", "log({0})"),
     "ArgMax": ("", "", ""), "ArgMin": ("", "", ""),
@@ -1541,7 +1582,7 @@ INLINE_EXP = (
 
 def _combine_only(step: str) -> str:
     """The combine step for partial results (L1/L2/… apply their map once, not twice)."""
-    if "fabs" in step or "mad" in step or "exp" in step:
+    if "fabs" in step or "{1} * {1}" in step or "exp" in step:
         return "({0} + {1})"
     return step
 
