@@ -12,6 +12,12 @@ Chameleon's to reach that same time (0 where it never does).
     ... --gpu --device NVIDIA --exhaustive DIR --jobs 14   # every option first: DIR/space.json
     ... --gpu --replay A/space.json B/space.json --seed-base 100 [--transfer others]
     ... --gpu --replay ... --fit KEY   # fit the knobs on KEY's class, report on the rest
+    ... --convert-gpu-gemm LOG DIR OUT.json   # gpu_gemm.py run's log as a replay space
+
+Replayed spaces: ``benchmarks/tune_spaces/h200_session{8,9}.json`` (five classes,
+every option measured on an H200) and ``h200_gpu_gemm_session9.json`` (21 MatMul
+classes of `benchmarks/gpu_gemm.py`, every ``sgemm`` option; the ``sgemm`` cost model
+was fitted to these very times, so the prior is in-sample there).
 
 ``--transfer``: ``order`` (default; as `dnnr tune`: each class starts from Chameleon's
 measurements of the classes before it), ``others`` (replays: from every other class)
@@ -57,8 +63,8 @@ from egraph_compiler.backends.opencl.kernel_search import (  # noqa: E402
     tile_space,
 )
 from egraph_compiler.backends.opencl.kernels import KernelParams, _sgemm_offered  # noqa: E402
-from egraph_compiler.backends.opencl.sgemm import VARIANT as SGEMM  # noqa: E402
 from egraph_compiler.backends.opencl.runtime import CompiledModel  # noqa: E402
+from egraph_compiler.backends.opencl.sgemm import VARIANT as SGEMM  # noqa: E402
 from egraph_compiler.ir.graph import Graph  # noqa: E402
 from tests.backends.opencl.helpers import static_graph  # noqa: E402
 

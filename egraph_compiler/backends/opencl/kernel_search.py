@@ -3,7 +3,9 @@
 Per anchor *shape class* (`cost.shape_key`) of a model, the design space is every
 option of that anchor: ``direct`` with its register block (`cost.Direct`), ``tiled``
 over a grid of `gemm.Tile` parameters (tile, K step, per-item block, vector reads,
-split-K) and ``gemv`` where one side is a single row. A measurement compiles the
+split-K), ``gemv`` where one side is a single row, and for MatMul/Gemm the
+register-blocked ``sgemm`` tiles (`cost.SGEMMS`) wherever the compiler offers them
+(`kernels._sgemm_offered`: not in shape-stable builds). A measurement compiles the
 anchor alone with that option (`KernelParams.tuned`) and times its launch with
 OpenCL profiling events (`CompiledModel.time_launches`).
 
@@ -19,12 +21,13 @@ Chameleon, as implemented here:
    variant) whose mean is the analytic model's log estimate (`cost.options`) fitted
    to the measurements' level. The chapter's cost model is AutoTVM's boosted trees
    walked by a PPO agent; our spaces have hundreds of points, so the explorer ranks
-   all of them by expected improvement (which weighs a low predicted time against an
-   uncertain one), keeping the best ``Knobs.pool`` as the candidate set.
+   all of them by the lower confidence bound mean − ``Knobs.confidence`` · spread
+   (or, with ``confidence`` None, by expected improvement), keeping the best
+   ``Knobs.pool`` as the candidate set.
 2. *Adaptive sampling* — k-means over the candidates' knobs for k = 2, 3, … while the
    L2 loss still falls by more than the threshold (2.5, the chapter's value;
-   Algorithm 1's knee), capped at ``Knobs.batch``; each cluster's member of highest
-   expected improvement is measured (``Knobs.nearest_centroid``: the member nearest
+   Algorithm 1's knee), capped at ``Knobs.batch``; each cluster's best-ranked member
+   is measured (``Knobs.nearest_centroid``: the member nearest
    its centroid, the chapter's choice, which the offline fit did not prefer).
    (Algorithm 1's sample synthesis replaces a representative already measured;
    candidates here are unmeasured options, so none is.)
@@ -192,10 +195,10 @@ class Knobs:
     --fit``) and reported on another: the surrogate's length scale (log2 knob units) and
     noise (a share of the residual variance; ``transfer_noise`` for earlier classes'
     points), how many options the analytic model (with any transfer) picks after the
-    default, how many options of highest expected improvement form the candidate set
-    that adaptive sampling clusters, the most one round measures, and whether a cluster
-    is represented by its member nearest the centroid (the chapter's choice) or by its
-    member of highest expected improvement."""
+    default, how many best-ranked options form the candidate set that adaptive
+    sampling clusters, the most one round measures, whether a cluster is represented
+    by its member nearest the centroid (the chapter's choice) or by its best-ranked
+    member, and the acquisition that ranks them (``confidence``)."""
 
     # fitted on the stride-2 3x3 class's replayed H200 space (seeds 1000-1009, the same
     # setting with and without transfer); reported on the other classes
@@ -208,9 +211,10 @@ class Knobs:
     batch: int = 2
     nearest_centroid: bool = False
     # None: rank by expected improvement; a number c: by the lower confidence bound
-    # mean - c * spread (optimism in proportion to the surrogate's uncertainty; the
-    # fit preferred 0.5 to expected improvement, which spent its early measurements on
-    # the far ends of the analytic model's tied groups)
+    # mean - c * spread (optimism in proportion to the surrogate's uncertainty). The
+    # fit preferred 0.5: expected improvement spent early measurements on the far ends
+    # of the analytic model's tied groups (BERT's FFN MatMul: 64x16 and 32x16 tiles
+    # third and fourth)
     confidence: float | None = 0.5
 
 
