@@ -594,7 +594,8 @@ def option_from_json(data: dict[str, Any], where: str) -> cost.Option:
     except (KeyError, TypeError, ValueError) as error:
         raise DnnrError(f"{where}: bad kernel option {data}: {error}") from None
     raise DnnrError(f"{where}: unknown kernel variant {data.get('variant')!r} "
-                    f"(direct, tiled, gemv, depthwise, window or winograd)")
+                    f"(direct, tiled, gemv, depthwise, window, winograd, {SGEMM}, "
+                    f"{LANES_CONV} or {VEC_CONV})")
 
 
 def record(db: ProfileDb, device_name: str, results: list[SearchResult]) -> ProfileDb:
