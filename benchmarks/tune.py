@@ -335,8 +335,8 @@ def main() -> int:
                         help="what a class's search starts from (run_classes)")
     parser.add_argument("--fit", metavar="KEY", default=None,
                         help="--replay: fit the knobs on the classes whose key contains KEY "
-                             "(seeds 1000..) and report on the others")
-    parser.add_argument("--fit-seeds", type=int, default=10)
+                             "(seeds 1000.., --fit-seeds of them) and report on the others")
+    parser.add_argument("--fit-seeds", type=int, default=30)
     parser.add_argument("--convert-gpu-gemm", nargs=3, metavar=("LOG", "DIR", "OUT"),
                         help="write gpu_gemm.py run's LOG (artefacts in DIR) as a replay "
                              "space OUT")
