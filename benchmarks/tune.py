@@ -204,8 +204,8 @@ def replayed(paths: list[str], graph: Graph, params: KernelParams, tmp: Path
     MatMul). A class is replayed on the options of today's space that were measured;
     today's options may go unmeasured only where their whole variant was not measured
     (``sgemm`` joined the MatMul space after session 8's measurements; gpu_gemm.py
-    measured only ``sgemm`` and the ``tiled`` pick), and then the default is the
-    model's pick among the measured ones. Any other gap means the space changed: an
+    measured only ``sgemm``), and then the default is the compiler's pick among the
+    measured variants. Any other gap means the space changed: an
     error (measure it again)."""
     table: dict[str, list[tuple[dict[str, object], float]]] = {}
     for path in paths:
@@ -235,7 +235,14 @@ def replayed(paths: list[str], graph: Graph, params: KernelParams, tmp: Path
             unmeasured = sorted({o.variant for o in anchor.space} - measured_variants)
             print(f"{anchor.key}: replayed on its {len(kept)} measured options of "
                   f"{len(anchor.space)} (unmeasured variants: {', '.join(unmeasured)})")
-            default = anchor.default if anchor.default in kept else cost.choose(list(kept))
+            default = anchor.default
+            if default not in kept:  # the compiler's pick among the measured variants
+                if not anchor.key.startswith("MatMul"):
+                    raise SystemExit(f"error: {anchor.key}: its default "
+                                     f"{default.describe()} was not measured")
+                default = _space(anchor.key, "MatMul", params, tile_space(),
+                                 sgemm=_sgemm_offered(params, "matmul"),
+                                 variants=frozenset(measured_variants))[0]
             anchor = Anchor(anchor.key, anchor.graph, default, kept)
 
         def measure(option: cost.Option, times: dict[str, float] = times) -> float:

@@ -414,11 +414,13 @@ def anchors(graph: Graph, params: KernelParams, work: Path, tables: Any = None) 
 
 
 def _space(key: str, op: str, params: KernelParams, tiles: tuple[Tile, ...],
-           window_taps: int = 0, winograd: bool = False, width: int = 0, sgemm: bool = False
+           window_taps: int = 0, winograd: bool = False, width: int = 0, sgemm: bool = False,
+           variants: frozenset[str] | None = None
            ) -> tuple[cost.Option, tuple[cost.Option, ...]]:
     """The default option and the whole space of one shape class, priced by the model
     (``sgemm``: with the register-blocked GEMM's tiles, `cost.SGEMMS`, where the device
-    model prices them)."""
+    model prices them; ``variants``: the default is the compiler's pick among these
+    variants only, for replays of spaces measured before a variant joined)."""
     words = key.split()
     sizes = {name: int(w[1:]) for w in words[1:5] for name in ("m", "n", "k", "b")
              if w.startswith(name) and w[1:].isdigit()}
@@ -433,10 +435,10 @@ def _space(key: str, op: str, params: KernelParams, tiles: tuple[Tile, ...],
                           direct_items, tiled_ok, side, tiles, depthwise=not tiled_ok,
                           window_taps=window_taps, width=width, winograd=winograd,
                           sgemm=sgemm)
-    default = cost.choose(cost.options(device, sizes["m"], sizes["n"], sizes["k"], sizes["b"],
-                                       direct_items, tiled_ok, side, depthwise=not tiled_ok,
-                                       window_taps=window_taps, width=width,
-                                       winograd=winograd, sgemm=sgemm))
+    default = cost.choose([o for o in cost.options(
+        device, sizes["m"], sizes["n"], sizes["k"], sizes["b"], direct_items, tiled_ok, side,
+        depthwise=not tiled_ok, window_taps=window_taps, width=width, winograd=winograd,
+        sgemm=sgemm) if variants is None or o.variant in variants])
     direct = priced[0]
     space = [cost.Option("direct", d, direct.estimate_us) for d in direct_space(op, not tiled_ok)]
     if default.variant == "direct":  # the default: the register block KernelParams gives
