@@ -2,7 +2,8 @@
 a per-shape compile: a tile's last row and column are clamped by ``min`` against the size
 argument (the compare PoCL kept for an argument cost GPT-2's QKV matmul 8.3 µs against
 5.1 bound at 3x7), and the outermost index of the work-item id is the quotient itself (no
-remainder by a size); the artefact stays exact at power-of-two and other lengths."""
+remainder by a size); a version where a divisor is a power of two at every shape divides
+by a shift and a mask; the artefact stays exact at power-of-two and other lengths."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from egraph_compiler import pipeline
+from egraph_compiler.backends.opencl import dimpoly
 from egraph_compiler.runner import load_artefact
 
 TOLERANCE = 1e-4  # of max |reference|
@@ -38,7 +40,7 @@ def _attention_model(path: Path) -> None:
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
-def test_symbolic_matmul_clamps_by_min_and_drops_the_outer_remainder(tmp_path: Path) -> None:
+def test_symbolic_matmul_indexes_like_a_bound_compile(tmp_path: Path) -> None:
     path = tmp_path / "scores.onnx"
     _attention_model(path)
     out = tmp_path / "out"
@@ -57,9 +59,25 @@ def test_symbolic_matmul_clamps_by_min_and_drops_the_outer_remainder(tmp_path: P
     # the batch index is what is left of the id: no division by the batch size
     batched = [b for b in bodies if "const int b0" in b]
     assert batched and all("const int b0 = r;" in b for b in batched)
+    # a version whose every shape makes a divisor a power of two (seq 2 and 3: one
+    # 2-row tile in ceil(seq/2) = 1 and 2) shifts and masks by it, no other does
+    shifted = 0
+    for box in plan["boxes"]:
+        for launch, sizes in zip(plan["versions"][box["version"]]["launches"], box["sizes"],
+                                 strict=True):
+            body = source[source.index(f"void {launch['kernel']}("):].split("\n}\n", 1)[0]
+            powers = {int(a or b) for a, b in re.findall(
+                r"DNNR_P2(?:DIV\(.*?, s(\d+)_s\)|REM\(.*?, s(\d+)\))", body)}
+            shifted += bool(powers)
+            (lo_b, hi_b), (lo_s, hi_s) = box["box"]["batch"], box["box"]["seq"]
+            for k in powers:
+                values = {dimpoly.evaluate(sizes[k], {"batch": b, "seq": q})
+                          for b in range(lo_b, hi_b + 1) for q in range(lo_s, hi_s + 1)}
+                assert all(v > 0 and v & (v - 1) == 0 for v in values), (box["condition"], k)
+    assert shifted and result.report.target["dynamic"]["magic_division"]["shifts_and_masks"]
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     compiled = load_artefact(out)
-    for batch, seq in [(1, 4), (2, 7), (2, 8), (1, 13), (2, 16)]:
+    for batch, seq in [(1, 4), (2, 7), (2, 8), (1, 13), (2, 16), (2, 2), (1, 3)]:
         x = np.random.default_rng(batch * seq).standard_normal((batch, seq, 16)).astype(np.float32)
         (expected,) = session.run(["y"], {"x": x})
         got = compiled.run({"x": x})["y"]

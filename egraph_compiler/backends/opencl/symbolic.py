@@ -624,7 +624,13 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
             "id": signature,
             "launches": [{k: v for k, v in la.items() if k not in ("global", "sizes", "shape_key")}
                          for la in sample.built.doc["launches"]]})
+    plain_sources = dict(sources)
     divisors = _magic_divisions(sources, version_docs) if MAGIC_DIVISION else {}
+    shift_kernels = _power_of_two_kernels(plain_sources, sources, version_docs, divisors, dims,
+                                          [[partition.points(leaf.box) for leaf in leaves
+                                            if leaf.signature == v] for v in versions],
+                                          [[leaf for leaf in leaves if leaf.signature == v]
+                                           for v in versions])
     box_docs = []
     arena_bytes = 0
     for leaf in leaves:
@@ -646,7 +652,8 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
             # each size a kernel divides by is followed by its magic (`magicdiv`)
             "sizes": [_with_magic([leaf.expressions[f"size/{k}/{j}"]
                                    for j in range(len(la["sizes"]))],
-                                  divisors.get(la["kernel"], ()))
+                                  divisors.get(version_docs[versions.index(leaf.signature)]
+                                               ["launches"][k]["kernel"], ()))
                       for k, la in enumerate(launches)],
             "items": [leaf.expressions[f"items/{k}"] for k in range(len(launches))],
             "output_shapes": {n: [leaf.expressions[f"shape/{n}/{j}"]
@@ -736,7 +743,12 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                                         for k in divisors),
                            # of which unsigned (a dividend never negative, `magicdiv`)
                            "unsigned": sum(len(re.findall(r"\bDNNR_U(?:DIV|REM)\(", sources[k]))
-                                           for k in divisors)},
+                                           for k in divisors),
+                           # kernel copies whose divisors are powers of two at every
+                           # shape of their version: shifts and masks
+                           "power_of_two_kernels": shift_kernels,
+                           "shifts_and_masks": sum(len(re.findall(r"\bDNNR_P2(?:DIV|REM)\(",
+                                                                  sources[k])) for k in divisors)},
     }
     return Artefact(out_dir, len(top["launches"]), len(sources), int(top["operators"]),
                     arena_bytes, int(top["naive_bytes"]), int(top["lower_bound_bytes"]),
@@ -759,6 +771,45 @@ def _magic_divisions(sources: dict[str, str], version_docs: Sequence[dict]
             sources[name] = rewritten
             divisors[name] = [int(s.removeprefix("s")) for s in used]
     return divisors
+
+
+def _power_of_two_kernels(plain: Mapping[str, str], sources: dict[str, str],
+                          version_docs: Sequence[dict], divisors: dict[str, list[int]],
+                          dims: Sequence[str], points: Sequence[Sequence[Sequence[Point]]],
+                          leaves: Sequence[Sequence[_Leaf]]) -> int:
+    """Per version (``points`` and ``leaves``: its boxes'), each launch whose kernel
+    divides by sizes that are powers of two at EVERY shape the version serves runs a
+    copy dividing those by a shift and a mask (`magicdiv.rewrite`'s powers_of_two), as
+    a per-shape compile's literal divisor does; the condition is the version's own
+    (its boxes), so no shape is compiled for it. The copies made (a kernel the
+    versions no longer launch is dropped)."""
+    copies: dict[tuple[str, frozenset[str]], str] = {}
+    for doc, version_points, version_leaves in zip(version_docs, points, leaves, strict=True):
+        for k, launch in enumerate(doc["launches"]):
+            name = launch["kernel"]
+            if name not in divisors:
+                continue
+            powers = frozenset(
+                f"s{j}" for j in divisors[name]
+                if all(magicdiv.is_power_of_two(dimpoly.evaluate(
+                    leaf.expressions[f"size/{k}/{j}"], dict(zip(dims, p, strict=True))))
+                       for leaf, box_points in zip(version_leaves, version_points, strict=True)
+                       for p in box_points))
+            if not powers:
+                continue
+            if (name, powers) not in copies:
+                rewritten, used = magicdiv.rewrite(plain[name], powers)
+                assert used == [f"s{j}" for j in divisors[name]]  # the same magic arguments
+                copy = "k_" + hashlib.sha1(rewritten.encode()).hexdigest()[:12]
+                sources[copy] = rewritten.replace(f"void {name}(", f"void {copy}(")
+                divisors[copy] = divisors[name]
+                copies[(name, powers)] = copy
+            launch["kernel"] = copies[(name, powers)]
+    launched = {la["kernel"] for doc in version_docs for la in doc["launches"]}
+    for name in [n for n in sources if n not in launched]:
+        del sources[name]
+        divisors.pop(name, None)
+    return len(copies)
 
 
 def _with_magic(sizes: list[str], divisors: Sequence[int]) -> list[str]:
