@@ -711,7 +711,7 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
     }
     if computed:
         plan["computed"] = {"model": "shapes.onnx", "values": sorted(computed)}
-    write_files(out_dir, plan, sources, arrays)
+    write_files(out_dir, plan, {n: _always_inline(t) for n, t in sources.items()}, arrays)
     if computed:
         (out_dir / "shapes.onnx").write_bytes(_shape_model(graph, computed))
     dynamic = {
@@ -810,6 +810,15 @@ def _power_of_two_kernels(plain: Mapping[str, str], sources: dict[str, str],
         del sources[name]
         divisors.pop(name, None)
     return len(copies)
+
+
+def _always_inline(source: str) -> str:
+    """``source`` with its helper functions (`spelling`'s ``static inline dnnr_erf``)
+    always inlined. The symbolic program holds every version's kernels, so a helper
+    has many more callers than in a per-shape compile's program, and past some count
+    LLVM's inliner keeps it a call, which PoCL's work-group vectoriser cannot widen
+    (BERT's Gelu matmul at 3x16: 33 µs, 16.9 inlined, 16.9 bound)."""
+    return source.replace("static inline ", "static inline __attribute__((always_inline)) ")
 
 
 def _with_magic(sizes: list[str], divisors: Sequence[int]) -> list[str]:
