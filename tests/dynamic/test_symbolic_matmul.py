@@ -24,12 +24,13 @@ TOLERANCE = 1e-4  # of max |reference|
 
 
 def _attention_model(path: Path) -> None:
-    """``a = x @ W`` then the scores ``a @ aᵀ``: [batch, seq, 16] → [batch, seq, seq], so
-    both a tile's rows (seq) and its columns (seq) are symbolic."""
+    """``a = erf(x @ W)`` then the scores ``a @ aᵀ``: [batch, seq, 16] → [batch, seq, seq],
+    so both a tile's rows (seq) and its columns (seq) are symbolic."""
     rng = np.random.default_rng(5)
     weight = numpy_helper.from_array(rng.standard_normal((16, 24)).astype(np.float32), "w")
     nodes = [
-        helper.make_node("MatMul", ["x", "w"], ["a"]),
+        helper.make_node("MatMul", ["x", "w"], ["p"]),
+        helper.make_node("Erf", ["p"], ["a"]),
         helper.make_node("Transpose", ["a"], ["t"], perm=[0, 2, 1]),
         helper.make_node("MatMul", ["a", "t"], ["y"]),
     ]
@@ -75,6 +76,9 @@ def test_symbolic_matmul_indexes_like_a_bound_compile(tmp_path: Path) -> None:
                           for b in range(lo_b, hi_b + 1) for q in range(lo_s, hi_s + 1)}
                 assert all(v > 0 and v & (v - 1) == 0 for v in values), (box["condition"], k)
     assert shifted and result.report.target["dynamic"]["magic_division"]["shifts_and_masks"]
+    # the erf epilogue's helper is inlined however many versions' kernels call it
+    helpers = re.findall(r"^static inline .*\bdnnr_erf\(", source, re.MULTILINE)
+    assert helpers and all("always_inline" in h for h in helpers)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     compiled = load_artefact(out)
     for batch, seq in [(1, 4), (2, 7), (2, 8), (1, 13), (2, 16), (2, 2), (1, 3)]:
