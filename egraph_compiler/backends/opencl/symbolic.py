@@ -97,6 +97,10 @@ DEFAULT_HIGH = 16  # a dim without --dim (or with an unbounded one) is compiled 
 # bound kernel's literal divisor is one; without it PoCL scalarises the division
 # (benchmarks/dynamic.py --no-magic measures the difference)
 MAGIC_DIVISION = True
+# a version's divisors that are powers of two at every shape it serves: kernel copies
+# dividing by shifts and masks (`_power_of_two_kernels`; benchmarks/dynamic.py
+# --no-shift-mask measures without them)
+SHIFT_MASK_VERSIONS = True
 MAX_POINTS = 2048  # shapes compiled: about 0.1-0.7 s each (BERT-tiny to ResNet-50 on PoCL hosts)
 
 Point = tuple[int, ...]
@@ -626,7 +630,7 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                          for la in sample.built.doc["launches"]]})
     plain_sources = dict(sources)
     divisors = _magic_divisions(sources, version_docs) if MAGIC_DIVISION else {}
-    shift_kernels = _power_of_two_kernels(plain_sources, sources, version_docs, divisors, dims,
+    shift_kernels = 0 if not SHIFT_MASK_VERSIONS else _power_of_two_kernels(plain_sources, sources, version_docs, divisors, dims,
                                           [[partition.points(leaf.box) for leaf in leaves
                                             if leaf.signature == v] for v in versions],
                                           [[leaf for leaf in leaves if leaf.signature == v]
