@@ -16,9 +16,12 @@ and not, share most of them), so the directory travels within a 64 MiB limit.
 batch: dnnr's kernels (sum of OpenCL profiling-event times), dnnr end to end (inputs
 copied in, outputs copied out, wall clock), PyTorch eager, eager replayed from a CUDA
 graph (its pure GPU work), torch.compile; the largest difference between dnnr's and
-torch's outputs relative to torch's largest; then each conv/matmul kernel's achieved
-GFLOP/s and GB/s against the card's FP32 and memory peaks (from its clocks). Medians
-of ``--repeats`` runs after warm-up.
+torch's outputs relative to torch's largest (`compare`: over the finite entries, the
+non-finite ones counted apart) — with ``prepare --synthetic`` dnnr's weights are not
+torch's, so the GPU's output is compared with the same artefact's run on PoCL at
+prepare (same weights), and PoCL's with the real weights against torch there; then
+each conv/matmul kernel's achieved GFLOP/s and GB/s against the card's FP32 and memory
+peaks (from its clocks). Medians of ``--repeats`` runs after warm-up.
 """
 
 from __future__ import annotations
@@ -59,8 +62,8 @@ MODELS = {
     "bart": (1, 8),
     "segformer": (1, 8),
     "wav2vec2": (1, 8),
-    "bert_base2": (8,),
-    "gpt2_2": (8,),
+    "bert_base2": (1, 8),
+    "gpt2_2": (1, 8),
 }
 SIZE = 224
 SEQ = 128
@@ -251,6 +254,40 @@ def _flops_and_bytes(plan: Any) -> dict[int, dict[str, Any]]:
     return result
 
 
+def compare(out: np.ndarray, reference: np.ndarray) -> dict[str, float | int]:
+    """``out`` against ``reference``: the largest difference over the entries finite in
+    both, relative to the reference's largest finite magnitude (``rel_err``; 0 where
+    nothing is finite), and the non-finite entries counted apart — in ``out``, in the
+    reference, and where they disagree (one finite and the other not, or NaN vs inf,
+    or infinities of opposite sign): a max over every entry is NaN as soon as either
+    side has one NaN, which says nothing about the rest."""
+    out = np.asarray(out, np.float64)
+    reference = np.asarray(reference, np.float64)
+    if out.shape != reference.shape:
+        raise ValueError(f"output shape {out.shape} differs from the reference's {reference.shape}")
+    finite_out, finite_ref = np.isfinite(out), np.isfinite(reference)
+    both = finite_out & finite_ref
+    scale = float(np.max(np.abs(reference[finite_ref]))) if finite_ref.any() else 0.0
+    error = float(np.max(np.abs(out[both] - reference[both]))) if both.any() else 0.0
+    same_special = (np.isnan(out) & np.isnan(reference)) | \
+        (np.isinf(out) & np.isinf(reference) & (np.sign(out) == np.sign(reference)))
+    return {"rel_err": error / max(scale, 1e-30),
+            "nonfinite_out": int((~finite_out).sum()),
+            "nonfinite_ref": int((~finite_ref).sum()),
+            "nonfinite_mismatch": int((~both & ~same_special).sum())}
+
+
+def _pocl_output(artefact: Path, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    """The artefact's output run here on PoCL (the GPU class's kernels, this CPU)."""
+    from egraph_compiler.backends.opencl.runtime import CompiledModel
+
+    compiled = CompiledModel(artefact)
+    try:
+        return np.asarray(compiled.run(feeds)["y"])
+    finally:
+        del compiled
+
+
 def _digest(array: np.ndarray) -> str:
     return hashlib.sha1(array.tobytes() + str(array.dtype).encode() +
                         str(array.shape).encode()).hexdigest()[:20]
@@ -385,6 +422,28 @@ def _without_sgemm(active: bool) -> Any:
         cost.DEVICES["gpu"] = model
 
 
+# ``prepare --synthetic``: the fused artefact's output with the weights `run` draws,
+# computed here on PoCL, which `run` compares the GPU's output with (same kernels, same
+# weights): torch's output cannot be, its weights are the real ones
+REFERENCE = "reference.npy"
+
+
+def _pocl_reference(model: Any, name: str, inputs: dict[str, np.ndarray], target: Path,
+                    label: str) -> dict[str, Any]:
+    """The fused artefact on PoCL with the model's real weights (before they are pooled
+    as seeds) against torch on this CPU: whether the GPU class's kernels compute the
+    model (`run` then checks the GPU against PoCL on the synthetic weights)."""
+    import torch
+
+    start = time.perf_counter()
+    with torch.no_grad():
+        expected = _torch_call(model, name, {k: torch.from_numpy(v) for k, v in inputs.items()})
+    found = compare(_pocl_output(target / label, inputs), expected.float().numpy())
+    print(f"{target.name}: fused on PoCL with the real weights vs torch (CPU): "
+          f"{json.dumps(found)} ({time.perf_counter() - start:.0f} s)", flush=True)
+    return found
+
+
 def prepare(out: Path, only: str | None, synthetic: bool = False) -> None:
     import torch
 
@@ -402,6 +461,9 @@ def prepare(out: Path, only: str | None, synthetic: bool = False) -> None:
             continue
         model = build_model(name)
         for batch in batches:
+            if os.environ.get("DNNR_GPU_BATCHES") and \
+                    str(batch) not in os.environ["DNNR_GPU_BATCHES"].split(","):
+                continue  # DNNR_GPU_BATCHES=8: only these batch sizes
             target = out / f"{name}_b{batch}"
             target.mkdir(parents=True, exist_ok=True)
             inputs = model_inputs(name, batch)
@@ -425,7 +487,13 @@ def prepare(out: Path, only: str | None, synthetic: bool = False) -> None:
                     artefact = build(plan, target / label, params, selection=selection)
                 meta[label] = {"kernels": artefact.kernels, "blocks": {
                     str(k): v for k, v in _flops_and_bytes(plan).items()}}
+                if label == "fused" and synthetic and os.environ.get("DNNR_GPU_NO_POCL") != "1":
+                    meta["pocl"] = _pocl_reference(model, name, inputs, target, label)
                 _pool_weights(target / label, pool, plan.fusion.graph.constants, synthetic)
+                if "pocl" in meta and label == "fused":
+                    with tempfile.TemporaryDirectory() as tmp:
+                        np.save(target / REFERENCE, _pocl_output(
+                            _unpool_weights(target / label, pool, Path(tmp) / label), inputs))
             if target.name in SWEEP:
                 plan, selection = execution_plan(optimised, rules, params=params)
                 for option in _forced_options():
@@ -583,13 +651,18 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
         if (target / "sweep").exists():
             _sweep(target, pool, device, feeds, repeats, peak_gflops)
         dnnr_out = result.pop("dnnr_out")
-        result["rel_err"] = float("nan")
+        result["rel_err"] = float("nan")  # no reference with dnnr's weights
+        if meta.get("synthetic") and (target / REFERENCE).exists():
+            # the same artefact and weights on PoCL (`prepare`); PoCL against torch with
+            # the real weights was checked there (``pocl``)
+            result.update({"vs": "PoCL", **compare(dnnr_out, np.load(target / REFERENCE)),
+                           "pocl_vs_torch": meta.get("pocl", {}).get("rel_err")})
         if torch_too:
             times, reference = _torch_times(meta["model"], feeds, repeats, compile_too)
             result.update(times)
+            result["torch_nonfinite"] = int((~np.isfinite(reference)).sum())
             if not meta.get("synthetic"):  # else dnnr's weights differ from torch's
-                result["rel_err"] = float(np.max(np.abs(dnnr_out - reference)) /
-                                          max(float(np.max(np.abs(reference))), 1e-30))
+                result.update({"vs": "torch", **compare(dnnr_out, reference)})
         rows.append(result)
         print(json.dumps(result), flush=True)
     print(f"\n{card}, median of {repeats}; dnnr kernels = sum of OpenCL profiling events; "
@@ -604,7 +677,7 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
               f"{r['fused_e2e_ms']:.2f} | {r['unfused_kernels_ms']:.2f} | "
               f"{r.get('eager', float('nan')):.2f} | "
               f"{r.get('cuda_graph', float('nan')):.2f} | {r.get('compile', float('nan')):.2f} | "
-              f"{100 * r['anchor_share']:.0f} % | {r['rel_err']:.1e} |")
+              f"{100 * r['anchor_share']:.0f} % | {_error_cell(r)} |")
     print("\nconv/matmul blocks (fused; a block's launches summed): ms, GFLOP/s (the "
           "direct conv's/matmul's FLOPs, whatever the algorithm), % of FP32 peak, GB/s, "
           "% of memory peak")
@@ -629,6 +702,18 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
               f"{100 * np.average(shares, weights=seconds):.0f}; at 60 % or more: "
               f"{int((shares >= 0.6).sum())} kernels, "
               f"{100 * seconds[shares >= 0.6].sum() / seconds.sum():.0f} % of their time")
+
+
+def _error_cell(result: dict[str, Any]) -> str:
+    """The table's error: against what, and the non-finite entries where there are any."""
+    if "vs" not in result:
+        return "– (no reference with these weights)"
+    cell = f"{result['rel_err']:.1e} vs {result['vs']}"
+    if result["vs"] == "PoCL" and result.get("pocl_vs_torch") is not None:
+        cell += f" (PoCL vs torch {result['pocl_vs_torch']:.1e})"
+    counts = [f"{result[k]} {k.removeprefix('nonfinite_')}" for k in
+              ("nonfinite_out", "nonfinite_ref", "nonfinite_mismatch") if result.get(k)]
+    return cell + (f"; non-finite: {', '.join(counts)}" if counts else "")
 
 
 def _sweep(target: Path, pool: Path, device: str, feeds: dict[str, np.ndarray], repeats: int,
@@ -684,7 +769,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--only", help="model names, comma-separated")
     parser.add_argument("--synthetic", action="store_true",
-                        help="prepare: large float weights travel as seeds (no numerics check)")
+                        help="prepare: large float weights travel as seeds; the GPU's output "
+                        "is checked against the same artefact's on PoCL (DNNR_GPU_NO_POCL=1: not)")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     parser.add_argument("--no-torch", action="store_true", help="time dnnr only")
     args = parser.parse_args()

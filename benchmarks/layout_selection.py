@@ -160,6 +160,12 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
     print(header)
     from tests.select.test_opencl_options import shared_reduction_model
 
+    params = KernelParams.for_device(args.device_class)
+    # the GPU class's selection is priced for a card: PoCL's latencies say nothing of it
+    policies = OPENCL_POLICIES if args.device_class == "cpu" else ()
+    if args.device_class != "cpu":
+        print(f"device class {args.device_class}: objectives and decisions only (no latency on PoCL)")
+
     models = [(n, m, DIMS, None) for n, m in _opencl_models(args)] + \
         ([("shared_reduction", shared_reduction_model(16, 16), DIMS, None)] if args.models != "none" else []) + \
         [(n, m, CORPUS_DIMS, None) for n, m in _corpus(args)] + \
@@ -170,7 +176,7 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
             model = with_static_inputs(model, feeds)
             graph = static_graph(model, feeds)
             fusion_plan = plan_fusion(graph, layouts=False)
-            planned, sel = select_layouts(fusion_plan, pricing=pricing(fusion_plan, KernelParams()))
+            planned, sel = select_layouts(fusion_plan, pricing=pricing(fusion_plan, params))
         except Exception as error:  # a corpus model the backend cannot take yet
             print(f"{name:22s} skipped: {str(error).splitlines()[0][:100]}")
             continue
@@ -182,7 +188,7 @@ def bench_opencl(args: argparse.Namespace, work: Path) -> None:
         conversions = sum(b.ops == (CONVERSION_OP,) for b in planned.blocks)
         blocked_tensors = sum(isinstance(c.perm, Blocked) for c in planned.layouts)
         latencies, seen, forced = [], {}, []
-        for policy in OPENCL_POLICIES:
+        for policy in policies:
             try:
                 picks = tuple(sorted(sel.policy_picks(policy).items())) if policy in POLICIES else policy
             except ValueError:
@@ -408,7 +414,8 @@ def main() -> None:
     parser.add_argument("--no-hexagon", action="store_true")
     parser.add_argument("--corpus-models", default="", help="with --dnnr-corpus: only these corpus models")
     parser.add_argument("--exporters", default="ts,dynamo", help="with --dnnr-corpus: these exporters")
-    parser.add_argument("--device-class", default="cpu", help="with --blocked-kernels: cpu or gpu prices")
+    parser.add_argument("--device-class", default="cpu",
+                        help="cpu or gpu prices (gpu: OpenCL objectives and decisions only)")
     parser.add_argument("--opencl-device", default="", help="with --blocked-kernels: OpenCL device name part")
     parser.add_argument("--blocked-kernels", action="store_true",
                         help="only the blocked NCHWc conv kernel against direct, per conv shape")

@@ -15,6 +15,7 @@ right after, so a guarded rule fires in the same iteration as an unguarded one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from egraph_compiler.dsl.ast import (
@@ -193,23 +194,30 @@ def _forbid_constant_broadcast(ctx: _Ctx, schema: OpSchema, pattern: POp, args: 
 
 
 def _lhs_inputs(ctx: _Ctx, schema: OpSchema, pattern: POp) -> list[str]:
+    def absent() -> str:
+        var = ctx.fresh("_o")
+        ctx.atoms.append(f"(= {var} (Absent))")
+        return var
+
+    return _operands(ctx, schema, list(pattern.inputs), lambda p: _lhs(ctx, p), lambda ps: _lhs_list(ctx, ps), absent)
+
+
+def _operands(ctx: _Ctx, schema: OpSchema, inputs: list[Pattern], one: Callable[[Pattern], str],
+              many: Callable[[list[Pattern]], str], absent: Callable[[], str]) -> list[str]:
+    """A pattern's inputs matched to ``schema``'s operands: ``one`` of each given, ``many``
+    of a variadic operand's, ``absent()`` for an optional one not given."""
     params = schema.decl.params
-    inputs = list(pattern.inputs)
     args: list[str] = []
     for i, param in enumerate(params):
         if param.variadic:
-            args.append(_lhs_list(ctx, inputs[i:]))
-            inputs = []
-            break
+            return [*args, many(inputs[i:])]
         if i < len(inputs):
-            args.append(_lhs(ctx, inputs[i]))
+            args.append(one(inputs[i]))
         elif param.optional:
-            var = ctx.fresh("_o")
-            ctx.atoms.append(f"(= {var} (Absent))")
-            args.append(var)
+            args.append(absent())
         else:
             raise ctx.fail(f"{schema.name} needs input '{param.name}'")
-    if len(inputs) > len(params) and schema.variadic_index is None:
+    if len(inputs) > len(params):
         raise ctx.fail(f"{schema.name} takes {len(params)} input(s), the pattern gives {len(inputs)}")
     return args
 
@@ -300,25 +308,13 @@ def _rhs(ctx: _Ctx, rhs: _Rhs, pattern: Pattern, root: str) -> str:
             return f"(VecConst {_value_or_computed(ctx, rhs, pattern.args[0], 'ints')})"
         raise ctx.fail(f"unknown constant constructor {pattern.func}(...)")
     schema = _schema(ctx, pattern.op)
-    params = schema.decl.params
-    inputs = list(pattern.inputs)
-    args: list[str] = []
-    for i, param in enumerate(params):
-        if param.variadic:
-            tail = "(TNil)"
-            for item in reversed(inputs[i:]):
-                tail = f"(TCons {_rhs(ctx, rhs, item, root)} {tail})"
-            args.append(tail)
-            inputs = []
-            break
-        if i < len(inputs):
-            args.append(_rhs(ctx, rhs, inputs[i], root))
-        elif param.optional:
-            args.append("(Absent)")
-        else:
-            raise ctx.fail(f"{schema.name} needs input '{param.name}'")
-    if len(inputs) > len(params) and schema.variadic_index is None:
-        raise ctx.fail(f"{schema.name} takes {len(params)} input(s), the pattern gives {len(inputs)}")
+    def many(items: list[Pattern]) -> str:
+        tail = "(TNil)"
+        for item in reversed(items):
+            tail = f"(TCons {_rhs(ctx, rhs, item, root)} {tail})"
+        return tail
+
+    args = _operands(ctx, schema, list(pattern.inputs), lambda p: _rhs(ctx, rhs, p, root), many, lambda: "(Absent)")
     given = dict(pattern.attrs)
     for attr in schema.attrs:
         expr = given.pop(attr.name, None)

@@ -194,27 +194,19 @@ class _Planner:
         nbytes = numel * 4
         return self.cost.fuse_is_profitable(nbytes, flops, reuse), "cost model"
 
-    def fuse_successor(self, op: int, succ: int, block: set[int], block_type: list[str],
-                       unfused: set[int], block_id: int) -> None:
-        if succ in block or succ not in unfused:
+    def fuse_neighbour(self, op: int, other: int, block: set[int], block_type: list[str],
+                       unfused: set[int], block_id: int, forward: bool) -> None:
+        """Add ``other``, a successor of ``op`` (``forward``) or a predecessor, to ``block``
+        where the fusion table allows, then its own successors (predecessors) likewise."""
+        if other in block or other not in unfused:
             return
-        via = next(v for v in self.view.nodes[op].outputs if v in self.view.nodes[succ].inputs)
-        if not self.try_add(block, block_type, succ, block_type[0],
-                            self.edge_mapping(succ, via), via, block_id, (op, succ)):
+        first, second = (op, other) if forward else (other, op)
+        via = next(v for v in self.view.nodes[first].outputs if v in self.view.nodes[second].inputs)
+        types = (block_type[0], self.edge_mapping(other, via)) if forward else (self.node_mapping(other), block_type[0])
+        if not self.try_add(block, block_type, other, *types, via, block_id, (first, second)):
             return
-        for nxt in self.view.successors(succ):
-            self.fuse_successor(succ, nxt, block, block_type, unfused, block_id)
-
-    def fuse_predecessor(self, op: int, pred: int, block: set[int], block_type: list[str],
-                         unfused: set[int], block_id: int) -> None:
-        if pred in block or pred not in unfused:
-            return
-        via = next(v for v in self.view.nodes[pred].outputs if v in self.view.nodes[op].inputs)
-        if not self.try_add(block, block_type, pred, self.node_mapping(pred), block_type[0],
-                            via, block_id, (pred, op)):
-            return
-        for prev in self.view.predecessors(pred):
-            self.fuse_predecessor(pred, prev, block, block_type, unfused, block_id)
+        for nxt in (self.view.successors if forward else self.view.predecessors)(other):
+            self.fuse_neighbour(other, nxt, block, block_type, unfused, block_id, forward)
 
     def merge_row_groups(self, blocks: list[set[int]]) -> list[set[int]]:
         """Merge neighbouring blocks whose union is a row group (`structure` docstring):
@@ -259,10 +251,10 @@ class _Planner:
         """Listing 3.1 steps II and III from every member of ``block``."""
         for member in sorted(block):
             for succ in self.view.successors(member):
-                self.fuse_successor(member, succ, block, block_type, unfused, block_id)
+                self.fuse_neighbour(member, succ, block, block_type, unfused, block_id, True)
         for member in sorted(block):
             for pred in self.view.predecessors(member):
-                self.fuse_predecessor(member, pred, block, block_type, unfused, block_id)
+                self.fuse_neighbour(member, pred, block, block_type, unfused, block_id, False)
 
     def seed_units(self, unfused: set[int], blocks: list[set[int]]) -> None:
         """Form each unit's block first (`fusion.units`), then grow it like any block."""
@@ -362,9 +354,9 @@ class _Planner:
             seed = self.seed_order(unfused)
             block, block_type, block_id = {seed}, [self.node_mapping(seed)], len(blocks)
             for succ in self.view.successors(seed):
-                self.fuse_successor(seed, succ, block, block_type, unfused, block_id)
+                self.fuse_neighbour(seed, succ, block, block_type, unfused, block_id, True)
             for pred in self.view.predecessors(seed):
-                self.fuse_predecessor(seed, pred, block, block_type, unfused, block_id)
+                self.fuse_neighbour(seed, pred, block, block_type, unfused, block_id, False)
             blocks.append(block)
             unfused -= block
             for n in block:

@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from egraph_compiler.ir.convert import ImportContext
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.onnx_types import tensor_to_numpy
 
@@ -34,14 +35,9 @@ CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
 MAX_UNROLLED_NODES = 4096
 
 
-class InlineContext(Protocol):
-    opset: int
-    constants: dict[str, np.ndarray]
-    alias: dict[str, str]
+class InlineContext(ImportContext, Protocol):
     origins: dict[str, str]  # an instantiated body value -> its name in the body
 
-    def fresh_value(self, base: str) -> str: ...
-    def add_constant(self, base: str, array: np.ndarray) -> str: ...
     def value_of(self, name: str) -> np.ndarray | None: ...
     def static_shape(self, name: str) -> tuple[int | None, ...] | None: ...
 

@@ -9,6 +9,7 @@ non-constant one keeps it as an input (opset-17 form).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import numpy as np
@@ -86,6 +87,27 @@ def _with(node: Node, **changes: object) -> Node:
                 tuple(sorted(attrs.items())), str(fields["name"]))
 
 
+def operands_as_attrs(node: Node, moved: Mapping[int, tuple[str, str]],
+                      constant: Callable[[str], np.ndarray | None]) -> Node:
+    """``node`` with its operands at ``moved``'s positions made the attributes named there
+    (of type "ints", "int" or "float"; an empty float operand absent) once every one given
+    is a known constant (``constant`` gives None otherwise); with one computed at run time,
+    ``node`` unchanged (it keeps its opset-17+ form). The importer moves the operands ONNX's
+    schemas name like an IR attribute, constant folding and the fusion planner those the
+    registry declares (`ops.OpInfo.operand_attributes`)."""
+    present = [k for k in moved if k < len(node.inputs)]
+    values = {k: constant(node.inputs[k]) for k in present if node.inputs[k]}
+    if not present or any(v is None for v in values.values()):
+        return node
+    attrs: dict[str, object] = {}
+    for k, value in values.items():
+        name, kind = moved[k]
+        flat = value.reshape(-1)  # type: ignore[union-attr]
+        attrs[name] = tuple(int(i) for i in flat) if kind == "ints" else int(flat[0]) if kind == "int" else \
+            float(flat[0]) if flat.size else None
+    return _with(node, inputs=[name for k, name in enumerate(node.inputs) if k not in moved], attrs=attrs)
+
+
 class NodeConverter:
     def __init__(self, ctx: ImportContext) -> None:
         self.ctx = ctx
@@ -109,26 +131,18 @@ class NodeConverter:
     def _constant_inputs_as_attrs(self, node: Node) -> Node:
         """The inputs ``node``'s schema (at the model's opset) names like an attribute the
         IR holds (opset 17's attributes, `IR_ONLY_ATTRS`, `_INPUT_ATTRS`) become that
-        attribute when constant: all of them, or with one computed at run time none (the
-        node keeps its opset-17+ form). A scalar of the data's type ("T") becomes a float,
-        an int list one opset 17 takes as a single int (DFT's axis) that int."""
+        attribute (`operands_as_attrs`): a scalar of the data's type ("T") a float, an int
+        list one opset 17 takes as a single int (DFT's axis) that int."""
         try:
             formals = onnx.defs.get_schema(node.op, self.ctx.opset).inputs
             kinds = onnx.defs.get_schema(node.op, 17).attributes
         except onnx.defs.SchemaError:  # an operator later than 17 or no longer defined
             return node
         held = set(kinds) | IR_ONLY_ATTRS.get(node.op, frozenset())
-        moved = {k: _INPUT_ATTRS.get((node.op, f.name), f.name) for k, f in enumerate(formals)
-                 if k and k < len(node.inputs) and _INPUT_ATTRS.get((node.op, f.name), f.name) in held}
-        values = {k: self._const(node.inputs[k]) for k in moved if node.inputs[k]}
-        if not moved or any(v is None for v in values.values()):
-            return node
-        attrs: dict[str, object] = {}
-        for k, value in values.items():
-            ints = tuple(int(i) for i in value.reshape(-1))  # type: ignore[union-attr]
-            attrs[moved[k]] = (float(value.reshape(-1)[0]) if value.size else None) if formals[k].type_str == "T" else \
-                ints[0] if moved[k] in kinds and kinds[moved[k]].type == onnx.AttributeProto.INT else ints
-        return _with(node, inputs=[name for k, name in enumerate(node.inputs) if k not in moved], attrs=attrs)
+        moved = {k: (name, "float" if f.type_str == "T" else "int" if name in kinds and
+                     kinds[name].type == onnx.AttributeProto.INT else "ints")
+                 for k, f in enumerate(formals) if k and (name := _INPUT_ATTRS.get((node.op, f.name), f.name)) in held}
+        return operands_as_attrs(node, moved, self._const)
 
     # -- rules -----------------------------------------------------------------
     def _convert_Identity(self, node: Node, label: str) -> list[Node]:

@@ -399,14 +399,10 @@ def _constant_value(node: Node, label: str) -> np.ndarray:
     attrs = node.attr_dict
     if "value" in attrs:
         return attrs["value"].to_numpy()
-    if "value_float" in attrs:
-        return np.asarray(attrs["value_float"], dtype=np.float32)
-    if "value_floats" in attrs:
-        return np.asarray(attrs["value_floats"], dtype=np.float32)
-    if "value_int" in attrs:
-        return np.asarray(attrs["value_int"], dtype=np.int64)
-    if "value_ints" in attrs:
-        return np.asarray(attrs["value_ints"], dtype=np.int64)
+    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32),
+                       ("value_int", np.int64), ("value_ints", np.int64)):
+        if key in attrs:
+            return np.asarray(attrs[key], dtype=dtype)
     raise ModelError(f"{label}: Constant without a numeric value is not supported")
 
 

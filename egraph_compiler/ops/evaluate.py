@@ -17,7 +17,6 @@ import contextlib
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -28,8 +27,9 @@ from onnx.reference import ReferenceEvaluator
 from onnx.reference.ops import load_op
 
 from egraph_compiler.ir import onnx_import
+from egraph_compiler.ir.convert import operands_as_attrs
 from egraph_compiler.ir.errors import ModelError
-from egraph_compiler.ir.graph import AttrValue, TensorAttr
+from egraph_compiler.ir.graph import AttrValue, Node, TensorAttr
 from egraph_compiler.ir.onnx_types import dtype_from_onnx, make_attribute
 from egraph_compiler.ops import scalar
 from egraph_compiler.ops.registry import OpInfo, current
@@ -108,11 +108,12 @@ def evaluate_node(op: str, attrs: Attrs | tuple, inputs: Sequence[Array | None],
 
     ``num_outputs`` matters only for Split without explicit sizes.
     """
-    attrs = dict(attrs)
-    xs = [None if x is None else np.asarray(x) for x in inputs]
-    _inputs_to_attrs(op, attrs, xs)
-    try:
-        return [np.asarray(out) for out in _evaluate(op, attrs, xs, num_outputs)]
+    names = tuple("" if x is None else f"x{k}" for k, x in enumerate(inputs))
+    try:  # operands the IR holds as attributes (Slice bounds, axes) are read as those attributes
+        node = with_constant_operands_as_attrs(Node(op, names, (), tuple(sorted(dict(attrs).items()))),
+                                               dict(zip(names, inputs, strict=True)))
+        xs = [np.asarray(inputs[names.index(v)]) if v else None for v in node.inputs]
+        return [np.asarray(out) for out in _evaluate(op, node.attr_dict, xs, num_outputs)]
     except ModelError:
         raise
     except (ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError, MemoryError,
@@ -120,37 +121,17 @@ def evaluate_node(op: str, attrs: Attrs | tuple, inputs: Sequence[Array | None],
         raise ModelError(f"cannot evaluate {op} on constant inputs: {error}") from None
 
 
-def with_constant_operands_as_attrs(node, constants: dict) -> object:
+def with_constant_operands_as_attrs(node: Node, constants: Mapping[str, object]) -> Node:
     """``node`` with its run-time operands (Slice bounds, axes, Clip bounds) moved to the
     IR's attributes once they are all known constants (a bound shape made them so); the
     node unchanged otherwise. Backends read these operands from the attributes only."""
-    operands = node.inputs[1:]
-    if not _operand_attributes(node.op) or not any(operands) or not all(v in constants for v in operands if v):
-        return node
-    attrs = dict(node.attrs)
-    xs = [None] + [np.asarray(constants[v]) if v else None for v in operands]
-    _inputs_to_attrs(node.op, attrs, xs)
-    return replace(node, inputs=node.inputs[:1], attrs=tuple(sorted(attrs.items())))
+    moved = {k: (name, kind) for k, name, kind in _operand_attributes(node.op)}
+    return operands_as_attrs(node, moved, lambda v: np.asarray(constants[v]) if v in constants else None)
 
 
 def _operand_attributes(op: str) -> tuple[tuple[int, str, str], ...]:
     info = current().get(op)
     return info.operand_attributes if info is not None else ()
-
-
-def _inputs_to_attrs(op: str, attrs: dict, xs: list[Array | None]) -> None:
-    """Read the operands the IR holds as attributes when constant (convert.py keeps them as
-    inputs when computed at run time); once known, ignoring one would evaluate the
-    operator without its bounds."""
-    found = _operand_attributes(op)
-    if not found:
-        return
-    for position, name, kind in found:
-        value = xs[position] if position < len(xs) else None
-        if value is None or (name == "axes" and value.size == 0):
-            continue  # absent (empty axes: the attribute's "absent" meaning)
-        attrs[name] = tuple(int(v) for v in value.reshape(-1)) if kind == "ints" else value.item()
-    del xs[1:]
 
 
 def _evaluate(op: str, attrs: dict, xs: list[Array | None], num_outputs: int) -> list[Array]:

@@ -11,7 +11,7 @@ import numpy as np
 from egraph_compiler.dsl import ast
 from egraph_compiler.verify.builtin_ops import Undefined
 from egraph_compiler.verify.encode import Config, DoesNotFire, Illformed, Unsupported
-from egraph_compiler.verify.normalize import CanonRule, boolean_vars
+from egraph_compiler.verify.normalize import CanonRule, boolean_vars, subpatterns
 from egraph_compiler.verify.perm import sample_perms
 from egraph_compiler.verify.replay import Runner, same
 from egraph_compiler.verify.scalar import Domain
@@ -161,17 +161,8 @@ def _satisfy(values: np.ndarray, kinds: set[str]) -> np.ndarray:
 
 
 def _shift_amount_vars(canon: CanonRule) -> set[str]:
-    out: set[str] = set()
-
-    def walk(p: ast.Pattern) -> None:
-        if isinstance(p, ast.POp):
-            if p.op == "BitShift" and len(p.inputs) > 1 and isinstance(p.inputs[1], ast.PVar):
-                out.add(p.inputs[1].name)
-            for child in p.inputs:
-                walk(child)
-
-    walk(canon.lhs)
-    return out
+    return {p.inputs[1].name for p in subpatterns(canon.lhs) if isinstance(p, ast.POp) and p.op == "BitShift"
+            and len(p.inputs) > 1 and isinstance(p.inputs[1], ast.PVar)}
 
 
 def _float_attr_vars(canon: CanonRule, sems: dict[str, OpSemantics]) -> list[str]:

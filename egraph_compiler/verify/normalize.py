@@ -73,16 +73,18 @@ class _Canon:
         if isinstance(p, ast.PCompute):
             self.problems.append(f"`{p.func}(...)` may only appear on a right-hand side")
             return p
-        inputs = tuple(self.lhs(i) for i in p.inputs)
+        node = self._node(p, tuple(self.lhs(i) for i in p.inputs))
+        self.lhs_nodes.append(node)
+        return node
+
+    def _node(self, p: ast.POp, inputs: tuple[ast.Pattern, ...]) -> ast.POp:
         attrs = dict(p.attrs)
         decl = self.ops.get(p.op)
         self.used.add(p.op)
         if decl is None:
             self.problems.append(f"unknown operator {p.op}")
         self._reshape_rank(decl, inputs, attrs)
-        node = ast.POp(p.op, inputs, tuple(sorted(attrs.items())))
-        self.lhs_nodes.append(node)
-        return node
+        return ast.POp(p.op, inputs, tuple(sorted(attrs.items())))
 
     def _reshape_rank(self, decl: ast.OpDecl | None, inputs: tuple[ast.Pattern, ...],
                       attrs: dict[str, ast.Expr]) -> None:
@@ -110,15 +112,7 @@ class _Canon:
             return ast.PVar(p.args[0].name)
         if not isinstance(p, ast.POp):
             return p
-        inputs = tuple(self.rhs(i) for i in p.inputs)
-        attrs = dict(p.attrs)
-        decl = self.ops.get(p.op)
-        self.used.add(p.op)
-        if decl is None:
-            self.problems.append(f"unknown operator {p.op}")
-            return ast.POp(p.op, inputs, tuple(sorted(attrs.items())))
-        self._reshape_rank(decl, inputs, attrs)
-        return ast.POp(p.op, inputs, tuple(sorted(attrs.items())))
+        return self._node(p, tuple(self.rhs(i) for i in p.inputs))
 
 
 def canonical(rule: ast.Rule, ops: dict[str, ast.OpDecl]) -> CanonRule:
@@ -212,18 +206,7 @@ def _boolean_params(decl: ast.OpDecl) -> set[str]:
 def boolean_vars(canon: CanonRule, ops: dict[str, ast.OpDecl]) -> frozenset[str]:
     """Tensor variables of the rule that some operator reads as a condition: their
     elements are 0 or 1 (booleans), in the solver and in the fuzz."""
-    found: set[str] = set()
-
-    def walk(p: ast.Pattern) -> None:
-        if isinstance(p, ast.POp):
-            decl = ops.get(p.op)
-            params = _boolean_params(decl) if decl is not None else set()
-            for param, child in zip(decl.params if decl else (), p.inputs, strict=False):
-                if param.name in params and isinstance(child, ast.PVar):
-                    found.add(child.name)
-            for child in p.inputs:
-                walk(child)
-
-    walk(canon.lhs)
-    walk(canon.rhs)
-    return frozenset(found)
+    return frozenset(child.name for p in (*subpatterns(canon.lhs), *subpatterns(canon.rhs))
+                     if isinstance(p, ast.POp) and p.op in ops
+                     for param, child in zip(ops[p.op].params, p.inputs, strict=False)
+                     if isinstance(child, ast.PVar) and param.name in _boolean_params(ops[p.op]))

@@ -329,10 +329,8 @@ class AbstractDomain(Domain):
         return lhs == rhs
 
     def binop(self, op: str, a: z3.ExprRef | bool, b: z3.ExprRef | bool) -> z3.ExprRef:
-        if op == "and":
-            return z3.And(a, b)
-        if op == "or":
-            return z3.Or(a, b)
+        if op in ("and", "or"):
+            return super().binop(op, a, b)
         if op == "**":
             return self._power(a, b)
         if op == "!=":

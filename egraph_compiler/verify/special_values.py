@@ -45,7 +45,7 @@ from egraph_compiler.verify import cache, check
 from egraph_compiler.verify.builtin_ops import Undefined, load_semantics
 from egraph_compiler.verify.encode import Config, DoesNotFire, Illformed, Unsupported
 from egraph_compiler.verify.fuzz import _element_facts, _float_attr_vars, _satisfy
-from egraph_compiler.verify.normalize import CanonRule, boolean_vars, canonical
+from egraph_compiler.verify.normalize import CanonRule, boolean_vars, canonical, subpatterns
 from egraph_compiler.verify.replay import NumpyFacts, Runner
 from egraph_compiler.verify.scalar import Domain
 from egraph_compiler.verify.semantics import OpSemantics
@@ -237,19 +237,9 @@ def _compare(canon: CanonRule, sems: dict[str, OpSemantics], domain: Domain,
 def _reshape_targets(canon: CanonRule, sems: dict[str, OpSemantics]) -> set[str]:
     """Variables that are the target shape of a reshaping operator: given [-1] (flatten,
     valid for every input), so that rules over reshapes apply to the random inputs."""
-    found: set[str] = set()
-
-    def walk(pattern: ast.Pattern) -> None:
-        if isinstance(pattern, ast.POp):
-            builtin = sems[pattern.op].builtin if pattern.op in sems else None
-            if (builtin is not None and builtin.name == "reshape" and len(pattern.inputs) > 1
-                    and isinstance(pattern.inputs[1], ast.PVar)):
-                found.add(pattern.inputs[1].name)
-            for child in pattern.inputs:
-                walk(child)
-
-    walk(canon.lhs)
-    return found
+    return {p.inputs[1].name for p in subpatterns(canon.lhs) if isinstance(p, ast.POp) and p.op in sems
+            and getattr(sems[p.op].builtin, "name", None) == "reshape" and len(p.inputs) > 1
+            and isinstance(p.inputs[1], ast.PVar)}
 
 
 class _Facts(NumpyFacts):

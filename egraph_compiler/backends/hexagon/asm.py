@@ -109,6 +109,13 @@ def _analyse(text: str, model: MachineModel) -> Insn:
     uses: set[str] = set()
     defs: set[str] = set()
     new_uses: set[str] = set()
+
+    def read(operands: str) -> None:  # registers read (``.new``: this packet's value)
+        for reg, suffix in _registers(operands):
+            uses.add(reg)
+            if suffix == ".new":
+                new_uses.add(reg)
+
     predicate = re.match(r"^if\s*\((!?)([pq]\d)(\.new)?\)\s*", body)
     if predicate:
         uses.add(predicate.group(2))
@@ -128,12 +135,8 @@ def _analyse(text: str, model: MachineModel) -> Insn:
         if re.match(r"^v?mem", lhs.strip()):
             stores = True
             loads = bool(re.search(r"\bmem\w*\(", rhs))
-            for reg, _suffix in _registers(lhs):
-                uses.add(reg)
-            for reg, suffix in _registers(rhs):
-                uses.add(reg)
-                if suffix == ".new":
-                    new_uses.add(reg)
+            uses.update(reg for reg, _suffix in _registers(lhs))
+            read(rhs)
         else:
             for reg, suffix in _registers(lhs):
                 defs.add(reg)
@@ -141,15 +144,9 @@ def _analyse(text: str, model: MachineModel) -> Insn:
                     uses.add(reg)
                 cur_def |= suffix == ".cur"
                 tmp_def |= suffix == ".tmp"
-            for reg, suffix in _registers(rhs):
-                uses.add(reg)
-                if suffix == ".new":
-                    new_uses.add(reg)
+            read(rhs)
     else:
-        for reg, suffix in _registers(body):
-            uses.add(reg)
-            if suffix == ".new":
-                new_uses.add(reg)
+        read(body)
         if ";" in body:
             first = body.split(";")[0]
             fa = _ASSIGN.search(first)

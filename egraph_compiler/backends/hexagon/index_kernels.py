@@ -7,7 +7,7 @@ import numpy as np
 
 from egraph_compiler.backends.hexagon import index_ops
 from egraph_compiler.backends.hexagon.index_ops import IntElementwise, Lookup, Take
-from egraph_compiler.backends.hexagon.kinds import Kernel, register
+from egraph_compiler.backends.hexagon.kinds import Kernel, _numbered, register
 from egraph_compiler.backends.hexagon.lower import IntOp
 
 
@@ -17,12 +17,10 @@ class TakeKernel(Kernel):
 
     kind, spec_type = "take", Take
     emit = staticmethod(index_ops.take_c)
+    reference = staticmethod(index_ops.take_reference)
 
     def operands(self, op: IntOp) -> list[str]:
         return ["x", "ids"]
-
-    def reference(self, spec: Take, *inputs: np.ndarray) -> np.ndarray:
-        return index_ops.take_reference(spec, *inputs)
 
     def describe(self, spec: Take) -> str:
         return f"scalar C (row copy of {spec.inner * spec.element_bytes} bytes per index, indices checked)"
@@ -34,12 +32,8 @@ class IntElementwiseKernel(Kernel):
 
     kind, spec_type = "int_eltwise", IntElementwise
     emit = staticmethod(index_ops.int_elementwise_c)
-
-    def operands(self, op: IntOp) -> list[str]:
-        return [f"x{i}" for i in range(len(op.inputs))]
-
-    def reference(self, spec: IntElementwise, *inputs: np.ndarray) -> np.ndarray:
-        return index_ops.int_elementwise_reference(spec, *inputs)
+    operands = staticmethod(_numbered)
+    reference = staticmethod(index_ops.int_elementwise_reference)
 
     def label(self, spec: IntElementwise) -> str:
         return spec.op

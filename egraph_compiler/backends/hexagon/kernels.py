@@ -218,18 +218,13 @@ def _gemm_c(op: QGemm, name: str, n_pad: int) -> str:
     panels = rows // PANEL_ROWS[fam]
     k_steps = ceil_to(k, K_STEP[fam]) // K_STEP[fam]
     cols = range(nu)
-    if fam == "vrmpy":
-        init = "".join(f"    HVX_Vector a{j} = Q6_V_vzero();\n" for j in cols)
-        body = "      HVX_Vector xv = xp[s];\n" + "".join(
-            f"      a{j} = Q6_Vw_vrmpyacc_VwVubRb(a{j}, xv, w{j}[s]);\n" for j in cols)
-        store = "".join(f"    ((HVX_Vector *)(acc + (n + {j}) * {rows}))[p] = a{j};\n" for j in cols)
-        xdecl = f"const HVX_Vector *xp = (const HVX_Vector *)(packed + p * {k_steps * 128});"
-    elif fam == "vmpa":
-        init = "".join(f"    HVX_VectorPair a{j} = Q6_W_vcombine_VV(Q6_V_vzero(), Q6_V_vzero());\n" for j in cols)
-        body = "      HVX_VectorPair xv = xp[s];\n" + "".join(
-            f"      a{j} = Q6_Ww_vmpaacc_WwWhRb(a{j}, xv, w{j}[s]);\n" for j in cols)
-        store = "".join(f"    ((HVX_VectorPair *)(acc + (n + {j}) * {rows}))[p] = a{j};\n" for j in cols)
-        xdecl = f"const HVX_VectorPair *xp = (const HVX_VectorPair *)(packed + p * {k_steps * 128});"
+    if fam in ("vrmpy", "vmpa"):  # one accumulator (pair) per column, one multiply-accumulate per step
+        vec, zero, mac = ("HVX_Vector", "Q6_V_vzero()", "Q6_Vw_vrmpyacc_VwVubRb") if fam == "vrmpy" else \
+            ("HVX_VectorPair", "Q6_W_vcombine_VV(Q6_V_vzero(), Q6_V_vzero())", "Q6_Ww_vmpaacc_WwWhRb")
+        init = "".join(f"    {vec} a{j} = {zero};\n" for j in cols)
+        body = f"      {vec} xv = xp[s];\n" + "".join(f"      a{j} = {mac}(a{j}, xv, w{j}[s]);\n" for j in cols)
+        store = "".join(f"    (({vec} *)(acc + (n + {j}) * {rows}))[p] = a{j};\n" for j in cols)
+        xdecl = f"const {vec} *xp = (const {vec} *)(packed + p * {k_steps * 128});"
     else:
         init = "".join(
             f"    HVX_VectorPair e{j} = Q6_W_vcombine_VV(Q6_V_vzero(), Q6_V_vzero()), o{j} = e{j};\n" for j in cols)

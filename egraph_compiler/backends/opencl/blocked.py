@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from egraph_compiler.backends.opencl import cost, images
+from egraph_compiler.backends.opencl import cost, gpu_prices, images
 from egraph_compiler.backends.opencl.emit import Scope
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.layout import CHANNEL_BLOCKS
@@ -55,9 +55,10 @@ UNROLL = "__attribute__((opencl_unroll_hint)) "
 # convs of resnet50 / mobilenet_v2 at 64x64, geometric means over the unpadded shapes:
 # 1x1 (5 shapes) 3.9 / 2.0 / 1.39 at b = 4 / 8 / 16; 3x3 (2 shapes) 1.32 / 0.65 / 0.30.
 # (`conv-vec`, the CPU's window kernel, ran those 3x3 convs at 0.13-0.20 of direct.)
-# the device classes whose ratios were measured: the options are offered there only (the
-# GPU class's would need the same measurement on a card: not run yet)
-MEASURED_CLASSES = ("cpu",)
+# The GPU class is priced otherwise (`gpu_prices.blocked_conv_us`): measured on an H200, the
+# blocked conv ran 0.9-20x direct's time, and the GPU model's direct estimate is itself
+# 6-60x the measured time (0.016-0.16 measured over estimated, 42 shapes), so a ratio to it
+# would carry that error; `benchmarks/gpu_blocked.py fit` fits the blocked conv's own time.
 ESTIMATE_RATIO = {(4, False): 3.9, (8, False): 2.0, (16, False): 1.39,
                   (4, True): 1.32, (8, True): 0.65, (16, True): 0.30}
 
@@ -108,19 +109,41 @@ def applies(gen: _Gen) -> bool:
                     for v in gen.block.outputs))
 
 
+def work(shape: tuple[int, ...], cout: int, out_hw: tuple[int, int], taps: int, b: int) -> tuple[int, int]:
+    """The blocked conv's (multiply-adds over the padded channels, work-items) on input
+    ``shape`` (N, Cin, H, W): what the GPU class's price model reads (`gpu_prices.blocked_conv_us`)."""
+    n_batch, cin = shape[0], shape[1]
+    out_h, out_w = out_hw
+    cib, cob = -(-cin // b), -(-cout // b)
+    return (n_batch * cob * b * out_h * out_w * cib * b * taps,
+            n_batch * cob * out_h * -(-out_w // TILE_WIDTH))
+
+
 def options(gen: _Gen, direct_us: float) -> list[BlockedOption]:
-    """The blocked conv at each channel block that fits the channels, priced from the
-    direct kernel's estimate at the same shape (`ESTIMATE_RATIO`)."""
-    if not applies(gen) or gen.params.device not in MEASURED_CLASSES:
+    """The blocked conv at each channel block that fits the channels, where the device
+    class was measured: on the CPU class priced from the direct kernel's estimate at the
+    same shape (`estimate_ratio`), on the GPU class by the model fitted to the card's
+    measurements (`gpu_prices.blocked_conv_us`: offered only within the measured shapes'
+    range, and only where the card was measured at all); the RGBA-image variant at block
+    4's price × the class's measured image-read factor."""
+    device = gen.params.device
+    if device not in ("cpu", "gpu") or not applies(gen) or (device == "gpu" and not gpu_prices.blocked_measured()):
         return []
     node = gen.anchor()
-    cin, cout = gen.view.shape(node.inputs[0])[1], gen.view.shape(node.outputs[0])[1]
-    window = int(np.prod(gen.view.shape(node.inputs[1])[2:])) > 1
-    result = [BlockedOption(VARIANT, None, direct_us * estimate_ratio(b, window, cin, cout), block=b)
-              for b in BLOCKS if b <= max(cin, cout) or b == BLOCKS[0]]
-    if image_refusal(gen.view.shape(node.inputs[0])) is None:
-        result.append(BlockedOption(VARIANT, None, result[0].estimate_us * CPU_IMAGE_FACTOR,
-                                    block=4, image=True))
+    x_shape = gen.view.shape(node.inputs[0])
+    cin, cout = x_shape[1], gen.view.shape(node.outputs[0])[1]
+    taps = int(np.prod(gen.view.shape(node.inputs[1])[2:]))
+
+    def price(b: int) -> float | None:
+        if device == "cpu":
+            return direct_us * estimate_ratio(b, taps > 1, cin, cout)
+        return gpu_prices.blocked_conv_us(b, *work(x_shape, cout, gen.view.shape(node.outputs[0])[2:], taps, b))
+
+    result = [BlockedOption(VARIANT, None, cost, block=b) for b in BLOCKS
+              if (b <= max(cin, cout) or b == BLOCKS[0]) and (cost := price(b)) is not None]
+    if result and result[0].block == 4 and image_refusal(x_shape) is None:
+        factor = CPU_IMAGE_FACTOR if device == "cpu" else gpu_prices.blocked_image_factor()
+        result.append(BlockedOption(VARIANT, None, result[0].estimate_us * factor, block=4, image=True))
     return result
 
 
@@ -142,9 +165,20 @@ CPU_IMAGE_FACTOR = 3.51
 
 
 def estimate_ratio(b: int, window: bool, cin: int, cout: int) -> float:
-    """The blocked conv's estimate over the direct kernel's (`ESTIMATE_RATIO` × padding)."""
+    """The CPU class's blocked conv estimate over the direct kernel's (`ESTIMATE_RATIO` × padding)."""
     padding = (-(-cin // b) * b) * (-(-cout // b) * b) / (cin * cout)
     return ESTIMATE_RATIO[b, window] * padding
+
+
+def blocked_weights(weights: np.ndarray, b: int) -> np.ndarray:
+    """Conv weights [Cout][Cin][KH][KW] as the blocked conv reads them:
+    [Cout/b][Cin/b][KH][KW][b_in][b_out], zero-padded to whole blocks."""
+    cout, cin, kh, kw = weights.shape
+    cib, cob = -(-cin // b), -(-cout // b)
+    padded = np.zeros((cob * b, cib * b, kh, kw), dtype=np.float32)
+    padded[:cout, :cin] = weights
+    # [cob][b_out][cib][b_in][kh][kw] -> [cob][cib][kh][kw][b_in][b_out]
+    return np.ascontiguousarray(padded.reshape(cob, b, cib, b, kh, kw).transpose(0, 2, 4, 5, 3, 1))
 
 
 def _vec(b: int) -> str:
@@ -171,12 +205,8 @@ def conv_nchwc(gen: _Gen, geo, wanted: ix.Blocked) -> Kernel | None:
     kh, kw = geo.kernel
     (sh, sw), (dh, dw), (ph, pw) = geo.strides, geo.dilations, geo.begin
     cib, cob = -(-cin // b), -(-cout // b)
-    weights = np.asarray(gen.view.constants[w_name], dtype=np.float32)
-    padded = np.zeros((cob * b, cib * b, kh, kw), dtype=np.float32)
-    padded[:cout, :cin] = weights
-    # [cob][b_out][cib][b_in][kh][kw] -> [cob][cib][kh][kw][b_in][b_out]
-    blocked = padded.reshape(cob, b, cib, b, kh, kw).transpose(0, 2, 4, 5, 3, 1)
-    w_read = gen.derive(w_name, blocked, f"nchwc{b}")
+    w_read = gen.derive(w_name, blocked_weights(np.asarray(gen.view.constants[w_name], dtype=np.float32), b),
+                        f"nchwc{b}")
     w_param, x_param = gen.em.params[w_read], gen.em.params[x_name]
     tw = gen.tile(TILE_WIDTH, out_w)
     n_wt = -(-out_w // tw)

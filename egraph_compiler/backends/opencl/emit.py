@@ -21,6 +21,7 @@ from egraph_compiler import ops
 from egraph_compiler.backends.opencl import images, ops_models
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.fusion import index as ix
+from egraph_compiler.fusion.index_merge import merge_splits, substitute
 from egraph_compiler.fusion.view import GraphView
 from egraph_compiler.ir.errors import ModelError
 from egraph_compiler.ir.graph import Node
@@ -76,6 +77,11 @@ class ValueEmitter:
         # a float32 value's C type while a CPU kernel computes its epilogue on a whole
         # vector of outputs at once (`cpu_epilogue.vector_epilogue`), else None
         self.vector: str | None = None
+        # offsets with split index terms merged back (`index_merge`): the GPU class's
+        # memory-bound kernels, where the divisions cost issue slots (CPU code unchanged)
+        self.merge_splits = False
+        # with merge_splits: the iteration variables bound so far (`_Gen.declare_iteration`)
+        self.bound: dict[str, ix.IExpr] = {}
 
     def fresh(self, stem: str = "t") -> str:
         self.counter += 1
@@ -96,7 +102,7 @@ class ValueEmitter:
             array = self.derived.get(name)
             shape = tuple(array.shape) if array is not None else self.view.shape(name)
             dtype = str(array.dtype) if array is not None else self.view.dtype(name)
-            offset = ix.render(ix.physical_offset(index, shape, self.layouts.get(name)))
+            offset = ix.render(self.offset(ix.physical_offset(index, shape, self.layouts.get(name))))
             load = f"{self.params[name]}[{offset}]" if dtype != "float16" else \
                 f"vload_half({offset}, {self.params[name]})"  # halves computed in float
             constant = array is not None or name in self.view.constants
@@ -112,6 +118,10 @@ class ValueEmitter:
             result = self.node_value(scope, self.view.nodes[producer], name, index)
         scope.memo[key] = result
         return result
+
+    def offset(self, expr: ix.IExpr) -> ix.IExpr:
+        """A load's or store's flat offset as the kernel computes it (`merge_splits`)."""
+        return merge_splits(substitute(expr, self.bound)) if self.merge_splits else expr
 
     def assign(self, scope: Scope, dtype: str, expr: str) -> str:
         var = self.fresh()

@@ -8,7 +8,8 @@ as data, `cost.choose` picks one per shape for the device class in
 `KernelParams.device`): ``direct`` (the two kernels below), ``tiled`` (a work-group-
 tiled GEMM in local memory, implicit GEMM for convs; split-K in or across work-groups),
 ``gemv`` (`gemm.py`), ``sgemm`` (`sgemm.py`: the register-blocked GEMM, MatMul/Gemm on
-the GPU class), for 2-D depthwise convs ``depthwise`` (`depthwise.py`) and for
+the GPU class), ``conv-gemm`` (`conv_gemm.py`: k×k convs as implicit GEMM on sgemm's
+register blocks, the GPU class), for 2-D depthwise convs ``depthwise`` (`depthwise.py`) and for
 dense 2-D convs ``window`` (`window.py`), both a register window per work-item. Row
 kernels (reduce, rownorm) run one work-group per row or, for few long rows, several
 (``row-split``, `rows.py`). A block's kernel may take two launches through a scratch
@@ -63,7 +64,16 @@ import numpy as np
 
 from egraph_compiler import ops
 from egraph_compiler.backends.opencl import blocked as nchwc
-from egraph_compiler.backends.opencl import cost, cpu_conv, gemm, images, ops_extra, ops_models
+from egraph_compiler.backends.opencl import conv_gemm as cg
+from egraph_compiler.backends.opencl import (
+    cost,
+    cpu_conv,
+    cpu_gemv,
+    gemm,
+    images,
+    ops_extra,
+    ops_models,
+)
 from egraph_compiler.backends.opencl import cpu_window as vec_conv
 from egraph_compiler.backends.opencl import depthwise as dw
 from egraph_compiler.backends.opencl import im2col as col
@@ -76,6 +86,7 @@ from egraph_compiler.backends.opencl.emit import Scope, ValueEmitter, ctype
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.sgemm import VARIANT as SGEMM
 from egraph_compiler.backends.opencl.sgemm import Sgemm, sgemm
+from egraph_compiler.backends.opencl.vector_forms import vector_accumulate, vector_pointwise
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.blocks import Block
 from egraph_compiler.fusion.layout import SERIAL_REDUCE_BELOW
@@ -104,6 +115,10 @@ UNROLL = "__attribute__((opencl_unroll_hint)) "
 POOL_UNROLL_TAPS = 64
 # `_Gen._pointwise_items`: lanes per run of a row at least (a 32-byte sector of floats)
 POINTWISE_MIN_RUN = 8
+# memory-bound kinds whose GPU kernels compute offsets with split terms merged
+# (`index_merge`): the index arithmetic is what they issue besides their loads. Not
+# ``pool``: ResNet-50's Relu+MaxPool at batch 8 ran 0.011 -> 0.016 ms merged (H200)
+MERGED_KINDS = frozenset({"pointwise", "reduce", "rownorm", "rowgroup"})
 # the argument name of a block's scratch buffer (`Kernel.scratch`); build.py gives each
 # block its own tensor of this kind
 SCRATCH = "@scratch"
@@ -142,11 +157,17 @@ class KernelParams:
     # evaluated its Sigmoid once per element; BERT-base's mask kernel was bound by
     # index divisions, 44 % of the H200's bandwidth)
     pointwise_items: int = 1
+    # pointwise kernels whose reads and stores are proven 4-wide: this many float4s per
+    # work-item (`vector_forms.py`); 0: the scalar forms above
+    pointwise_vectors: int = 0
     # rownorm over rows whose elements are strided in memory while consecutive rows
     # are adjacent (LayerNorm over the channels of an NCHW map, ConvNeXt): a
     # work-group takes this many rows, its lanes along the rows (`pixel_rows.py`);
     # 0 keeps one work-group per row
     strided_rows: int = 0
+    # ... its operands read contiguously along the row (NHWC) staged through local
+    # memory by coalesced loads (`pixel_rows._stage`)
+    strided_rows_stage: bool = False
     # a ``tiled`` conv of stride at least this (3×3 and larger, one group) as an
     # explicit im2col to scratch then the tiled GEMM (`im2col.py`); 0: never. Its
     # tile: `im2col_tile`, else `im2col.pick_tile`'s
@@ -154,6 +175,9 @@ class KernelParams:
     # work-group reductions (`reduce`, row-split): independent partial sums per
     # work-item (`rows.strided_accumulate`); 1: one accumulator
     reduce_unroll: int = 1
+    # ... each partial a float4 of the row where its reads are proven 4-wide
+    # (`vector_forms.vector_accumulate`)
+    reduce_vectors: bool = False
     im2col_tile: Tile | None = None
     # Conv/MatMul anchors: the device class whose cost model picks each anchor's
     # option (`cost.DEVICES`: "cpu" for PoCL, "gpu"), or a forced variant
@@ -166,6 +190,10 @@ class KernelParams:
     anchor_window: win.Window | None = None
     anchor_winograd: wino.Winograd | None = None
     anchor_sgemm: Sgemm | None = None
+    anchor_conv_gemm: cg.ConvGemm | None = None
+    # the GPU class's ``conv-gemm`` option (`conv_gemm.py`) offered to the cost model
+    # (benchmarks build the baseline without it: DNNR_GPU_CONV_GEMM=0)
+    conv_gemm: bool = True
     # row kernels: force ``row-split`` with these groups (tests), else `cost.row_options`
     row_split: row_split.RowSplit | None = None
     # `dnnr tune`'s choices: (shape class `cost.shape_key`, option), used where a
@@ -191,9 +219,13 @@ class KernelParams:
             return KernelParams(work_group=256, reduce_work_group=256, row_serial_below=0,
                                 device="gpu", hoist_sizes=False, row_cache=8,
                                 pointwise_items=_env_int("DNNR_GPU_POINTWISE_ITEMS", 4),
+                                pointwise_vectors=_env_int("DNNR_GPU_POINTWISE_VECTORS", 2),
                                 strided_rows=_env_int("DNNR_GPU_STRIDED_ROWS", 32),
+                                strided_rows_stage=bool(_env_int("DNNR_GPU_ROWS_STAGE", 1)),
                                 im2col_min_stride=_env_int("DNNR_GPU_IM2COL_STRIDE", 0),
+                                conv_gemm=_env_int("DNNR_GPU_CONV_GEMM", 1) == 1,
                                 reduce_unroll=_env_int("DNNR_GPU_REDUCE_UNROLL", 4),
+                                reduce_vectors=bool(_env_int("DNNR_GPU_REDUCE_VECTORS", 1)),
                                 row_split=row_split.RowSplit(_env_int("DNNR_GPU_ROW_SPLIT", 0))
                                 if _env_int("DNNR_GPU_ROW_SPLIT", 0) else None)
         if device != "cpu":
@@ -281,12 +313,19 @@ class _Gen:
             self.args.append(value)
         self.em = ValueEmitter(view, block.nodes, loads)
         self.em.layouts = dict(block.layouts)
+        self.em.merge_splits = params.device == "gpu" and block.kind in MERGED_KINDS and \
+            bool(_env_int("DNNR_GPU_MERGE_SPLITS", 1))
         self.defines: list[str] = []
         self.helpers: list[str] = []  # functions the body calls, defined before the kernel
         self.variant = ""  # the anchor option chosen (conv, matmul)
         self.shape_key = ""
         self.scratch = 0  # float32 elements (`use_scratch`)
         self.scratch_param = "scr"
+        # the iteration variables the last `declare_iteration` bound, and (where set) the
+        # stored values `epilogue` hands back instead of storing them: `sgemm`'s vector
+        # epilogue stores 4 lanes at once
+        self.iteration: dict[str, ix.IExpr] = {}
+        self.stored: dict[str, str] | None = None
 
     # -- several launches per block -------------------------------------------------------
     def use_scratch(self, elements: int) -> None:
@@ -382,9 +421,13 @@ class _Gen:
 
     def declare_iteration(self, scope: Scope, exprs: tuple[ix.IExpr, ...]) -> None:
         """Bind ``i0, i1, …`` (the block's iteration variables) for the epilogue."""
+        self.iteration = {}
         for k, (expr, size) in enumerate(zip(exprs, self.shape.iteration_shape, strict=False)):
             if not everywhere("==", size, 1):  # as `structure.iteration_vars`
                 scope.emit(f"const int i{k} = {ix.render(expr)};")
+                self.iteration[f"i{k}"] = expr
+                if self.em.merge_splits:
+                    self.em.bound[f"i{k}"] = expr
 
     def epilogue_ops(self) -> int:
         """The operators the store loop evaluates per element (layout operators only move
@@ -401,6 +444,9 @@ class _Gen:
             out = spine_node.outputs[0]
             var = self.em.node_value(scope, spine_node, out, self.shape.forward[out])
             self.em.pinned[out] = var
+        if self.stored is not None:  # the caller stores them (`sgemm`'s vector epilogue)
+            self.stored.update({value: self.em.pinned[value] for value in self.stores})
+            return
         for value, store in self.stores.items():
             offset = self.store_offset(value, self.shape.forward[value])
             scope.emit(self.store_line(value, store, offset, self.em.pinned[value]))
@@ -414,8 +460,11 @@ class _Gen:
 
     def store_offset(self, value: str, index: tuple[ix.IExpr, ...]) -> str:
         """Where element ``index`` of an output goes, in the layout the plan chose."""
-        return ix.render(ix.physical_offset(index, self.view.shape(value),
-                                            self.em.layouts.get(value)))
+        return ix.render(self.em.offset(self.store_index(value, index)))
+
+    def store_index(self, value: str, index: tuple[ix.IExpr, ...]) -> ix.IExpr:
+        """`store_offset` as an index expression."""
+        return ix.physical_offset(index, self.view.shape(value), self.em.layouts.get(value))
 
     def anchor(self) -> Node:
         return self.view.nodes[self.shape.anchor]  # type: ignore[index]
@@ -443,6 +492,10 @@ class _Gen:
         padded = nchwc.padded_pointwise(self)  # an output in NCHWc with padded channels
         if padded is not None:
             return padded
+        if self.params.pointwise_vectors:
+            vectors = vector_pointwise(self, self.params.pointwise_vectors)
+            if vectors is not None:
+                return vectors
         items = self.pointwise_items()
         if items > 1:
             return self._pointwise_items(items)
@@ -518,6 +571,7 @@ class _Gen:
                                   width=sizes.get("width", 0), winograd=winograd_ok,
                                   stride=sizes.get("stride", 1),
                                   sgemm=_sgemm_offered(p, self.block.kind),
+                                  conv_gemm=self.conv_gemm_ok(),
                                   epilogue_ops=self.epilogue_ops())
         self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
         tuned = dict(p.tuned).get(self.shape_key)
@@ -544,6 +598,12 @@ class _Gen:
                 raise ModelError(f"block {self.block.id}: {p.anchor_sgemm.describe()} does not map "
                                  f"its loads onto its work-group (see sgemm.Sgemm.valid)")
             option = cost.Option(SGEMM, p.anchor_sgemm, 0.0)
+        elif p.anchor_variant == cg.VARIANT and p.anchor_conv_gemm is not None and \
+                self.block.kind == "conv" and cg.applies(self, self.conv_geometry()):
+            if not p.anchor_conv_gemm.valid():
+                raise ModelError(f"block {self.block.id}: {p.anchor_conv_gemm.describe()} does not "
+                                 f"map its loads onto its work-group (see conv_gemm.ConvGemm.valid)")
+            option = cost.Option(cg.VARIANT, p.anchor_conv_gemm, 0.0)
         elif p.anchor_variant == "tiled" and p.anchor_tile is not None and tiled_ok:
             if not p.anchor_tile.valid():
                 raise ModelError(f"block {self.block.id}: tile {p.anchor_tile} does not map its "
@@ -602,6 +662,13 @@ class _Gen:
         return wino.applies(self.conv_geometry()) and w_name in self.view.constants and \
             self.single_use(w_name)
 
+    def conv_gemm_ok(self) -> bool:
+        """The ``conv-gemm`` option is offered: a conv it applies to (`conv_gemm.applies`),
+        unless `KernelParams.conv_gemm` is off (the cost model offers it on devices
+        whose model prices it: the GPU class)."""
+        return self.params.conv_gemm and self.block.kind == "conv" and \
+            cg.applies(self, self.conv_geometry())
+
     def conv_geometry(self) -> gemm.ConvGeometry:
         node = self.anchor()
         x_shape = self.view.shape(node.inputs[0])
@@ -644,6 +711,10 @@ class _Gen:
                 return kernel
         if option.variant == "winograd":
             kernel = wino.winograd(self, geo, option.params)  # type: ignore[arg-type]
+            if kernel is not None:
+                return kernel
+        if option.variant == cg.VARIANT:
+            kernel = cg.conv_gemm(self, geo, option.params)  # type: ignore[arg-type]
             if kernel is not None:
                 return kernel
         if option.variant == "tiled":
@@ -790,6 +861,11 @@ class _Gen:
             return gemm.gemv(self, problem.batch, problem.k, problem.a, problem.b,
                              lambda scope, row, value: problem.store(scope, "0", row, value),
                              option.params)  # type: ignore[arg-type]
+        if option.variant == cpu_gemv.VARIANT:  # CPU devices only (`cost.options`)
+            kernel = cpu_gemv.gemv_packed(self, option.params)  # type: ignore[arg-type]
+            if kernel is not None:
+                return kernel
+            self._use(cost.gemv_direct(cost.DEVICES[self.params.device]))  # where it does not apply
         return self.matmul_direct()
 
     def matmul_direct(self) -> Kernel:
@@ -1004,7 +1080,7 @@ class _Gen:
         body = Scope(s)
         cvar = self.ivar("cc", channels)
         x = self.em.value(body, x_name, (idx[0], cvar, *idx[2:]))
-        body.emit(f"sq = mad({x}, {x}, sq);")
+        body.emit(f"sq = {sp.multiply_add(x, x, 'sq')};")
         s.nest(f"for (int cc = max(0, {ix.render(idx[1])} - {lo}); "
                f"cc <= min({channels - 1}, {ix.render(idx[1])} + {hi}); ++cc)", body)
         center = self.em.value(s, x_name, idx)
@@ -1115,10 +1191,13 @@ class _Gen:
                 body = outer
             s.lines.extend(body.lines)
         elif self.params.reduce_unroll > 1:
-            row_split.strided_accumulate(
-                s, "accv", (init, step, _combine_only(step)), "lid", str(length), "WG",
-                self.params.reduce_unroll,
-                lambda body: self.em.value(body, x_name, input_index(out_vars, r_idx)))
+            if not (self.params.reduce_vectors and vector_accumulate(
+                    self, s, "accv", (init, step, _combine_only(step)), length,
+                    self.params.reduce_unroll, x_name, input_index(out_vars, r_idx))):
+                row_split.strided_accumulate(
+                    s, "accv", (init, step, _combine_only(step)), "lid", str(length), "WG",
+                    self.params.reduce_unroll,
+                    lambda body: self.em.value(body, x_name, input_index(out_vars, r_idx)))
         else:
             s.emit(f"float accv = {init};")
             x = self.em.value(body, x_name, input_index(out_vars, r_idx))
@@ -1483,8 +1562,8 @@ _REDUCERS = {  # init, combine step, final (from the accumulated value and the c
     "Min": ("INFINITY", "({1} < {0} ? {1} : {0})", "{0}"),
     "Prod": ("1.0f", "({0} * {1})", "{0}"),
     "L1": ("0.0f", "({0} + fabs({1}))", "{0}"),
-    "L2": ("0.0f", "mad({1}, {1}, {0})", "sqrt({0})"),
-    "SumSquare": ("0.0f", "mad({1}, {1}, {0})", "{0}"),
+    "L2": ("0.0f", sp.multiply_add("{1}", "{1}", "{0}"), "sqrt({0})"),
+    "SumSquare": ("0.0f", sp.multiply_add("{1}", "{1}", "{0}"), "{0}"),
     "LogSum": ("0.0f", "({0} + {1})", "log({0})"),
     "LogSumExp": ("0.0f", "({0} + exp({1}))", "log({0})"),
     "ArgMax": ("", "", ""), "ArgMin": ("", "", ""),
@@ -1508,7 +1587,7 @@ INLINE_EXP = (
 
 def _combine_only(step: str) -> str:
     """The combine step for partial results (L1/L2/… apply their map once, not twice)."""
-    if "fabs" in step or "mad" in step or "exp" in step:
+    if "fabs" in step or "{1} * {1}" in step or "exp" in step:
         return "({0} + {1})"
     return step
 
@@ -1614,6 +1693,7 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
                               width=sizes.get("width", 0), winograd=winograd_ok,
                               stride=sizes.get("stride", 1),
                               sgemm=_sgemm_offered(params, block.kind),
+                              conv_gemm=gen.conv_gemm_ok(),
                               epilogue_ops=gen.epilogue_ops())
     tuned = dict(params.tuned).get(key)
     if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and

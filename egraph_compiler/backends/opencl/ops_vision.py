@@ -87,42 +87,38 @@ class _Sampler:
 
     def linear(self, scope: Scope, coords: Sequence[str]) -> str:
         """n-linear interpolation at the float coordinates ``coords``."""
-        em = self.gen.em
-        floors, weights = [], []
-        for coord in coords:
-            low, frac = em.fresh("lo"), em.fresh("w")
-            scope.emit(f"const int {low} = (int)floor({coord}); const float {frac} = {coord} - (float){low};")
-            floors.append(low)
-            weights.append(frac)
-        acc = em.fresh("acc")
-        scope.emit(f"float {acc} = 0.0f;")
-        for corner in product((0, 1), repeat=len(coords)):
-            weight = " * ".join(w if bit else f"(1.0f - {w})" for w, bit in zip(weights, corner, strict=True))
-            value = self.pixel(scope, [f"{low} + {bit}" for low, bit in zip(floors, corner, strict=True)])
-            scope.emit(f"{acc} += {weight} * (float){value};")
-        return acc
+        return self._interpolate(scope, coords, "w", (0, 1), lambda w: [f"(1.0f - {w})", w])
 
     def cubic(self, scope: Scope, coords: Sequence[str]) -> str:
         """Bicubic interpolation (Keys, a = -0.75) at the float coordinates ``coords``."""
-        em = self.gen.em
-        floors, coefficients = [], []
-        for coord in coords:
-            low, t = em.fresh("lo"), em.fresh("t")
-            scope.emit(f"const int {low} = (int)floor({coord}); const float {t} = {coord} - (float){low};")
+        def coefficients(t: str) -> list[str]:
             a = -0.75
             terms = [f"(({_f(a)} * ({t} + 1.0f) - {_f(5 * a)}) * ({t} + 1.0f) + {_f(8 * a)}) * ({t} + 1.0f) - {_f(4 * a)}",
                      f"(({_f(a + 2)} * {t} - {_f(a + 3)}) * {t} * {t} + 1.0f)",
                      f"(({_f(a + 2)} * (1.0f - {t}) - {_f(a + 3)}) * (1.0f - {t}) * (1.0f - {t}) + 1.0f)",
                      f"(({_f(a)} * (2.0f - {t}) - {_f(5 * a)}) * (2.0f - {t}) + {_f(8 * a)}) * (2.0f - {t}) - {_f(4 * a)}"]
-            names = [em.fresh("c") for _ in terms]
+            names = [self.gen.em.fresh("c") for _ in terms]
             scope.emit(" ".join(f"const float {n} = {term};" for n, term in zip(names, terms, strict=True)))
+            return names
+
+        return self._interpolate(scope, coords, "t", (-1, 0, 1, 2), coefficients)
+
+    def _interpolate(self, scope: Scope, coords: Sequence[str], fraction: str, offsets: Sequence[int],
+                     weights: Callable[[str], list[str]]) -> str:
+        """Σ over the taps at ``offsets`` from each coordinate's floor of the product of the
+        taps' ``weights`` (of the coordinate's fractional part) times the pixel there."""
+        em = self.gen.em
+        floors, tap_weights = [], []
+        for coord in coords:
+            low, frac = em.fresh("lo"), em.fresh(fraction)
+            scope.emit(f"const int {low} = (int)floor({coord}); const float {frac} = {coord} - (float){low};")
             floors.append(low)
-            coefficients.append(names)
+            tap_weights.append(weights(frac))
         acc = em.fresh("acc")
         scope.emit(f"float {acc} = 0.0f;")
-        for taps in product(range(4), repeat=len(coords)):
-            weight = " * ".join(c[tap] for c, tap in zip(coefficients, taps, strict=True))
-            value = self.pixel(scope, [f"{low} + {tap - 1}" for low, tap in zip(floors, taps, strict=True)])
+        for taps in product(range(len(offsets)), repeat=len(coords)):
+            weight = " * ".join(w[tap] for w, tap in zip(tap_weights, taps, strict=True))
+            value = self.pixel(scope, [f"{low} + {offsets[tap]}" for low, tap in zip(floors, taps, strict=True)])
             scope.emit(f"{acc} += {weight} * (float){value};")
         return acc
 

@@ -3,8 +3,9 @@ estimated microseconds on the device class of `KernelParams.device`.
 
 - implementations: every conv/matmul block's kernel options (`kernels.anchor_options`:
   `cost.options`, or the tuning database's option for its shape class), at the cost
-  model's estimate; the blocked NCHWc conv's (`blocked.py`, CPU class: the direct
-  estimate × its measured ratio) are also listed in ``blocked`` with the layout they read;
+  model's estimate; the blocked NCHWc conv's (`blocked.py`: on the CPU class the direct
+  estimate × its measured ratio, on the GPU class `gpu_prices.blocked_conv_us`) are also
+  listed in ``blocked`` with the layout they read;
 - a sector transaction: 32 bytes at the device class's bandwidth (CPU: `cost.DEVICES`;
   GPU: the copy kernel's GB/s measured on the card `gpu_prices.CARD` names);
 - a layout-conversion kernel (`select.conversions`): ``LAUNCH_US`` for its launch plus

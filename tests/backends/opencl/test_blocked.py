@@ -216,7 +216,7 @@ def test_pbqp_stores_nchwc_between_blocked_convs_where_they_are_cheaper(tmp_path
     assert_close(compiled.run(feeds), run_ort(model, feeds), rtol=1e-4, atol=1e-5)
 
 
-def conv_chain_model(c: int = CHANNELS) -> onnx.ModelProto:
+def conv_chain_model(c: int = CHANNELS, h: int = 9, w: int = 10) -> onnx.ModelProto:
     """Three convs in a row (the middle one's bias ≥ 1: a padded lane through the epilogue
     would not be 0)."""
     rng = np.random.default_rng(2)
@@ -228,8 +228,8 @@ def conv_chain_model(c: int = CHANNELS) -> onnx.ModelProto:
              helper.make_node("Conv", ["c1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
              helper.make_node("Conv", ["c2", "w3", "b3"], ["y"])]
     graph = helper.make_graph(
-        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 9, 10])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 9, 10])],
+        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, h, w])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, h, w])],
         [weight("w1", (c, 3, 3, 3)), weight("w2", (c, c, 3, 3)), weight("w3", (5, c, 1, 1)),
          numpy_helper.from_array(np.abs(rng.standard_normal(c)).astype(np.float32) + 1, "b2"),
          weight("b3", (5,))])
@@ -258,3 +258,87 @@ def test_blocked_conv_writes_the_image_the_next_one_reads(tmp_path: Path) -> Non
     off = load(tmp_path, images=False)
     cl.enqueue_copy(off.queue, off.arena, np.full(int(doc["arena_bytes"]) // 4, np.nan, dtype=np.float32))
     assert_close(off.run(feeds), expected, rtol=1e-4, atol=1e-5)
+
+
+def _gpu_sized(model: onnx.ModelProto, size: int = 32):  # noqa: ANN202
+    """``model``'s graph at a 1×3×size×size input: its 64-channel 3x3 conv within the
+    shapes the GPU class's blocked prices were measured on (`gpu_prices.blocked_conv_us`)."""
+    feeds = {"x": np.zeros((1, 3, size, size), np.float32)}
+    return static_graph(with_static_inputs(model, feeds), feeds)
+
+
+def _blocked_prices(fusion_plan, params: KernelParams) -> dict[str, float]:  # noqa: ANN001
+    """Every blocked option's price per 'block id: label'."""
+    prices = pricing(fusion_plan, params)
+    return {f"{block_id}: {label}": cost for block_id, labels in prices.blocked.items()
+            for label, cost in prices.implementations[block_id] if label in labels}
+
+
+def test_gpu_class_offers_blocked_options_priced_from_the_stored_measurements(monkeypatch) -> None:  # noqa: ANN001
+    """The GPU class is offered the blocked conv at b = 4/8/16 and its RGBA-image variant,
+    each priced by `gpu_prices.blocked_conv_us` over the conv's multiply-adds and
+    work-items (`blocked.work`) — read from gpu_prices.json's measured entry: scaling the
+    stored model scales the prices, and without the entry nothing blocked is offered.
+    A conv outside the measured shapes' range (the 1x1 conv, 4.2 M multiply-adds) is
+    offered none on the GPU class (no extrapolation), but is on the CPU class."""
+    from egraph_compiler.backends.opencl import gpu_prices
+
+    graph = _gpu_sized(residual_fork_model(64, 32, 32))
+    fusion_plan = plan_fusion(graph, layouts=False)
+    gpu = KernelParams.for_device("gpu")
+    prices = pricing(fusion_plan, gpu)
+    assert prices.blocked, "the GPU class offers no blocked conv"
+    labels = {layout for labels in prices.blocked.values() for layout in labels.values()}
+    assert {(b.block, b.image) for b in labels} == {(4, False), (8, False), (16, False), (4, True)}
+    types = fusion_plan.graph.types
+    taps = {}
+    for block in fusion_plan.blocks:
+        if block.kind == "conv":
+            node = fusion_plan.graph.nodes[block.anchor]
+            taps[block.id] = types[node.inputs[1]].shape[2] * types[node.inputs[1]].shape[3]
+    one_by_one = [i for i, t in taps.items() if t == 1]
+    assert one_by_one and not set(one_by_one) & set(prices.blocked)
+    assert set(one_by_one) & set(pricing(fusion_plan, KernelParams()).blocked)
+    for block_id, offered in prices.blocked.items():
+        block = next(b for b in fusion_plan.blocks if b.id == block_id)
+        node = fusion_plan.graph.nodes[block.anchor]
+        out_shape = types[node.outputs[0]].shape
+        costs = dict(prices.implementations[block_id])
+        for label, layout in offered.items():
+            work = nchwc.work(types[node.inputs[0]].shape, out_shape[1], out_shape[2:], taps[block_id],
+                              layout.block)
+            expected = gpu_prices.blocked_conv_us(layout.block, *work)
+            if layout.image:
+                expected *= gpu_prices.MEASURED["blocked_conv"]["image_over_buffer"]
+            assert costs[label] == pytest.approx(expected)
+    before = _blocked_prices(fusion_plan, gpu)
+    stored = gpu_prices.MEASURED["blocked_conv"]
+    doubled = {**stored, "intercept": {b: v + np.log(2.0) for b, v in stored["intercept"].items()}}
+    monkeypatch.setitem(gpu_prices.MEASURED, "blocked_conv", doubled)
+    after = _blocked_prices(fusion_plan, gpu)
+    assert after.keys() == before.keys()
+    assert all(after[k] == pytest.approx(2 * before[k]) for k in before)
+    monkeypatch.delitem(gpu_prices.MEASURED, "blocked_conv")
+    assert not pricing(fusion_plan, gpu).blocked
+
+
+def test_gpu_class_pbqp_takes_blocked_convs_only_where_they_are_priced_cheaper(monkeypatch) -> None:  # noqa: ANN001
+    """With the measured prices (on the H200 the blocked conv ran 1.2-150x the GPU class's
+    pick, 42 shapes) the GPU-class PBQP picks no blocked conv in a conv chain; priced 10^4
+    times cheaper it picks one and stores its input blocked — the PBQP decides, not a
+    rule."""
+    from egraph_compiler.backends.opencl import gpu_prices
+
+    fusion_plan = plan_fusion(_gpu_sized(conv_chain_model(64, 32, 32)), layouts=False)
+    gpu = KernelParams.for_device("gpu")
+    assert pricing(fusion_plan, gpu).blocked
+    planned, selection = select_layouts(fusion_plan, pricing=pricing(fusion_plan, gpu))
+    assert selection.gap == 0 and selection.objective <= selection.local_objective
+    assert not [b for b in planned.blocks if nchwc.block_of(b.implementation)]
+    stored = gpu_prices.MEASURED["blocked_conv"]
+    cheap = {**stored, "intercept": {b: v - np.log(1e4) for b, v in stored["intercept"].items()}}
+    monkeypatch.setitem(gpu_prices.MEASURED, "blocked_conv", cheap)
+    planned, selection = select_layouts(fusion_plan, pricing=pricing(fusion_plan, gpu))
+    assert selection.gap == 0 and selection.objective <= selection.local_objective
+    assert [b for b in planned.blocks if nchwc.block_of(b.implementation)]
+    assert any(isinstance(c.perm, Blocked) for c in planned.layouts)

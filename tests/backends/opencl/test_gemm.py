@@ -17,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from egraph_compiler.backends.opencl import KernelParams, build, cost, load
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.sgemm import Sgemm
+from egraph_compiler.backends.opencl.spelling import multiply_add
 from egraph_compiler.fusion import plan_fusion
 from egraph_compiler.ir import DnnrError
 from egraph_compiler.plan import plan_memory
@@ -164,7 +165,7 @@ def test_tiled_prologue_runs_once_per_loaded_element(tmp_path: Path) -> None:
     source = (tmp_path / "kernels.cl").read_text()
     multiply = source[source.index("for (int kk = 0; kk < BK; ++kk)"):]
     multiply = multiply[:multiply.index("barrier")]
-    assert "mad(av[i], bv[j]" in multiply
+    assert multiply_add("av[i]", "bv[j]", "acc[i][j]") in multiply
     relu = r"< 0\.0f\) \? 0\.0f : "  # spelling.FLOAT_OPS["Relu"], NaN-keeping
     assert not re.search(rf"fmax|rsqrt|sqrt|in\d\[|{relu}", multiply), multiply
     loads = source[:source.index("for (int kk = 0; kk < BK; ++kk)")]
@@ -284,6 +285,56 @@ def test_sgemm_loads_float4_through_arithmetic_prologues(tmp_path: Path) -> None
     assert "__global const float4" not in ragged and "vload4" not in ragged
 
 
+def _epilogue_scores(n_size: int) -> onnx.ModelProto:
+    """GPT-2's masked attention scores with their masks in the epilogue: K^T through a
+    Transpose, then an additive mask broadcast over the heads ([2, 1, 20, N], a vector
+    along N), a per-row scale ([2, 3, 20, 1], one value per run of 4 columns) and a
+    constant bool mask through Where (4 bytes at once); M = 20 is ragged against the
+    tile."""
+    rng = np.random.default_rng(9)
+    keep = rng.random((20, n_size)) > 0.3
+    low = numpy_helper.from_array(np.array(-1e4, np.float32), "low")
+    model = _model([
+        helper.make_node("Transpose", ["kt"], ["k"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q", "k"], ["s"]), helper.make_node("Add", ["s", "mask"], ["sm"]),
+        helper.make_node("Mul", ["sm", "rs"], ["sr"]),
+        helper.make_node("Where", ["keep", "sr", "low"], ["y"])],
+        {"q": [2, 3, 20, 16], "kt": [2, 3, n_size, 16], "mask": [2, 1, 20, n_size],
+         "rs": [2, 3, 20, 1]}, [2, 3, 20, n_size], {})
+    model.graph.initializer.extend([low, numpy_helper.from_array(keep, "keep")])
+    return model
+
+
+def test_sgemm_epilogue_runs_on_runs_of_four_columns(tmp_path: Path) -> None:
+    """Where N is whole runs of 4, the epilogue's reads load 4 wide (the broadcast mask as
+    a float4, the bool mask as a uchar4) or once per run (the per-row scale), it runs
+    once per lane, and the output is stored as float4, matching onnxruntime; a ragged N
+    (22) keeps the scalar store loop. Gemm's C (a per-element matrix) and alpha go the
+    same way; a bias row alone keeps the scalar loop (`sgemm.vector_epilogue`: where it
+    measured faster)."""
+    params = SGEMMS["sgemm-64x64"]
+    _check(_epilogue_scores(24), params, tmp_path / "vector")
+    source = (tmp_path / "vector" / "kernels.cl").read_text()
+    stores = source[source.index("const int m = mt"):]
+    assert re.search(r"const float4 e\d+ = \*\(__global const float4\*\)\(in\d", stores)
+    assert re.search(r"const uchar4 e\d+ = vload4\(0, ", stores), "the bool mask loads 4 wide"
+    assert re.search(r"const float e\d+ = in\d\[", stores), "the per-row scale loads once per run"
+    # 4 rows × one run of 4 columns per work-item
+    assert len(re.findall(r"\*\(__global float4\*\)\(out0 \+", stores)) == 4
+    _check(_epilogue_scores(22), params, tmp_path / "ragged")
+    ragged = (tmp_path / "ragged" / "kernels.cl").read_text()
+    assert "__global float4*" not in ragged and "vload4" not in ragged
+    rng = np.random.default_rng(4)
+    for c_shape, vector in (((9, 12), True), ((12,), False)):
+        gemm = _model([helper.make_node("Gemm", ["x", "W", "C"], ["y"], alpha=0.5, beta=2.0)],
+                      {"x": [9, 20]}, [9, 12],
+                      {"W": rng.standard_normal((20, 12)).astype(np.float32),
+                       "C": rng.standard_normal(c_shape).astype(np.float32)})
+        _check(gemm, SGEMMS["sgemm-128x64-8x4"], tmp_path / f"gemm{len(c_shape)}")
+        source = (tmp_path / f"gemm{len(c_shape)}" / "kernels.cl").read_text()
+        assert ("*(__global float4*)(out0 +" in source) == vector, c_shape
+
+
 def test_every_listed_sgemm_is_valid() -> None:
     assert all(tile.valid() for tile in cost.SGEMMS)
 
@@ -391,3 +442,22 @@ def test_linear_batch_dims_fold_into_gemm_rows(tmp_path: Path) -> None:
     _check(MATMULS["batched-broadcast-sigmoid"], KernelParams(), tmp_path / "batched")
     assert load(tmp_path / "batched").plan["launches"][0]["shape_key"].startswith(
         "MatMul m33 n45 k19 b6")
+
+
+def test_gpu_benchmark_error_compares_finite_entries_and_counts_the_rest() -> None:
+    """`benchmarks/gpu.py`'s error: one NaN no longer makes the whole comparison NaN; the
+    finite entries give the relative error and the non-finite ones are counted apart
+    (a NaN on both sides and equal infinities agree; a NaN against a number or opposite
+    infinities do not)."""
+    from benchmarks.gpu import compare
+
+    reference = np.array([[1.0, -4.0, np.nan, np.inf], [2.0, np.inf, 0.5, -np.inf]], np.float32)
+    out = np.array([[1.0, -4.0 + 2e-3, np.nan, np.inf], [np.nan, -np.inf, 0.5, -np.inf]],
+                   np.float32)
+    found = compare(out, reference)
+    assert found["rel_err"] == pytest.approx(2e-3 / 4.0, rel=1e-3)
+    assert (found["nonfinite_out"], found["nonfinite_ref"], found["nonfinite_mismatch"]) == (5, 4, 2)
+    assert compare(reference, reference) == {"rel_err": 0.0, "nonfinite_out": 4,
+                                             "nonfinite_ref": 4, "nonfinite_mismatch": 0}
+    with pytest.raises(ValueError, match="shape"):
+        compare(out[:1], reference)

@@ -196,3 +196,79 @@ def test_unrolled_reduction_keeps_one_work_group_per_row(unroll: int, launches: 
     got_launches, got = _build_run(model, feeds, tmp_path, replace(GPU, reduce_unroll=unroll))
     assert len(got_launches) == launches
     assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize(("shape", "vectors", "variant"), [
+    ([2, 3, 5, 40], 2, "vectors 2"), ([2, 3, 5, 12], 4, "vectors 4"),
+    ([2, 3, 5, 18], 2, "items 2")])
+def test_vector_pointwise_matches_onnxruntime(shape: list[int], vectors: int, variant: str,
+                                              tmp_path: Path) -> None:
+    """`vector_forms.vector_pointwise`: the squeeze-excitation scale x · σ(s) plus a
+    residual r as float4s, s constant over each run of 4 (one load, σ per lane): 600
+    elements are 150 float4s, 75 work-items of 2; 180 are 45 float4s, 12 work-items of
+    4 with the last ragged; a last dim of 18 is no whole float4s (540 elements are)
+    and keeps the scalar items. The transpose of s (a strided read) keeps its scalar form."""
+    from dataclasses import replace
+
+    model = _model([helper.make_node("Sigmoid", ["s"], ["g"]),
+                    helper.make_node("Mul", ["x", "g"], ["m"]),
+                    helper.make_node("Add", ["m", "r"], ["y"]),
+                    helper.make_node("Transpose", ["s"], ["z"], perm=[0, 2, 3, 1])],
+                   {"x": shape, "r": shape, "s": [2, 3, 1, 1]},
+                   {"y": shape, "z": [2, 1, 1, 3]}, {})
+    rng = np.random.default_rng(9)
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32),
+             "r": rng.standard_normal(shape).astype(np.float32),
+             "s": rng.standard_normal([2, 3, 1, 1]).astype(np.float32)}
+    launches, got = _build_run(model, feeds, tmp_path, replace(GPU, pointwise_vectors=vectors))
+    variants = {launch["variant"] for launch in launches if launch["kind"] == "pointwise"}
+    assert variants == {variant, ""}, variants
+    assert_close(got, run_ort(model, feeds), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("shape", "vector"), [([2, 3, 40, 26], True), ([2, 3, 7, 9], False)])
+def test_vector_reduction_matches_onnxruntime(shape: list[int], vector: bool,
+                                              tmp_path: Path) -> None:
+    """`vector_forms.vector_accumulate`: ResNet's Add + Relu + GlobalAveragePool with
+    float4 loads (rows of 1040 = 260 float4s: the last unrolled step ragged); rows of
+    63 are no whole float4s and load scalars."""
+    from dataclasses import replace
+
+    model = _model([helper.make_node("Add", ["x", "b"], ["a"]),
+                    helper.make_node("Relu", ["a"], ["r"]),
+                    helper.make_node("GlobalAveragePool", ["r"], ["y"])],
+                   {"x": shape, "b": shape}, {"y": [*shape[:2], 1, 1]}, {})
+    rng = np.random.default_rng(10)
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32),
+             "b": rng.standard_normal(shape).astype(np.float32)}
+    _, got = _build_run(model, feeds, tmp_path, replace(GPU, reduce_unroll=4, reduce_vectors=True))
+    assert ("float4" in (tmp_path / "kernels.cl").read_text()) == vector
+    assert_close(got, run_ort(model, feeds), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("stage", [True, False])
+def test_pixel_rows_stage_nhwc_operands_matches_onnxruntime(stage: bool, tmp_path: Path) -> None:
+    """ConvNeXt's downsampling LayerNorm: an NHWC branch added to an NCHW map, then
+    LayerNorm over the channels back to NCHW. The NHWC operand is read once per
+    element, 24 floats apart along the pixels: staged through local memory
+    (`pixel_rows._stage`; 3,198 pixels, the last work-group's rows ragged) or not."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(11)
+    channels, spatial = 24, [41, 39]
+    model = _model([helper.make_node("Transpose", ["h"], ["ht"], perm=[0, 3, 1, 2]),
+                    helper.make_node("Add", ["x", "ht"], ["a"]),
+                    helper.make_node("Transpose", ["a"], ["t"], perm=[0, 2, 3, 1]),
+                    helper.make_node("LayerNormalization", ["t", "g", "b"], ["n"], axis=-1,
+                                     epsilon=1e-6),
+                    helper.make_node("Transpose", ["n"], ["y"], perm=[0, 3, 1, 2])],
+                   {"x": [2, channels, *spatial], "h": [2, *spatial, channels]},
+                   {"y": [2, channels, *spatial]},
+                   {"g": rng.uniform(0.5, 1.5, channels).astype(np.float32),
+                    "b": rng.standard_normal(channels).astype(np.float32)})
+    feeds = {"x": rng.standard_normal([2, channels, *spatial]).astype(np.float32),
+             "h": rng.standard_normal([2, *spatial, channels]).astype(np.float32)}
+    launches, got = _build_run(model, feeds, tmp_path, replace(GPU, strided_rows_stage=stage))
+    assert [launch["variant"] for launch in launches] == ["pixel-rows 32 direct"]
+    assert ("stage0" in (tmp_path / "kernels.cl").read_text()) == stage
+    assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-5)

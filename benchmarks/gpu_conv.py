@@ -1,0 +1,256 @@
+"""The conv microbenchmark: ResNet-18's and ResNet-50's 3×3 convs at batch 8 (224² input),
+stride 1 and 2, each with its bias and Relu in the store, every ``conv-gemm`` option
+forced beside the options the GPU class picked before it, GFLOP/s against the card's peak.
+
+    PYTHONPATH=. python3 benchmarks/gpu_conv.py prepare DIR   # here: one artefact per option
+    python3 benchmarks/gpu_conv.py run DIR                     # on the GPU machine
+    PYTHONPATH=. python3 benchmarks/gpu_conv.py fit LOG       # the cost model's picks vs a run log
+
+Per shape: ``old`` (the GPU class's pick without ``conv-gemm``: ``KernelParams.conv_gemm``
+off), ``model`` (its pick now), every ``conv-gemm`` option of `cost.CONV_GEMMS` and two
+``sgemm`` tiles on the implicit GEMM of `gemm.conv_problem`. The weights travel as a
+seed (`gpu._synthetic`) and are drawn and re-laid out again on the GPU machine with the
+same bits, so every option's output is compared with ``old``'s (largest difference
+relative to the largest value). Times: the median of ``--repeats`` runs, OpenCL
+profiling events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# name: (input channels, output channels, input side, stride); batch 8, 3×3, pad 1
+SHAPES: dict[str, tuple[int, int, int, int]] = {
+    "r18_s2_64_128_56": (64, 128, 56, 2),
+    "r18_s2_128_256_28": (128, 256, 28, 2),
+    "r18_s2_256_512_14": (256, 512, 14, 2),
+    "r50_s2_128_128_56": (128, 128, 56, 2),
+    "r50_s2_256_256_28": (256, 256, 28, 2),
+    "r50_s2_512_512_14": (512, 512, 14, 2),
+    "s1_64_56": (64, 64, 56, 1),
+    "s1_128_28": (128, 128, 28, 1),
+    "s1_256_14": (256, 256, 14, 1),
+    "s1_512_7": (512, 512, 7, 1),
+}
+BATCH = 8
+WEIGHT_SEED = 11
+# forced beside `cost.CONV_GEMMS` (candidates not priced yet): more K groups, longer K steps
+EXTRA = ((128, 32, 16, 8, 4, 4), (128, 32, 16, 8, 4, 8), (64, 32, 16, 4, 4, 8),
+         (64, 128, 16, 8, 8, 8), (128, 32, 32, 8, 4, 4),
+         # for the 7² outputs (N = 392 at batch 8: 128 columns waste 23 %, 32 waste 6 %)
+         (128, 32, 16, 8, 4, 12), (128, 32, 16, 8, 4, 16), (64, 64, 16, 8, 8, 12),
+         (64, 64, 16, 8, 8, 16), (64, 128, 16, 8, 8, 16), (128, 64, 16, 8, 4, 16),
+         (64, 32, 16, 4, 4, 16), (32, 64, 16, 4, 4, 8), (32, 64, 16, 4, 4, 16))
+
+
+def model(cin: int, cout: int, side: int, stride: int):  # noqa: ANN201 - onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from benchmarks.gpu import _synthetic
+
+    out = (side + 2 - 3) // stride + 1
+    weights = _synthetic([cout, cin, 3, 3], "float32", WEIGHT_SEED)
+    bias = _synthetic([cout], "float32", WEIGHT_SEED + 1)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "W", "B"], ["c"], kernel_shape=[3, 3],
+                          strides=[stride] * 2, pads=[1] * 4),
+         helper.make_node("Relu", ["c"], ["y"])], "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [BATCH, cin, side, side])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [BATCH, cout, out, out])],
+        [numpy_helper.from_array(weights, "W"), numpy_helper.from_array(bias, "B")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _seed_weights(artefact: Path, shape: list[int]) -> None:
+    """Replace the artefact's weights (and their re-laid-out or Winograd forms) by the
+    seed they were drawn from and the recipe that derives them (`gpu._derive`)."""
+    from benchmarks.gpu import _derive, _recipe, _synthetic
+
+    source = _synthetic(shape, "float32", WEIGHT_SEED)
+    weights = np.load(artefact / "weights.npz")
+    names = json.loads((artefact / "weights.json").read_text())
+    kept, refs = {}, {}
+    for key in weights.files:
+        name = names[int(key[1:])]
+        recipe = _recipe(name)
+        if name == "W":
+            refs[key] = {}
+        elif recipe is not None and recipe[0] == "W" and \
+                np.array_equal(_derive(recipe[1], source), weights[key]):
+            refs[key] = {"recipe": recipe[1]}
+        elif name == f"W@2310p{shape[0]}k":  # conv-gemm's [KH·KW·Cin][Cout]
+            refs[key] = {"recipe": "2310:0", "shape": list(weights[key].shape)}
+            assert np.array_equal(_derive("2310:0", source).reshape(weights[key].shape), weights[key])
+        else:
+            kept[key] = weights[key]
+    weights.close()
+    np.savez(artefact / "weights.npz", **kept)
+    (artefact / "weights.seed.json").write_text(json.dumps({"shape": shape, "refs": refs}))
+
+
+def _unseed_weights(artefact: Path, into: Path) -> Path:
+    import shutil
+
+    from benchmarks.gpu import _derive, _synthetic
+
+    shutil.copytree(artefact, into)
+    seed = json.loads((artefact / "weights.seed.json").read_text())
+    source = _synthetic(seed["shape"], "float32", WEIGHT_SEED)
+    arrays = dict(np.load(artefact / "weights.npz"))
+    for key, ref in seed["refs"].items():
+        array = _derive(ref["recipe"], source) if ref else source
+        arrays[key] = array.reshape(ref["shape"]) if "shape" in ref else array
+    np.savez(into / "weights.npz", **arrays)
+    return into
+
+
+def prepare(out: Path, only: str | None) -> None:
+    from egraph_compiler.backends.opencl import KernelParams, build, cost
+    from egraph_compiler.backends.opencl.sgemm import Sgemm
+    from egraph_compiler.fusion import plan_fusion
+    from egraph_compiler.plan import plan_memory
+    from tests.backends.opencl.helpers import static_graph
+
+    params = KernelParams.for_device("gpu")
+    for name, (cin, cout, side, stride) in SHAPES.items():
+        if only and name not in only.split(","):
+            continue
+        onnx_model = model(cin, cout, side, stride)
+        plan = plan_memory(plan_fusion(static_graph(
+            onnx_model, {"x": np.zeros((BATCH, cin, side, side), np.float32)})))
+        variants = {"old": replace(params, conv_gemm=False), "model": params}
+        from egraph_compiler.backends.opencl.conv_gemm import ConvGemm
+
+        extra = tuple(ConvGemm(*sizes) for sizes in EXTRA if ConvGemm(*sizes) not in cost.CONV_GEMMS)
+        for shape in (*cost.CONV_GEMMS, *extra):
+            variants[shape.describe().replace(" ", "_")] = replace(
+                params, anchor_variant="conv-gemm", anchor_conv_gemm=shape)
+        for tile in (Sgemm(128, 64, 16, 8, 4), Sgemm(64, 64, 16, 4, 4)):
+            variants[tile.describe().replace(" ", "_")] = replace(
+                params, anchor_variant="sgemm", anchor_sgemm=tile)
+        for label, chosen in variants.items():
+            target = out / name / label
+            build(plan, target, chosen)
+            _seed_weights(target, [cout, cin, 3, 3])
+        out_side = (side + 2 - 3) // stride + 1
+        (out / name / "meta.json").write_text(json.dumps(
+            {"flops": 2 * BATCH * cout * out_side * out_side * cin * 9, "cin": cin}))
+        print(name, flush=True)
+
+
+def run(out: Path, device: str, repeats: int) -> None:
+    from benchmarks.gpu import _peaks
+    from egraph_compiler.backends.opencl.runtime import CompiledModel
+
+    card, peak_gflops, _ = _peaks()
+    print(f"card: {card}; FP32 peak {peak_gflops / 1e3:.1f} TFLOP/s (nvidia-smi max clocks)")
+    print(f"{'shape':<20}{'option':<52}{'ms':>8}{'GFLOP/s':>10}{'% peak':>8}{'rel diff':>10}")
+    summary = []
+    for shape_dir in sorted(p for p in out.iterdir() if (p / "meta.json").exists()):
+        meta = json.loads((shape_dir / "meta.json").read_text())
+        flops = meta["flops"]
+        rng = np.random.default_rng(0)
+        reference = None
+        rows: dict[str, float] = {}
+        labels = {}
+        for label in ["old", "model", *sorted(p.name for p in shape_dir.iterdir()
+                                             if p.is_dir() and p.name not in ("old", "model"))]:
+            with tempfile.TemporaryDirectory() as tmp:
+                try:
+                    compiled = CompiledModel(_unseed_weights(shape_dir / label, Path(tmp) / "a"), device)
+                except Exception as error:  # a kernel the driver refuses: say so, go on
+                    print(f"{shape_dir.name:<20}{label:<52} failed: {str(error)[:200]}", flush=True)
+                    continue
+                if reference is None:
+                    feeds = {"x": rng.standard_normal(compiled.plan["tensors"]["x"]["shape"])
+                             .astype(np.float32)}
+                result = compiled.run(feeds)["y"]
+                seconds = [sum(compiled.time_launches(1)) for _ in range(repeats)]
+                ms = statistics.median(seconds) * 1e3
+                if reference is None:
+                    reference = result
+                diff = float(np.max(np.abs(result - reference)) /
+                             max(float(np.max(np.abs(reference))), 1e-30))
+                variant = compiled.plan["launches"][0]["variant"]
+                rows[label] = ms
+                labels[label] = variant
+                shown = label if label not in ("old", "model") else f"{label}: {variant}"
+                print(f"{shape_dir.name:<20}{shown:<52}{ms:8.3f}{flops / ms / 1e6:10.0f}"
+                      f"{100 * flops / ms / 1e6 / peak_gflops:7.1f}%{diff:10.1e}", flush=True)
+                del compiled
+        best = min((k for k in rows if k not in ("old", "model")), key=rows.get)
+        summary.append((shape_dir.name, rows["old"], labels["old"], rows["model"], labels["model"],
+                        best, rows[best], flops))
+    print(f"\n{card}: old (the GPU class's pick before conv-gemm) vs new (its pick now) vs the "
+          "fastest forced option; ms and % of FP32 peak")
+    print("| shape | old | ms | % | new | ms | % | fastest | ms | % |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, old, old_v, new, new_v, best, best_ms, flops in summary:
+        def pct(ms: float, flops: int = flops) -> float:
+            return 100 * flops / ms / 1e6 / peak_gflops
+
+        print(f"| {name} | {old_v} | {old:.3f} | {pct(old):.1f} | {new_v} | {new:.3f} | "
+              f"{pct(new):.1f} | {best} | {best_ms:.3f} | {pct(best_ms):.1f} |")
+
+
+def fit(log: Path) -> None:
+    """Replay the cost model's picks against a ``run`` log (no GPU needed): per shape its
+    pick (``old``'s time where it keeps an earlier option) and the fastest forced option."""
+    from egraph_compiler.backends.opencl import cost
+
+    measured: dict[str, dict[str, float]] = {}
+    for line in log.read_text().splitlines():
+        found = re.match(r"(\S+)\s+(old|conv-gemm_\S+|sgemm_\S+)(?::.*?)?\s+([\d.]+)\s+\d+\s", line)
+        if found and found.group(1) in SHAPES:
+            measured.setdefault(found.group(1), {})[found.group(2)] = float(found.group(3))
+    totals = [0.0, 0.0, 0.0]
+    for name, (cin, cout, side, stride) in SHAPES.items():
+        if name not in measured:
+            continue
+        out_side = (side + 2 - 3) // stride + 1
+        n = BATCH * out_side * out_side
+        pick = cost.choose(cost.options(cost.DEVICES["gpu"], cout, n, cin * 9, 1, n * cout // 64,
+                                        True, None, window_taps=9, width=out_side,
+                                        winograd=stride == 1, stride=stride, conv_gemm=True,
+                                        epilogue_ops=1))
+        label = pick.params.describe().replace(" ", "_") if pick.variant == "conv-gemm" else "old"
+        times = measured[name]
+        best = min(v for key, v in times.items() if key != "old")
+        chosen = times.get(label, float("nan"))
+        for i, value in enumerate((chosen, best, times["old"])):
+            totals[i] += value
+        print(f"{name:<20} pick {label:<44}{chosen:8.3f}  fastest {best:.3f}  old {times['old']:.3f}"
+              f"{'  MISS' if chosen > 1.05 * best else ''}")
+    print(f"sum of picks {totals[0]:.3f} ms, of the fastest {totals[1]:.3f}, of old {totals[2]:.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("step", choices=["prepare", "run", "fit"])
+    parser.add_argument("dir")
+    parser.add_argument("--device", default="NVIDIA")
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--only", help="shape names, comma-separated")
+    args = parser.parse_args()
+    if args.step == "fit":  # DIR: a `run` log
+        fit(Path(args.dir))
+    elif args.step == "prepare":
+        prepare(Path(args.dir), args.only)
+    else:
+        run(Path(args.dir), args.device, args.repeats)
+
+
+if __name__ == "__main__":
+    main()
