@@ -11,7 +11,7 @@ the torch reference (onnxruntime on the export for the unstored shape).
 
     PYTHONPATH=. python3 benchmarks/dynamic.py [--only bert_sdpa,gpt2] [--repeat 20]
         [--dims batch=1..2,height=32..48:16,width=32..40:8 --unstored batch=1,height=48,width=32]
-        [--no-magic] [--no-shift-mask] [--kernels 5]
+        [--no-magic] [--no-shift-mask] [--no-constant-sizes] [--kernels 5]
 
 Device times are the median and the minimum over ``--repeat`` runs of the plan of the
 summed launch times (profiling events), the two artefacts' launches taken in turn
@@ -152,11 +152,14 @@ def main() -> None:
                         help="divide by size arguments with / and % (no magic numbers)")
     parser.add_argument("--no-shift-mask", action="store_true",
                         help="no kernel copies dividing by powers of two with shifts and masks")
+    parser.add_argument("--no-constant-sizes", action="store_true",
+                        help="no kernel copies with literals for sizes fixed over a version")
     parser.add_argument("--kernels", type=int, default=0,
                         help="per shape, the N launches the symbolic artefact loses most on")
     args = parser.parse_args()
     symbolic_build.MAGIC_DIVISION = not args.no_magic
     symbolic_build.SHIFT_MASK_VERSIONS = not args.no_shift_mask
+    symbolic_build.CONSTANT_SIZE_VERSIONS = not args.no_constant_sizes
     if bool(args.dims) != bool(args.unstored):
         parser.error("--dims and --unstored go together")
     if args.dims:

@@ -98,9 +98,12 @@ DEFAULT_HIGH = 16  # a dim without --dim (or with an unbounded one) is compiled 
 # (benchmarks/dynamic.py --no-magic measures the difference)
 MAGIC_DIVISION = True
 # a version's divisors that are powers of two at every shape it serves: kernel copies
-# dividing by shifts and masks (`_power_of_two_kernels`; benchmarks/dynamic.py
+# dividing by shifts and masks (`_specialised_kernels`; benchmarks/dynamic.py
 # --no-shift-mask measures without them)
 SHIFT_MASK_VERSIONS = True
+# a version's sizes that have one value at every shape it serves: literals in kernel
+# copies (`_specialised_kernels`; benchmarks/dynamic.py --no-constant-sizes)
+CONSTANT_SIZE_VERSIONS = True
 MAX_POINTS = 2048  # shapes compiled: about 0.1-0.7 s each (BERT-tiny to ResNet-50 on PoCL hosts)
 
 Point = tuple[int, ...]
@@ -630,7 +633,7 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                          for la in sample.built.doc["launches"]]})
     plain_sources = dict(sources)
     divisors = _magic_divisions(sources, version_docs) if MAGIC_DIVISION else {}
-    shift_kernels = 0 if not SHIFT_MASK_VERSIONS else _power_of_two_kernels(plain_sources, sources, version_docs, divisors, dims,
+    specialised_kernels = _specialised_kernels(plain_sources, sources, version_docs, divisors, dims,
                                           [[partition.points(leaf.box) for leaf in leaves
                                             if leaf.signature == v] for v in versions],
                                           [[leaf for leaf in leaves if leaf.signature == v]
@@ -748,9 +751,9 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                            # of which unsigned (a dividend never negative, `magicdiv`)
                            "unsigned": sum(len(re.findall(r"\bDNNR_U(?:DIV|REM)\(", sources[k]))
                                            for k in divisors),
-                           # kernel copies whose divisors are powers of two at every
-                           # shape of their version: shifts and masks
-                           "power_of_two_kernels": shift_kernels,
+                           # kernel copies with a version's fixed sizes as literals
+                           # and its power-of-two divisors as shifts and masks
+                           "specialised_kernels": specialised_kernels,
                            "shifts_and_masks": sum(len(re.findall(r"\bDNNR_P2(?:DIV|REM)\(",
                                                                   sources[k])) for k in divisors)},
     }
@@ -777,43 +780,81 @@ def _magic_divisions(sources: dict[str, str], version_docs: Sequence[dict]
     return divisors
 
 
-def _power_of_two_kernels(plain: Mapping[str, str], sources: dict[str, str],
+def _specialised_kernels(plain: Mapping[str, str], sources: dict[str, str],
                           version_docs: Sequence[dict], divisors: dict[str, list[int]],
                           dims: Sequence[str], points: Sequence[Sequence[Sequence[Point]]],
                           leaves: Sequence[Sequence[_Leaf]]) -> int:
-    """Per version (``points`` and ``leaves``: its boxes'), each launch whose kernel
-    divides by sizes that are powers of two at EVERY shape the version serves runs a
-    copy dividing those by a shift and a mask (`magicdiv.rewrite`'s powers_of_two), as
-    a per-shape compile's literal divisor does; the condition is the version's own
-    (its boxes), so no shape is compiled for it. The copies made (a kernel the
-    versions no longer launch is dropped)."""
-    copies: dict[tuple[str, frozenset[str]], str] = {}
+    """Per version (``points`` and ``leaves``: its boxes'), each launch runs a copy of
+    its kernel specialised to the sizes the version's every shape agrees on, as a
+    per-shape compile's literals are; the condition is the version's own (its boxes),
+    so no shape is compiled for it. A size with ONE value at every shape of the version
+    becomes that literal in the body (`_literal_sizes`, CONSTANT_SIZE_VERSIONS: the
+    loops over a 1 that MobileNetV2's global pool ran, the convs' fixed channel and
+    kernel extents); a divisor that is a power of two at every shape is divided by a
+    shift and a mask (`magicdiv.rewrite`'s powers_of_two, SHIFT_MASK_VERSIONS). The
+    parameters stay, so the run time passes the same arguments. The copies made (a
+    kernel the versions no longer launch is dropped)."""
+    copies: dict[tuple[str, tuple[tuple[str, int], ...], frozenset[str]], str] = {}
     for doc, version_points, version_leaves in zip(version_docs, points, leaves, strict=True):
+        shapes = [(leaf, dict(zip(dims, p, strict=True)))
+                  for leaf, box_points in zip(version_leaves, version_points, strict=True)
+                  for p in box_points]
         for k, launch in enumerate(doc["launches"]):
             name = launch["kernel"]
-            if name not in divisors:
-                continue
+            constants = tuple(sorted(
+                (size, value) for size in magicdiv.size_parameters(plain[name])
+                if (value := _constant_size(shapes, f"size/{k}/{size.removeprefix('s')}"))
+                is not None)) if CONSTANT_SIZE_VERSIONS else ()
+            fixed = {size for size, _ in constants}
             powers = frozenset(
-                f"s{j}" for j in divisors[name]
-                if all(magicdiv.is_power_of_two(dimpoly.evaluate(
-                    leaf.expressions[f"size/{k}/{j}"], dict(zip(dims, p, strict=True))))
-                       for leaf, box_points in zip(version_leaves, version_points, strict=True)
-                       for p in box_points))
-            if not powers:
+                f"s{j}" for j in divisors.get(name, ()) if f"s{j}" not in fixed
+                and all(magicdiv.is_power_of_two(dimpoly.evaluate(
+                    leaf.expressions[f"size/{k}/{j}"], point)) for leaf, point in shapes)
+            ) if SHIFT_MASK_VERSIONS else frozenset()
+            if not constants and not powers:
                 continue
-            if (name, powers) not in copies:
-                rewritten, used = magicdiv.rewrite(plain[name], powers)
-                assert used == [f"s{j}" for j in divisors[name]]  # the same magic arguments
-                copy = "k_" + hashlib.sha1(rewritten.encode()).hexdigest()[:12]
-                sources[copy] = rewritten.replace(f"void {name}(", f"void {copy}(")
-                divisors[copy] = divisors[name]
-                copies[(name, powers)] = copy
-            launch["kernel"] = copies[(name, powers)]
+            key = (name, constants, powers)
+            if key not in copies:
+                specialised = _literal_sizes(plain[name], dict(constants))
+                used: list[str] = []
+                if name in divisors:  # the arguments only shrink: within the limit
+                    specialised, used = magicdiv.rewrite(specialised, powers)
+                copy = "k_" + hashlib.sha1(specialised.encode()).hexdigest()[:12]
+                sources[copy] = specialised.replace(f"void {name}(", f"void {copy}(")
+                if used:
+                    divisors[copy] = [int(s.removeprefix("s")) for s in used]
+                copies[key] = copy
+            launch["kernel"] = copies[key]
     launched = {la["kernel"] for doc in version_docs for la in doc["launches"]}
     for name in [n for n in sources if n not in launched]:
         del sources[name]
         divisors.pop(name, None)
     return len(copies)
+
+
+def _constant_size(shapes: Sequence[tuple[_Leaf, Mapping[str, int]]], key: str) -> int | None:
+    """The one value of the size expression ``key`` at every shape of ``shapes``
+    (a box and a point of it each), or None where it takes two."""
+    value: int | None = None
+    for leaf, point in shapes:
+        expression = str(leaf.expressions[key])
+        here = int(expression) if re.fullmatch(r"-?\d+", expression.strip()) else \
+            dimpoly.evaluate(expression, point)
+        if value is not None and here != value:
+            return None
+        value = here
+    return value
+
+
+def _literal_sizes(source: str, literals: Mapping[str, int]) -> str:
+    """``source`` (a kernel after `build.hoist_sizes`) with each size parameter of
+    ``literals`` read as its literal in the body: the compiler folds the loops and
+    divisions as in a bound compile. The header keeps the parameter (unread)."""
+    if not literals:
+        return source
+    header, brace, body = source.partition(") {\n")
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, literals)) + r")\b")
+    return header + brace + pattern.sub(lambda m: f"({literals[m.group(1)]})", body)
 
 
 def _always_inline(source: str) -> str:
