@@ -57,7 +57,7 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -746,21 +746,25 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
         # divisions by size arguments done by multiplication (`magicdiv`)
         "magic_division": {"kernels": len(divisors),
                            "divisors": sum(len(d) for d in divisors.values()),
-                           "sites": sum(len(re.findall(r"\bDNNR_U?(?:DIV|REM)\(", sources[k]))
-                                        for k in divisors),
+                           "sites": _sites(sources, divisors, r"\bDNNR_U?(?:DIV|REM)\("),
                            # of which unsigned (a dividend never negative, `magicdiv`)
-                           "unsigned": sum(len(re.findall(r"\bDNNR_U(?:DIV|REM)\(", sources[k]))
-                                           for k in divisors),
+                           "unsigned": _sites(sources, divisors, r"\bDNNR_U(?:DIV|REM)\("),
                            # kernel copies with a version's fixed sizes as literals
                            # and its power-of-two divisors as shifts and masks
                            "specialised_kernels": specialised_kernels,
-                           "shifts_and_masks": sum(len(re.findall(r"\bDNNR_P2(?:DIV|REM)\(",
-                                                                  sources[k])) for k in divisors)},
+                           "shifts_and_masks": _sites(sources, divisors,
+                                                      r"\bDNNR_P2(?:DIV|REM)\(")},
     }
     return Artefact(out_dir, len(top["launches"]), len(sources), int(top["operators"]),
                     arena_bytes, int(top["naive_bytes"]), int(top["lower_bound_bytes"]),
                     {n: str(i["reason"]) for n, i in images.items()}, None, top["select"],
                     dynamic)
+
+
+def _sites(sources: Mapping[str, str], kernels: Iterable[str], pattern: str) -> int:
+    """Uses of ``pattern`` in the bodies of ``kernels``: not in the `magicdiv.PRELUDE`
+    each rewritten kernel carries (its ``#define`` lines match every pattern)."""
+    return sum(len(re.findall(pattern, sources[k].replace(magicdiv.PRELUDE, ""))) for k in kernels)
 
 
 def _magic_divisions(sources: dict[str, str], version_docs: Sequence[dict]
