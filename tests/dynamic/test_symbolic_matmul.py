@@ -19,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from egraph_compiler import pipeline
 from egraph_compiler.backends.opencl import dimpoly
 from egraph_compiler.runner import load_artefact
+from tests.dynamic.fixed_sizes import fixed_sizes_read
 
 TOLERANCE = 1e-4  # of max |reference|
 
@@ -61,28 +62,22 @@ def test_symbolic_matmul_indexes_like_a_bound_compile(tmp_path: Path) -> None:
     batched = [b for b in bodies if "const int b0" in b]
     assert batched and all("const int b0 = r;" in b for b in batched)
     # per version, over every shape of its boxes: a size with one value is a literal
-    # in its kernel's body (seq 1, 2, 3: the tile count 1), as in a bound compile; a
-    # divisor shifted and masked is a power of two at every one
-    literal = 0
-    for number, version in enumerate(plan["versions"]):
-        boxes = [b for b in plan["boxes"] if b["version"] == number]
-        shapes = [(box, {"batch": b, "seq": q}) for box in boxes
-                  for b in range(box["box"]["batch"][0], box["box"]["batch"][1] + 1)
-                  for q in range(box["box"]["seq"][0], box["box"]["seq"][1] + 1)]
-        for k, launch in enumerate(version["launches"]):
-            header, _, body = source[source.index(f"void {launch['kernel']}("):] \
-                .split("\n}\n", 1)[0].partition(") {\n")
-            for j in map(int, re.findall(r"const int s(\d+)\b", header)):
-                values = {dimpoly.evaluate(box["sizes"][k][j], point) for box, point in shapes}
-                if len(values) == 1:
-                    assert not re.search(rf"\bs{j}\b", body), (version["id"], k, j)
-                    literal += 1
+    # in its kernel's body (seq 1, 2, 3: the tile count 1), as in a bound compile
+    fixed, read = fixed_sizes_read(plan, source)
+    assert fixed and not read, read
+    assert result.report.target["dynamic"]["magic_division"]["specialised_kernels"]
+    # a divisor shifted and masked is a power of two at every shape of its box
+    for box in plan["boxes"]:
+        for launch, sizes in zip(plan["versions"][box["version"]]["launches"], box["sizes"],
+                                 strict=True):
+            body = source[source.index(f"void {launch['kernel']}("):].split("\n}\n", 1)[0]
             powers = {int(a or b) for a, b in re.findall(
                 r"DNNR_P2(?:DIV\(.*?, s(\d+)_s\)|REM\(.*?, s(\d+)\))", body)}
-            for j in powers:
-                values = {dimpoly.evaluate(box["sizes"][k][j], point) for box, point in shapes}
-                assert all(v > 0 and v & (v - 1) == 0 for v in values), (version["id"], k, j)
-    assert literal and result.report.target["dynamic"]["magic_division"]["specialised_kernels"]
+            (lo_b, hi_b), (lo_s, hi_s) = box["box"]["batch"], box["box"]["seq"]
+            for k in powers:
+                values = {dimpoly.evaluate(sizes[k], {"batch": b, "seq": q})
+                          for b in range(lo_b, hi_b + 1) for q in range(lo_s, hi_s + 1)}
+                assert all(v > 0 and v & (v - 1) == 0 for v in values), (box["condition"], k)
     # the erf epilogue's helper is inlined however many versions' kernels call it
     helpers = re.findall(r"^static inline .*\bdnnr_erf\(", source, re.MULTILINE)
     assert helpers and all("always_inline" in h for h in helpers)

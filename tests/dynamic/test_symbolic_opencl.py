@@ -17,6 +17,7 @@ from egraph_compiler.backends.opencl import dimpoly
 from egraph_compiler.ir.errors import DnnrError
 from egraph_compiler.runner import load_artefact
 from tests.corpus import build, check
+from tests.dynamic.fixed_sizes import fixed_sizes_read
 
 TOLERANCE = 1e-3  # of max |reference|, as tests/corpus/test_corpus_opencl.py
 DIMS = ["batch", "seq"]
@@ -162,6 +163,11 @@ def test_cnn_with_dynamic_height_and_width(tmp_path: Path) -> None:
     compiled = load_artefact(tmp_path)
     dynamic = result.report.target["dynamic"]
     assert dynamic["shapes"] == 8 and dynamic["shapes_compiled"] <= 8
+    # the sizes one at every shape of a version (the global pool's loops over 1x1) are
+    # literals, as in a bound compile: no loop over an argument
+    fixed, read = fixed_sizes_read(json.loads((tmp_path / "plan.json").read_text()),
+                                   (tmp_path / "kernels.cl").read_text())
+    assert fixed and not read, read
     error = check.relative_error(compiled.run(model.feeds(0)), model.expected(0))
     assert error <= TOLERANCE
     session = ort.InferenceSession(str(model.path), providers=["CPUExecutionProvider"])

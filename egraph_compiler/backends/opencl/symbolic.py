@@ -857,7 +857,8 @@ def _literal_sizes(source: str, literals: Mapping[str, int]) -> str:
     if not literals:
         return source
     header, brace, body = source.partition(") {\n")
-    pattern = re.compile(r"\b(" + "|".join(map(re.escape, literals)) + r")\b")
+    # not a vector component (``acc.s3``): OpenCL spells those like the size names
+    pattern = re.compile(r"(?<![.\w])(" + "|".join(map(re.escape, literals)) + r")\b")
     return header + brace + pattern.sub(lambda m: f"({literals[m.group(1)]})", body)
 
 
