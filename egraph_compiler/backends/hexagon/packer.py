@@ -104,9 +104,8 @@ def _order_and_preds(idg: Idg) -> tuple[dict[int, int], dict[int, int]]:
         order[node.index] = max((order[e.src] + 1 for e in node.preds), default=0)
         seen: set[int] = set()
         for edge in node.preds:
-            if True:
-                seen.add(edge.src)
-                seen |= ancestors[edge.src]
+            seen.add(edge.src)
+            seen |= ancestors[edge.src]
         ancestors[node.index] = seen
     return order, {k: len(v) for k, v in ancestors.items()}
 
