@@ -347,9 +347,15 @@ class _ToAst:
     def _tok(self, tok: Token) -> ast.Span:
         return ast.Span(self.file, tok.line, tok.column, tok.end_line, tok.end_column)
 
-    # -- items
-    def start(self, meta: Meta, children: list[Any]) -> Any:
-        return list(children)
+    def _children(self, meta: Meta, children: list[Any]) -> Any:
+        return children
+
+    def _first(self, meta: Meta, children: list[Any]) -> Any:
+        return children[0]
+
+    # -- items (a list of children, or the one child, stands for itself)
+    start = params = attr_decls = name_list = pargs = _children
+    outputs_dtype = requires = guard = _first
 
     def use(self, meta: Meta, children: list[Any]) -> Any:
         return ast.UseDecl(str(children[0])[1:-1], self._span(meta))
@@ -385,9 +391,6 @@ class _ToAst:
             shape_span=shape_span,
         )
 
-    def params(self, meta: Meta, children: list[Any]) -> Any:
-        return children
-
     def param_plain(self, meta: Meta, children: list[Any]) -> Any:
         return ast.Param(str(children[0]), span=self._span(meta))
 
@@ -396,9 +399,6 @@ class _ToAst:
 
     def param_variadic(self, meta: Meta, children: list[Any]) -> Any:
         return ast.Param(str(children[0]), variadic=True, span=self._span(meta))
-
-    def attr_decls(self, meta: Meta, children: list[Any]) -> Any:
-        return children
 
     def attr_decl(self, meta: Meta, children: list[Any]) -> Any:
         name, type_name, default = children
@@ -412,9 +412,6 @@ class _ToAst:
 
     def outputs_count(self, meta: Meta, children: list[Any]) -> Any:
         return int(children[0])
-
-    def outputs_dtype(self, meta: Meta, children: list[Any]) -> Any:
-        return children[0]
 
     def dtype_spec(self, meta: Meta, children: list[Any]) -> Any:
         head, *args = [str(c) for c in children if c is not None]
@@ -444,9 +441,6 @@ class _ToAst:
     def sem_builtin(self, meta: Meta, children: list[Any]) -> Any:
         return ("builtin", str(children[0]))
 
-    def requires(self, meta: Meta, children: list[Any]) -> Any:
-        return children[0]
-
     def ruleset_decl(self, meta: Meta, children: list[Any]) -> Any:
         return ast.RulesetDecl(str(children[0]), self._span(meta))
 
@@ -467,9 +461,6 @@ class _ToAst:
 
     def flags(self, meta: Meta, children: list[Any]) -> Any:
         return [(str(tok), self._tok(tok)) for tok in children]
-
-    def guard(self, meta: Meta, children: list[Any]) -> Any:
-        return children[0]
 
     def fuse(self, meta: Meta, children: list[Any]) -> Any:
         first, second, result, verdict = children
@@ -495,9 +486,6 @@ class _ToAst:
 
     def schedule(self, meta: Meta, children: list[Any]) -> Any:
         return ast.ScheduleDecl(tuple(c for c in children if c is not None), self._span(meta))
-
-    def name_list(self, meta: Meta, children: list[Any]) -> Any:
-        return children
 
     def saturate(self, meta: Meta, children: list[Any]) -> Any:
         names = children[0]
@@ -533,9 +521,6 @@ class _ToAst:
             self._span(meta),
             tuple(a.name_span for a in attrs),
         )
-
-    def pargs(self, meta: Meta, children: list[Any]) -> Any:
-        return children
 
     def pattr(self, meta: Meta, children: list[Any]) -> Any:
         name, value = children
@@ -575,11 +560,7 @@ class _ToAst:
     def comparison(self, meta: Meta, children: list[Any]) -> Any:
         return self._fold(children, None)
 
-    def sum(self, meta: Meta, children: list[Any]) -> Any:
-        return self._fold(children, None)
-
-    def product(self, meta: Meta, children: list[Any]) -> Any:
-        return self._fold(children, None)
+    sum = product = comparison
 
     def power(self, meta: Meta, children: list[Any]) -> Any:
         return ast.BinOp("**", children[0], children[1], self._span(meta))
