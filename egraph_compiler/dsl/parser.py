@@ -13,7 +13,7 @@ import re
 import sys
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, partialmethod
 from pathlib import Path
 from typing import Any
 
@@ -391,14 +391,11 @@ class _ToAst:
             shape_span=shape_span,
         )
 
-    def param_plain(self, meta: Meta, children: list[Any]) -> Any:
-        return ast.Param(str(children[0]), span=self._span(meta))
+    def param_plain(self, meta: Meta, children: list[Any], **kind: bool) -> Any:
+        return ast.Param(str(children[0]), span=self._span(meta), **kind)
 
-    def param_optional(self, meta: Meta, children: list[Any]) -> Any:
-        return ast.Param(str(children[0]), optional=True, span=self._span(meta))
-
-    def param_variadic(self, meta: Meta, children: list[Any]) -> Any:
-        return ast.Param(str(children[0]), variadic=True, span=self._span(meta))
+    param_optional = partialmethod(param_plain, optional=True)
+    param_variadic = partialmethod(param_plain, variadic=True)
 
     def attr_decl(self, meta: Meta, children: list[Any]) -> Any:
         name, type_name, default = children
@@ -540,7 +537,7 @@ class _ToAst:
         return ast.PCompute(str(name), tuple(a for a in args if a is not None), self._span(meta))
 
     # -- expressions
-    def _fold(self, children: list[Any], op: str | None) -> ast.Expr:
+    def comparison(self, meta: Meta, children: list[Any], op: str | None = None) -> ast.Expr:
         """Left-fold ``a op b op c``; ``op`` None means the operator tokens are children."""
         result = children[0]
         rest = children[1:]
@@ -551,16 +548,8 @@ class _ToAst:
             result = ast.BinOp(kind, result, rhs, _join(result.span, rhs.span))
         return result
 
-    def or_expr(self, meta: Meta, children: list[Any]) -> Any:
-        return self._fold(children, "or")
-
-    def and_expr(self, meta: Meta, children: list[Any]) -> Any:
-        return self._fold(children, "and")
-
-    def comparison(self, meta: Meta, children: list[Any]) -> Any:
-        return self._fold(children, None)
-
     sum = product = comparison
+    or_expr, and_expr = partialmethod(comparison, op="or"), partialmethod(comparison, op="and")
 
     def power(self, meta: Meta, children: list[Any]) -> Any:
         return ast.BinOp("**", children[0], children[1], self._span(meta))
