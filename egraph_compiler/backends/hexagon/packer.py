@@ -332,9 +332,9 @@ def improve_by_moves(packets: list[list[Node]], cycles: int, idg: Idg, model: Ma
                     candidate[src] = rest
                     options_here.append([p for p in candidate if p])
             for candidate in options_here:
-                estimate = estimate_schedule(candidate, idg, model)
-                if best is None or key(candidate, estimate) < best[0]:
-                    best = (key(candidate, estimate), candidate)
+                score = key(candidate, estimate_schedule(candidate, idg, model))
+                if best is None or score < best[0]:
+                    best = (score, candidate)
         if best is None or best[0] >= current:
             break
         current, packets = best
