@@ -461,6 +461,9 @@ def prepare(out: Path, only: str | None, synthetic: bool = False) -> None:
             continue
         model = build_model(name)
         for batch in batches:
+            if os.environ.get("DNNR_GPU_BATCHES") and \
+                    str(batch) not in os.environ["DNNR_GPU_BATCHES"].split(","):
+                continue  # DNNR_GPU_BATCHES=8: only these batch sizes
             target = out / f"{name}_b{batch}"
             target.mkdir(parents=True, exist_ok=True)
             inputs = model_inputs(name, batch)

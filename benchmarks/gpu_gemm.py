@@ -57,10 +57,21 @@ SHAPES: dict[str, tuple[int, int, int, int, str, bool]] = {
     # GPT-2's attention GEMMs at batch 8 × 512, with their prologues (`PROLOGUES`)
     "gpt2_scores_scaled": (96, 512, 512, 64, "", True),
     "gpt2_context_nan": (96, 512, 64, 512, "", False),
+    # BERT-base / GPT-2 at batch 1 × 512: M = 512 (a third of a wave of 128 × 64 tiles
+    # on the QKV GEMM, K groups on the rest), 12 heads
+    "b1_qkv": (1, 512, 2304, 768, "", False),
+    "b1_attn_out": (1, 512, 768, 768, "residual", False),
+    "b1_ffn1_gelu": (1, 512, 3072, 768, "gelu", False),
+    "b1_ffn2": (1, 512, 768, 3072, "residual", False),
+    "b1_scores": (12, 512, 512, 64, "", True),
+    "b1_context": (12, 512, 64, 512, "", False),
+    "gpt2_b1_scores_scaled": (12, 512, 512, 64, "", True),
+    "gpt2_b1_context_nan": (12, 512, 64, 512, "", False),
 }
 # an arithmetic prologue on one operand, as GPT-2's export has them: K^T times the
 # attention scale; the probabilities' NaNs zeroed (IsNaN, Where) before the context GEMM
-PROLOGUES = {"gpt2_scores_scaled": "scale_b", "gpt2_context_nan": "nan_a"}
+PROLOGUES = {"gpt2_scores_scaled": "scale_b", "gpt2_context_nan": "nan_a",
+             "gpt2_b1_scores_scaled": "scale_b", "gpt2_b1_context_nan": "nan_a"}
 
 
 def model(batch: int, m: int, n: int, k: int, epilogue: str, transposed: bool,  # noqa: ANN201 - onnx
@@ -160,7 +171,7 @@ def run(out: Path, device: str, repeats: int) -> None:
                 diff = float(np.max(np.abs(result - reference)) / max(float(np.max(np.abs(reference))), 1e-30))
                 variant = compiled.plan["launches"][0]["variant"]
                 rows[label] = ms
-                print(f"{shape_dir.name:<20}{(label if label != 'model' else 'model: ' + variant):<40}"
+                print(f"{shape_dir.name:<22}{(label if label != 'model' else 'model: ' + variant):<40}"
                       f"{ms:8.3f}{flops / ms / 1e6:10.0f}{100 * flops / ms / 1e6 / peak_gflops:7.1f}%"
                       f"{diff:10.1e}", flush=True)
                 del compiled
@@ -192,7 +203,7 @@ def fit(log: Path) -> None:
 
     measured: dict[str, dict[str, float]] = {}
     for line in log.read_text().splitlines():
-        found = re.match(r"(\S+)\s+(old|sgemm_\S+)\s+([\d.]+)\s", line)
+        found = re.match(r"(\S+?)\s*(old|sgemm_\S+)\s+([\d.]+)\s", line)  # names may fill the column
         if found and found.group(1) in SHAPES:
             measured.setdefault(found.group(1), {})[found.group(2)] = float(found.group(3))
     totals = [0.0, 0.0, 0.0]

@@ -27,7 +27,8 @@ ResNet's stride-2 3×3 convs at batch 8 ran at 22–25 % of an H200's FP32 peak 
 ``tiled`` (`gemm.py`: per-element tap division, small register blocks) and slower as an
 explicit im2col (`im2col.py`: the column matrix's round trip). As ``conv-gemm`` (the cost
 model's picks, `benchmarks/gpu_conv.py` on an H200): ResNet-18's 33 / 32 / 27 %,
-ResNet-50's 49 / 37 / 34 %; mostly with K split over 2–8 work-groups, which measured
+ResNet-50's 49 / 37 / 34 % (in the model after the third sweep: 38.5 / 31.0 / 29.9 % and
+49.3 / 36.1 / 38.1 %); mostly with K split over 2–12 work-groups, which measured
 faster even where the grid already filled the device. `sgemm` on `gemm.conv_problem`
 (per-element k division, channel-major K) ran the same shapes at 7–33 %.
 It is offered where Winograd is not (the stride-1 3×3 convs ran faster as
@@ -44,8 +45,8 @@ import numpy as np
 
 from egraph_compiler.backends.opencl import gemm
 from egraph_compiler.backends.opencl.emit import Scope
-from egraph_compiler.backends.opencl.gemm import Operand, bind_tile_indices
-from egraph_compiler.backends.opencl.sgemm import Sgemm, _element, _Loader, _runs
+from egraph_compiler.backends.opencl.gemm import Operand
+from egraph_compiler.backends.opencl.sgemm import KRange, Sgemm, schedule, store_elements
 from egraph_compiler.fusion import index as ix
 
 if TYPE_CHECKING:
@@ -246,81 +247,30 @@ class _Gather:
 
 def _kernel(gen: _Gen, geo: gemm.ConvGeometry, tile: Sgemm, weights: Operand,
             store: Callable[[Scope, str, str, str], None]) -> Kernel:
-    """`sgemm._kernel`'s schedule (one K range per work-group) with the window gather as B."""
+    """`sgemm.schedule` (one K range per work-group) with the window gather as B."""
     m_size, n_size, k_size = geo.cout_g, geo.columns, weights.k_size
     threads = tile.work_group
-    wn = tile.bn // tile.tn
-    n_mt, n_nt = -(-m_size // tile.bm), -(-n_size // tile.bn)
     split = tile.groups
     steps = -(-k_size // tile.bk)
     # whole K steps per group (only the last is short), whole taps per group where a
     # step lies inside one tap
     per_group = -(-steps // split)
-    # defines: `build.hoist_sizes` would make a literal here a kernel argument
-    gen.defines += [f"CG_BK {tile.bk}", "CG_ALIGN 16"]
-    s = Scope()
-    s.emit("const int lid = get_local_id(0);")
-    bind_tile_indices(s, split, n_nt, n_mt, (1,))
-    s.emit(f"const int tx = lid % {wn}; const int ty = lid / {wn};")
-    loaders: list[_Loader | _Gather] = [
-        _Loader(gen, "a", weights, tile.bm, tile.bk, threads, k_size, "mt"),
-        _Gather(gen, geo, tile.bn, tile.bk, threads)]
-    for loader in loaders:
-        s.emit(f"__local float {loader.array}[2][{tile.bk}][{loader.stride}] "
-               "__attribute__((aligned(CG_ALIGN)));")
-        loader.setup(s)
-    rows_a = _runs(tile.tm, tile.bm, "ty")
-    cols_b = _runs(tile.tn, tile.bn, "tx")
-    for i in range(tile.tm):
-        s.emit(" ".join(f"float c{i}_{j} = 0.0f;" for j in range(tile.tn)))
     if split > 1:
-        s.emit(f"const int k_first = kg * {per_group * tile.bk};")
-        s.emit(f"const int k_steps = {steps} - kg * {per_group} < {per_group} ? "
-               f"{steps} - kg * {per_group} : {per_group};")
-        first, count = "k_first + ", "k_steps"
+        k_range = KRange((f"const int k_first = kg * {per_group * tile.bk};",
+                          f"const int k_steps = {steps} - kg * {per_group} < {per_group} ? "
+                          f"{steps} - kg * {per_group} : {per_group};"),
+                         "k_first + 0", f"k_first + ahead * {tile.bk}", "k_steps",
+                         after_accumulators=True)
     else:
-        first, count = "", str(steps)
-    start = Scope(s)
-    for loader in loaders:
-        loader.fetch(start, first + "0")
-    for loader in loaders:
-        loader.place(start, "0")
-    s.nest(f"if ({count} > 0)" if split > 1 else "", start)
-    s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
-    step = Scope(s)
-    step.emit("const int cur = t & 1;")
-    # the last step fetches its own tile again (into the buffer no one reads any more):
-    # no branch around the loads and no load past K (as `sgemm`)
-    step.emit(f"const int ahead = t + 1 < {count} ? t + 1 : t;")
-    for loader in loaders:
-        loader.fetch(step, f"{first}ahead * {tile.bk}")
-    mul = Scope(step)
-    for run, offset in enumerate(rows_a):
-        mul.emit(f"const float4 a{run} = *(__local const float4*)&As[cur][kk][{offset}];")
-    for run, offset in enumerate(cols_b):
-        mul.emit(f"const float4 b{run} = *(__local const float4*)&Bs[cur][kk][{offset}];")
-    for i in range(tile.tm):
-        a = f"a{i // 4}.s{i % 4}"
-        mul.emit(" ".join(f"c{i}_{j} = mad({a}, b{j // 4}.s{j % 4}, c{i}_{j});"
-                          for j in range(tile.tn)))
-    step.nest("__attribute__((opencl_unroll_hint(CG_BK))) for (int kk = 0; kk < CG_BK; ++kk)", mul)
-    for loader in loaders:
-        loader.place(step, "cur ^ 1")
-    step.emit("barrier(CLK_LOCAL_MEM_FENCE);")
-    s.nest(f"for (int t = 0; t < {count}; ++t)", step)
-    ragged_m, ragged_n = m_size % tile.bm != 0, n_size % tile.bn != 0
-    for i in range(tile.tm):
-        for j in range(tile.tn):
-            out = Scope(s)
-            out.emit(f"const int m = mt * {tile.bm} + {_element(rows_a, i)};")
-            out.emit(f"const int n = nt * {tile.bn} + {_element(cols_b, j)};")
-            done = Scope(out)
-            if split > 1:  # the partial tile to scratch [kg][m][n]
-                done.emit(f"{gen.scratch_param}[(kg * {m_size} + m) * {n_size} + n] = c{i}_{j};")
-            else:
-                store(done, "m", "n", f"c{i}_{j}")
-            checks = [c for c, ragged in ((f"m < {m_size}", ragged_m), (f"n < {n_size}", ragged_n))
-                      if ragged]
-            out.nest(f"if ({' && '.join(checks)})" if checks else "", done)
-            s.nest("", out)
-    return gen.finish(s, n_mt * n_nt * split * threads, threads)
+        k_range = KRange((), "0", f"ahead * {tile.bk}", str(steps), guarded=False)
+    s, rows_a, cols_b = schedule(gen, tile, (m_size, n_size, k_size), (1,), weights,
+                                 lambda: _Gather(gen, geo, tile.bn, tile.bk, threads), k_range, "CG")
+
+    def store_element(done: Scope, value: str) -> None:
+        if split > 1:  # the partial tile to scratch [kg][m][n]
+            done.emit(f"{gen.scratch_param}[(kg * {m_size} + m) * {n_size} + n] = {value};")
+        else:
+            store(done, "m", "n", value)
+
+    store_elements(s, tile, rows_a, cols_b, m_size, n_size, store_element)
+    return gen.finish(s, -(-m_size // tile.bm) * -(-n_size // tile.bn) * split * threads, threads)

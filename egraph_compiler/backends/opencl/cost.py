@@ -19,6 +19,8 @@ them; `choose` takes the cheapest by this model today):
   consecutive output pixels (`cpu_conv.py`), where PoCL vectorises the work-group;
 - ``conv-vec`` (CPU class only): a k×k conv whose work-item holds explicit vectors of
   consecutive output pixels, weights packed per channel block (`cpu_window.py`);
+- ``gemv-packed`` (CPU class only): a one-row product whose work-items each stream
+  their own packed block of the constant weights (`cpu_gemv.py`);
 - ``depthwise``: a 2-D depthwise conv's ``rows × width`` output block per work-item
   over a register window (`depthwise.Depthwise`); its efficiency grows with the
   multiply-adds per loaded element, ``rows·width·taps / window``, saturating at
@@ -60,6 +62,8 @@ from egraph_compiler.backends.opencl.conv_gemm import VARIANT as VARIANT_CONV_GE
 from egraph_compiler.backends.opencl.conv_gemm import ConvGemm
 from egraph_compiler.backends.opencl.cpu_conv import CHUNK_MADS, LANES_CONVS, LanesConv
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as VARIANT_LANES_CONV
+from egraph_compiler.backends.opencl.cpu_gemv import PACKED_GEMVS, PackedGemv
+from egraph_compiler.backends.opencl.cpu_gemv import VARIANT as VARIANT_PACKED_GEMV
 from egraph_compiler.backends.opencl.cpu_window import POINTWISE_VECS, VEC_CONVS, VecConv
 from egraph_compiler.backends.opencl.cpu_window import VARIANT as VARIANT_VEC_CONV
 from egraph_compiler.backends.opencl.depthwise import Depthwise, lanes_group
@@ -116,6 +120,9 @@ class DeviceModel:
     # element loaded or placed in a tap's vector, per output element's epilogue
     # (empty: not offered)
     vec_conv_us: tuple[float, ...] = ()
+    # ``gemv-packed`` (`cpu_gemv.py`): its time as a fraction of the ``direct`` gemv
+    # block's estimate for the same product (0: not offered)
+    packed_gemv_rate: float = 0.0
 
 
 DEVICES = {
@@ -127,7 +134,8 @@ DEVICES = {
                        lanes_group_us=0.2, registers=32, spill_penalty=6.0, gemv_columns=16,
                        depthwise_reuse_full=6.0, launch_us=30.0, prologue_gflops=300.0,
                        recompute_gevals=2.0,
-                       direct_tap_penalty=25.0, vec_conv_us=(8.6e-5, 1.04e-4, 8.4e-4)),
+                       direct_tap_penalty=25.0, vec_conv_us=(8.6e-5, 1.04e-4, 8.4e-4),
+                       packed_gemv_rate=0.8),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
                        items_per_unit=1024, groups_per_unit=4,
                        efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6,
@@ -167,6 +175,10 @@ SGEMM_FULL_WARPS = 24  # warps an SM needs in flight to hide a work-group's firs
 SGEMM_LOOP_WARPS = {(8, 8): 6, (8, 4): 8, (4, 8): 8, (4, 4): 12}
 SGEMM_STEP_OVERHEAD = 1.0  # a work-group's first fetch and epilogue, in K steps
 SGEMM_EPILOGUE_K = 1  # and its store loop per C element and epilogue operator, in multiply-adds
+# K groups only over at least this much K each (256 had kept BERT/GPT-2's M = 512
+# out-projection and context GEMMs off 4 groups of 192 K: 0.044 / 0.033 ms where they ran
+# 0.034 / 0.026 on an H200; the replay of all 31 shapes 2.866 -> 2.846 ms, fastest 2.805)
+SGEMM_SPLIT_MIN_K = 128
 GEMVS = (Gemv(32, 8), Gemv(8, 32), Gemv(64, 4))
 ROW_SPLITS = (RowSplit(2), RowSplit(4), RowSplit(8), RowSplit(16), RowSplit(32), RowSplit(64))
 WINDOWS = (Window(16, 2, 4), Window(16, 4, 4), Window(16, 2, 8), Window(16, 1, 8),
@@ -207,7 +219,7 @@ class Option:
 
     variant: str
     params: Tile | Gemv | Direct | Depthwise | RowSplit | Window | Winograd | LanesConv | \
-        VecConv | Sgemm | ConvGemm | None
+        VecConv | Sgemm | ConvGemm | PackedGemv | None
     estimate_us: float
 
     def describe(self) -> str:
@@ -296,8 +308,7 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
     # a one-row product (M = 1) on a device with ``gemv_columns``: the direct kernel
     # with a 1 × that register block, one vector of B's row per k step (PoCL: the
     # default 4 × 4 block ran MobileNetV3's classifier Gemms at 0.58 ms, 1 × 16 0.31)
-    block = Direct(1, device.gemv_columns) if gemv_side == "m" and device.gemv_columns \
-        else None
+    block = gemv_direct(device).params if gemv_side == "m" and device.gemv_columns else None
     if block is not None:
         direct_items = batch * _cdiv(n, block.b)
     result = [Option("direct", block, flops * taps_penalty / (
@@ -345,6 +356,8 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                          device.compute_units * device.items_per_unit)
             result.append(Option("gemv", shape, bytes_moved /
                                  (device.bandwidth_gbs * 1e3 * eff["gemv"] * fill)))
+    if block is not None and device.packed_gemv_rate and batch == 1:
+        result += _packed_gemv_options(device, result[0].estimate_us)
     if winograd and "winograd" in eff and batch == 1:
         result += _winograd_options(device, m, n, k // 9, width)
     vec = _vec_conv_options(device, m, n, k, window_taps, width, stride) \
@@ -423,7 +436,9 @@ def _sgemm_options(device: DeviceModel, m: int, n: int, k: int, batch: int,
     at ``efficiency["sgemm"]`` times the block's rate (`SGEMM_BLOCK_RATE`). K groups add
     a launch and their partials' round trip.
 
-    Fitted on an H200 to 21 shapes × 17 options of `benchmarks/gpu_gemm.py` (BERT-base,
+    Refitted with BERT/GPT-2's batch-1 GEMMs (M = 512, 31 shapes in all): K groups
+    from 128 K each (`SGEMM_SPLIT_MIN_K`); the picks sum to 2.846 ms, the fastest to
+    2.805. Fitted first on an H200 to 21 shapes × 17 options of `benchmarks/gpu_gemm.py` (BERT-base,
     ConvNeXt-T and small-transformer GEMMs; ``gpu_gemm.py fit LOG`` replays it): the
     picks sum to 2.285 ms where the fastest sum to 2.254 (one 8 × 8 work-group per SM
     for the K loop, one warp round for the edges: 2.327 with BERT's QKV on 8 × 4 at
@@ -439,28 +454,9 @@ def _sgemm_options(device: DeviceModel, m: int, n: int, k: int, batch: int,
     for tile in SGEMMS:
         if not tile.valid() or m <= tile.bm // 2 or n <= tile.bn // 2:
             continue
-        threads = tile.work_group
-        registers = _cdiv(tile.tm * tile.tn + tile.tm + tile.tn + (tile.bm + tile.bn) * tile.bk //
-                          threads + 24, 8) * 8
-        resident = max(1, min(65536 // (threads * registers), 2048 // threads))
-        groups = batch * _cdiv(m, tile.bm) * _cdiv(n, tile.bn)
-        if tile.groups > 1 and (groups >= device.compute_units * resident // 2 or
-                                k < 256 * tile.groups):
-            continue  # K groups only for grids under half a wave, over a long K
-        steps = _cdiv(_cdiv(k, tile.bk), tile.groups)
-        loop = 2.0 * tile.bm * tile.bn * tile.bk * steps
-        edges = 2.0 * tile.bm * tile.bn * (tile.bk * SGEMM_STEP_OVERHEAD +
-                                           SGEMM_EPILOGUE_K * epilogue_ops)
-        rate = per_sm * SGEMM_BLOCK_RATE[(tile.tm, tile.tn)] * \
-            (SGEMM_OTHER_GROUP_RATE if (tile.tm, tile.tn) == (8, 8) and threads != 128 else 1.0)
-
-        rounds, left = divmod(_cdiv(groups * tile.groups, device.compute_units), resident)
-        estimate = sum(count * _sgemm_round(tile, held, loop, edges) / rate
-                       for count, held in ((rounds, resident), (1, left)) if count and held)
-        if tile.groups > 1:
-            estimate += device.launch_us + 8.0 * tile.groups * batch * m * n / \
-                (device.bandwidth_gbs * 1e3)
-        result.append(Option(VARIANT_SGEMM, tile, estimate))
+        estimate = _sgemm_estimate(device, tile, m, n, k, batch, epilogue_ops, per_sm)
+        if estimate is not None:
+            result.append(Option(VARIANT_SGEMM, tile, estimate))
     return result
 
 
@@ -482,7 +478,11 @@ CONV_GEMMS = (ConvGemm(128, 128, 8, 8, 8), ConvGemm(128, 64, 16, 8, 8), ConvGemm
               ConvGemm(128, 64, 16, 8, 4, 2), ConvGemm(128, 64, 16, 8, 4, 4), ConvGemm(128, 64, 16, 8, 4, 8),
               ConvGemm(64, 64, 16, 8, 8, 2), ConvGemm(64, 64, 16, 8, 8, 4), ConvGemm(64, 64, 16, 8, 8, 8),
               ConvGemm(64, 128, 16, 8, 8, 2), ConvGemm(64, 128, 16, 8, 8, 4),
-              ConvGemm(128, 64, 32, 8, 4, 4))
+              ConvGemm(128, 64, 32, 8, 4, 4),
+              # the 7² and 14² outputs (N = 392 / 1568 at batch 8): narrow tiles, more K groups
+              ConvGemm(128, 32, 16, 8, 4, 8), ConvGemm(128, 32, 16, 8, 4, 12),
+              ConvGemm(64, 64, 16, 8, 8, 12), ConvGemm(64, 64, 16, 8, 8, 16),
+              ConvGemm(64, 128, 16, 8, 8, 8))
 
 
 def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
@@ -496,7 +496,11 @@ def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
     8, 26 options each (`benchmarks/gpu_conv.py`, ``fit LOG`` replays it): over the six
     stride-2 convs the picks sum to 0.352 ms where the fastest sum to 0.347 and the
     earlier options (tiled) to 0.472; replayed on a later run with five more candidate
-    tiles (not listed here), 0.349 against 0.329 and 0.472. On the stride-1 ones Winograd stays (not offered
+    tiles (not listed here), 0.349 against 0.329 and 0.472. With K groups from 128 K
+    (`SGEMM_SPLIT_MIN_K`) and the narrow / many-K-group tiles of a third sweep listed
+    (the last five), the same four constants: 0.334 against 0.323 (ResNet-18's 7²-output
+    conv 0.051 -> 0.047 ms on 128 × 32 with 12 K groups; ResNet-50's 28² one still picks
+    64 × 128 with 8 groups, 0.076, where 128 × 32 with 8 ran 0.067). On the stride-1 ones Winograd stays (not offered
     beside it, `options`)."""
     per_sm = device.peak_gflops * 1e3 / device.compute_units * device.efficiency[VARIANT_CONV_GEMM]
     result = []
@@ -514,15 +518,16 @@ def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
 
 def _sgemm_estimate(device: DeviceModel, tile: Sgemm, m: int, n: int, k: int, batch: int,
                     epilogue_ops: int, per_sm: float, warps: float = 1.0) -> float | None:
-    """`_sgemm_options`' estimate of one tile (None: K groups it does not offer), its
-    K loop needing ``warps`` times `SGEMM_LOOP_WARPS` in flight."""
+    """One tile's estimate in `_sgemm_options`' model (None: K groups it does not offer),
+    its K loop needing ``warps`` times `SGEMM_LOOP_WARPS` in flight; ``per_sm``: an SM's
+    rate before the register block's (`SGEMM_BLOCK_RATE`)."""
     threads = tile.work_group
     registers = _cdiv(tile.tm * tile.tn + tile.tm + tile.tn + (tile.bm + tile.bn) * tile.bk //
                       threads + 24, 8) * 8
     resident = max(1, min(65536 // (threads * registers), 2048 // threads))
     groups = batch * _cdiv(m, tile.bm) * _cdiv(n, tile.bn)
     if tile.groups > 1 and (groups >= device.compute_units * resident // 2 or
-                            k < 256 * tile.groups):
+                            k < SGEMM_SPLIT_MIN_K * tile.groups):
         return None  # K groups only for grids under half a wave, over a long K
     steps = _cdiv(_cdiv(k, tile.bk), tile.groups)
     loop = 2.0 * tile.bm * tile.bn * tile.bk * steps
@@ -547,6 +552,23 @@ def _sgemm_round(tile: Sgemm, held: int, loop: float, edges: float, warps_needed
     warps = held * tile.work_group / 32
     return held * (loop / min(1.0, warps / (SGEMM_LOOP_WARPS[(tile.tm, tile.tn)] * warps_needed)) +
                    edges / min(1.0, warps / SGEMM_FULL_WARPS))
+
+
+def gemv_direct(device: DeviceModel) -> Option:
+    """The ``direct`` option of a one-row product on a device with ``gemv_columns``."""
+    return Option("direct", Direct(1, device.gemv_columns), 0.0)
+
+
+def _packed_gemv_options(device: DeviceModel, direct_us: float) -> list[Option]:
+    """``gemv-packed`` (`cpu_gemv.py`) for a one-row product whose ``direct`` 1 × 16
+    block is priced ``direct_us``: at ``packed_gemv_rate`` of it. Both stream the whole
+    weight matrix; measured on PoCL here (MobileNetV3's classifier Gemms, interleaved,
+    minimum of 12): 576 → 1024 ran 93 µs packed against 157 direct, 1024 → 1000 155
+    against 156 (both then at ~25 GB/s: memory-bound), and 8 columns a work-item ran
+    7-15 % slower than 16. It applies only where B is a constant (`cpu_gemv.applies`;
+    elsewhere the generator falls back to ``direct``)."""
+    return [Option(VARIANT_PACKED_GEMV, shape, direct_us * device.packed_gemv_rate)
+            for shape in PACKED_GEMVS]
 
 
 def _lanes_conv_options(device: DeviceModel, flops: float, m: int, n: int, k: int,

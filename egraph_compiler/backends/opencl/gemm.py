@@ -236,7 +236,8 @@ def tiled(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
         inner.emit(UNROLL + "for (int i = 0; i < TM; ++i) av[i] = As[kk][ty + i * WM];")
         inner.emit(UNROLL + "for (int j = 0; j < TN; ++j) bv[j] = Bs[kk][tx + j * WN];")
     inner.emit(UNROLL + "for (int i = 0; i < TM; ++i) " + UNROLL +
-               "for (int j = 0; j < TN; ++j) acc[i][j] = mad(av[i], bv[j], acc[i][j]);")
+               "for (int j = 0; j < TN; ++j) acc[i][j] = " +
+               sp.multiply_add("av[i]", "bv[j]", "acc[i][j]") + ";")
     step.nest(UNROLL + "for (int kk = 0; kk < BK; ++kk)", inner)
     step.emit("barrier(CLK_LOCAL_MEM_FENCE);")
     if split > 1:
@@ -351,7 +352,7 @@ def gemv(gen: _Gen, batch: tuple[int, ...], k_size: int, vector: Operand, matrix
     mac = Scope(chunk)
     mac.emit("const int k = k0 + kk;")
     w = matrix.load(mac, "w", "r", "k")
-    mac.emit(f"accv = mad(vs[kk], {w}, accv);")
+    mac.emit(f"accv = {sp.multiply_add('vs[kk]', w, 'accv')};")
     chunk.nest("for (int kk = slice; kk < kn; kk += KS)", mac)
     chunk.emit("barrier(CLK_LOCAL_MEM_FENCE);")
     s.nest(f"for (int k0 = 0; k0 < {k_size}; k0 += WG)", chunk)

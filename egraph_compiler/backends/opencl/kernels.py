@@ -65,7 +65,15 @@ import numpy as np
 from egraph_compiler import ops
 from egraph_compiler.backends.opencl import blocked as nchwc
 from egraph_compiler.backends.opencl import conv_gemm as cg
-from egraph_compiler.backends.opencl import cost, cpu_conv, gemm, images, ops_extra, ops_models
+from egraph_compiler.backends.opencl import (
+    cost,
+    cpu_conv,
+    cpu_gemv,
+    gemm,
+    images,
+    ops_extra,
+    ops_models,
+)
 from egraph_compiler.backends.opencl import cpu_window as vec_conv
 from egraph_compiler.backends.opencl import depthwise as dw
 from egraph_compiler.backends.opencl import im2col as col
@@ -853,6 +861,11 @@ class _Gen:
             return gemm.gemv(self, problem.batch, problem.k, problem.a, problem.b,
                              lambda scope, row, value: problem.store(scope, "0", row, value),
                              option.params)  # type: ignore[arg-type]
+        if option.variant == cpu_gemv.VARIANT:  # CPU devices only (`cost.options`)
+            kernel = cpu_gemv.gemv_packed(self, option.params)  # type: ignore[arg-type]
+            if kernel is not None:
+                return kernel
+            self._use(cost.gemv_direct(cost.DEVICES[self.params.device]))  # where it does not apply
         return self.matmul_direct()
 
     def matmul_direct(self) -> Kernel:
@@ -1062,7 +1075,7 @@ class _Gen:
         body = Scope(s)
         cvar = self.ivar("cc", channels)
         x = self.em.value(body, x_name, (idx[0], cvar, *idx[2:]))
-        body.emit(f"sq = mad({x}, {x}, sq);")
+        body.emit(f"sq = {sp.multiply_add(x, x, 'sq')};")
         s.nest(f"for (int cc = max(0, {ix.render(idx[1])} - {lo}); "
                f"cc <= min({channels - 1}, {ix.render(idx[1])} + {hi}); ++cc)", body)
         center = self.em.value(s, x_name, idx)
@@ -1544,8 +1557,8 @@ _REDUCERS = {  # init, combine step, final (from the accumulated value and the c
     "Min": ("INFINITY", "({1} < {0} ? {1} : {0})", "{0}"),
     "Prod": ("1.0f", "({0} * {1})", "{0}"),
     "L1": ("0.0f", "({0} + fabs({1}))", "{0}"),
-    "L2": ("0.0f", "mad({1}, {1}, {0})", "sqrt({0})"),
-    "SumSquare": ("0.0f", "mad({1}, {1}, {0})", "{0}"),
+    "L2": ("0.0f", sp.multiply_add("{1}", "{1}", "{0}"), "sqrt({0})"),
+    "SumSquare": ("0.0f", sp.multiply_add("{1}", "{1}", "{0}"), "{0}"),
     "LogSum": ("0.0f", "({0} + {1})", "log({0})"),
     "LogSumExp": ("0.0f", "({0} + exp({1}))", "log({0})"),
     "ArgMax": ("", "", ""), "ArgMin": ("", "", ""),
@@ -1569,7 +1582,7 @@ INLINE_EXP = (
 
 def _combine_only(step: str) -> str:
     """The combine step for partial results (L1/L2/… apply their map once, not twice)."""
-    if "fabs" in step or "mad" in step or "exp" in step:
+    if "fabs" in step or "{1} * {1}" in step or "exp" in step:
         return "({0} + {1})"
     return step
 

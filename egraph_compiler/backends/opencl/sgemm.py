@@ -42,7 +42,7 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -325,76 +325,149 @@ def sgemm(gen: _Gen, problem: Problem, tile: Sgemm) -> Kernel:
     return sum_partials(gen, problem, tile.groups, _kernel(gen, problem, tile))
 
 
-def _kernel(gen: _Gen, problem: Problem, tile: Sgemm) -> Kernel:
-    m_size, n_size, k_size = problem.a.rows, problem.b.rows, problem.k
+@dataclass(frozen=True)
+class KRange:
+    """How a work-group's K range is written into `schedule`'s kernel: the statements
+    that bind it (none without K groups), the first fetch's K offset, the K offset of
+    step ``ahead`` in the loop, the step count, whether the first fetch is guarded by
+    the count, and whether the statements follow the accumulators' declarations (each
+    caller's spelling as measured: `sgemm`'s and `conv_gemm`'s kernels stay as they were)."""
+
+    lines: tuple[str, ...]
+    first: str
+    step: str
+    count: str
+    guarded: bool = True
+    after_accumulators: bool = False
+
+
+class TileLoader(Protocol):
+    """What `schedule` asks of an operand's tile loader (`_Loader`, `conv_gemm`'s gather):
+    its local array and row stride, per-work-item setup, a fetch of the K step at ``k0``
+    into registers and their store into local buffer ``buffer``."""
+
+    array: str
+    stride: int
+
+    def setup(self, s: Scope) -> None: ...
+
+    def fetch(self, s: Scope, k0: str) -> None: ...
+
+    def place(self, s: Scope, buffer: str) -> None: ...
+
+
+def _k_range(tile: Sgemm, k_size: int) -> KRange:
+    """`sgemm`'s K range: K groups of whole K steps (only the last is ragged)."""
+    steps = -(-k_size // tile.bk)
+    if tile.groups == 1:
+        return KRange((), "0", f"0 + ahead * {tile.bk}", str(steps))
+    chunk = -(-steps // tile.groups) * tile.bk
+    end = f"({k_size} < k_first + {chunk} ? {k_size} : k_first + {chunk})"
+    return KRange((f"const int k_first = kg * {chunk};",
+                   f"const int k_steps = {end} > k_first ? ({end} - k_first + {tile.bk - 1}) / "
+                   f"{tile.bk} : 0;"), "k_first", f"k_first + ahead * {tile.bk}", "k_steps")
+
+
+def schedule(gen: _Gen, tile: Sgemm, sizes: tuple[int, int, int], batch: tuple[int, ...],
+             a: Operand, make_b: Callable[[], TileLoader], k_range: KRange, prefix: str
+             ) -> tuple[Scope, list[str], list[str]]:
+    """The register-blocked schedule up to the store (module docstring): A's tiles from
+    ``a``, B's from the loader ``make_b`` builds (an operand's `_Loader`, or
+    `conv_gemm`'s window gather), K steps of ``tile.bk`` over ``k_range``; the scope,
+    then a work-item's row and column runs (`_runs`) for the caller's store loop.
+    ``prefix`` names the kernel's defines (``{prefix}_BK``)."""
+    from egraph_compiler.backends.opencl.gemm import bind_tile_indices
+
+    m_size, n_size, k_size = sizes
     threads = tile.work_group
     wn = tile.bn // tile.tn
-    n_mt, n_nt = -(-m_size // tile.bm), -(-n_size // tile.bn)
-    batch_total = math.prod(problem.batch)
-    split = tile.groups
-    steps = -(-k_size // tile.bk)
-    chunk = -(-steps // split) * tile.bk  # whole K steps per group: only the last is ragged
-    groups = batch_total * n_mt * n_nt * split
-    from egraph_compiler.backends.opencl.gemm import bind_tile_indices
     # defines: `build.hoist_sizes` would make a literal here a kernel argument
-    gen.defines += [f"SG_BK {tile.bk}", "SG_ALIGN 16"]
+    gen.defines += [f"{prefix}_BK {tile.bk}", f"{prefix}_ALIGN 16"]
     s = Scope()
     s.emit("const int lid = get_local_id(0);")
-    bind_tile_indices(s, split, n_nt, n_mt, problem.batch)
+    bind_tile_indices(s, tile.groups, -(-n_size // tile.bn), -(-m_size // tile.bm), batch)
     s.emit(f"const int tx = lid % {wn}; const int ty = lid / {wn};")
-    loaders = [_Loader(gen, "a", problem.a, tile.bm, tile.bk, threads, k_size, "mt"),
-               _Loader(gen, "b", problem.b, tile.bn, tile.bk, threads, k_size, "nt")]
+    loaders: list[TileLoader] = [_Loader(gen, "a", a, tile.bm, tile.bk, threads, k_size, "mt"),
+                                 make_b()]
     for loader in loaders:
         s.emit(f"__local float {loader.array}[2][{tile.bk}][{loader.stride}] "
-               "__attribute__((aligned(SG_ALIGN)));")
+               f"__attribute__((aligned({prefix}_ALIGN)));")
         loader.setup(s)
-    if split > 1:
-        s.emit(f"const int k_first = kg * {chunk};")
-        s.emit(f"const int k_steps = ({k_size} < k_first + {chunk} ? {k_size} : k_first + {chunk})"
-               f" > k_first ? (({k_size} < k_first + {chunk} ? {k_size} : k_first + {chunk})"
-               f" - k_first + {tile.bk - 1}) / {tile.bk} : 0;")
-        first, count = "k_first", "k_steps"
-    else:
-        first, count = "0", str(steps)
+    if not k_range.after_accumulators:
+        for line in k_range.lines:
+            s.emit(line)
     rows_a = _runs(tile.tm, tile.bm, "ty")
     cols_b = _runs(tile.tn, tile.bn, "tx")
     for i in range(tile.tm):
         s.emit(" ".join(f"float c{i}_{j} = 0.0f;" for j in range(tile.tn)))
+    if k_range.after_accumulators:
+        for line in k_range.lines:
+            s.emit(line)
     # the first tile, then one K step per iteration: fetch the next, multiply this one
     first_fetch = Scope(s)
     for loader in loaders:
-        loader.fetch(first_fetch, first)
+        loader.fetch(first_fetch, k_range.first)
     for loader in loaders:
         loader.place(first_fetch, "0")
-    s.nest(f"if ({count} > 0)", first_fetch)
+    s.nest(f"if ({k_range.count} > 0)" if k_range.guarded else "", first_fetch)
     s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
     step = Scope(s)
     step.emit("const int cur = t & 1;")
     # the last step fetches its own tile again (into the buffer no one reads any more):
     # no branch around the loads, and no load past K (a guarded fetch and store also
     # miscompiled on PoCL behind a Relu prologue)
-    step.emit(f"const int ahead = t + 1 < {count} ? t + 1 : t;")
+    step.emit(f"const int ahead = t + 1 < {k_range.count} ? t + 1 : t;")
     for loader in loaders:
-        loader.fetch(step, f"{first} + ahead * {tile.bk}")
+        loader.fetch(step, k_range.step)
     mul = Scope(step)
     for run, offset in enumerate(rows_a):
         mul.emit(f"const float4 a{run} = *(__local const float4*)&As[cur][kk][{offset}];")
     for run, offset in enumerate(cols_b):
         mul.emit(f"const float4 b{run} = *(__local const float4*)&Bs[cur][kk][{offset}];")
     for i in range(tile.tm):
-        a = f"a{i // 4}.s{i % 4}"
-        mul.emit(" ".join(f"c{i}_{j} = mad({a}, b{j // 4}.s{j % 4}, c{i}_{j});"
+        a_value = f"a{i // 4}.s{i % 4}"
+        mul.emit(" ".join(f"c{i}_{j} = mad({a_value}, b{j // 4}.s{j % 4}, c{i}_{j});"
                           for j in range(tile.tn)))
-    step.nest("__attribute__((opencl_unroll_hint(SG_BK))) for (int kk = 0; kk < SG_BK; ++kk)", mul)
+    step.nest(f"__attribute__((opencl_unroll_hint({prefix}_BK))) "
+              f"for (int kk = 0; kk < {prefix}_BK; ++kk)", mul)
     for loader in loaders:
         loader.place(step, "cur ^ 1")
     # one barrier per step: the buffer written above was last read a step ago
     step.emit("barrier(CLK_LOCAL_MEM_FENCE);")
-    s.nest(f"for (int t = 0; t < {count}; ++t)", step)
-    ragged_m, ragged_n = m_size % tile.bm != 0, n_size % tile.bn != 0
-    checks = [c for c, ragged in ((f"m < {m_size}", ragged_m), (f"n < {n_size}", ragged_n)) if ragged]
-    epilogue = vector_epilogue(gen, problem) if split == 1 else None
+    s.nest(f"for (int t = 0; t < {k_range.count}; ++t)", step)
+    return s, rows_a, cols_b
+
+
+def store_elements(s: Scope, tile: Sgemm, rows_a: list[str], cols_b: list[str],
+                   m_size: int, n_size: int, store: Callable[[Scope, str], None]) -> None:
+    """`schedule`'s store loop, an element at a time: ``store(scope, accumulator)``
+    with ``m``, ``n`` bound, checked only along a ragged dimension."""
+    checks = [c for c, ragged in ((f"m < {m_size}", m_size % tile.bm != 0),
+                                  (f"n < {n_size}", n_size % tile.bn != 0)) if ragged]
+    for i in range(tile.tm):
+        for j in range(tile.tn):
+            out = Scope(s)
+            out.emit(f"const int m = mt * {tile.bm} + {_element(rows_a, i)};")
+            out.emit(f"const int n = nt * {tile.bn} + {_element(cols_b, j)};")
+            done = Scope(out)
+            store(done, f"c{i}_{j}")
+            out.nest(f"if ({' && '.join(checks)})" if checks else "", done)
+            s.nest("", out)
+
+
+def _kernel(gen: _Gen, problem: Problem, tile: Sgemm) -> Kernel:
+    m_size, n_size, k_size = problem.a.rows, problem.b.rows, problem.k
+    threads = tile.work_group
+    batch_total = math.prod(problem.batch)
+    groups = batch_total * -(-m_size // tile.bm) * -(-n_size // tile.bn) * tile.groups
+    s, rows_a, cols_b = schedule(
+        gen, tile, (m_size, n_size, k_size), problem.batch, problem.a,
+        lambda: _Loader(gen, "b", problem.b, tile.bn, tile.bk, threads, k_size, "nt"),
+        _k_range(tile, k_size), "SG")
+    epilogue = vector_epilogue(gen, problem) if tile.groups == 1 else None
     if epilogue is not None:  # a run of 4 columns at once (N is whole runs: one check)
+        checks = [c for c, ragged in ((f"m < {m_size}", m_size % tile.bm != 0),
+                                      (f"n < {n_size}", n_size % tile.bn != 0)) if ragged]
         for i in range(tile.tm):
             for run in range(tile.tn // VECTOR):
                 out = Scope(s)
@@ -406,19 +479,15 @@ def _kernel(gen: _Gen, problem: Problem, tile: Sgemm) -> Kernel:
                 out.nest(f"if ({' && '.join(checks)})" if checks else "", done)
                 s.nest("", out)
         return gen.finish(s, groups * threads, threads)
-    for i in range(tile.tm):
-        for j in range(tile.tn):
-            out = Scope(s)
-            out.emit(f"const int m = mt * {tile.bm} + {_element(rows_a, i)};")
-            out.emit(f"const int n = nt * {tile.bn} + {_element(cols_b, j)};")
-            done = Scope(out)
-            if split > 1:
-                done.emit(f"{gen.scratch_param}[((kg * {batch_total} + gb) * {m_size} + m) * "
-                          f"{n_size} + n] = c{i}_{j};")
-            else:
-                problem.store(done, "m", "n", f"c{i}_{j}")
-            out.nest(f"if ({' && '.join(checks)})" if checks else "", done)
-            s.nest("", out)
+
+    def store(done: Scope, value: str) -> None:
+        if tile.groups > 1:  # the partial tile to scratch [kg][batch][m][n]
+            done.emit(f"{gen.scratch_param}[((kg * {batch_total} + gb) * {m_size} + m) * "
+                      f"{n_size} + n] = {value};")
+        else:
+            problem.store(done, "m", "n", value)
+
+    store_elements(s, tile, rows_a, cols_b, m_size, n_size, store)
     return gen.finish(s, groups * threads, threads)
 
 

@@ -17,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from egraph_compiler.backends.opencl import KernelParams, build, cost, load
 from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.sgemm import Sgemm
+from egraph_compiler.backends.opencl.spelling import multiply_add
 from egraph_compiler.fusion import plan_fusion
 from egraph_compiler.ir import DnnrError
 from egraph_compiler.plan import plan_memory
@@ -164,7 +165,7 @@ def test_tiled_prologue_runs_once_per_loaded_element(tmp_path: Path) -> None:
     source = (tmp_path / "kernels.cl").read_text()
     multiply = source[source.index("for (int kk = 0; kk < BK; ++kk)"):]
     multiply = multiply[:multiply.index("barrier")]
-    assert "mad(av[i], bv[j]" in multiply
+    assert multiply_add("av[i]", "bv[j]", "acc[i][j]") in multiply
     relu = r"< 0\.0f\) \? 0\.0f : "  # spelling.FLOAT_OPS["Relu"], NaN-keeping
     assert not re.search(rf"fmax|rsqrt|sqrt|in\d\[|{relu}", multiply), multiply
     loads = source[:source.index("for (int kk = 0; kk < BK; ++kk)")]
