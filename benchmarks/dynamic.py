@@ -11,11 +11,12 @@ the torch reference (onnxruntime on the export for the unstored shape).
 
     PYTHONPATH=. python3 benchmarks/dynamic.py [--only bert_sdpa,gpt2] [--repeat 20]
         [--dims batch=1..2,height=32..48:16,width=32..40:8 --unstored batch=1,height=48,width=32]
-        [--no-magic] [--kernels 5]
+        [--no-magic] [--no-shift-mask] [--kernels 5]
 
-Device times are the median and the minimum over ``--repeat`` whole runs of the plan of
-the summed launch times (profiling events); the ratio is of the minima (the machine's
-load adds time, never removes it). ``--no-magic`` divides by size arguments with ``/``
+Device times are the median and the minimum over ``--repeat`` runs of the plan of the
+summed launch times (profiling events), the two artefacts' launches taken in turn
+(`paired_launch_times`); the ratios are of the minima (the machine's load adds time,
+never removes it) and of the medians. ``--no-magic`` divides by size arguments with ``/``
 and ``%`` (`symbolic.MAGIC_DIVISION` off); ``--kernels N`` prints, per shape, the N
 launches whose symbolic device time exceeds the bound one's most.
 
@@ -84,7 +85,9 @@ def latency(models: list[runner.CheckedModel], feeds: dict[str, np.ndarray],
     """Per model: the median wall ms of `run`, the median and the minimum over the
     repeats of its launches' summed device ms, and each launch's minimum and median
     device ms. The models run in turn within each repeat (symbolic, bound, symbolic,
-    ...), so load from other processes on the machine falls on all of them alike."""
+    ...), launch by launch where their plans have as many launches
+    (`paired_launch_times`), so load from other processes on the machine falls on all
+    of them alike."""
     walls: list[list[float]] = [[] for _ in models]
     for model in models:
         model.run(feeds)
@@ -94,15 +97,40 @@ def latency(models: list[runner.CheckedModel], feeds: dict[str, np.ndarray],
             model.run(feeds)
             walls[k].append((time.perf_counter() - start) * 1e3)
     for model in models:
-        model.run(feeds)  # time_launches times the plan on the data `run` left
+        model.run(feeds)  # the launches are timed on the data `run` left
     runs: list[list[list[float]]] = [[] for _ in models]
+    paired = len({len(model.launches) for model in models}) == 1
     for _ in range(repeat):
+        if paired:
+            for k, times in enumerate(paired_launch_times(models)):
+                runs[k].append(times)
+            continue
         for k, model in enumerate(models):
             runs[k].append([t * 1e3 for t in model.time_launches(1)])
     return [(statistics.median(w), statistics.median(sum(r) for r in per_run),
              min(sum(r) for r in per_run), [min(ts) for ts in zip(*per_run, strict=True)],
              [statistics.median(ts) for ts in zip(*per_run, strict=True)])
             for w, per_run in zip(walls, runs, strict=True)]
+
+
+def paired_launch_times(models: list[runner.CheckedModel]) -> list[list[float]]:
+    """Per model, the device ms of each launch of one run of its plan, the models'
+    launches taken in turn (launch 0 of each, then launch 1, ...), each waited for: a
+    burst of load from the other processes on the machine (PoCL's threads share its
+    cores) then falls on the same launch of every model, not on one model's whole run
+    (GPT-2 at 1x5, 74 µs a run: the median ratio read 1.35 with whole runs in turn,
+    its minimum 1.08)."""
+    import pyopencl as cl
+
+    times: list[list[float]] = [[] for _ in models]
+    for j in range(len(models[0].launches)):
+        for k, model in enumerate(models):
+            kernel, global_size, local_size = model.launches[j]
+            event = cl.enqueue_nd_range_kernel(model.profiling_queue, kernel, global_size,
+                                               local_size)
+            event.wait()
+            times[k].append((event.profile.end - event.profile.start) * 1e-6)
+    return times
 
 
 def launched_kernels(model: object) -> list[str]:
@@ -122,10 +150,13 @@ def main() -> None:
     parser.add_argument("--unstored", help="NAME=VALUE,... a shape inside --dims")
     parser.add_argument("--no-magic", action="store_true",
                         help="divide by size arguments with / and % (no magic numbers)")
+    parser.add_argument("--no-shift-mask", action="store_true",
+                        help="no kernel copies dividing by powers of two with shifts and masks")
     parser.add_argument("--kernels", type=int, default=0,
                         help="per shape, the N launches the symbolic artefact loses most on")
     args = parser.parse_args()
     symbolic_build.MAGIC_DIVISION = not args.no_magic
+    symbolic_build.SHIFT_MASK_VERSIONS = not args.no_shift_mask
     if bool(args.dims) != bool(args.unstored):
         parser.error("--dims and --unstored go together")
     if args.dims:

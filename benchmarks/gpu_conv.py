@@ -52,7 +52,16 @@ EXTRA = ((128, 32, 16, 8, 4, 4), (128, 32, 16, 8, 4, 8), (64, 32, 16, 4, 4, 8),
          # for the 7² outputs (N = 392 at batch 8: 128 columns waste 23 %, 32 waste 6 %)
          (128, 32, 16, 8, 4, 12), (128, 32, 16, 8, 4, 16), (64, 64, 16, 8, 8, 12),
          (64, 64, 16, 8, 8, 16), (64, 128, 16, 8, 8, 16), (128, 64, 16, 8, 4, 16),
-         (64, 32, 16, 4, 4, 16), (32, 64, 16, 4, 4, 8), (32, 64, 16, 4, 4, 16))
+         (64, 32, 16, 4, 4, 16), (32, 64, 16, 4, 4, 8), (32, 64, 16, 4, 4, 16),
+         # the 7² outputs again: 128 × 32 gives 52 tiles, so K groups 10 / 15 / 24 fill 132
+         # SMs' rounds as evenly as 12 (ceil(52 g / 132) × ceil(144 / g) steps: 60), with
+         # fewer (10) or more (15, 24) warps and partial sums; 9 / 18 divide K evenly.
+         # H200 (ResNet-18's 256 -> 512, 10 repeats): 9 / 10 / 12 / 64 × 128 kg 8 all
+         # 0.046-0.047 ms (29.5-30.0 %), a plateau; 10 priced put in ResNet-18 ran 0.048
+         # (28.9 %) where 12 ran 0.046 (29.9 %) in the same call, so none is priced
+         (128, 32, 16, 8, 4, 9), (128, 32, 16, 8, 4, 10), (128, 32, 16, 8, 4, 15),
+         (128, 32, 16, 8, 4, 18), (128, 32, 16, 8, 4, 24), (64, 64, 16, 8, 8, 18),
+         (128, 32, 32, 8, 4, 6), (128, 32, 32, 8, 4, 9), (64, 32, 16, 4, 4, 12))
 
 
 def model(cin: int, cout: int, side: int, stride: int):  # noqa: ANN201 - onnx

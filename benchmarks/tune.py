@@ -12,6 +12,12 @@ Chameleon's to reach that same time (0 where it never does).
     ... --gpu --device NVIDIA --exhaustive DIR --jobs 14   # every option first: DIR/space.json
     ... --gpu --replay A/space.json B/space.json --seed-base 100 [--transfer others]
     ... --gpu --replay ... --fit KEY   # fit the knobs on KEY's class, report on the rest
+    ... --convert-gpu-gemm LOG DIR OUT.json   # gpu_gemm.py run's log as a replay space
+
+Replayed spaces: ``benchmarks/tune_spaces/h200_session{8,9}.json`` (five classes,
+every option measured on an H200) and ``h200_gpu_gemm_session9.json`` (21 MatMul
+classes of `benchmarks/gpu_gemm.py`, every ``sgemm`` option; the ``sgemm`` cost model
+was fitted to these very times, so the prior is in-sample there).
 
 ``--transfer``: ``order`` (default; as `dnnr tune`: each class starts from Chameleon's
 measurements of the classes before it), ``others`` (replays: from every other class)
@@ -48,14 +54,17 @@ from egraph_compiler.backends.opencl.kernel_search import (  # noqa: E402
     Measure,
     Measurer,
     Observation,
+    _space,
     anchors,
     chameleon_search,
     observations,
     option_to_json,
     random_search,
+    tile_space,
 )
-from egraph_compiler.backends.opencl.kernels import KernelParams  # noqa: E402
+from egraph_compiler.backends.opencl.kernels import KernelParams, _sgemm_offered  # noqa: E402
 from egraph_compiler.backends.opencl.runtime import CompiledModel  # noqa: E402
+from egraph_compiler.backends.opencl.sgemm import VARIANT as SGEMM  # noqa: E402
 from egraph_compiler.ir.graph import Graph  # noqa: E402
 from tests.backends.opencl.helpers import static_graph  # noqa: E402
 
@@ -189,21 +198,52 @@ def report(runs: list[ClassRun], budget: int, device: str) -> list[float]:
 
 def replayed(paths: list[str], graph: Graph, params: KernelParams, tmp: Path
              ) -> tuple[list[Anchor], list[Measure]]:
-    """The classes of ``graph`` that ``--exhaustive`` space.json files measured whole,
-    with a measure that looks each option up."""
+    """The classes that ``--exhaustive`` space.json files (and `convert_gpu_gemm`'s)
+    measured, with a measure that looks each option up: ``graph``'s classes first, then
+    any other MatMul class of the files (priced from its key, as `anchors` prices a
+    MatMul). A class is replayed on the options of today's space that were measured;
+    today's options may go unmeasured only where their whole variant was not measured
+    (``sgemm`` joined the MatMul space after session 8's measurements; gpu_gemm.py
+    measured only ``sgemm``), and then the default is the compiler's pick among the
+    measured variants. Any other gap means the space changed: an
+    error (measure it again)."""
     table: dict[str, list[tuple[dict[str, object], float]]] = {}
     for path in paths:
         table.update(json.loads(Path(path).read_text()))
+    classes = anchors(graph, params, tmp)
+    known = {a.key for a in classes}
+    for key in table:
+        if key not in known and key.startswith("MatMul") and "gemv" not in key:
+            default, space = _space(key, "MatMul", params, tile_space(),
+                                    sgemm=_sgemm_offered(params, "matmul"))
+            classes.append(Anchor(key, graph, default, space))
     found, measures = [], []
-    for anchor in anchors(graph, params, tmp):
+    for anchor in classes:
         if anchor.key not in table:
             continue
         times = {json.dumps(o, sort_keys=True): t for o, t in table[anchor.key]}
-        missing = [o.describe() for o in anchor.space
-                   if json.dumps(option_to_json(o), sort_keys=True) not in times]
-        if missing:
-            raise SystemExit(f"error: {anchor.key}: the replayed space lacks {len(missing)} "
-                             f"options of today's space (e.g. {missing[0]}); measure it again")
+        kept = tuple(o for o in anchor.space
+                     if json.dumps(option_to_json(o), sort_keys=True) in times)
+        measured_variants = {o.variant for o in kept}
+        gaps = [o.describe() for o in anchor.space
+                if o not in kept and o.variant in measured_variants]
+        if gaps or not kept:
+            raise SystemExit(f"error: {anchor.key}: the replayed space lacks {len(gaps)} "
+                             f"options of today's space (e.g. {gaps[0] if gaps else 'all'}); "
+                             "measure it again")
+        if len(kept) < len(anchor.space):
+            unmeasured = sorted({o.variant for o in anchor.space} - measured_variants)
+            print(f"{anchor.key}: replayed on its {len(kept)} measured options of "
+                  f"{len(anchor.space)} (unmeasured variants: {', '.join(unmeasured)})")
+            default = anchor.default
+            if default not in kept:  # the compiler's pick among the measured variants
+                if not anchor.key.startswith("MatMul"):
+                    raise SystemExit(f"error: {anchor.key}: its default "
+                                     f"{default.describe()} was not measured")
+                default = _space(anchor.key, "MatMul", params, tile_space(),
+                                 sgemm=_sgemm_offered(params, "matmul"),
+                                 variants=frozenset(measured_variants))[0]
+            anchor = Anchor(anchor.key, anchor.graph, default, kept)
 
         def measure(option: cost.Option, times: dict[str, float] = times) -> float:
             return times[json.dumps(option_to_json(option), sort_keys=True)]
@@ -213,8 +253,33 @@ def replayed(paths: list[str], graph: Graph, params: KernelParams, tmp: Path
     return found, measures
 
 
-GRID = {"length": (2.0, 3.0, 4.0), "noise": (0.05, 0.3), "first": (1, 3),
-        "batch": (2, 4), "nearest_centroid": (True, False)}
+def convert_gpu_gemm(log: Path, micro: Path) -> dict[str, list[tuple[dict[str, object], float]]]:
+    """`benchmarks/gpu_gemm.py run`'s log (every ``sgemm`` option of each shape, ms) as
+    a replay space (µs), keyed by the shape class its artefacts in ``micro``
+    (`gpu_gemm.py prepare`'s directory) were compiled for. ``old`` (the ``tiled`` pick)
+    is left out: one option of a variant whose other options went unmeasured would
+    leave the replay unable to tell a measured space from a changed one."""
+    import re
+
+    sgemms = {tile.describe().replace(" ", "_"): tile for tile in cost.SGEMMS}
+    table: dict[str, list[tuple[dict[str, object], float]]] = {}
+    for line in log.read_text().splitlines():
+        found = re.match(r"(\S+)\s+(sgemm_\S+)\s+([\d.]+)\s", line)
+        if not found:
+            continue
+        shape, label, ms = found.group(1), found.group(2), float(found.group(3))
+        plan = micro / shape / label / "plan.json"
+        if not plan.exists():
+            raise SystemExit(f"error: {plan}: no artefact for {shape} {label} of {log}")
+        launch = next(la for la in json.loads(plan.read_text())["launches"]
+                      if la.get("shape_key"))
+        option = cost.Option(SGEMM, sgemms[label], 0.0)
+        table.setdefault(launch["shape_key"], []).append((option_to_json(option), 1e3 * ms))
+    return table
+
+
+GRID = {"length": (1.5, 3.0, 4.0), "noise": (0.05, 0.3), "first": (1, 3),
+        "batch": (1, 2, 4), "nearest_centroid": (True, False), "confidence": (None, 0.5, 1.0, 2.0)}
 
 
 def fit(found: list[Anchor], measures: list[Measure], budget: int, seeds: list[int],
@@ -277,9 +342,18 @@ def main() -> int:
                         help="what a class's search starts from (run_classes)")
     parser.add_argument("--fit", metavar="KEY", default=None,
                         help="--replay: fit the knobs on the classes whose key contains KEY "
-                             "(seeds 1000..) and report on the others")
-    parser.add_argument("--fit-seeds", type=int, default=10)
+                             "(seeds 1000.., --fit-seeds of them) and report on the others")
+    parser.add_argument("--fit-seeds", type=int, default=30)
+    parser.add_argument("--convert-gpu-gemm", nargs=3, metavar=("LOG", "DIR", "OUT"),
+                        help="write gpu_gemm.py run's LOG (artefacts in DIR) as a replay "
+                             "space OUT")
     args = parser.parse_args()
+    if args.convert_gpu_gemm:
+        log, micro, out = (Path(p) for p in args.convert_gpu_gemm)
+        table = convert_gpu_gemm(log, micro)
+        out.write_text(json.dumps(table))
+        print(f"{out}: {len(table)} classes, {sum(map(len, table.values()))} options")
+        return 0
     if args.gpu:
         model, feeds = gpu_classes()
         graph = static_graph(model, feeds)

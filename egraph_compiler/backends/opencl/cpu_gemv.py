@@ -48,14 +48,19 @@ PACKED_GEMVS = (PackedGemv(16),)  # 8 columns measured 7-15 % slower (`cost`)
 
 def applies(gen: _Gen) -> bool:
     """A MatMul/Gemm of one row (M = 1, no batch) at bound sizes whose B is a 2-D
-    float32 constant read by this block only."""
+    float32 constant read by this block only.
+
+    Symbolic sizes (`SymInt`, even where a version makes them 1) are refused before
+    any comparison: the kernel declares no row or batch index, which the views of a
+    symbolic build still reference."""
     node = gen.anchor()
     b_name = node.inputs[1]
     weights = gen.view.constants.get(b_name)
     _, sizes = gemm.matmul_problem(gen)
-    return weights is not None and np.asarray(weights).dtype == np.float32 and \
+    bound = all(type(sizes[d]) is int for d in ("m", "batch", "n", "k"))
+    return bound and weights is not None and np.asarray(weights).dtype == np.float32 and \
         np.ndim(weights) == 2 and gen.single_use(b_name) and sizes["m"] == 1 and \
-        sizes["batch"] == 1 and all(isinstance(sizes[d], int) for d in ("n", "k"))
+        sizes["batch"] == 1
 
 
 def gemv_packed(gen: _Gen, params: PackedGemv) -> Kernel | None:

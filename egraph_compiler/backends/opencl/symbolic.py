@@ -97,6 +97,10 @@ DEFAULT_HIGH = 16  # a dim without --dim (or with an unbounded one) is compiled 
 # bound kernel's literal divisor is one; without it PoCL scalarises the division
 # (benchmarks/dynamic.py --no-magic measures the difference)
 MAGIC_DIVISION = True
+# a version's divisors that are powers of two at every shape it serves: kernel copies
+# dividing by shifts and masks (`_power_of_two_kernels`; benchmarks/dynamic.py
+# --no-shift-mask measures without them)
+SHIFT_MASK_VERSIONS = True
 MAX_POINTS = 2048  # shapes compiled: about 0.1-0.7 s each (BERT-tiny to ResNet-50 on PoCL hosts)
 
 Point = tuple[int, ...]
@@ -624,7 +628,13 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
             "id": signature,
             "launches": [{k: v for k, v in la.items() if k not in ("global", "sizes", "shape_key")}
                          for la in sample.built.doc["launches"]]})
+    plain_sources = dict(sources)
     divisors = _magic_divisions(sources, version_docs) if MAGIC_DIVISION else {}
+    shift_kernels = 0 if not SHIFT_MASK_VERSIONS else _power_of_two_kernels(plain_sources, sources, version_docs, divisors, dims,
+                                          [[partition.points(leaf.box) for leaf in leaves
+                                            if leaf.signature == v] for v in versions],
+                                          [[leaf for leaf in leaves if leaf.signature == v]
+                                           for v in versions])
     box_docs = []
     arena_bytes = 0
     for leaf in leaves:
@@ -646,7 +656,8 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
             # each size a kernel divides by is followed by its magic (`magicdiv`)
             "sizes": [_with_magic([leaf.expressions[f"size/{k}/{j}"]
                                    for j in range(len(la["sizes"]))],
-                                  divisors.get(la["kernel"], ()))
+                                  divisors.get(version_docs[versions.index(leaf.signature)]
+                                               ["launches"][k]["kernel"], ()))
                       for k, la in enumerate(launches)],
             "items": [leaf.expressions[f"items/{k}"] for k in range(len(launches))],
             "output_shapes": {n: [leaf.expressions[f"shape/{n}/{j}"]
@@ -704,7 +715,7 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
     }
     if computed:
         plan["computed"] = {"model": "shapes.onnx", "values": sorted(computed)}
-    write_files(out_dir, plan, sources, arrays)
+    write_files(out_dir, plan, {n: _always_inline(t) for n, t in sources.items()}, arrays)
     if computed:
         (out_dir / "shapes.onnx").write_bytes(_shape_model(graph, computed))
     dynamic = {
@@ -736,7 +747,12 @@ def build_symbolic(graph: Graph, out_dir: Path, tables: object = None,
                                         for k in divisors),
                            # of which unsigned (a dividend never negative, `magicdiv`)
                            "unsigned": sum(len(re.findall(r"\bDNNR_U(?:DIV|REM)\(", sources[k]))
-                                           for k in divisors)},
+                                           for k in divisors),
+                           # kernel copies whose divisors are powers of two at every
+                           # shape of their version: shifts and masks
+                           "power_of_two_kernels": shift_kernels,
+                           "shifts_and_masks": sum(len(re.findall(r"\bDNNR_P2(?:DIV|REM)\(",
+                                                                  sources[k])) for k in divisors)},
     }
     return Artefact(out_dir, len(top["launches"]), len(sources), int(top["operators"]),
                     arena_bytes, int(top["naive_bytes"]), int(top["lower_bound_bytes"]),
@@ -759,6 +775,54 @@ def _magic_divisions(sources: dict[str, str], version_docs: Sequence[dict]
             sources[name] = rewritten
             divisors[name] = [int(s.removeprefix("s")) for s in used]
     return divisors
+
+
+def _power_of_two_kernels(plain: Mapping[str, str], sources: dict[str, str],
+                          version_docs: Sequence[dict], divisors: dict[str, list[int]],
+                          dims: Sequence[str], points: Sequence[Sequence[Sequence[Point]]],
+                          leaves: Sequence[Sequence[_Leaf]]) -> int:
+    """Per version (``points`` and ``leaves``: its boxes'), each launch whose kernel
+    divides by sizes that are powers of two at EVERY shape the version serves runs a
+    copy dividing those by a shift and a mask (`magicdiv.rewrite`'s powers_of_two), as
+    a per-shape compile's literal divisor does; the condition is the version's own
+    (its boxes), so no shape is compiled for it. The copies made (a kernel the
+    versions no longer launch is dropped)."""
+    copies: dict[tuple[str, frozenset[str]], str] = {}
+    for doc, version_points, version_leaves in zip(version_docs, points, leaves, strict=True):
+        for k, launch in enumerate(doc["launches"]):
+            name = launch["kernel"]
+            if name not in divisors:
+                continue
+            powers = frozenset(
+                f"s{j}" for j in divisors[name]
+                if all(magicdiv.is_power_of_two(dimpoly.evaluate(
+                    leaf.expressions[f"size/{k}/{j}"], dict(zip(dims, p, strict=True))))
+                       for leaf, box_points in zip(version_leaves, version_points, strict=True)
+                       for p in box_points))
+            if not powers:
+                continue
+            if (name, powers) not in copies:
+                rewritten, used = magicdiv.rewrite(plain[name], powers)
+                assert used == [f"s{j}" for j in divisors[name]]  # the same magic arguments
+                copy = "k_" + hashlib.sha1(rewritten.encode()).hexdigest()[:12]
+                sources[copy] = rewritten.replace(f"void {name}(", f"void {copy}(")
+                divisors[copy] = divisors[name]
+                copies[(name, powers)] = copy
+            launch["kernel"] = copies[(name, powers)]
+    launched = {la["kernel"] for doc in version_docs for la in doc["launches"]}
+    for name in [n for n in sources if n not in launched]:
+        del sources[name]
+        divisors.pop(name, None)
+    return len(copies)
+
+
+def _always_inline(source: str) -> str:
+    """``source`` with its helper functions (`spelling`'s ``static inline dnnr_erf``)
+    always inlined. The symbolic program holds every version's kernels, so a helper
+    has many more callers than in a per-shape compile's program, and past some count
+    LLVM's inliner keeps it a call, which PoCL's work-group vectoriser cannot widen
+    (BERT's Gelu matmul at 3x16: 33 µs, 16.9 inlined, 16.9 bound)."""
+    return source.replace("static inline ", "static inline __attribute__((always_inline)) ")
 
 
 def _with_magic(sizes: list[str], divisors: Sequence[int]) -> list[str]:

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,7 @@ from egraph_compiler.backends.opencl.kernel_search import (
     anchors,
     chameleon_search,
     observations,
+    option_from_json,
     option_to_json,
     random_search,
     record,
@@ -85,10 +88,10 @@ def test_search_starts_at_the_default_and_records_no_worse(graph) -> None:
 
 def test_chameleon_follows_the_measurements_on_a_synthetic_space() -> None:
     """The surrogate corrects a wrong prior: the true optimum is the register block
-    the prior ranks worst. Within 12 measurements Chameleon must leave the prior's
-    favourites (times 8-10) for the far side of the space, where a prior-greedy search
-    never goes. (It does not reach the corner itself: the Gaussian process reverts to
-    the prior away from its data, and expected improvement stays near the best seen.)"""
+    the prior ranks worst but one. Within 20 measurements Chameleon must reach that
+    optimum itself, far from the prior's favourites (times 8-10), where a prior-greedy
+    search never goes (13 measurements in every seed when written; session 9's knobs,
+    a length scale of 3 and batches of 2, took 9-15)."""
     space = tuple(cost.Option("direct", cost.Direct(a, b), float(a * b))
                   for a in (1, 2, 4, 8, 16, 32) for b in (1, 2, 4, 8, 16, 32))
 
@@ -99,10 +102,10 @@ def test_chameleon_follows_the_measurements_on_a_synthetic_space() -> None:
 
     by_prior = sorted(space, key=lambda o: o.estimate_us)
     for seed in range(5):
-        cham = chameleon_search(space, space[0], measure, budget=12, seed=seed)
+        cham = chameleon_search(space, space[0], measure, budget=20, seed=seed)
         best_us, best = cham.best
-        assert best_us <= 3.0
-        assert by_prior.index(best) >= len(space) // 2  # in the prior's worse half
+        assert best_us == 1.0, (seed, best_us)
+        assert by_prior.index(best) >= len(space) - 2
 
 
 def test_compile_reads_the_db_and_rejects_a_bad_option(tmp_path: Path, graph,
@@ -160,8 +163,8 @@ def _ratios(space: tuple[cost.Option, ...], measure: Callable[[cost.Option], flo
 
 def test_chameleon_beats_random_on_a_tile_grid_with_known_structure() -> None:
     """Over 20 seeds on the 393-tile grid, Chameleon reaches random search's best (at 24
-    measurements) with at least 1.5x fewer measurements in the median (1.69x when
-    written); a second random search, put in Chameleon's place, gets 0.43x over 200
+    measurements) with at least 1.5x fewer measurements in the median (2.53x when
+    written, 1.69x with session 9's knobs); a second random search, put in Chameleon's place, gets 0.43x over 200
     seeds: the surrogate must learn the bowl inside the prior's tied best group."""
     space, measure = _tiled_space((64, 128, 8, 4))
     assert len(space) > 300
@@ -171,18 +174,19 @@ def test_chameleon_beats_random_on_a_tile_grid_with_known_structure() -> None:
 
 def test_transfer_from_an_earlier_class_speeds_up_the_next() -> None:
     """Measurements of a class with the same structure (a nearby optimum) lead the next
-    class's first measurements: its median best after 4 is at least a fifth lower
-    than without them (12.0 vs 19.5 us when written; the optimum is 10)."""
+    class's first measurements: its median best after 3 is at least a fifth lower
+    than without them (12.0 vs 19.5 us when written, and after 2 already; the optimum
+    is 10. Alone, the search reaches 12.0 after 4.)"""
     earlier, measure_earlier = _tiled_space((64, 128, 8, 4))
     space, measure = _tiled_space((128, 64, 8, 4))
     history = observations(chameleon_search(earlier, earlier[0], measure_earlier, 24, 0))
 
-    def best_after_four(history: list[Observation]) -> float:
-        return float(np.median([min(chameleon_search(space, space[0], measure, 4, seed,
+    def best_after_three(history: list[Observation]) -> float:
+        return float(np.median([min(chameleon_search(space, space[0], measure, 3, seed,
                                                      history=history).times)
                                 for seed in range(10)]))
 
-    alone, transferred = best_after_four([]), best_after_four(history)
+    alone, transferred = best_after_three([]), best_after_three(history)
     assert transferred <= 0.8 * alone, (alone, transferred)
 
 
@@ -216,3 +220,77 @@ def test_chameleon_beats_random_on_a_measured_h200_space() -> None:
         at = cham.reaches(min(rand.times))
         ratios.append(rand.reaches(min(rand.times)) / at if at else 0.0)
     assert float(np.median(ratios)) >= 3.0, ratios
+
+
+def _replayed_h200() -> list[tuple[cost.Option, tuple[cost.Option, ...],
+                                   Callable[[cost.Option], float]]]:
+    """The held-out classes of `benchmarks/tune_spaces/h200_session{8,9}.json` (every
+    option measured on an NVIDIA H200; the knobs were fitted on the fifth, the stride-2
+    3x3 conv), priced by today's analytic model as `anchors` prices them: ResNet's 3x3
+    conv (Winograd offered), its 1x1 conv, BERT's FFN MatMul (on its measured options:
+    ``sgemm`` joined the space later) and MobileNetV2's depthwise 3x3."""
+    root = Path(__file__).resolve().parents[3] / "benchmarks/tune_spaces"
+    table = {**json.loads((root / "h200_session8.json").read_text()),
+             **json.loads((root / "h200_session9.json").read_text())}
+    params = KernelParams.for_device("gpu")
+    found = []
+    for key, op, taps, winograd, width in (("Conv m64 n25088 k576 b1", "Conv", 9, True, 56),
+                                           ("Conv m512 n6272 k128 b1", "Conv", 1, False, 0),
+                                           ("MatMul m1024 n3072 k768 b1", "MatMul", 0, False, 0),
+                                           ("Conv m1 n25088 k9 b144 depthwise", "Conv", 0,
+                                            False, 0)):
+        times = {json.dumps(o, sort_keys=True): us for o, us in table[key]}
+        default, space = _space(key, op, params, tile_space(), taps, winograd, width)
+        assert all(json.dumps(option_to_json(o), sort_keys=True) in times for o in space), key
+
+        def measure(option: cost.Option, times: dict[str, float] = times) -> float:
+            return times[json.dumps(option_to_json(option), sort_keys=True)]
+
+        found.append((default, space, measure))
+    return found
+
+
+def test_chameleon_beats_random_without_transfer_on_measured_h200_spaces() -> None:
+    """The first class a user tunes has no earlier classes: on the four held-out measured
+    classes, with no transfer, Chameleon reaches random search's best at 24 with at
+    least 3x fewer measurements in the median over their 4 x 40 runs (seeds 100-139,
+    the report's; 3.00x when written, 2.13x with session 9's knobs: expected
+    improvement over length 3)."""
+    ratios = []
+    for default, space, measure in _replayed_h200():
+        for seed in range(100, 140):
+            cham = chameleon_search(space, default, measure, 24, seed)
+            rand = random_search(space, measure, 24, seed)
+            at = cham.reaches(min(rand.times))
+            ratios.append(rand.reaches(min(rand.times)) / at if at else 0.0)
+    assert float(np.median(ratios)) >= 3.0, sorted(ratios)
+
+
+def test_gpu_matmul_space_holds_sgemm_and_a_tuned_sgemm_runs() -> None:
+    """A GPU-class MatMul's tuning space holds the register-blocked GEMM's tiles the
+    compiler offers (`cost.SGEMMS`), its default is the compiler's own pick, and a
+    stored ``sgemm`` option compiles to that kernel and computes the product (PoCL)."""
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((96, 128)).astype(np.float32)
+    graph_proto = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [256, 96])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256, 128])],
+        [numpy_helper.from_array(weight, "w")])
+    x = rng.standard_normal((256, 96)).astype(np.float32)
+    graph = static_graph(helper.make_model(graph_proto,
+                                           opset_imports=[helper.make_opsetid("", 17)]), {"x": x})
+    params = KernelParams.for_device("gpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        (anchor,) = anchors(graph, params, Path(tmp) / "probe")
+        sgemms = [o for o in anchor.space if o.variant == "sgemm"]
+        assert {o.params for o in sgemms} <= set(cost.SGEMMS) and len(sgemms) >= 10
+        compile_graph(graph, Path(tmp) / "default", params=params)
+        assert _launch(Path(tmp) / "default", anchor.key)["variant"] == anchor.default.describe()
+        pick = sgemms[-1]  # and the database keeps it
+        assert option_from_json(option_to_json(pick), "db").params == pick.params
+        compile_graph(graph, Path(tmp) / "tuned",
+                      params=replace(params, tuned=((anchor.key, pick),)))
+        assert _launch(Path(tmp) / "tuned", anchor.key)["variant"] == pick.describe()
+        got = CompiledModel(Path(tmp) / "tuned").run({"x": x})["y"]
+    np.testing.assert_allclose(got, x @ weight, rtol=1e-4, atol=1e-4)
