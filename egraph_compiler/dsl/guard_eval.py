@@ -283,23 +283,18 @@ class _Evaluator:
         # broadcastable: every trailing pair equal or one of them 1
         pairs = []
         for x, y in zip(reversed(shape), reversed(other), strict=False):
-            pairs.append(_any_of(domain, [compare(domain, "==", x, y), compare(domain, "==", x, 1),
-                                          compare(domain, "==", y, 1)]))
+            pairs.append(_all_of(domain, [compare(domain, "==", x, y), compare(domain, "==", x, 1),
+                                          compare(domain, "==", y, 1)], "or"))
         return _all_of(domain, pairs)
 
 
-def _all_of(domain: GuardDomain, values: Sequence[Any]) -> Any:
-    if any(v is False for v in values):
-        return False
-    symbolic = [v for v in values if v is not True]
-    return domain.logic_symbolic("and", symbolic) if symbolic else True
-
-
-def _any_of(domain: GuardDomain, values: Sequence[Any]) -> Any:
-    if any(v is True for v in values):
-        return True
-    symbolic = [v for v in values if v is not False]
-    return domain.logic_symbolic("or", symbolic) if symbolic else False
+def _all_of(domain: GuardDomain, values: Sequence[Any], op: str = "and") -> Any:
+    """``and`` (``or``) of ``values``: False (True) where one is, else of the symbolic ones."""
+    stop = op == "or"  # the value that decides the whole
+    if any(v is stop for v in values):
+        return stop
+    symbolic = [v for v in values if v is not (not stop)]
+    return domain.logic_symbolic(op, symbolic) if symbolic else not stop
 
 
 def compare(domain: GuardDomain, op: str, a: Any, b: Any) -> Any:

@@ -61,32 +61,24 @@ class _Normaliser:
         self.counter = 0
         self.wildcards: list[str] = []
 
-    def lhs(self, p: ast.Pattern) -> ast.Pattern:
+    def complete(self, p: ast.Pattern, matching: bool) -> ast.Pattern:
+        """Every declared attribute spelled out: on the matching side a fresh wildcard
+        variable, on the written side the declared default (none: left unset)."""
         if not isinstance(p, ast.POp):
             return p
-        inputs = tuple(self.lhs(i) for i in p.inputs)
+        inputs = tuple(self.complete(i, matching) for i in p.inputs)
         decl = self.ops.get(p.op)
         attrs = list(p.attrs)
         if decl is not None:
             given = {name for name, _ in attrs}
-            self.counter += 1
-            for attr in decl.attrs:
-                if attr.name not in given:
+            self.counter += matching
+            for attr in (a for a in decl.attrs if a.name not in given):
+                if matching:
                     name = f"_{p.op}{self.counter}_{attr.name}"
                     self.wildcards.append(name)
                     attrs.append((attr.name, ast.Var(name, p.span)))
-        return dataclasses.replace(p, inputs=inputs, attrs=tuple(attrs))
-
-    def rhs(self, p: ast.Pattern) -> ast.Pattern:
-        if not isinstance(p, ast.POp):
-            return p
-        inputs = tuple(self.rhs(i) for i in p.inputs)
-        decl = self.ops.get(p.op)
-        attrs = list(p.attrs)
-        if decl is not None:
-            given = {name for name, _ in attrs}
-            attrs += [(a.name, a.default) for a in decl.attrs
-                      if a.name not in given and a.default is not None]
+                elif attr.default is not None:
+                    attrs.append((attr.name, attr.default))
         return dataclasses.replace(p, inputs=inputs, attrs=tuple(attrs))
 
 
@@ -97,8 +89,8 @@ def normalize_rule(rule: ast.Rule, ops: dict[str, ast.OpDecl], reverse: bool = F
     them); nothing here raises."""
     lhs, rhs = (rule.rhs, rule.lhs) if reverse else (rule.lhs, rule.rhs)
     norm = _Normaliser(ops)
-    lhs_n = norm.lhs(lhs)
-    rhs_n = norm.rhs(rhs)
+    lhs_n = norm.complete(lhs, matching=True)
+    rhs_n = norm.complete(rhs, matching=False)
     return NormalRule(rule, lhs_n, rhs_n, rule.guard, conjuncts(rule.guard),
                       frozenset(norm.wildcards), reverse)
 

@@ -13,7 +13,7 @@ import re
 import sys
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, partialmethod
 from pathlib import Path
 from typing import Any
 
@@ -347,9 +347,15 @@ class _ToAst:
     def _tok(self, tok: Token) -> ast.Span:
         return ast.Span(self.file, tok.line, tok.column, tok.end_line, tok.end_column)
 
-    # -- items
-    def start(self, meta: Meta, children: list[Any]) -> Any:
-        return list(children)
+    def _children(self, meta: Meta, children: list[Any]) -> Any:
+        return children
+
+    def _first(self, meta: Meta, children: list[Any]) -> Any:
+        return children[0]
+
+    # -- items (a list of children, or the one child, stands for itself)
+    start = params = attr_decls = name_list = pargs = _children
+    outputs_dtype = requires = guard = _first
 
     def use(self, meta: Meta, children: list[Any]) -> Any:
         return ast.UseDecl(str(children[0])[1:-1], self._span(meta))
@@ -385,20 +391,11 @@ class _ToAst:
             shape_span=shape_span,
         )
 
-    def params(self, meta: Meta, children: list[Any]) -> Any:
-        return children
+    def param_plain(self, meta: Meta, children: list[Any], **kind: bool) -> Any:
+        return ast.Param(str(children[0]), span=self._span(meta), **kind)
 
-    def param_plain(self, meta: Meta, children: list[Any]) -> Any:
-        return ast.Param(str(children[0]), span=self._span(meta))
-
-    def param_optional(self, meta: Meta, children: list[Any]) -> Any:
-        return ast.Param(str(children[0]), optional=True, span=self._span(meta))
-
-    def param_variadic(self, meta: Meta, children: list[Any]) -> Any:
-        return ast.Param(str(children[0]), variadic=True, span=self._span(meta))
-
-    def attr_decls(self, meta: Meta, children: list[Any]) -> Any:
-        return children
+    param_optional = partialmethod(param_plain, optional=True)
+    param_variadic = partialmethod(param_plain, variadic=True)
 
     def attr_decl(self, meta: Meta, children: list[Any]) -> Any:
         name, type_name, default = children
@@ -412,9 +409,6 @@ class _ToAst:
 
     def outputs_count(self, meta: Meta, children: list[Any]) -> Any:
         return int(children[0])
-
-    def outputs_dtype(self, meta: Meta, children: list[Any]) -> Any:
-        return children[0]
 
     def dtype_spec(self, meta: Meta, children: list[Any]) -> Any:
         head, *args = [str(c) for c in children if c is not None]
@@ -444,9 +438,6 @@ class _ToAst:
     def sem_builtin(self, meta: Meta, children: list[Any]) -> Any:
         return ("builtin", str(children[0]))
 
-    def requires(self, meta: Meta, children: list[Any]) -> Any:
-        return children[0]
-
     def ruleset_decl(self, meta: Meta, children: list[Any]) -> Any:
         return ast.RulesetDecl(str(children[0]), self._span(meta))
 
@@ -467,9 +458,6 @@ class _ToAst:
 
     def flags(self, meta: Meta, children: list[Any]) -> Any:
         return [(str(tok), self._tok(tok)) for tok in children]
-
-    def guard(self, meta: Meta, children: list[Any]) -> Any:
-        return children[0]
 
     def fuse(self, meta: Meta, children: list[Any]) -> Any:
         first, second, result, verdict = children
@@ -495,9 +483,6 @@ class _ToAst:
 
     def schedule(self, meta: Meta, children: list[Any]) -> Any:
         return ast.ScheduleDecl(tuple(c for c in children if c is not None), self._span(meta))
-
-    def name_list(self, meta: Meta, children: list[Any]) -> Any:
-        return children
 
     def saturate(self, meta: Meta, children: list[Any]) -> Any:
         names = children[0]
@@ -534,9 +519,6 @@ class _ToAst:
             tuple(a.name_span for a in attrs),
         )
 
-    def pargs(self, meta: Meta, children: list[Any]) -> Any:
-        return children
-
     def pattr(self, meta: Meta, children: list[Any]) -> Any:
         name, value = children
         return _AttrArg(str(name), value, self._tok(name))
@@ -555,7 +537,7 @@ class _ToAst:
         return ast.PCompute(str(name), tuple(a for a in args if a is not None), self._span(meta))
 
     # -- expressions
-    def _fold(self, children: list[Any], op: str | None) -> ast.Expr:
+    def comparison(self, meta: Meta, children: list[Any], op: str | None = None) -> ast.Expr:
         """Left-fold ``a op b op c``; ``op`` None means the operator tokens are children."""
         result = children[0]
         rest = children[1:]
@@ -566,20 +548,8 @@ class _ToAst:
             result = ast.BinOp(kind, result, rhs, _join(result.span, rhs.span))
         return result
 
-    def or_expr(self, meta: Meta, children: list[Any]) -> Any:
-        return self._fold(children, "or")
-
-    def and_expr(self, meta: Meta, children: list[Any]) -> Any:
-        return self._fold(children, "and")
-
-    def comparison(self, meta: Meta, children: list[Any]) -> Any:
-        return self._fold(children, None)
-
-    def sum(self, meta: Meta, children: list[Any]) -> Any:
-        return self._fold(children, None)
-
-    def product(self, meta: Meta, children: list[Any]) -> Any:
-        return self._fold(children, None)
+    sum = product = comparison
+    or_expr, and_expr = partialmethod(comparison, op="or"), partialmethod(comparison, op="and")
 
     def power(self, meta: Meta, children: list[Any]) -> Any:
         return ast.BinOp("**", children[0], children[1], self._span(meta))

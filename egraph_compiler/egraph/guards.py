@@ -42,31 +42,26 @@ class EGraphDomain(guard_eval.GuardDomain):
     def __init__(self, tensors: dict[str, TensorFacts]) -> None:
         self.tensors = tensors
 
-    def _facts(self, var: str) -> TensorFacts:
+    def _known(self, var: str, fact: str) -> Any:
+        """One fact (``shape``, ``dtype``, ``value``) of ``?var``; Unknown where not known."""
         if var not in self.tensors:
             raise Unknown(f"?{var}")
-        return self.tensors[var]
+        known = getattr(self.tensors[var], fact)
+        if known is None:
+            raise Unknown("tensor value" if fact == "value" else fact)
+        return known
 
     def shape(self, var: str) -> Sequence[Any]:
-        shape = self._facts(var).shape
-        if shape is None:
-            raise Unknown("shape")
-        return shape
+        return self._known(var, "shape")
 
     def rank(self, var: str) -> int:
         return len(self.shape(var))
 
     def dtype(self, var: str) -> str:
-        dtype = self._facts(var).dtype
-        if dtype is None:
-            raise Unknown("dtype")
-        return dtype
+        return self._known(var, "dtype")
 
     def tensor_value(self, var: str) -> Sequence[Any]:
-        value = self._facts(var).value
-        if value is None:
-            raise Unknown("tensor value")
-        return value
+        return self._known(var, "value")
 
     def is_symbolic(self, value: Any) -> bool:
         return isinstance(value, DimExpr)

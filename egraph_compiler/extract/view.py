@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 
 from egraph_compiler.egraph import Saturation
 from egraph_compiler.egraph.facts import decode_attrs
+from egraph_compiler.egraph.saturate import TERM_CONSTRUCTORS as LEAVES
 from egraph_compiler.egraph.schema import OpSchema
 from egraph_compiler.ir.dims import Dim
-
-LEAVES = ("Input", "Const", "ScalarConst", "VecConst", "Absent", "Out", "TNil", "TCons")
 
 
 @dataclass(frozen=True, slots=True)

@@ -167,8 +167,7 @@ def _run_checker(model: onnx.ModelProto, raw: bytes | None, where: str) -> None:
     try:
         onnx.checker.check_model(raw)
     except Exception as error:  # ValidationError, or anything the C++ checker throws on bad input
-        message = str(error).strip().splitlines()
-        detail = message[0] if message else type(error).__name__
+        detail = (str(error).strip().splitlines() or [type(error).__name__])[0]  # its first line
         raise ModelError(f"not a valid ONNX model: {where}: {detail}") from None
 
 

@@ -25,8 +25,7 @@ def check_types(model: onnx.ModelProto, where: str) -> None:
     try:
         onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=False)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
-        message = str(error).strip().splitlines()
-        detail = message[0] if message else type(error).__name__
+        detail = (str(error).strip().splitlines() or [type(error).__name__])[0]  # its first line
         raise ModelError(f"not a valid ONNX model: {where}: {detail}") from None
     except Exception:  # noqa: BLE001 - inference that cannot run (onnxruntime's quantiser
         # leaves value_info of type 0, which onnxruntime ignores) decides nothing

@@ -700,7 +700,26 @@ def row_major_read(enc: Encoder, child: ast.Pattern, idx: list[Any], in_dims: Di
     return enc.value_of(child, source)
 
 
-class Reshape(Builtin):
+class _ToTarget(Builtin):
+    """A built-in whose last operand is its output's dims, the rank enumerated as
+    ``_out_rank`` (Reshape, Expand, ConstantOfShape); ``least_dim``: Reshape's 0 and -1."""
+
+    least_dim = 1
+
+    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
+        return [0, 1, 2, 3] if attr == "_out_rank" else None
+
+    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+        target = inputs[-1]
+        if target.ndim != 1 or np.any(target != np.round(target)) or np.any(target < self.least_dim):
+            raise Illformed(f"{self.name} target is not a 1-D tensor of dims{', 0 or -1' * (self.least_dim < 1)}")
+        out = super().numpy(inputs, attrs)
+        if out.ndim != attrs.get("_out_rank", out.ndim):
+            raise Illformed(f"{self.name} to another rank")
+        return out
+
+
+class Reshape(_ToTarget):
     """ONNX Reshape (allowzero=0) in row-major order. Where the target's values are
     known to the rule (a ``vector(...)``, or a 1-D tensor variable whose elements
     become integer unknowns), the output dims follow ONNX exactly: 0 copies the input
@@ -711,12 +730,10 @@ class Reshape(Builtin):
     or is the length of the ``vector(...)``. allowzero=1 is not modelled (dims are
     >= 1, so an empty tensor never occurs)."""
 
-    name, onnx = "reshape", "Reshape"
+    name, onnx, least_dim = "reshape", "Reshape", -1
 
     def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
-        if attr == "_out_rank":
-            return [0, 1, 2, 3]
-        return [0] if attr == "allowzero" else None
+        return [0] if attr == "allowzero" else super().attr_domain(attr, in_ranks)
 
     def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
         if len(in_ranks) < 2 or in_ranks[1] != 1:
@@ -759,15 +776,6 @@ class Reshape(Builtin):
         exact = shape_entries(enc, node.inputs[1]) is not None
         return row_major_read(enc, node.inputs[0], idx, in_dims, out_dims, offsets=exact)
 
-    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        target = inputs[1]
-        if target.ndim != 1 or np.any(target != np.round(target)) or np.any(target < -1):
-            raise Illformed("reshape target is not a 1-D tensor of dims, 0 or -1")
-        out = super().numpy(inputs, attrs)
-        if out.ndim != attrs.get("_out_rank", out.ndim):
-            raise Illformed("reshape to another rank")
-        return out
-
 
 class Flatten(Builtin):
     """ONNX Flatten: ``[prod(dims[:axis]), prod(dims[axis:])]`` in row-major order
@@ -795,15 +803,12 @@ class Flatten(Builtin):
         return row_major_read(enc, node.inputs[0], idx, in_dims, out_dims)
 
 
-class ConstantOfShape(Builtin):
+class ConstantOfShape(_ToTarget):
     """ONNX ConstantOfShape: a tensor of dims = the shape operand's values (each >= 1,
     see `Reshape` for how the values are known), every element ``value`` (a symbolic
     scalar; 0 when absent). The rank is enumerated as for `Reshape`."""
 
     name = "constant_of_shape"
-
-    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
-        return [0, 1, 2, 3] if attr == "_out_rank" else None
 
     def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
         if len(in_ranks) != 1 or in_ranks[0] != 1:
@@ -1006,7 +1011,7 @@ class Conv(Builtin):
         return super().numpy(inputs, {"group": group})  # the default geometry
 
 
-class Expand(Builtin):
+class Expand(_ToTarget):
     """ONNX Expand as an abstract broadcast: the output dims are uninterpreted functions
     of the input dims (one family per shape operand, as for `Reshape`) into which the
     input broadcasts (each input dim, right-aligned, is 1 or equal), and the output
@@ -1014,9 +1019,6 @@ class Expand(Builtin):
     modelled (a counterexample may be SPURIOUS); the target rank is enumerated."""
 
     name, onnx = "expand", "Expand"
-
-    def attr_domain(self, attr: str, in_ranks: list[int]) -> list[Any] | None:
-        return [0, 1, 2, 3] if attr == "_out_rank" else None
 
     def out_rank(self, in_ranks: list[int], attrs: dict[str, Any]) -> int:
         if len(in_ranks) < 2 or in_ranks[1] != 1:
@@ -1060,15 +1062,6 @@ class Expand(Builtin):
     def value(self, enc: Encoder, node: ast.POp, attrs: dict[str, Any], idx: list[Any]) -> Cell:
         in_dims, _ = enc.shape_of(node.inputs[0])
         return enc.value_of(node.inputs[0], project(in_dims, idx))
-
-    def numpy(self, inputs: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
-        target = inputs[1]
-        if target.ndim != 1 or np.any(target != np.round(target)) or np.any(target < 1):
-            raise Illformed("expand target is not a 1-D tensor of dims")
-        out = super().numpy(inputs, attrs)
-        if out.ndim != attrs.get("_out_rank", out.ndim):
-            raise Illformed("expand to another rank")
-        return out
 
 
 class OneAxis(Builtin):

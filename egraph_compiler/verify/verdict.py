@@ -35,9 +35,7 @@ def _fmt(value: float | int, exact: bool = False) -> str:
     """Rounded to 6 significant digits (``-1.61``, not ``-1.6099999999999999``);
     ``exact``: the shortest text that reads back as the same float."""
     if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return repr(value)
-        if exact:
+        if exact or not math.isfinite(value):
             return repr(value)
         if value == int(value) and abs(value) < 1e15:
             return f"{value:.1f}"

@@ -104,9 +104,8 @@ def _order_and_preds(idg: Idg) -> tuple[dict[int, int], dict[int, int]]:
         order[node.index] = max((order[e.src] + 1 for e in node.preds), default=0)
         seen: set[int] = set()
         for edge in node.preds:
-            if True:
-                seen.add(edge.src)
-                seen |= ancestors[edge.src]
+            seen.add(edge.src)
+            seen |= ancestors[edge.src]
         ancestors[node.index] = seen
     return order, {k: len(v) for k, v in ancestors.items()}
 
@@ -333,9 +332,9 @@ def improve_by_moves(packets: list[list[Node]], cycles: int, idg: Idg, model: Ma
                     candidate[src] = rest
                     options_here.append([p for p in candidate if p])
             for candidate in options_here:
-                estimate = estimate_schedule(candidate, idg, model)
-                if best is None or key(candidate, estimate) < best[0]:
-                    best = (key(candidate, estimate), candidate)
+                score = key(candidate, estimate_schedule(candidate, idg, model))
+                if best is None or score < best[0]:
+                    best = (score, candidate)
         if best is None or best[0] >= current:
             break
         current, packets = best
