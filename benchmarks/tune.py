@@ -203,8 +203,8 @@ def replayed(paths: list[str], graph: Graph, params: KernelParams, tmp: Path
     any other MatMul class of the files (priced from its key, as `anchors` prices a
     MatMul). A class is replayed on the options of today's space that were measured;
     today's options may go unmeasured only where their whole variant was not measured
-    (``sgemm`` joined the MatMul space after session 8's measurements; gpu_gemm.py
-    measured only ``sgemm``), and then the default is the compiler's pick among the
+    (``sgemm`` joined the MatMul space after session 8's measurements, ``conv-gemm``
+    the stride-2 conv's after session 9's; gpu_gemm.py measured only ``sgemm``), and then the default is the compiler's pick among the
     measured variants. Any other gap means the space changed: an
     error (measure it again)."""
     table: dict[str, list[tuple[dict[str, object], float]]] = {}
@@ -214,9 +214,9 @@ def replayed(paths: list[str], graph: Graph, params: KernelParams, tmp: Path
     known = {a.key for a in classes}
     for key in table:
         if key not in known and key.startswith("MatMul") and "gemv" not in key:
-            default, space = _space(key, "MatMul", params, tile_space(),
-                                    sgemm=_sgemm_offered(params, "matmul"))
-            classes.append(Anchor(key, graph, default, space))
+            priced_with = {"op": "MatMul", "sgemm": _sgemm_offered(params, "matmul")}
+            default, space = _space(key, params=params, tiles=tile_space(), **priced_with)
+            classes.append(Anchor(key, graph, default, space, tuple(priced_with.items())))
     found, measures = [], []
     for anchor in classes:
         if anchor.key not in table:
@@ -237,13 +237,10 @@ def replayed(paths: list[str], graph: Graph, params: KernelParams, tmp: Path
                   f"{len(anchor.space)} (unmeasured variants: {', '.join(unmeasured)})")
             default = anchor.default
             if default not in kept:  # the compiler's pick among the measured variants
-                if not anchor.key.startswith("MatMul"):
-                    raise SystemExit(f"error: {anchor.key}: its default "
-                                     f"{default.describe()} was not measured")
-                default = _space(anchor.key, "MatMul", params, tile_space(),
-                                 sgemm=_sgemm_offered(params, "matmul"),
+                default = _space(anchor.key, params=params, tiles=tile_space(),
+                                 **dict(anchor.priced_with),
                                  variants=frozenset(measured_variants))[0]
-            anchor = Anchor(anchor.key, anchor.graph, default, kept)
+            anchor = Anchor(anchor.key, anchor.graph, default, kept, anchor.priced_with)
 
         def measure(option: cost.Option, times: dict[str, float] = times) -> float:
             return times[json.dumps(option_to_json(option), sort_keys=True)]

@@ -57,6 +57,8 @@ import numpy as np
 
 from egraph_compiler.backends.opencl import cost
 from egraph_compiler.backends.opencl.build import build_artefact
+from egraph_compiler.backends.opencl.conv_gemm import VARIANT as CONV_GEMM
+from egraph_compiler.backends.opencl.conv_gemm import ConvGemm
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as LANES_CONV
 from egraph_compiler.backends.opencl.cpu_conv import LanesConv
 from egraph_compiler.backends.opencl.cpu_window import VARIANT as VEC_CONV
@@ -107,7 +109,8 @@ def features(option: cost.Option) -> np.ndarray:
     """An option's knobs as a point (log2 of sizes; one column per variant)."""
     p = option.params
     v = [float(option.variant == name) * 4.0
-         for name in ("direct", "tiled", "gemv", "depthwise", "window", "winograd", SGEMM)]
+         for name in ("direct", "tiled", "gemv", "depthwise", "window", "winograd", SGEMM,
+                      CONV_GEMM)]
     if isinstance(p, Tile):
         knobs = [p.bm, p.bn, p.bk, p.tm, p.tn, 2 if p.contiguous else 1, p.slices]
     elif isinstance(p, Gemv):
@@ -121,7 +124,7 @@ def features(option: cost.Option) -> np.ndarray:
     elif isinstance(p, Winograd):  # a GEMM's tile: the tiled columns, then its own two
         knobs = [p.bm, p.bn, p.bk, p.tm, p.tn, 2 if p.contiguous else 1, p.slices, p.groups,
                  2 if p.batched else 1]
-    elif isinstance(p, Sgemm):  # a GEMM's tile with float4 reads: the tiled columns, K groups
+    elif isinstance(p, Sgemm | ConvGemm):  # a GEMM's tile, float4 reads: the tiled columns, K groups
         knobs = [p.bm, p.bn, p.bk, p.tm, p.tn, 2, 1, p.groups]
     else:
         knobs = []
@@ -131,12 +134,15 @@ def features(option: cost.Option) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Anchor:
-    """One shape class of a model: its key, a one-node graph of it, and its space."""
+    """One shape class of a model: its key, a one-node graph of it, and its space
+    (``priced_with``: `_space`'s arguments besides key, params and tiles, so a replay
+    can ask for the default among fewer variants)."""
 
     key: str
     graph: Graph
     default: cost.Option
     space: tuple[cost.Option, ...]
+    priced_with: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass
@@ -208,7 +214,7 @@ class Knobs:
     # 3.33 / 3.20x (session 10's knobs: 3.00 / 3.00 / 2.79 / 2.67x; its fit, length 1.5,
     # noise 0.05, no trend, came from the stride-2 class, seeds 1000-1029, which ranks
     # every setting alike: benchmarks/tune.py --fit)
-    length: float = 2.5
+    length: float = 1.5
     noise: float = 0.3
     transfer_noise: float = 0.5
     first: int = 1
@@ -223,7 +229,7 @@ class Knobs:
     # the learnt correction of the analytic model: a ridge regression (penalty
     # ``trend_ridge`` on standardised knobs; None: none) of this class's residuals,
     # fitted once ``trend_after`` options are measured
-    trend_ridge: float | None = 1.0
+    trend_ridge: float | None = 4.0
     trend_after: int = 2
 
 
@@ -323,10 +329,10 @@ class Surrogate:
         self.history_points = np.array([h.point for h in history]).reshape(
             len(history), points.shape[1])
         self.history_residuals = np.array([h.residual for h in history])
-        # the knobs that vary in this space, standardised: the trend's inputs
-        spread = points.std(0)
-        varying = spread > 1e-9
-        self.standard = (points[:, varying] - points[:, varying].mean(0)) / spread[varying]
+        # the trend's inputs: the knobs that vary in this space and their squares (a
+        # tile's time is often a bowl in one knob, e.g. the K step), standardised
+        self.standard = _standardised(points)
+        self.standard = np.hstack([self.standard, _standardised(self.standard ** 2)])
 
     def predict(self, measured: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
         """Mean and standard deviation of every option's log time."""
@@ -359,6 +365,13 @@ class Surrogate:
         explained = np.linalg.solve(factor, cross.T)
         variance = np.maximum(scale - (explained * explained).sum(0), 1e-9)
         return level + cross @ weights, np.sqrt(variance)
+
+
+def _standardised(columns: np.ndarray) -> np.ndarray:
+    """The columns that vary, shifted to mean 0 and scaled to deviation 1."""
+    spread = columns.std(0)
+    varying = spread > 1e-9
+    return (columns[:, varying] - columns[:, varying].mean(0)) / spread[varying]
 
 
 def _distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -430,19 +443,36 @@ def anchors(graph: Graph, params: KernelParams, work: Path, tables: Any = None) 
         width = graph.types[node.outputs[0]].shape[-1] if winograd else 0
         # sgemm: offered where the compiler offers it (MatMul/Gemm, not shape-stable)
         sgemm = _sgemm_offered(params, "conv" if node.op == "Conv" else "matmul")
-        found[key] = Anchor(key, single, *_space(key, node.op, params, tiles, window_taps,
-                                                 winograd, width, sgemm))
+        conv_gemm = node.op == "Conv" and _conv_gemm_offered(single, params, key,
+                                                             work / f"probe{len(found)}cg", tables)
+        priced_with = {"op": node.op, "window_taps": window_taps, "winograd": winograd,
+                       "width": width, "sgemm": sgemm, "conv_gemm": conv_gemm}
+        found[key] = Anchor(key, single, *_space(key, params=params, tiles=tiles, **priced_with),
+                            tuple(priced_with.items()))
     return list(found.values())
+
+
+def _conv_gemm_offered(single: Graph, params: KernelParams, key: str, work: Path,
+                       tables: Any) -> bool:
+    """Whether the compiler offers ``conv-gemm`` for this one-conv graph: on a device
+    whose model prices it, the conv compiles with it when forced (`conv_gemm.applies`
+    decides; where it does not apply, the forced variant falls back to another)."""
+    if not params.conv_gemm or CONV_GEMM not in cost.DEVICES[params.device].efficiency:
+        return False
+    forced = replace(params, anchor_variant=CONV_GEMM, anchor_conv_gemm=cost.CONV_GEMMS[0])
+    return any(la.get("shape_key") == key and str(la.get("variant", "")).startswith(CONV_GEMM)
+               for la in _launches(single, forced, work, tables))
 
 
 def _space(key: str, op: str, params: KernelParams, tiles: tuple[Tile, ...],
            window_taps: int = 0, winograd: bool = False, width: int = 0, sgemm: bool = False,
-           variants: frozenset[str] | None = None
+           variants: frozenset[str] | None = None, conv_gemm: bool = False
            ) -> tuple[cost.Option, tuple[cost.Option, ...]]:
     """The default option and the whole space of one shape class, priced by the model
     (``sgemm``: with the register-blocked GEMM's tiles, `cost.SGEMMS`, where the device
-    model prices them; ``variants``: the default is the compiler's pick among these
-    variants only, for replays of spaces measured before a variant joined)."""
+    model prices them; ``conv_gemm``: with the implicit-GEMM conv's, `cost.CONV_GEMMS`,
+    where the compiler offers it; ``variants``: the default is the compiler's pick among
+    these variants only, for replays of spaces measured before a variant joined)."""
     words = key.split()
     sizes = {name: int(w[1:]) for w in words[1:5] for name in ("m", "n", "k", "b")
              if w.startswith(name) and w[1:].isdigit()}
@@ -456,11 +486,11 @@ def _space(key: str, op: str, params: KernelParams, tiles: tuple[Tile, ...],
     priced = cost.options(device, sizes["m"], sizes["n"], sizes["k"], sizes["b"],
                           direct_items, tiled_ok, side, tiles, depthwise=not tiled_ok,
                           window_taps=window_taps, width=width, winograd=winograd,
-                          sgemm=sgemm)
+                          sgemm=sgemm, conv_gemm=conv_gemm)
     default = cost.choose([o for o in cost.options(
         device, sizes["m"], sizes["n"], sizes["k"], sizes["b"], direct_items, tiled_ok, side,
         depthwise=not tiled_ok, window_taps=window_taps, width=width, winograd=winograd,
-        sgemm=sgemm) if variants is None or o.variant in variants])
+        sgemm=sgemm, conv_gemm=conv_gemm) if variants is None or o.variant in variants])
     direct = priced[0]
     space = [cost.Option("direct", d, direct.estimate_us) for d in direct_space(op, not tiled_ok)]
     if default.variant == "direct":  # the default: the register block KernelParams gives
@@ -569,9 +599,9 @@ def option_to_json(option: cost.Option) -> dict[str, object]:
                 "contiguous": p.contiguous, "slices": p.slices}
     if isinstance(p, LanesConv | VecConv):
         return {"variant": option.variant, "channels": p.channels, "pixels": p.pixels}
-    if isinstance(p, Sgemm):
-        return {"variant": SGEMM, "bm": p.bm, "bn": p.bn, "bk": p.bk, "tm": p.tm, "tn": p.tn,
-                "groups": p.groups}
+    if isinstance(p, Sgemm | ConvGemm):
+        return {"variant": option.variant, "bm": p.bm, "bn": p.bn, "bk": p.bk, "tm": p.tm,
+                "tn": p.tn, "groups": p.groups}
     return {"variant": option.variant}
 
 
@@ -613,13 +643,20 @@ def option_from_json(data: dict[str, Any], where: str) -> cost.Option:
                 raise DnnrError(f"{where}: {shape.describe()} does not map its loads "
                                 "(sgemm.Sgemm.valid)")
             return cost.Option(SGEMM, shape, 0.0)
+        if variant == CONV_GEMM:
+            conv = ConvGemm(int(data["bm"]), int(data["bn"]), int(data["bk"]), int(data["tm"]),
+                            int(data["tn"]), int(data["groups"]))
+            if not conv.valid():
+                raise DnnrError(f"{where}: {conv.describe()} does not map its loads "
+                                "(conv_gemm.ConvGemm.valid)")
+            return cost.Option(CONV_GEMM, conv, 0.0)
         if variant == VEC_CONV:
             return cost.Option(variant, VecConv(int(data["channels"]), int(data["pixels"])), 0.0)
     except (KeyError, TypeError, ValueError) as error:
         raise DnnrError(f"{where}: bad kernel option {data}: {error}") from None
     raise DnnrError(f"{where}: unknown kernel variant {data.get('variant')!r} "
                     f"(direct, tiled, gemv, depthwise, window, winograd, {SGEMM}, "
-                    f"{LANES_CONV} or {VEC_CONV})")
+                    f"{CONV_GEMM}, {LANES_CONV} or {VEC_CONV})")
 
 
 def record(db: ProfileDb, device_name: str, results: list[SearchResult]) -> ProfileDb:

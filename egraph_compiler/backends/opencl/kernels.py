@@ -577,7 +577,8 @@ class _Gen:
         tuned = dict(p.tuned).get(self.shape_key)
         if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
                                       (tuned.variant != "window" or window_taps > 0) and
-                                      (tuned.variant != "winograd" or winograd_ok)):
+                                      (tuned.variant != "winograd" or winograd_ok) and
+                                      (tuned.variant != cg.VARIANT or self.conv_gemm_ok())):
             tuned = None  # a class member the stored option does not apply to
         if self.block.implementation and p.anchor_variant is None:
             # the `select` stage's choice among `anchor_options` (by its label)
@@ -1698,7 +1699,8 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
     tuned = dict(params.tuned).get(key)
     if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
                                   (tuned.variant != "window" or window_taps > 0) and
-                                  (tuned.variant != "winograd" or winograd_ok)):
+                                  (tuned.variant != "winograd" or winograd_ok) and
+                                  (tuned.variant != cg.VARIANT or gen.conv_gemm_ok())):
         tuned = None
     if params.anchor_variant is not None:
         return key, [gen.pick(*shape)]
