@@ -275,8 +275,9 @@ def convert_gpu_gemm(log: Path, micro: Path) -> dict[str, list[tuple[dict[str, o
     return table
 
 
-GRID = {"length": (1.5, 3.0, 4.0), "noise": (0.05, 0.3), "first": (1, 3),
-        "batch": (1, 2, 4), "nearest_centroid": (True, False), "confidence": (None, 0.5, 1.0, 2.0)}
+GRID = {"length": (1.5, 2.5), "noise": (0.05, 0.3), "trend_ridge": (1.0, 4.0, 16.0, None),
+        "trend_after": (2, 3), "first": (1, 2, 3), "batch": (1, 2),
+        "nearest_centroid": (True, False), "confidence": (None, 0.5)}
 
 
 def fit(found: list[Anchor], measures: list[Measure], budget: int, seeds: list[int],

@@ -254,17 +254,22 @@ def _replayed_h200() -> list[tuple[cost.Option, tuple[cost.Option, ...],
 def test_chameleon_beats_random_without_transfer_on_measured_h200_spaces() -> None:
     """The first class a user tunes has no earlier classes: on the four held-out measured
     classes, with no transfer, Chameleon reaches random search's best at 24 with at
-    least 3x fewer measurements in the median over their 4 x 40 runs (seeds 100-139,
-    the report's; 3.00x when written, 2.13x with session 9's knobs: expected
-    improvement over length 3)."""
-    ratios = []
-    for default, space, measure in _replayed_h200():
-        for seed in range(100, 140):
-            cham = chameleon_search(space, default, measure, 24, seed)
-            rand = random_search(space, measure, 24, seed)
-            at = cham.reaches(min(rand.times))
-            ratios.append(rand.reaches(min(rand.times)) / at if at else 0.0)
-    assert float(np.median(ratios)) >= 3.0, sorted(ratios)
+    least 3x fewer measurements in the median over their 4 x 40 runs, in each of four
+    seed windows (0-39, 100-139, 200-239, 1000-1039: 4.00 / 3.55 / 3.80 / 3.67x when
+    written, with the surrogate's learnt trend over the knobs; session 10's knobs 3.00 /
+    3.00 / 2.79 / 2.67x, session 9's 2.13x on 100-139)."""
+    classes = _replayed_h200()
+    medians = {}
+    for first in (0, 100, 200, 1000):
+        ratios = []
+        for default, space, measure in classes:
+            for seed in range(first, first + 40):
+                cham = chameleon_search(space, default, measure, 24, seed)
+                rand = random_search(space, measure, 24, seed)
+                at = cham.reaches(min(rand.times))
+                ratios.append(rand.reaches(min(rand.times)) / at if at else 0.0)
+        medians[first] = float(np.median(ratios))
+    assert min(medians.values()) >= 3.0, medians
 
 
 def test_gpu_matmul_space_holds_sgemm_and_a_tuned_sgemm_runs() -> None:
