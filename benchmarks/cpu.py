@@ -84,9 +84,13 @@ def _pocl_cores() -> int:
     """Threads PoCL's pthread device runs (its compute units)."""
     import pyopencl as cl
 
+    from egraph_compiler.backends.opencl.cpu_threads import expose_caller_device
+
+    expose_caller_device()  # as the runtime does, before PoCL's first platform query
     for platform in cl.get_platforms():
         if "portable" in platform.name.lower() or "pocl" in platform.name.lower():
-            return int(platform.get_devices()[0].max_compute_units)
+            # the worker pool's, not the calling-thread device's one (`cpu_threads`)
+            return max(int(d.max_compute_units) for d in platform.get_devices())
     return os.cpu_count() or 1
 
 
@@ -97,6 +101,7 @@ def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
     from egraph_compiler.backends.opencl import KernelParams
     from egraph_compiler.backends.opencl.bench import _bind_dims, _inputs, _static_graph
     from egraph_compiler.backends.opencl.build import build_artefact
+    from egraph_compiler.backends.opencl.cpu_threads import CALLER
     from egraph_compiler.backends.opencl.planning import execution_plan
     from egraph_compiler.backends.opencl.runtime import CompiledModel
 
@@ -137,6 +142,7 @@ def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
     # functions every run: that was the "process CPU 2-3× wall" of earlier sessions, and
     # fusion-off runs of 13-33 ms against 4-4.4 ms of kernels
     ours_s, ort_s, ours_cpu, ort_cpu, off_s = [], [], [], [], []
+    compiled.threads.counts.clear()
     for _ in range(rounds):
         t0 = time.perf_counter()
         compiled.run(feeds)
@@ -152,6 +158,7 @@ def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
         c2 = time.process_time()
         ours_cpu.append(c1 - c0)
         ort_cpu.append(c2 - c1)
+    caller_runs = compiled.threads.counts.get(CALLER, 0)
     per_launch = None
     for _ in range(max(rounds // 4, 1)):
         times = compiled.time_launches()
@@ -159,6 +166,7 @@ def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
                                                       zip(per_launch, times, strict=True)]
     assert per_launch is not None
     unfused.run(feeds)  # its work-group functions loaded back
+    unfused.threads.counts.clear()
     for _ in range(rounds):  # beside onnxruntime as the fused model was, for a like load
         t0 = time.perf_counter()
         unfused.run(feeds)
@@ -181,6 +189,7 @@ def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
             "ort_cpu_ms": min(ort_cpu) * 1e3, "error": error / max(scale, 1e-30),
             "off_ms": min(off_s) * 1e3, "off_kernels_ms": sum(off_launch) * 1e3,
             "off_launches": len(unfused.plan["launches"]),
+            "caller_runs": caller_runs, "off_caller_runs": unfused.threads.counts.get(CALLER, 0),
             "operators": artefact.operators,
             "hot": [(s * 1e3, launch["kind"], "+".join(launch["ops"]), launch.get("variant", ""))
                     for s, launch in ranked[:hot]]}
@@ -205,18 +214,20 @@ def main() -> None:
     print(f"\nPoCL threads {_pocl_cores()} = onnxruntime intra-op threads; min of "
           f"{args.rounds} alternating runs, ms")
     print(f"{'model':20s} {'dnnr e2e':>9s} {'kernels':>9s} {'ort':>9s} {'e2e/ort':>8s} "
-          f"{'kern/ort':>8s} {'dnnr CPU':>9s} {'ort CPU':>9s} {'CPU/CPU':>8s}")
+          f"{'kern/ort':>8s} {'dnnr CPU':>9s} {'ort CPU':>9s} {'CPU/CPU':>8s} {'caller':>6s}")
     for r in rows:
         print(f"{r['model']:20s} {r['ours_ms']:9.2f} {r['kernels_ms']:9.2f} {r['ort_ms']:9.2f} "
               f"{r['ours_ms'] / r['ort_ms']:8.2f} {r['kernels_ms'] / r['ort_ms']:8.2f} "
               f"{r['ours_cpu_ms']:9.2f} {r['ort_cpu_ms']:9.2f} "
-              f"{r['ours_cpu_ms'] / r['ort_cpu_ms']:8.2f}")
+              f"{r['ours_cpu_ms'] / r['ort_cpu_ms']:8.2f} {r['caller_runs']:6d}")
+    print(f"caller: of the {2 * args.rounds} timed runs, those on PoCL's calling thread "
+          f"rather than its worker pool (`cpu_threads`)")
     print(f"\nfusion off (rounds of its own), ms\n{'model':20s} {'launches':>8s} {'off e2e':>9s} "
-          f"{'off kern':>9s} {'fused/off e2e':>13s} {'kernels':>8s}")
+          f"{'off kern':>9s} {'fused/off e2e':>13s} {'kernels':>8s} {'caller':>6s}")
     for r in rows:
         print(f"{r['model']:20s} {r['off_launches']:8d} {r['off_ms']:9.2f} "
               f"{r['off_kernels_ms']:9.2f} {r['ours_ms'] / r['off_ms']:13.2f} "
-              f"{r['kernels_ms'] / r['off_kernels_ms']:8.2f}")
+              f"{r['kernels_ms'] / r['off_kernels_ms']:8.2f} {r['off_caller_runs']:6d}")
 
 
 if __name__ == "__main__":
