@@ -11,7 +11,8 @@ the scheduler: MobileNetV3-small (64 launches) at load 7-9 on this 2-core machin
 runtime measures: `ThreadChoice` times the recent runs on each and runs the faster,
 trying the other now and then.
 
-Both devices are exposed by ``POCL_DEVICES=pthread basic`` (`expose_caller_device`,
+A model runs on both only when its work-group functions fit PoCL's cache twice
+(`both_fit`). Both devices are exposed by ``POCL_DEVICES=pthread basic`` (`expose_caller_device`,
 dnnr's default when the variable is unset; it takes effect only before PoCL's first
 platform query in the process). They share the host's memory, so one context holds
 both and every buffer serves either queue.
@@ -26,6 +27,16 @@ from dataclasses import dataclass, field
 
 WORKERS, CALLER = "workers", "caller"
 POCL_DEVICES = "pthread basic"
+# PoCL keeps this many loaded work-group functions per process (its dlhandle cache,
+# least recently used out), each device's its own: a model whose functions on both
+# devices overflow it would reload them at every change of mode (MobileNetV3-small
+# fusion-off, 90 distinct kernels: 13-16 ms runs among 4.5-5.5 ms ones)
+POCL_CACHED_FUNCTIONS = 128
+
+
+def both_fit(distinct_kernels: int) -> bool:
+    """Whether a model's work-group functions fit PoCL's cache on both devices."""
+    return 2 * distinct_kernels <= POCL_CACHED_FUNCTIONS
 
 
 def expose_caller_device() -> None:

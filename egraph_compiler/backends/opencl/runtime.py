@@ -17,6 +17,7 @@ from egraph_compiler.backends.opencl.cpu_threads import (
     CALLER,
     WORKERS,
     ThreadChoice,
+    both_fit,
     expose_caller_device,
     is_caller_device,
 )
@@ -123,7 +124,9 @@ class CompiledModel:
             self.device = _device(device)
             # `run` picks PoCL's worker pool or the calling thread per run (`cpu_threads`);
             # a symbolic artefact rebinds its launches per shape and keeps the pool
-            self.caller_device = None if self.symbolic else _caller_device(self.device)
+            distinct = {(la["kernel"], la["local"]) for la in self.plan.get("launches", ())}
+            self.caller_device = None if self.symbolic or not both_fit(len(distinct)) else \
+                _caller_device(self.device)
             self.context = cl.Context([self.device] + [self.caller_device] * (
                 self.caller_device is not None))
             # `run`'s queue has profiling off (PoCL timestamps every command: ResNet-50's

@@ -1,6 +1,7 @@
 """`cpu_threads`: each run on PoCL's worker pool or its calling-thread device, whichever
 ran faster lately. The choice on made-up timings (warm-up, the faster mode, the other
-one tried every ``explore_every`` runs, a change of load followed), and a model run on
+one tried every ``explore_every`` runs, a change of load followed), the cache bound
+(`both_fit`), and a model run on
 both devices in a fresh process (PoCL reads ``POCL_DEVICES`` once per process, so a test
 run after another that queried the platform first would see the pool alone) with every
 output equal to onnxruntime's."""
@@ -17,7 +18,7 @@ import numpy as np
 import onnx
 
 from egraph_compiler.backends.opencl import KernelParams, build
-from egraph_compiler.backends.opencl.cpu_threads import CALLER, WORKERS, ThreadChoice
+from egraph_compiler.backends.opencl.cpu_threads import CALLER, WORKERS, ThreadChoice, both_fit
 from egraph_compiler.fusion import plan_fusion
 from egraph_compiler.plan import plan_memory
 from tests.backends.opencl.helpers import static_graph
@@ -47,6 +48,11 @@ def test_thread_choice_runs_the_faster_mode_and_follows_a_change() -> None:
     picked = _drive(choice, idle, 40)
     # two explorations of the pool make its median of three the lower one
     assert picked[-8:].count(WORKERS) == 7 and choice.preferred == WORKERS
+
+
+def test_only_models_whose_functions_fit_pocl_s_cache_twice_take_both_devices() -> None:
+    # MobileNetV3-small: fused 53 distinct kernels, fusion-off 90 (PoCL keeps 128)
+    assert both_fit(53) and both_fit(64) and not both_fit(65) and not both_fit(90)
 
 
 _SCRIPT = """
