@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python3 benchmarks/cpu.py [--models resnet50,mobilenet_v3_small,bert_tiny]
                                            [--rounds 20] [--hot 8]
+                                           [--threads auto|workers|caller]
 
 The issue's CPU target: within 2× of onnxruntime on ResNet-50, MobileNetV3 and BERT-tiny.
 The models:
@@ -28,12 +29,18 @@ cache of 128 (`measure` says why). dnnr's kernels alone are the sum
 of every launch's OpenCL profiling-event time (`CompiledModel.time_launches`, minimum over ``--rounds // 4`` repetitions of the
 median of 3), and the ``--hot`` slowest launches are listed by kind and operators.
 The largest difference between dnnr's outputs and onnxruntime's is printed beside.
+
+Each dnnr run goes to PoCL's worker pool or its calling thread, as the runtime chooses
+(`cpu_threads`: the faster of the two lately); ``caller`` counts the timed runs on the
+calling thread, and ``--threads workers`` / ``caller`` forces one for every run (the
+median wall times printed beside show the waiting that choice avoids under load).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -94,7 +101,8 @@ def _pocl_cores() -> int:
     return os.cpu_count() or 1
 
 
-def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
+def measure(name: str, rounds: int, hot: int, work: Path, threads: str = "auto"
+            ) -> dict[str, Any]:
     import onnxruntime as ort
 
     from egraph_compiler import pipeline
@@ -141,6 +149,8 @@ def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
     # fusion-off models alternating (MobileNetV3: 64 + 122 launches) reloaded the other's
     # functions every run: that was the "process CPU 2-3× wall" of earlier sessions, and
     # fusion-off runs of 13-33 ms against 4-4.4 ms of kernels
+    for model in (compiled, unfused):  # `cpu_threads`: the runtime's choice unless forced
+        model.threads.fixed = None if threads == "auto" else threads
     ours_s, ort_s, ours_cpu, ort_cpu, off_s = [], [], [], [], []
     compiled.threads.counts.clear()
     for _ in range(rounds):
@@ -185,6 +195,8 @@ def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
     scale = max(float(np.max(np.abs(v))) for v in ort_out.values() if v.size)
     return {"model": name, "launches": len(launches), "compile_s": compile_s,
             "ours_ms": min(ours_s) * 1e3, "ort_ms": min(ort_s) * 1e3,
+            "ours_median_ms": statistics.median(ours_s) * 1e3,
+            "ort_median_ms": statistics.median(ort_s) * 1e3,
             "kernels_ms": sum(per_launch) * 1e3, "ours_cpu_ms": min(ours_cpu) * 1e3,
             "ort_cpu_ms": min(ort_cpu) * 1e3, "error": error / max(scale, 1e-30),
             "off_ms": min(off_s) * 1e3, "off_kernels_ms": sum(off_launch) * 1e3,
@@ -200,11 +212,14 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--hot", type=int, default=8)
+    parser.add_argument("--threads", choices=("auto", "workers", "caller"), default="auto",
+                        help="PoCL's worker pool or calling thread for every run (default: "
+                             "the runtime's choice, `cpu_threads`)")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="dnnr-cpu-") as tmp:
         for name in args.models.split(","):
-            result = measure(name, args.rounds, args.hot, Path(tmp))
+            result = measure(name, args.rounds, args.hot, Path(tmp), args.threads)
             rows.append(result)
             print(f"{name}: {result['operators']} operators, {result['launches']} launches, "
                   f"compiled in {result['compile_s']:.0f} s, max |dnnr - ort| / max |ort| = "
@@ -221,7 +236,10 @@ def main() -> None:
               f"{r['ours_cpu_ms']:9.2f} {r['ort_cpu_ms']:9.2f} "
               f"{r['ours_cpu_ms'] / r['ort_cpu_ms']:8.2f} {r['caller_runs']:6d}")
     print(f"caller: of the {2 * args.rounds} timed runs, those on PoCL's calling thread "
-          f"rather than its worker pool (`cpu_threads`)")
+          f"rather than its worker pool (`cpu_threads`); medians of the wall times, ms:")
+    for r in rows:
+        print(f"  {r['model']:20s} dnnr {r['ours_median_ms']:7.2f}  ort "
+              f"{r['ort_median_ms']:7.2f}")
     print(f"\nfusion off (rounds of its own), ms\n{'model':20s} {'launches':>8s} {'off e2e':>9s} "
           f"{'off kern':>9s} {'fused/off e2e':>13s} {'kernels':>8s} {'caller':>6s}")
     for r in rows:

@@ -66,12 +66,15 @@ class ThreadChoice:
     runs: int = 0
     recent: dict[str, deque[float]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)  # runs per mode, for reports
+    fixed: str | None = None  # one mode for every run (benchmarks comparing the two)
 
     def __post_init__(self) -> None:
         self.recent = {mode: deque(maxlen=self.warm) for mode in (WORKERS, CALLER)}
 
     def next(self) -> str:
         self.runs += 1
+        if self.fixed is not None:
+            return self.fixed
         for mode in (WORKERS, CALLER):
             if len(self.recent[mode]) < self.warm:
                 return mode

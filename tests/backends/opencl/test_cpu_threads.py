@@ -48,6 +48,8 @@ def test_thread_choice_runs_the_faster_mode_and_follows_a_change() -> None:
     picked = _drive(choice, idle, 40)
     # two explorations of the pool make its median of three the lower one
     assert picked[-8:].count(WORKERS) == 7 and choice.preferred == WORKERS
+    forced = ThreadChoice(fixed=CALLER)  # benchmarks/cpu.py --threads caller
+    assert _drive(forced, idle, 10) == [CALLER] * 10
 
 
 def test_only_models_whose_functions_fit_pocl_s_cache_twice_take_both_devices() -> None:
