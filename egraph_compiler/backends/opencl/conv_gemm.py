@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from egraph_compiler.backends.opencl import gemm
+from egraph_compiler.backends.opencl.conv_store import conv_store
 from egraph_compiler.backends.opencl.emit import Scope
 from egraph_compiler.backends.opencl.gemm import Operand
 from egraph_compiler.backends.opencl.sgemm import KRange, Sgemm, schedule, store_elements
@@ -119,7 +120,7 @@ def conv_gemm(gen: _Gen, geo: gemm.ConvGeometry, params: ConvGemm) -> Kernel | N
 
     weights = Operand(cout, False, w_setup, w_load, k_size,
                       (w_read, lambda co, k: (k, co)))
-    store = _store(gen, geo)
+    store = conv_store(gen, geo, None)
     if params.groups == 1:
         return _kernel(gen, geo, params.tile, weights, store)
     gen.use_scratch(params.groups * cout * geo.columns)
@@ -127,27 +128,6 @@ def conv_gemm(gen: _Gen, geo: gemm.ConvGeometry, params: ConvGemm) -> Kernel | N
     problem = gemm.Problem((1,), k_size, weights, columns, store)
     return gemm.sum_partials(gen, problem, params.groups,
                              _kernel(gen, geo, params.tile, weights, store))
-
-
-def _store(gen: _Gen, geo: gemm.ConvGeometry) -> Callable[[Scope, str, str, str], None]:
-    """The epilogue of output element (co = m, column n), as `gemm.conv_problem` stores it."""
-    node = gen.anchor()
-    bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
-    cout, out_sp = geo.out_shape[1], geo.out_shape[2:]
-
-    def store(scope: Scope, m: str, n: str, value: str) -> None:
-        scope.emit(f"const int co = {m};")
-        scope.emit(f"int c = {n};")
-        for d in reversed(range(geo.spatial)):
-            scope.emit(f"const int o{d} = c % {out_sp[d]}; c /= {out_sp[d]};")
-        scope.emit("const int nb = c;")
-        if bias is not None:
-            value = f"({value} + {gen.em.value(scope, bias, (gen.ivar('co', cout),))})"
-        gen.declare_iteration(scope, (gen.ivar("nb", geo.out_shape[0]), gen.ivar("co", cout),
-                                      *(gen.ivar(f"o{d}", out_sp[d]) for d in range(geo.spatial))))
-        gen.epilogue(scope, value)
-
-    return store
 
 
 class _Gather:
