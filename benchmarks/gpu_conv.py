@@ -142,7 +142,8 @@ def prepare(out: Path, only: str | None) -> None:
         variants = {"old": replace(params, conv_gemm=False), "model": params}
         from egraph_compiler.backends.opencl.conv_gemm import ConvGemm
 
-        extra = tuple(ConvGemm(*sizes) for sizes in EXTRA if ConvGemm(*sizes) not in cost.CONV_GEMMS)
+        extra = tuple(ConvGemm(Sgemm(*sizes)) for sizes in EXTRA
+                      if ConvGemm(Sgemm(*sizes)) not in cost.CONV_GEMMS)
         for shape in (*cost.CONV_GEMMS, *extra):
             variants[shape.describe().replace(" ", "_")] = replace(
                 params, anchor_variant="conv-gemm", anchor_conv_gemm=shape)

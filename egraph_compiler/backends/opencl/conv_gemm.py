@@ -47,6 +47,7 @@ from egraph_compiler.backends.opencl import gemm
 from egraph_compiler.backends.opencl.conv_store import conv_store
 from egraph_compiler.backends.opencl.emit import Scope
 from egraph_compiler.backends.opencl.gemm import Operand
+from egraph_compiler.backends.opencl.sgemm import VARIANT as SGEMM
 from egraph_compiler.backends.opencl.sgemm import KRange, Sgemm, schedule, store_elements
 from egraph_compiler.fusion import index as ix
 
@@ -58,20 +59,11 @@ VARIANT = "conv-gemm"
 
 @dataclass(frozen=True)
 class ConvGemm:
-    """``conv-gemm`` parameters: `sgemm.Sgemm`'s C tile ``bm × bn``, K step ``bk``,
-    ``tm × tn`` register block and K ranges across work-groups ``groups`` (split-K for
-    the late layers' few C tiles: partials through scratch, `gemm.sum_partials`)."""
+    """``conv-gemm`` parameters: the `sgemm.Sgemm` tile its schedule runs (C tile, K
+    step, register block, and K ranges across work-groups ``groups``: split-K for the
+    late layers' few C tiles, partials through scratch, `gemm.sum_partials`)."""
 
-    bm: int
-    bn: int
-    bk: int
-    tm: int
-    tn: int
-    groups: int = 1
-
-    @property
-    def tile(self) -> Sgemm:
-        return Sgemm(self.bm, self.bn, self.bk, self.tm, self.tn, self.groups)
+    tile: Sgemm
 
     @property
     def work_group(self) -> int:
@@ -79,11 +71,10 @@ class ConvGemm:
 
     def valid(self) -> bool:
         # the gather shares one column setup among a work-item's slots
-        return self.tile.valid() and self.work_group % self.bn == 0
+        return self.tile.valid() and self.work_group % self.tile.bn == 0
 
     def describe(self) -> str:
-        return f"{VARIANT} {self.bm}x{self.bn}x{self.bk} per-item {self.tm}x{self.tn}" + \
-            (f" k-groups {self.groups}" if self.groups > 1 else "")
+        return VARIANT + self.tile.describe().removeprefix(SGEMM)
 
 
 def applies(gen: _Gen, geo: gemm.ConvGeometry) -> bool:
@@ -121,12 +112,12 @@ def conv_gemm(gen: _Gen, geo: gemm.ConvGeometry, params: ConvGemm) -> Kernel | N
     weights = Operand(cout, False, w_setup, w_load, k_size,
                       (w_read, lambda co, k: (k, co)))
     store = conv_store(gen, geo, None)
-    if params.groups == 1:
+    if params.tile.groups == 1:
         return _kernel(gen, geo, params.tile, weights, store)
-    gen.use_scratch(params.groups * cout * geo.columns)
+    gen.use_scratch(params.tile.groups * cout * geo.columns)
     columns = Operand(geo.columns, False, w_setup, w_load, k_size)  # its rows only
     problem = gemm.Problem((1,), k_size, weights, columns, store)
-    return gemm.sum_partials(gen, problem, params.groups,
+    return gemm.sum_partials(gen, problem, params.tile.groups,
                              _kernel(gen, geo, params.tile, weights, store))
 
 
