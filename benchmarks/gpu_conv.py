@@ -7,8 +7,10 @@ forced beside the options the GPU class picked before it, GFLOP/s against the ca
     PYTHONPATH=. python3 benchmarks/gpu_conv.py fit LOG       # the cost model's picks vs a run log
 
 Per shape: ``old`` (the GPU class's pick without ``conv-gemm``: ``KernelParams.conv_gemm``
-off), ``model`` (its pick now), every ``conv-gemm`` option of `cost.CONV_GEMMS` and two
-``sgemm`` tiles on the implicit GEMM of `gemm.conv_problem`. The weights travel as a
+off), ``model`` (its pick now), every ``conv-gemm`` option of `cost.CONV_GEMMS`, the
+`EXTRA` candidates, every K-group tile of the list also with its partials summed by a
+second launch (the form before ``last-sums``), and two ``sgemm`` tiles on the implicit
+GEMM of `gemm.conv_problem`. The weights travel as a
 seed (`gpu._synthetic`) and are drawn and re-laid out again on the GPU machine with the
 same bits, so every option's output is compared with ``old``'s (largest difference
 relative to the largest value). Times: the median of ``--repeats`` runs, OpenCL
@@ -138,9 +140,11 @@ def prepare(out: Path, only: str | None) -> None:
         variants = {"old": replace(params, conv_gemm=False), "model": params}
         from egraph_compiler.backends.opencl.conv_gemm import ConvGemm
 
-        extra = tuple(ConvGemm(Sgemm(*sizes)) for sizes in EXTRA
-                      if ConvGemm(Sgemm(*sizes)) not in cost.CONV_GEMMS)
-        for shape in (*cost.CONV_GEMMS, *extra):
+        extra = tuple(ConvGemm(Sgemm(*sizes), last_sums=len(sizes) > 5) for sizes in EXTRA)
+        # every K-group tile also with its partials summed by a second launch
+        two_launch = tuple(replace(shape, last_sums=False) for shape in cost.CONV_GEMMS
+                           if shape.last_sums)
+        for shape in dict.fromkeys((*cost.CONV_GEMMS, *extra, *two_launch)):
             variants[shape.describe().replace(" ", "_")] = replace(
                 params, anchor_variant="conv-gemm", anchor_conv_gemm=shape)
         for tile in (Sgemm(128, 64, 16, 8, 4), Sgemm(64, 64, 16, 4, 4)):
