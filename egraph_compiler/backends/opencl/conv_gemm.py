@@ -286,11 +286,32 @@ def _last_sums(gen: _Gen, s: Scope, tile: Sgemm, rows_a: list[str], cols_b: list
     last.emit("mem_fence(CLK_GLOBAL_MEM_FENCE);")
     last.emit(f"if (lid == 0) {counter} = 0;")
 
-    def sum_element(done: Scope, value: str) -> None:
-        done.emit("float sum = 0.0f;")
-        done.emit(f"for (int g = 0; g < {split}; ++g) sum += g == kg ? {value} : "
-                  f"{scratch}[(g * {m_size} + m) * {n_size} + n];")
-        store(done, "m", "n", "sum")
+    if n_size % 4:  # an element at a time
+        def sum_element(done: Scope, value: str) -> None:
+            done.emit("float sum = 0.0f;")
+            done.emit(f"for (int g = 0; g < {split}; ++g) sum += g == kg ? {value} : "
+                      f"{scratch}[(g * {m_size} + m) * {n_size} + n];")
+            store(done, "m", "n", "sum")
 
-    store_elements(last, tile, rows_a, cols_b, m_size, n_size, sum_element)
+        store_elements(last, tile, rows_a, cols_b, m_size, n_size, sum_element)
+    else:  # a work-item's run of 4 columns at once: float4 reads of the partials (aligned)
+        checks = [c for c, ragged in ((f"m < {m_size}", m_size % tile.bm != 0),
+                                      (f"n0 < {n_size}", n_size % tile.bn != 0)) if ragged]
+        for i in range(tile.tm):
+            for run, column in enumerate(cols_b):
+                out = Scope(last)
+                out.emit(f"const int m = mt * {tile.bm} + {rows_a[i // 4]} + {i % 4};")
+                out.emit(f"const int n0 = nt * {tile.bn} + {column};")
+                done = Scope(out)
+                own = ", ".join(f"c{i}_{run * 4 + lane}" for lane in range(4))
+                done.emit("float4 sum = (float4)(0.0f);")
+                done.emit(f"for (int g = 0; g < {split}; ++g) sum += g == kg ? (float4)({own}) : "
+                          f"vload4(0, {scratch} + (g * {m_size} + m) * {n_size} + n0);")
+                for lane in range(4):
+                    one = Scope(done)
+                    one.emit(f"const int n = n0 + {lane};")
+                    store(one, "m", "n", f"sum.s{lane}")
+                    done.nest("", one)
+                out.nest(f"if ({' && '.join(checks)})" if checks else "", done)
+                last.nest("", out)
     s.nest("if (cg_last)", last)

@@ -70,6 +70,12 @@ CASES = {
     # the same summed by each C tile's last work-group (one launch), ragged M (2 C tiles)
     "stride2-kgroups-last-sums": (_conv(2, 32, (8, 8), 36, 2, (1, 1, 1, 1), "residual"),
                                   ConvGemm(Sgemm(32, 32, 16, 4, 4, 3), last_sums=True)),
+    # last-sums over ragged column tiles: 48 columns (float4 partial reads, checked per
+    # run of 4) and 9 (an element at a time)
+    "last-sums-ragged-runs": (_conv(3, 16, (7, 7), 20, 2, (1, 1, 1, 1), "relu"),
+                              ConvGemm(Sgemm(32, 32, 16, 4, 4, 3), last_sums=True)),
+    "last-sums-ragged-columns": (_conv(1, 16, (5, 5), 20, 2, (1, 1, 1, 1), "relu"),
+                                 ConvGemm(Sgemm(32, 32, 16, 4, 4, 3), last_sums=True)),
 }
 
 
