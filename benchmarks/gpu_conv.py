@@ -7,10 +7,8 @@ forced beside the options the GPU class picked before it, GFLOP/s against the ca
     PYTHONPATH=. python3 benchmarks/gpu_conv.py fit LOG       # the cost model's picks vs a run log
 
 Per shape: ``old`` (the GPU class's pick without ``conv-gemm``: ``KernelParams.conv_gemm``
-off), ``model`` (its pick now), every ``conv-gemm`` option of `cost.CONV_GEMMS`, the
-`EXTRA` candidates, every K-group tile of the list also with its partials summed by a
-second launch (the form before ``last-sums``), and two ``sgemm`` tiles on the implicit
-GEMM of `gemm.conv_problem`. The weights travel as a
+off), ``model`` (its pick now), every ``conv-gemm`` option of `cost.CONV_GEMMS` and two
+``sgemm`` tiles on the implicit GEMM of `gemm.conv_problem`. The weights travel as a
 seed (`gpu._synthetic`) and are drawn and re-laid out again on the GPU machine with the
 same bits, so every option's output is compared with ``old``'s (largest difference
 relative to the largest value). Times: the median of ``--repeats`` runs, OpenCL
@@ -60,6 +58,12 @@ EXTRA = ((128, 32, 16, 8, 4, 4), (128, 32, 16, 8, 4, 8), (64, 32, 16, 4, 4, 8),
          (128, 32, 16, 8, 4, 9), (128, 32, 16, 8, 4, 10), (128, 32, 16, 8, 4, 15),
          (128, 32, 16, 8, 4, 18), (128, 32, 16, 8, 4, 24), (64, 64, 16, 8, 8, 18),
          (128, 32, 32, 8, 4, 6), (128, 32, 32, 8, 4, 9), (64, 32, 16, 4, 4, 12))
+# Tried and not kept (session 11): K groups summed by each C tile's last work-group to
+# finish (a fence and an atomic counter per tile after the partials, no second launch,
+# the same bits over 200 runs): on an H200 slower than the second launch on every K-group
+# tile of the six stride-2 convs, by 2-27 µs, growing with the work-groups (ResNet-18's
+# 256 -> 512: 0.062 against 0.048 ms at 128 × 32 with 12 groups; ResNet-18 b8 1.05 ->
+# 1.07-1.08 ms, ResNet-50 3.04 -> 3.09 ms). Logs: .gpu/conv14/logs/{1,2}.
 
 
 def model(cin: int, cout: int, side: int, stride: int):  # noqa: ANN201 - onnx
@@ -140,11 +144,9 @@ def prepare(out: Path, only: str | None) -> None:
         variants = {"old": replace(params, conv_gemm=False), "model": params}
         from egraph_compiler.backends.opencl.conv_gemm import ConvGemm
 
-        extra = tuple(ConvGemm(Sgemm(*sizes), last_sums=len(sizes) > 5) for sizes in EXTRA)
-        # every K-group tile also with its partials summed by a second launch
-        two_launch = tuple(replace(shape, last_sums=False) for shape in cost.CONV_GEMMS
-                           if shape.last_sums)
-        for shape in dict.fromkeys((*cost.CONV_GEMMS, *extra, *two_launch)):
+        extra = tuple(ConvGemm(Sgemm(*sizes)) for sizes in EXTRA
+                      if ConvGemm(Sgemm(*sizes)) not in cost.CONV_GEMMS)
+        for shape in (*cost.CONV_GEMMS, *extra):
             variants[shape.describe().replace(" ", "_")] = replace(
                 params, anchor_variant="conv-gemm", anchor_conv_gemm=shape)
         for tile in (Sgemm(128, 64, 16, 8, 4), Sgemm(64, 64, 16, 4, 4)):

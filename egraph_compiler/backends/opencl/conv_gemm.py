@@ -21,10 +21,7 @@ through the window map rather than by dividing each element's ``k``:
 - then `sgemm`'s schedule: ``bm × bn`` C tiles of ``tm × tn`` register blocks read from
   local memory as ``float4``\\ s, double buffering (the next K tile fetched into
   registers while this one is multiplied; one barrier per step), no bounds checks on
-  whole tiles; the conv's epilogue (bias, Relu, a residual Add) runs in the store loop;
-- with K split over work-groups, each writes its partial tile to scratch and the C
-  tile's last group to finish (a counter per tile) sums them and runs the epilogue
-  (`_last_sums`), where a second launch did (`gemm.sum_partials`, still forceable).
+  whole tiles; the conv's epilogue (bias, Relu, a residual Add) runs in the store loop.
 
 ResNet's stride-2 3×3 convs at batch 8 ran at 22–25 % of an H200's FP32 peak as
 ``tiled`` (`gemm.py`: per-element tap division, small register blocks) and slower as an
@@ -64,12 +61,9 @@ VARIANT = "conv-gemm"
 class ConvGemm:
     """``conv-gemm`` parameters: the `sgemm.Sgemm` tile its schedule runs (C tile, K
     step, register block, and K ranges across work-groups ``groups``: split-K for the
-    late layers' few C tiles, partials through scratch). The partials are summed by a
-    second launch (`gemm.sum_partials`), or with ``last_sums`` by the C tile's last
-    work-group to finish (`_last_sums`: one launch)."""
+    late layers' few C tiles, partials through scratch, `gemm.sum_partials`)."""
 
     tile: Sgemm
-    last_sums: bool = False
 
     @property
     def work_group(self) -> int:
@@ -77,12 +71,10 @@ class ConvGemm:
 
     def valid(self) -> bool:
         # the gather shares one column setup among a work-item's slots
-        return self.tile.valid() and self.work_group % self.tile.bn == 0 and \
-            (self.tile.groups > 1 or not self.last_sums)
+        return self.tile.valid() and self.work_group % self.tile.bn == 0
 
     def describe(self) -> str:
-        return VARIANT + self.tile.describe().removeprefix(SGEMM) + \
-            (" last-sums" if self.last_sums else "")
+        return VARIANT + self.tile.describe().removeprefix(SGEMM)
 
 
 def applies(gen: _Gen, geo: gemm.ConvGeometry) -> bool:
@@ -122,11 +114,7 @@ def conv_gemm(gen: _Gen, geo: gemm.ConvGeometry, params: ConvGemm) -> Kernel | N
     store = conv_store(gen, geo, None)
     if params.tile.groups == 1:
         return _kernel(gen, geo, params.tile, weights, store)
-    partials = params.tile.groups * cout * geo.columns
-    if params.last_sums:  # the partials, then a counter per C tile
-        gen.use_scratch(partials + -(-cout // params.tile.bm) * -(-geo.columns // params.tile.bn))
-        return _kernel(gen, geo, params.tile, weights, store, last_sums=True)
-    gen.use_scratch(partials)
+    gen.use_scratch(params.tile.groups * cout * geo.columns)
     columns = Operand(geo.columns, False, w_setup, w_load, k_size)  # its rows only
     problem = gemm.Problem((1,), k_size, weights, columns, store)
     return gemm.sum_partials(gen, problem, params.tile.groups,
@@ -229,9 +217,8 @@ class _Gather:
 
 
 def _kernel(gen: _Gen, geo: gemm.ConvGeometry, tile: Sgemm, weights: Operand,
-            store: Callable[[Scope, str, str, str], None], last_sums: bool = False) -> Kernel:
-    """`sgemm.schedule` (one K range per work-group) with the window gather as B; with K
-    groups, the partial tiles to scratch and, with ``last_sums``, their sum (`_last_sums`)."""
+            store: Callable[[Scope, str, str, str], None]) -> Kernel:
+    """`sgemm.schedule` (one K range per work-group) with the window gather as B."""
     m_size, n_size, k_size = geo.cout_g, geo.columns, weights.k_size
     threads = tile.work_group
     split = tile.groups
@@ -257,64 +244,4 @@ def _kernel(gen: _Gen, geo: gemm.ConvGeometry, tile: Sgemm, weights: Operand,
             store(done, "m", "n", value)
 
     store_elements(s, tile, rows_a, cols_b, m_size, n_size, store_element)
-    if last_sums:
-        _last_sums(gen, s, tile, rows_a, cols_b, (m_size, n_size), store)
     return gen.finish(s, -(-m_size // tile.bm) * -(-n_size // tile.bn) * split * threads, threads)
-
-
-def _last_sums(gen: _Gen, s: Scope, tile: Sgemm, rows_a: list[str], cols_b: list[str],
-               sizes: tuple[int, int], store: Callable[[Scope, str, str, str], None]) -> None:
-    """After a work-group's partial tile is in scratch: it counts itself done on its C
-    tile's counter (after the partials, zeroed when the runtime creates scratch), and
-    the group that counts last sums every group's partial, in K-group order as
-    `gemm.sum_partials` does (the same bits), runs the epilogue and zeroes the counter
-    for the next run. No second launch, and no wait: a group that is not last is done.
-    The "threadfence reduction" of CUDA's samples. The sum runs K group by K group over
-    all of a work-item's elements (its loads of one group independent of each other:
-    a chain per element serialised the L2 latency, 2-27 µs per tile on an H200)."""
-    m_size, n_size = sizes
-    split = tile.groups
-    scratch = gen.scratch_param
-    counter = f"cg_count[mt * {-(-n_size // tile.bn)} + nt]"
-    # this work-item's partials reach memory before its group is counted
-    s.emit("mem_fence(CLK_GLOBAL_MEM_FENCE);")
-    s.emit("barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);")
-    s.emit("__local int cg_last;")
-    s.emit(f"volatile __global int* cg_count = (volatile __global int*)({scratch} + "
-           f"{split * m_size * n_size});")
-    s.emit(f"if (lid == 0) cg_last = atomic_inc(&{counter}) == {split - 1};")
-    s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
-    last = Scope(s)
-    last.emit("mem_fence(CLK_GLOBAL_MEM_FENCE);")
-    last.emit(f"if (lid == 0) {counter} = 0;")
-    # float4 reads where N is whole runs of 4 (a run starts at a multiple of 4)
-    width = 4 if n_size % 4 == 0 else 1
-    columns = [f"{cols_b[j // 4]} + {j % 4}" for j in range(0, tile.tn, width)]
-    kind = "float4" if width == 4 else "float"
-    for i in range(tile.tm):  # loads clamped inside the partials; stores checked
-        last.emit(f"const int m{i} = mt * {tile.bm} + {rows_a[i // 4]} + {i % 4}; "
-                  f"const int mc{i} = m{i} < {m_size - 1} ? m{i} : {m_size - 1};")
-    for j, column in enumerate(columns):
-        last.emit(f"const int n{j} = nt * {tile.bn} + {column}; "
-                  f"const int nc{j} = n{j} < {n_size - width} ? n{j} : {n_size - width};")
-    for i in range(tile.tm):
-        last.emit(" ".join(f"{kind} s{i}_{j} = 0.0f;" for j in range(len(columns))))
-    step = Scope(last)
-    for i in range(tile.tm):
-        for j in range(len(columns)):
-            at = f"(g * {m_size} + mc{i}) * {n_size} + nc{j}"
-            step.emit(f"s{i}_{j} += vload4(0, {scratch} + {at});" if width == 4 else
-                      f"s{i}_{j} += {scratch}[{at}];")
-    last.nest(f"__attribute__((opencl_unroll_hint)) for (int g = 0; g < {split}; ++g)", step)
-    for i in range(tile.tm):
-        for j in range(len(columns)):
-            checks = [c for c, ragged in ((f"m{i} < {m_size}", m_size % tile.bm != 0),
-                                          (f"n{j} < {n_size}", n_size % tile.bn != 0)) if ragged]
-            done = Scope(last)
-            for lane in range(width):
-                one = Scope(done)
-                one.emit(f"const int m = m{i}; const int n = n{j} + {lane};")
-                store(one, "m", "n", f"s{i}_{j}.s{lane}" if width == 4 else f"s{i}_{j}")
-                done.nest("", one)
-            last.nest(f"if ({' && '.join(checks)})" if checks else "", done)
-    s.nest("if (cg_last)", last)

@@ -470,9 +470,7 @@ CONV_GEMM_SPLIT_RATE = 1.56
 # multiply-adds per gathered pair hide the gather's index arithmetic
 CONV_GEMM_8X8_RATE = 1.2
 # the implicit-GEMM conv's tiles (`conv_gemm.ConvGemm`): C tile, K step, block, K groups
-# K groups summed by each C tile's last work-group (`conv_gemm._last_sums`), priced as the
-# second launch it replaces (so the picks stay those the two-launch form was fitted on)
-CONV_GEMMS = tuple(ConvGemm(Sgemm(*sizes), last_sums=len(sizes) > 5) for sizes in (
+CONV_GEMMS = tuple(ConvGemm(Sgemm(*sizes)) for sizes in (
     (128, 128, 8, 8, 8), (128, 64, 16, 8, 8), (64, 128, 16, 8, 8),
     (128, 64, 16, 8, 4), (64, 128, 16, 4, 8), (64, 64, 16, 8, 8),
     (64, 64, 16, 4, 4), (32, 64, 16, 4, 4), (64, 32, 16, 4, 4),

@@ -168,10 +168,7 @@ class CompiledModel:
                         self.context, mf.READ_WRITE,
                         cl.ImageFormat(cl.channel_order.RGBA, cl.channel_type.FLOAT),
                         shape=(extent["width"], extent["height"])), 0)
-            elif info["kind"] == "scratch":  # a block's own, zeroed: `conv_gemm._last_sums`' counters
-                self.buffers[name] = (cl.Buffer(self.context, mf.READ_WRITE | mf.COPY_HOST_PTR,
-                                                hostbuf=np.zeros(max(int(info["nbytes"]), 1), np.uint8)), 0)
-            elif info["kind"] in ("input", "output", "computed"):
+            elif info["kind"] in ("input", "output", "computed", "scratch"):  # scratch: a block's own
                 self.buffers[name] = (cl.Buffer(self.context, mf.READ_WRITE,
                                                 max(int(info["nbytes"]), 1)), 0)
         self.launches = []
