@@ -80,12 +80,19 @@ def time_options(out: Path, device: str, repeats: int,
                              max(float(np.max(np.abs(reference))), 1e-30))
                 variant = compiled.plan["launches"][0]["variant"]
                 measured.ms[label], measured.variants[label] = ms, variant
-                shown = label if label not in (OLD, MODEL) else f"{label}: {variant}"
-                print(f"{shape_dir.name:<22}{shown:<52}{ms:8.3f}{flops / ms / 1e6:10.0f}"
-                      f"{100 * flops / ms / 1e6 / peak_gflops:7.1f}%{diff:10.1e}", flush=True)
+                print(row(shape_dir.name, label, variant, ms, flops, peak_gflops, diff), flush=True)
                 del compiled
         results.append(measured)
     return card, peak_gflops, results
+
+
+def row(shape: str, label: str, variant: str, ms: float, flops: int, peak_gflops: float,
+        diff: float) -> str:
+    """One option's line of a run log (`read_log` reads it back): ``old`` and ``model``
+    with the variant they ran."""
+    shown = label if label not in (OLD, MODEL) else f"{label}: {variant}"
+    return (f"{shape:<22}{shown:<52}{ms:8.3f}{flops / ms / 1e6:10.0f}"
+            f"{100 * flops / ms / 1e6 / peak_gflops:7.1f}%{diff:10.1e}")
 
 
 def summary(card: str, peak_gflops: float, results: list[Measured], what: str) -> None:
