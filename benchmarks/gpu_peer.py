@@ -5,7 +5,8 @@ the sizes of the memory-bound CNN kernels, and what the OpenCL profiling events 
     python3 benchmarks/gpu_peer.py opencl    # on the GPU: the OpenCL event floor
 
 ``cuda`` times, with PyTorch on CUDA (torch 2.x): a device-to-device copy, ``clone``
-and ``x + 0`` of 12.6 / 25.2 / 50.3 MB moved (the sizes of `gpu_memory.probe`), and
+and ``x + 0`` of 12.6 / 25.2 / 50.3 MB moved (the sizes of `gpu_memory.probe`; L2-warm,
+and L2-cold with a 256 MB write before each call), and
 PyTorch eager's own kernels for the ops of dnnr's CNN b8 kernels moving 12 MB or more
 (`PEERS`: same shapes, same bytes counted), and an empty kernel (PTX through the
 driver API). Three clocks each: CUDA events around one launch (median), CUDA events
@@ -155,10 +156,22 @@ def _empty_cuda_kernel(torch: Any) -> Callable[[], None]:
     return launch
 
 
-def _cuda_clocks(torch: Any, call: Callable[[], Any], repeats: int) -> tuple[float, float, float, int]:
+def _kernel_names(torch: Any, call: Callable[[], Any]) -> set[str]:
+    """The names of the kernels ``call`` launches (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    return {e.name for e in prof.events() if e.device_type.name == "CUDA"}
+
+
+def _cuda_clocks(torch: Any, call: Callable[[], Any], repeats: int,
+                 scrub: Callable[[], Any] | None = None) -> tuple[float, float, float, int]:
     """(CUDA events around one call: median µs; events around `BATCH` back-to-back
     calls: µs per call; profiler kernel durations summed per call: median µs; kernels
-    per call)."""
+    per call). ``scrub``: run before each single call and each profiled one (L2-cold;
+    its kernels are left out of the profile), and the back-to-back clock is not taken."""
     from torch.profiler import ProfilerActivity, profile
 
     for _ in range(3):
@@ -167,24 +180,30 @@ def _cuda_clocks(torch: Any, call: Callable[[], Any], repeats: int) -> tuple[flo
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     single = []
     for _ in range(repeats):
+        if scrub is not None:
+            scrub()
         start.record()
         call()
         end.record()
         end.synchronize()
         single.append(start.elapsed_time(end) * 1e3)
     batched = []
-    for _ in range(5):
+    for _ in range(5 if scrub is None else 0):
         start.record()
         for _ in range(BATCH):
             call()
         end.record()
         end.synchronize()
         batched.append(start.elapsed_time(end) * 1e3 / BATCH)
+    skip = _kernel_names(torch, scrub) if scrub is not None else set()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(repeats):
+            if scrub is not None:
+                scrub()
             call()
         torch.cuda.synchronize()
-    kernels = sorted((e for e in prof.events() if e.device_type.name == "CUDA"),
+    kernels = sorted((e for e in prof.events()
+                      if e.device_type.name == "CUDA" and e.name not in skip),
                      key=lambda e: e.time_range.start)
     per_call = len(kernels) // repeats if len(kernels) % repeats == 0 else 0
     if per_call:
@@ -193,7 +212,8 @@ def _cuda_clocks(torch: Any, call: Callable[[], Any], repeats: int) -> tuple[flo
         kernel_us = statistics.median(sums)
     else:  # kernels not a whole number per call (should not happen): the mean
         kernel_us = sum(k.time_range.elapsed_us() for k in kernels) / repeats
-    return statistics.median(single), statistics.median(batched), kernel_us, per_call
+    return (statistics.median(single), statistics.median(batched) if batched else 0.0,
+            kernel_us, per_call)
 
 
 def cuda(repeats: int) -> None:
@@ -225,6 +245,17 @@ def cuda(repeats: int) -> None:
                             ("  clone", lambda s=src: s.clone()),
                             ("  x + 0", lambda s=src: s + 0)):
             line(label, floats * 8, _cuda_clocks(torch, call, repeats))
+        del src, dst
+    # L2-cold (a 256 MB write between calls): the H200's 60 MB L2 holds the sizes above
+    # between back-to-back repeats
+    scrub_buffer = torch.empty(64 << 20, device="cuda")
+    for mib in SIZES_MB:
+        floats = mib * (1 << 20) // 8
+        src, dst = torch.randn(floats, device="cuda"), torch.empty(floats, device="cuda")
+        for label, call in ((f"copy_ {floats * 8 / 1e6:.1f} MB, L2-cold", lambda s=src, d=dst: d.copy_(s)),
+                            ("  x + 0, L2-cold", lambda s=src: s + 0)):
+            line(label, floats * 8, _cuda_clocks(torch, call, repeats,
+                                                 lambda: scrub_buffer.fill_(1.0)))
         del src, dst
     for label, nbytes, build in _peers(torch):
         try:
