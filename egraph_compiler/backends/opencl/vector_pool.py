@@ -85,8 +85,8 @@ def vector_maxpool(gen: _Gen, node: Node, begin: tuple[int, ...]) -> Kernel | No
             block.emit(f"const int c = m * {span} + {v * WIDTH};")
             lanes = load_lanes(gen, block, leaves)
             for lane in range(WIDTH):
-                var = gen.em.fresh("x")  # before the walk: its temporaries count on from it
                 walk, scope = lanes(lane), Scope(block)
+                var = gen.em.fresh("x")
                 inside.emit(f"float {var};")
                 scope.emit(f"{var} = {walk.value(scope, x_name, (n, ch, row, column))};")
                 block.nest("", scope)
