@@ -87,7 +87,6 @@ from egraph_compiler.backends.opencl.gemm import Gemv, Tile
 from egraph_compiler.backends.opencl.sgemm import VARIANT as SGEMM
 from egraph_compiler.backends.opencl.sgemm import Sgemm, sgemm
 from egraph_compiler.backends.opencl.vector_forms import vector_accumulate, vector_pointwise
-from egraph_compiler.backends.opencl.vector_pool import vector_maxpool
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.blocks import Block
 from egraph_compiler.fusion.layout import SERIAL_REDUCE_BELOW
@@ -179,9 +178,6 @@ class KernelParams:
     # ... each partial a float4 of the row where its reads are proven 4-wide
     # (`vector_forms.vector_accumulate`)
     reduce_vectors: bool = False
-    # MaxPool: four outputs per work-item over float4 input rows where the windows
-    # allow it (`vector_pool.py`)
-    pool_vectors: bool = False
     im2col_tile: Tile | None = None
     # Conv/MatMul anchors: the device class whose cost model picks each anchor's
     # option (`cost.DEVICES`: "cpu" for PoCL, "gpu"), or a forced variant
@@ -230,7 +226,6 @@ class KernelParams:
                                 conv_gemm=_env_int("DNNR_GPU_CONV_GEMM", 1) == 1,
                                 reduce_unroll=_env_int("DNNR_GPU_REDUCE_UNROLL", 4),
                                 reduce_vectors=bool(_env_int("DNNR_GPU_REDUCE_VECTORS", 1)),
-                                pool_vectors=bool(_env_int("DNNR_GPU_POOL_VECTORS", 1)),
                                 row_split=row_split.RowSplit(_env_int("DNNR_GPU_ROW_SPLIT", 0))
                                 if _env_int("DNNR_GPU_ROW_SPLIT", 0) else None)
         if device != "cpu":
@@ -991,15 +986,6 @@ class _Gen:
         extra = node.outputs[1] if len(node.outputs) > 1 else ""
         if extra and (extra in self.view.consumer_indices or extra in self.view.graph_outputs):
             raise ModelError("MaxPool's Indices output is not supported by the OpenCL backend")
-        if self.params.pool_vectors and node.op == "MaxPool" and len(x_shape) == 4:
-            # four outputs per work-item on float4 rows where it applies (`vector_pool`)
-            kernel = tuple(node.attr("kernel_shape"))  # type: ignore[arg-type]
-            strides = tuple(node.attr("strides") or (1, 1))  # type: ignore[arg-type]
-            dil = tuple(node.attr("dilations") or (1, 1))  # type: ignore[arg-type]
-            vector = vector_maxpool(self, node, _pads_begin(node, x_shape[2:], out_shape[2:],
-                                                            kernel, strides, dil))
-            if vector is not None:
-                return vector
         total = math.prod(out_shape)
         s = Scope()
         s.emit("const int gid = get_global_id(0);")

@@ -276,26 +276,3 @@ def test_pixel_rows_stage_nhwc_operands_matches_onnxruntime(stage: bool, tmp_pat
     assert [launch["variant"] for launch in launches] == ["pixel-rows 8 direct"]
     assert ("stage0" in (tmp_path / "kernels.cl").read_text()) == stage
     assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-5)
-
-
-@pytest.mark.parametrize(("kernel", "stride", "pads", "spatial", "form"), [
-    (3, 2, 1, (24, 40), "vector-pool"), (2, 2, 0, (9, 16), "vector-pool"),
-    (3, 2, 1, (24, 36), ""), (3, 1, 1, (8, 16), "")])
-def test_vector_maxpool_matches_onnxruntime(kernel: int, stride: int, pads: int,
-                                            spatial: tuple[int, int], form: str,
-                                            tmp_path: Path) -> None:
-    """`vector_pool.vector_maxpool`: ResNet's Relu + 3×3 / 2 MaxPool (pad 1: the left
-    column scalar, padding at the first work-item of a row and the top row), a 2×2 / 2
-    one (no padding, odd input height); 18 output columns are not whole float4s and a
-    stride-1 window reaches past its stride: both keep the scalar pool."""
-    from dataclasses import replace
-
-    model = _model([helper.make_node("Relu", ["x"], ["r"]),
-                    helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[kernel] * 2,
-                                     strides=[stride] * 2, pads=[pads] * 4)],
-                   {"x": [2, 3, *spatial]}, {"y": [2, 3, *(
-                       (size + 2 * pads - kernel) // stride + 1 for size in spatial)]}, {})
-    feeds = {"x": np.random.default_rng(12).standard_normal([2, 3, *spatial]).astype(np.float32)}
-    launches, got = _build_run(model, feeds, tmp_path, replace(GPU, pool_vectors=True))
-    assert [launch["variant"] for launch in launches] == [form]
-    assert_close(got, run_ort(model, feeds), rtol=0, atol=0)
