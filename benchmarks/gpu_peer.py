@@ -19,6 +19,24 @@ profiling event per launch (what `gpu.py` reads), events over back-to-back launc
 (first start to last end, per launch), host wall time over back-to-back launches on
 queues with and without ``CL_QUEUE_PROFILING_ENABLE``, and the copy at work-group sizes
 64–1024 and as a persistent grid (4 work-groups per SM, each looping).
+
+Measured (NVIDIA H200, torch 2.11 + CUDA 13.0, session 11, `.gpu/mem4/logs/{1,2}`):
+
+- An empty kernel is 0.58 µs to CUPTI; one OpenCL profiling event says 5.26 µs and
+  CUDA events around one launch 17.7 µs. The event floor is the events', not the
+  GPU's: an event on an idle queue counts the launch's setup.
+- Back to back, NVIDIA's OpenCL launches one kernel per 10.1 µs (plain queue) or 15.3 µs
+  (``CL_QUEUE_PROFILING_ENABLE``: +5 µs a launch); CUDA through the driver API, 6.7 µs.
+  Events over a batch are launch-bound, not fairer. Work-groups of 128–1024 copy alike
+  (64 slower); a persistent grid does not beat 256-item groups.
+- L2-cold copy of 12.6 / 25.2 / 50.3 MB moved: CUPTI kernel time 4.74 / 7.97 / 14.16 µs
+  (55 / 66 / 74 % of 4,814 GB/s); CUDA events around it 7.10 / 10.34 / 16.46 µs, the
+  same as OpenCL's events (7.04 / 9.81 / 16.51 µs): about 2 µs of every event is not
+  the kernel's. L2-warm (repeated on the same buffers, which the 60 MB L2 holds) the
+  copy's kernel takes 2.75 / 4.3 µs: 95 / 122 % of HBM's peak.
+- PyTorch eager's own kernels (CUPTI, inputs L2-warm) for dnnr's ≥ 12 MB CNN kernels:
+  ConvNeXt LayerNorm2d 7.8–11.7 %, effnet GAP 46–62 %, SE scale 37–53 %, ResNet's
+  MaxPool 24 % (see the session-11 report for the per-kernel table).
 """
 
 from __future__ import annotations

@@ -52,7 +52,8 @@ MIN_GROUPS = 96
 # work-groups wanted: fewer rows per work-group (down to `MIN_PIXELS`) until there are
 # this many, about 4 per compute unit of a 132-SM H200. ConvNeXt-T's b8 downsampling
 # LayerNorm (6,272 rows of 192) ran at 21 % of the H200's bandwidth as 196 work-groups
-# of 32 rows: 1.5 per SM, 256 lanes each, the second wave half empty
+# of 32 rows (1.5 per SM), 32 % as 784 of 8; its stage-1 LayerNorms (25,088 rows of
+# 96) ran slower as 3,136 work-groups of 8 than as 784 of 32 (37 against 44–50 %)
 TARGET_GROUPS = 512
 MAX_REGISTERS = 32  # row elements a lane keeps (beyond it the form is not offered)
 LOCAL_FLOATS = 12 * 1024  # the transposed tile's budget (48 KiB of local memory)
