@@ -63,7 +63,9 @@ EXTRA = ((128, 32, 16, 8, 4, 4), (128, 32, 16, 8, 4, 8), (64, 32, 16, 4, 4, 8),
 # the same bits over 200 runs): on an H200 slower than the second launch on every K-group
 # tile of the six stride-2 convs, by 2-27 µs, growing with the work-groups (ResNet-18's
 # 256 -> 512: 0.062 against 0.048 ms at 128 × 32 with 12 groups; ResNet-18 b8 1.05 ->
-# 1.07-1.08 ms, ResNet-50 3.04 -> 3.09 ms). Logs: .gpu/conv14/logs/{1,2}.
+# 1.07-1.08 ms, ResNet-50 3.04 -> 3.09 ms). Logs: .gpu/conv14/logs/{1,2}. Split per
+# launch (logs/3, medians of 50): 128 × 32 with 12 groups is 0.0419 ms of conv (33.2 % of
+# peak alone) + 0.0050 of sum launch (10 MB: at the H200's copy bound for that size).
 
 
 def model(cin: int, cout: int, side: int, stride: int):  # noqa: ANN201 - onnx
