@@ -23,6 +23,7 @@ from egraph_compiler.fusion.layout import LayoutChoice, select_layouts
 from egraph_compiler.fusion.profile_db import CostModel, ProfileDb, profile_key
 from egraph_compiler.fusion.projections import merge_projections
 from egraph_compiler.fusion.recompute import broadcast_verdict, merged_recompute
+from egraph_compiler.fusion.stored import stored_verdict
 from egraph_compiler.fusion.structure import ROW_REDUCE_OPS, BlockStructure, analyse
 from egraph_compiler.fusion.tables import (
     BREAK,
@@ -126,7 +127,7 @@ class _Planner:
         if verdict == BREAK or result is None:
             self.decisions.append(Decision(block_id, label, BREAK, f"{first} then {second}"))
             return False
-        shape = analyse(self.view, frozenset(block | {candidate}), self.block_of)
+        shape = self.structure(frozenset(block | {candidate}), self.block_of)
         if isinstance(shape, str):
             self.decisions.append(Decision(block_id, label, "constraint", shape))
             return False
@@ -149,6 +150,15 @@ class _Planner:
         block.add(candidate)
         block_type[0] = result
         return True
+
+    def structure(self, members: frozenset[int], others: dict[int, int]) -> BlockStructure | str:
+        """`structure.analyse`, and whether this backend stores a row input here
+        (`fusion.stored`): a block the planner may form, or the reason not."""
+        shape = analyse(self.view, members, others)
+        if isinstance(shape, str):
+            return shape
+        refused = stored_verdict(self.view, self.cost, shape, members, self.block_of)
+        return refused if refused is not None else shape
 
     def prologue_of(self, block: set[int], candidate: int, shape: BlockStructure) -> list[int]:
         """The prologue operators this step fuses into an anchor: the candidate when it
@@ -261,7 +271,7 @@ class _Planner:
         self.units = find_units(self.view)
         for unit in self.units:
             block_id = len(blocks)
-            shape = analyse(self.view, unit.nodes, self.block_of)
+            shape = self.structure(unit.nodes, self.block_of)
             if not unit.nodes <= unfused or isinstance(shape, str):
                 reason = shape if isinstance(shape, str) else "overlaps a block"
                 self.decisions.append(Decision(block_id, f"unit {unit.kind}", "constraint",
@@ -299,7 +309,7 @@ class _Planner:
                 j = readers.pop()
                 union = frozenset(blocks[i] | blocks[j])
                 others = {n: (k if k not in (i, j) else -1) for n, k in owner.items()}
-                shape = analyse(self.view, union, others)
+                shape = self.structure(union, others)
                 if isinstance(shape, str) or not self.recompute_pays(block, shape, outputs):
                     continue
                 ops = "+".join(self.view.nodes[n].op for n in sorted(block))

@@ -123,6 +123,9 @@ class DeviceModel:
     # ``gemv-packed`` (`cpu_gemv.py`): its time as a fraction of the ``direct`` gemv
     # block's estimate for the same product (0: not offered)
     packed_gemv_rate: float = 0.0
+    # whether fusion may give a row kernel its input as a second output (`fusion.
+    # structure.stored_row_input`: a pre-LN residual sum stored by its LayerNorm)
+    stored_row_inputs: bool = False
 
 
 DEVICES = {
@@ -142,7 +145,8 @@ DEVICES = {
                                    "depthwise": 0.05, "row": 0.6, "window": 0.01,
                                    "winograd": 0.1, VARIANT_SGEMM: 0.355,
                                    VARIANT_CONV_GEMM: 0.341},
-                       reuse_full=8.0, slice_cost=0.0, launch_us=4.0, prologue_gflops=12_750.0),
+                       reuse_full=8.0, slice_cost=0.0, launch_us=4.0, prologue_gflops=12_750.0,
+                       stored_row_inputs=True),
 }
 
 TILES = (
@@ -762,7 +766,8 @@ def fusion_cost(device: DeviceModel) -> CostModel:
                      bytes_per_us=device.bandwidth_gbs * 1e3 * device.efficiency["row"],
                      flops_per_us=device.prologue_gflops * 1e3,
                      prologue_reuse=lambda view, anchor: prologue_reuse(device, view, anchor),
-                     recompute_evals_per_us=device.recompute_gevals * 1e3 or None)
+                     recompute_evals_per_us=device.recompute_gevals * 1e3 or None,
+                     stored_row_inputs=device.stored_row_inputs)
 
 
 def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float | None:

@@ -1,0 +1,83 @@
+"""Two-output row kernels: a residual sum stored by the LayerNorm that reads it.
+
+A pre-LN transformer (GPT-2, LLaMA) keeps its residual stream: ``h = h + f(LN(h))``,
+so the sum feeds the next LayerNorm *and* the next residual Add. Listing 3.1's
+constraint check kept the sum out of the LayerNorm's block ("a prologue value is
+needed outside the block"): the sum was one kernel (or a GEMM's epilogue), stored,
+and read again by the LayerNorm. `structure.stored_row_input` makes the anchor's own
+input a legal second output of a row kernel (written where the kernel normalises
+each element, read by the other consumers as any block output); this module decides
+where the planner forms one:
+
+- only for a backend whose row kernels store it (`CostModel.stored_row_inputs`; the
+  CPU class keeps its plans);
+- priced against the one alternative that moves fewer bytes: the sum taken into the
+  epilogue of the anchor (MatMul, Conv) that produces one of its operands, still
+  unformed. There the anchor reads the residual and writes the sum and the row kernel
+  reads it (``bytes(sum)`` more); stored by the row kernel instead, the anchor writes
+  its product and the row kernel reads it back (``2·bytes(product)`` more). Without
+  such an anchor (the embedding's ``wte[ids] + wpe[pos]``) the two-output kernel
+  saves a launch and a read of the sum outright.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from egraph_compiler.fusion.profile_db import CostModel
+from egraph_compiler.fusion.structure import BlockStructure
+from egraph_compiler.fusion.tables import anchor_kind, role_of
+from egraph_compiler.fusion.view import GraphView
+from egraph_compiler.shapes.symint import proved_equal
+
+# the verdict when a backend does not store row inputs (Listing 3.1's constraint)
+NOT_STORED = "a prologue value is needed outside the block"
+# anchors whose epilogue can take a one-to-one residual Add instead
+EPILOGUE_ANCHORS = ("matmul", "conv")
+
+
+def stored_verdict(view: GraphView, cost: CostModel, shape: BlockStructure,
+                   members: Collection[int], formed: Mapping[int, int]) -> str | None:
+    """None where the block ``members`` (structure ``shape``) may store its row input,
+    else the reason it may not. ``formed``: nodes already in a block (their block id)."""
+    if not shape.stored:
+        return None
+    if not cost.stored_row_inputs:
+        return NOT_STORED
+    for value in shape.stored:
+        epilogue = _epilogue_alternative(view, value, members, formed)
+        if epilogue is None:
+            continue
+        operand, anchor = epilogue
+        # equal sizes (proved): storing costs twice the bytes re-reading does
+        stored_us = 2.0 * _bytes(view, operand) / cost.bytes_per_us
+        epilogue_us = _bytes(view, value) / cost.bytes_per_us
+        if stored_us > epilogue_us:
+            return (f"cost model: the sum is cheaper in {view.nodes[anchor].op}'s epilogue "
+                    f"({epilogue_us:.1f} µs re-read vs {stored_us:.1f} µs stored)")
+    return None
+
+
+def _epilogue_alternative(view: GraphView, value: str, members: Collection[int],
+                          formed: Mapping[int, int]) -> tuple[str, int] | None:
+    """(operand, anchor) when ``value``'s producer reads, one-to-one, the output of an
+    anchor outside ``members`` and not yet in a block, that could fuse it as epilogue."""
+    producer = view.producer_index.get(value)
+    if producer is None:
+        return None
+    for operand in view.data_inputs(view.nodes[producer]):
+        source = view.producer_index.get(operand)
+        while source is not None and role_of(view.nodes[source].op) == "layout" and \
+                len(view.data_inputs(view.nodes[source])) == 1:  # Gemm, Reshape, Add
+            source = view.producer_index.get(view.data_inputs(view.nodes[source])[0])
+        if source is None or source in members or source in formed:
+            continue
+        if anchor_kind(view.nodes[source].op) in EPILOGUE_ANCHORS and \
+                proved_equal(view.numel(operand), view.numel(value)):
+            return operand, source
+    return None
+
+
+def _bytes(view: GraphView, value: str) -> float:
+    """``value``'s float32 bytes (a symbolic size at the shape being planned)."""
+    return float(view.numel(value)) * 4
