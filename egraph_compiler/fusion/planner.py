@@ -23,7 +23,7 @@ from egraph_compiler.fusion.layout import LayoutChoice, select_layouts
 from egraph_compiler.fusion.profile_db import CostModel, ProfileDb, profile_key
 from egraph_compiler.fusion.projections import merge_projections
 from egraph_compiler.fusion.recompute import broadcast_verdict, merged_recompute
-from egraph_compiler.fusion.stored import stored_verdict
+from egraph_compiler.fusion.epilogues import left_to_anchor, stored_verdict
 from egraph_compiler.fusion.structure import ROW_REDUCE_OPS, BlockStructure, analyse
 from egraph_compiler.fusion.tables import (
     BREAK,
@@ -131,6 +131,11 @@ class _Planner:
         if isinstance(shape, str):
             self.decisions.append(Decision(block_id, label, "constraint", shape))
             return False
+        left = left_to_anchor(self.view, self.cost, candidate, via, block, self.block_of) \
+            if shape.anchor is None and edge[1] == candidate else None
+        if left is not None:  # a successor the MatMul/Conv's epilogue computes cheaper
+            self.decisions.append(Decision(block_id, label, PROFILE, left, "", edge))
+            return False
         if verdict == FUSE and self.cost.prologue_reuse is not None and \
                 self.prologue_of(block, candidate, shape):
             verdict = PROFILE  # the anchor's kernel re-evaluates it: fuse where it pays
@@ -153,7 +158,7 @@ class _Planner:
 
     def structure(self, members: frozenset[int], others: dict[int, int]) -> BlockStructure | str:
         """`structure.analyse`, and whether this backend stores a row input here
-        (`fusion.stored`): a block the planner may form, or the reason not."""
+        (`fusion.epilogues`): a block the planner may form, or the reason not."""
         shape = analyse(self.view, members, others)
         if isinstance(shape, str):
             return shape

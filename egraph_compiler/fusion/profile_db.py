@@ -110,6 +110,9 @@ class CostModel:
     # a backend whose row kernels store their input as a second output where it is
     # needed outside (`structure.stored_row_input`); False: such a block never forms
     stored_row_inputs: bool = False
+    # whether a pointwise block leaves an elementwise successor to the MatMul/Conv
+    # epilogue that moves fewer bytes (`fusion.epilogues.left_to_anchor`)
+    anchor_epilogues_priced: bool = False
 
     def fuse_is_profitable(self, intermediate_bytes: int, op_flops: float,
                            reuse: float) -> bool:

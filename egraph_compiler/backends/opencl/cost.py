@@ -126,6 +126,9 @@ class DeviceModel:
     # whether fusion may give a row kernel its input as a second output (`fusion.
     # structure.stored_row_input`: a pre-LN residual sum stored by its LayerNorm)
     stored_row_inputs: bool = False
+    # whether fusion prices an elementwise operator between a pointwise block and a
+    # MatMul/Conv epilogue (`fusion.epilogues.left_to_anchor`)
+    anchor_epilogues_priced: bool = False
 
 
 DEVICES = {
@@ -146,7 +149,7 @@ DEVICES = {
                                    "winograd": 0.1, VARIANT_SGEMM: 0.355,
                                    VARIANT_CONV_GEMM: 0.341},
                        reuse_full=8.0, slice_cost=0.0, launch_us=4.0, prologue_gflops=12_750.0,
-                       stored_row_inputs=True),
+                       stored_row_inputs=True, anchor_epilogues_priced=True),
 }
 
 TILES = (
@@ -767,7 +770,8 @@ def fusion_cost(device: DeviceModel) -> CostModel:
                      flops_per_us=device.prologue_gflops * 1e3,
                      prologue_reuse=lambda view, anchor: prologue_reuse(device, view, anchor),
                      recompute_evals_per_us=device.recompute_gevals * 1e3 or None,
-                     stored_row_inputs=device.stored_row_inputs)
+                     stored_row_inputs=device.stored_row_inputs,
+                     anchor_epilogues_priced=device.anchor_epilogues_priced)
 
 
 def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float | None:

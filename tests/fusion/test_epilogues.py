@@ -1,4 +1,4 @@
-"""Two-output row kernels (`fusion.stored`): a residual sum stored by the LayerNorm that
+"""Two-output row kernels (`fusion.epilogues`): a residual sum stored by the LayerNorm that
 reads it, where the sum is also needed later (pre-LN transformers, GPT-2's embedding);
 numerics on PoCL against onnxruntime in every row-kernel form, and the cases where the
 planner must not form one (the CPU class, a sum cheaper in a MatMul's epilogue, a
@@ -163,3 +163,46 @@ def test_plan_fusion_without_a_backend_never_stores() -> None:
     plan = plan_fusion(static_graph(model, _feeds(model)))
     assert _stored_block([(b.ops, b.outputs) for b in plan.blocks]) is None
     assert any(d.reason == "a prologue value is needed outside the block" for d in plan.decisions)
+
+
+def _masked_scores() -> onnx.ModelProto:
+    """``softmax(q·k + (1 - m)·-1e4)`` with the mask ``[2, 1, T, T]`` broadcast over 4 heads,
+    as BERT's and GPT-2's first attention layer: the mask chain is seeded first, and its
+    output is needed again (the next layer's scores there; a graph output here)."""
+    t = 16
+    nodes = [helper.make_node("Sub", ["one", "m"], ["c"]),
+             helper.make_node("Mul", ["c", "big"], ["mask"]),
+             helper.make_node("MatMul", ["q", "k"], ["scores"]),
+             helper.make_node("Add", ["scores", "mask"], ["a"]),
+             helper.make_node("Softmax", ["a"], ["y"], axis=-1)]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("q", TensorProto.FLOAT, [2, 4, t, 8]),
+                     helper.make_tensor_value_info("k", TensorProto.FLOAT, [2, 4, 8, t]),
+                     helper.make_tensor_value_info("m", TensorProto.FLOAT, [2, 1, t, t])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, t, t]),
+         helper.make_tensor_value_info("mask", TensorProto.FLOAT, [2, 1, t, t])],
+        [numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+         numpy_helper.from_array(np.array(-1e4, np.float32), "big")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_a_broadcast_score_add_is_left_to_the_matmul_epilogue(tmp_path: Path) -> None:
+    """GPU class: the mask block stops before the score Add (it would re-read the whole
+    score tensor) and the MatMul takes it as epilogue, reading the 4× smaller mask; the
+    CPU class keeps the Add in the mask block. Numerics on PoCL against onnxruntime."""
+    model = _masked_scores()
+    rng = np.random.default_rng(6)
+    feeds = {"q": rng.standard_normal((2, 4, 16, 8)).astype(np.float32),
+             "k": rng.standard_normal((2, 4, 8, 16)).astype(np.float32),
+             "m": (rng.uniform(size=(2, 1, 16, 16)) > 0.3).astype(np.float32)}
+    graph = static_graph(model, feeds)
+    for device, matmul_block in (("gpu", ("MatMul", "Add")), ("cpu", ("MatMul",))):
+        params = KernelParams.for_device(device)
+        plan, selection = execution_plan(graph, params=params)
+        blocks = [b.ops for b in plan.fusion.blocks]
+        assert matmul_block in blocks, (device, blocks)
+        if device == "gpu":
+            assert any("epilogue reads the broadcast operand" in d.reason
+                       for d in plan.fusion.decisions)
+            build(plan, tmp_path, params, selection=selection)
+            assert_close(load(tmp_path).run(feeds), run_ort(model, feeds), rtol=1e-4, atol=1e-5)
