@@ -19,11 +19,12 @@ import numpy as np
 
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.blocks import Block, Decision, FusionPlan
+from egraph_compiler.fusion.epilogues import left_to_anchor, stored_verdict
 from egraph_compiler.fusion.layout import LayoutChoice, select_layouts
 from egraph_compiler.fusion.profile_db import CostModel, ProfileDb, profile_key
 from egraph_compiler.fusion.projections import merge_projections
 from egraph_compiler.fusion.recompute import broadcast_verdict, merged_recompute
-from egraph_compiler.fusion.epilogues import left_to_anchor, stored_verdict
+from egraph_compiler.fusion.splits import split_as_slices
 from egraph_compiler.fusion.structure import ROW_REDUCE_OPS, BlockStructure, analyse
 from egraph_compiler.fusion.tables import (
     BREAK,
@@ -434,6 +435,11 @@ def plan_blocks(graph: Graph, tables: FusionTables, profile_db: ProfileDb | None
     plan = _plan(graph, [], tables, profile_db, cost, fuse, layouts)
     if not fuse:
         return plan
+    sliced = split_as_slices(graph) if cost is not None and cost.split_as_slices else graph
+    if sliced is not graph:  # kept where its pieces fuse into their readers (`fusion.splits`)
+        candidate = _plan(sliced, [], tables, profile_db, cost, fuse, layouts)
+        if candidate.kernel_count < plan.kernel_count:
+            graph, plan = sliced, candidate
     # horizontal fusion of projections sharing an input (`fusion.projections`), kept
     # where it pays: fewer kernel launches than the plan without it
     merged_graph, merged = merge_projections(graph)

@@ -113,6 +113,8 @@ class CostModel:
     # whether a pointwise block leaves an elementwise successor to the MatMul/Conv
     # epilogue that moves fewer bytes (`fusion.epilogues.left_to_anchor`)
     anchor_epilogues_priced: bool = False
+    # whether the planner also tries every Split as one Slice per piece (`fusion.splits`)
+    split_as_slices: bool = False
 
     def fuse_is_profitable(self, intermediate_bytes: int, op_flops: float,
                            reuse: float) -> bool:

@@ -129,6 +129,8 @@ class DeviceModel:
     # whether fusion prices an elementwise operator between a pointwise block and a
     # MatMul/Conv epilogue (`fusion.epilogues.left_to_anchor`)
     anchor_epilogues_priced: bool = False
+    # whether fusion tries each Split as Slices its readers fuse (`fusion.splits`)
+    split_as_slices: bool = False
 
 
 DEVICES = {
@@ -149,7 +151,8 @@ DEVICES = {
                                    "winograd": 0.1, VARIANT_SGEMM: 0.355,
                                    VARIANT_CONV_GEMM: 0.341},
                        reuse_full=8.0, slice_cost=0.0, launch_us=4.0, prologue_gflops=12_750.0,
-                       stored_row_inputs=True, anchor_epilogues_priced=True),
+                       stored_row_inputs=True, anchor_epilogues_priced=True,
+                       split_as_slices=True),
 }
 
 TILES = (
@@ -771,7 +774,8 @@ def fusion_cost(device: DeviceModel) -> CostModel:
                      prologue_reuse=lambda view, anchor: prologue_reuse(device, view, anchor),
                      recompute_evals_per_us=device.recompute_gevals * 1e3 or None,
                      stored_row_inputs=device.stored_row_inputs,
-                     anchor_epilogues_priced=device.anchor_epilogues_priced)
+                     anchor_epilogues_priced=device.anchor_epilogues_priced,
+                     split_as_slices=device.split_as_slices)
 
 
 def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float | None:
