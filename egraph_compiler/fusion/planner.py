@@ -135,7 +135,8 @@ class _Planner:
         left = left_to_anchor(self.view, self.cost, candidate, via, block, self.block_of) \
             if shape.anchor is None and edge[1] == candidate else None
         if left is not None:  # a successor the MatMul/Conv's epilogue computes cheaper
-            self.decisions.append(Decision(block_id, label, PROFILE, left, "", edge))
+            # (not a "profile" verdict: `dnnr tune` measures those pairs by key)
+            self.decisions.append(Decision(block_id, label, "constraint", left))
             return False
         if verdict == FUSE and self.cost.prologue_reuse is not None and \
                 self.prologue_of(block, candidate, shape):
