@@ -19,10 +19,13 @@ T, HEADS, DIM = 12, 2, 8
 
 
 def _attention() -> onnx.ModelProto:
-    """GPT-2's attention after c_attn: Split into q, k, v, heads apart, softmax(q·kᵀ)·v."""
+    """GPT-2's attention after c_attn: the ``[T, 3C]`` projection reshaped to ``[1, T, 3C]``
+    (a layout operator only the Split reads), split into q, k, v, heads apart,
+    softmax(q·kᵀ)·v."""
     width = HEADS * DIM
     heads = np.array([1, T, HEADS, DIM], np.int64)
-    nodes = [helper.make_node("Split", ["x", "sizes"], ["q", "k", "v"], axis=2)]
+    nodes = [helper.make_node("Reshape", ["x", "batched"], ["xb"]),
+             helper.make_node("Split", ["xb", "sizes"], ["q", "k", "v"], axis=2)]
     for name in "qkv":
         nodes += [helper.make_node("Reshape", [name, "heads"], [f"{name}r"]),
                   helper.make_node("Transpose", [f"{name}r"], [f"{name}t"],
@@ -31,15 +34,16 @@ def _attention() -> onnx.ModelProto:
               helper.make_node("Softmax", ["s"], ["p"], axis=-1),
               helper.make_node("MatMul", ["p", "vt"], ["y"])]
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, T, 3 * width])],
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [T, 3 * width])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, HEADS, T, DIM])],
         [numpy_helper.from_array(np.array([width] * 3, np.int64), "sizes"),
+         numpy_helper.from_array(np.array([1, T, 3 * width], np.int64), "batched"),
          numpy_helper.from_array(heads, "heads")])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 
 def _feeds() -> dict[str, np.ndarray]:
-    return {"x": np.random.default_rng(8).standard_normal((1, T, 3 * HEADS * DIM)).astype(np.float32)}
+    return {"x": np.random.default_rng(8).standard_normal((T, 3 * HEADS * DIM)).astype(np.float32)}
 
 
 def test_split_pieces_fuse_into_their_readers(tmp_path: Path) -> None:
@@ -51,7 +55,7 @@ def test_split_pieces_fuse_into_their_readers(tmp_path: Path) -> None:
     gpu, selection = execution_plan(graph, params=params)
     ops = [b.ops for b in gpu.fusion.blocks]
     assert not any("Split" in o for o in ops) and all(
-        "Slice" in o for o in ops if "MatMul" in o), ops
+        "Slice" in o and "Reshape" in o for o in ops if "MatMul" in o), ops
     assert gpu.fusion.kernel_count < cpu.fusion.kernel_count
     build(gpu, tmp_path, params, selection=selection)
     assert_close(load(tmp_path).run(feeds), run_ort(model, feeds), rtol=1e-4, atol=1e-5)
