@@ -29,6 +29,8 @@ floats and the mask kernel read them back: 0.079 ms on an H200, while the second
 layer's MatMul took the Add into its epilogue and read the 8·512² mask). Fused into
 the pointwise block the anchor's output is written and read (``2·bytes(output)``);
 left to the anchor's epilogue the broadcast operand is (``2·bytes(operand)`` at most).
+Only a saving of at least a launch's cost moves it: with BART's 4·128² scores at batch
+1 (256 KB) moved, the model's kernels measured 0.48 → 0.52 ms (H200, one sample).
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def left_to_anchor(view: GraphView, cost: CostModel, candidate: int, via: str,
     operand, anchor = epilogue
     fused_us = 2.0 * _bytes(view, operand) / cost.bytes_per_us
     left_us = 2.0 * _bytes(view, via) / cost.bytes_per_us
-    if left_us >= fused_us:
+    if fused_us - left_us < cost.launch_us:  # small tensors: latency, not bytes, decides
         return None
     return (f"cost model: {view.nodes[anchor].op}'s epilogue reads the broadcast operand "
             f"({left_us:.2f} µs) instead of this block re-reading its output ({fused_us:.2f} µs)")

@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from egraph_compiler.backends.opencl import KernelParams, build, load
+from egraph_compiler.backends.opencl import KernelParams, build, cost, load
 from egraph_compiler.backends.opencl.planning import execution_plan
 from egraph_compiler.backends.opencl.rows import RowSplit
 from egraph_compiler.fusion import plan_fusion
@@ -165,11 +165,10 @@ def test_plan_fusion_without_a_backend_never_stores() -> None:
     assert any(d.reason == "a prologue value is needed outside the block" for d in plan.decisions)
 
 
-def _masked_scores() -> onnx.ModelProto:
+def _masked_scores(t: int) -> onnx.ModelProto:
     """``softmax(q·k + (1 - m)·-1e4)`` with the mask ``[2, 1, T, T]`` broadcast over 4 heads,
     as BERT's and GPT-2's first attention layer: the mask chain is seeded first, and its
     output is needed again (the next layer's scores there; a graph output here)."""
-    t = 16
     nodes = [helper.make_node("Sub", ["one", "m"], ["c"]),
              helper.make_node("Mul", ["c", "big"], ["mask"]),
              helper.make_node("MatMul", ["q", "k"], ["scores"]),
@@ -189,20 +188,30 @@ def _masked_scores() -> onnx.ModelProto:
 def test_a_broadcast_score_add_is_left_to_the_matmul_epilogue(tmp_path: Path) -> None:
     """GPU class: the mask block stops before the score Add (it would re-read the whole
     score tensor) and the MatMul takes it as epilogue, reading the 4× smaller mask; the
-    CPU class keeps the Add in the mask block. Numerics on PoCL against onnxruntime."""
-    model = _masked_scores()
+    same cost model without `anchor_epilogues_priced` keeps the Add in the mask block.
+    Numerics on PoCL against onnxruntime."""
+    t = 384  # 2·4·384² scores: the bytes saved outweigh a launch
+    model = _masked_scores(t)
     rng = np.random.default_rng(6)
-    feeds = {"q": rng.standard_normal((2, 4, 16, 8)).astype(np.float32),
-             "k": rng.standard_normal((2, 4, 8, 16)).astype(np.float32),
-             "m": (rng.uniform(size=(2, 1, 16, 16)) > 0.3).astype(np.float32)}
+    feeds = {"q": rng.standard_normal((2, 4, t, 8)).astype(np.float32),
+             "k": rng.standard_normal((2, 4, 8, t)).astype(np.float32),
+             "m": (rng.uniform(size=(2, 1, t, t)) > 0.3).astype(np.float32)}
     graph = static_graph(model, feeds)
-    for device, matmul_block in (("gpu", ("MatMul", "Add")), ("cpu", ("MatMul",))):
-        params = KernelParams.for_device(device)
-        plan, selection = execution_plan(graph, params=params)
-        blocks = [b.ops for b in plan.fusion.blocks]
-        assert matmul_block in blocks, (device, blocks)
-        if device == "gpu":
-            assert any("epilogue reads the broadcast operand" in d.reason
-                       for d in plan.fusion.decisions)
-            build(plan, tmp_path, params, selection=selection)
-            assert_close(load(tmp_path).run(feeds), run_ort(model, feeds), rtol=1e-4, atol=1e-5)
+    gpu = cost.fusion_cost(cost.DEVICES["gpu"])
+    unpriced = plan_fusion(graph, cost=replace(gpu, anchor_epilogues_priced=False))
+    assert ("MatMul",) in [b.ops for b in unpriced.blocks]
+    params = KernelParams.for_device("gpu")
+    plan, selection = execution_plan(graph, params=params)
+    assert ("MatMul", "Add") in [b.ops for b in plan.fusion.blocks]
+    assert any("epilogue reads the broadcast operand" in d.reason for d in plan.fusion.decisions)
+    build(plan, tmp_path, params, selection=selection)
+    assert_close(load(tmp_path).run(feeds), run_ort(model, feeds), rtol=1e-4, atol=1e-5)
+
+
+def test_small_scores_keep_the_add_in_the_mask_block() -> None:
+    """2·4·16² scores: the bytes saved are worth less than a launch, the plan stays."""
+    model = _masked_scores(16)
+    feeds = {"q": np.zeros((2, 4, 16, 8), np.float32), "k": np.zeros((2, 4, 8, 16), np.float32),
+             "m": np.zeros((2, 1, 16, 16), np.float32)}
+    plan, _ = execution_plan(static_graph(model, feeds), params=KernelParams.for_device("gpu"))
+    assert ("MatMul",) in [b.ops for b in plan.fusion.blocks]
