@@ -723,11 +723,13 @@ def vector_epilogue(gen: _Gen, problem: Problem) -> _VectorEpilogue | None:
     (0.437 → 0.459 ms; session 11: GPT-2's FFN2 with its residual 0.447 → 0.467 ms).
     The cause is occupancy: NVIDIA's ptxas (sm_90, the driver's PTX) gives the 128×64
     8×8 kernel (128 work-items) 129 registers with the vector epilogue, 128 with the
-    scalar one, no spills either way; allocated in steps of 8, 129 → 136 per item leaves
-    3 work-groups per SM instead of 4, and a K loop of 3072 (384 steps) is where the
-    fewer warps show. A K of 768 spends relatively longer in the epilogue, which the
-    vector form shortens. GPT-2's output projection sits at 141 registers either way
-    (3 work-groups: 0.123 ms against BERT's plain 128-register 0.114). Lifting the gate
+    scalar one, no spills either way. Registers go in steps of 8 per work-item: 136 ×
+    128 leaves room for 3 work-groups in an SM's 65,536 instead of 4 (derived, not
+    measured), and a K loop of 3072 (384 steps) is where fewer warps show; a K of 768
+    spends relatively longer in the epilogue, which the vector form shortens. GPT-2's
+    output projection (a Transpose prologue, bias and residual) takes 141 registers with
+    either epilogue, 0.123 ms against BERT's plain one's 0.114 (its registers not
+    dumped): the same cliff is the likely cause there. Lifting the gate
     needs a register cap (``-cl-nv-maxrregcount`` is per program) or an epilogue one
     register lighter; neither is done."""
     n_size = problem.b.rows
