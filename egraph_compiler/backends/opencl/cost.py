@@ -480,19 +480,20 @@ CONV_GEMM_SPLIT_RATE = 1.56
 # multiply-adds per gathered pair hide the gather's index arithmetic
 CONV_GEMM_8X8_RATE = 1.2
 # the implicit-GEMM conv's tiles (`conv_gemm.ConvGemm`): C tile, K step, block, K groups
-CONV_GEMMS = (ConvGemm(128, 128, 8, 8, 8), ConvGemm(128, 64, 16, 8, 8), ConvGemm(64, 128, 16, 8, 8),
-              ConvGemm(128, 64, 16, 8, 4), ConvGemm(64, 128, 16, 4, 8), ConvGemm(64, 64, 16, 8, 8),
-              ConvGemm(64, 64, 16, 4, 4), ConvGemm(32, 64, 16, 4, 4), ConvGemm(64, 32, 16, 4, 4),
-              ConvGemm(32, 32, 16, 4, 4),
-              ConvGemm(64, 64, 16, 4, 4, 2), ConvGemm(64, 64, 16, 4, 4, 4), ConvGemm(64, 64, 16, 4, 4, 8),
-              ConvGemm(128, 64, 16, 8, 4, 2), ConvGemm(128, 64, 16, 8, 4, 4), ConvGemm(128, 64, 16, 8, 4, 8),
-              ConvGemm(64, 64, 16, 8, 8, 2), ConvGemm(64, 64, 16, 8, 8, 4), ConvGemm(64, 64, 16, 8, 8, 8),
-              ConvGemm(64, 128, 16, 8, 8, 2), ConvGemm(64, 128, 16, 8, 8, 4),
-              ConvGemm(128, 64, 32, 8, 4, 4),
-              # the 7² and 14² outputs (N = 392 / 1568 at batch 8): narrow tiles, more K groups
-              ConvGemm(128, 32, 16, 8, 4, 8), ConvGemm(128, 32, 16, 8, 4, 12),
-              ConvGemm(64, 64, 16, 8, 8, 12), ConvGemm(64, 64, 16, 8, 8, 16),
-              ConvGemm(64, 128, 16, 8, 8, 8))
+CONV_GEMMS = tuple(ConvGemm(Sgemm(*sizes)) for sizes in (
+    (128, 128, 8, 8, 8), (128, 64, 16, 8, 8), (64, 128, 16, 8, 8),
+    (128, 64, 16, 8, 4), (64, 128, 16, 4, 8), (64, 64, 16, 8, 8),
+    (64, 64, 16, 4, 4), (32, 64, 16, 4, 4), (64, 32, 16, 4, 4),
+    (32, 32, 16, 4, 4),
+    (64, 64, 16, 4, 4, 2), (64, 64, 16, 4, 4, 4), (64, 64, 16, 4, 4, 8),
+    (128, 64, 16, 8, 4, 2), (128, 64, 16, 8, 4, 4), (128, 64, 16, 8, 4, 8),
+    (64, 64, 16, 8, 8, 2), (64, 64, 16, 8, 8, 4), (64, 64, 16, 8, 8, 8),
+    (64, 128, 16, 8, 8, 2), (64, 128, 16, 8, 8, 4),
+    (128, 64, 32, 8, 4, 4),
+    # the 7² and 14² outputs (N = 392 / 1568 at batch 8): narrow tiles, more K groups
+    (128, 32, 16, 8, 4, 8), (128, 32, 16, 8, 4, 12),
+    (64, 64, 16, 8, 8, 12), (64, 64, 16, 8, 8, 16),
+    (64, 128, 16, 8, 8, 8)))
 
 
 def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
@@ -818,7 +819,9 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
             window = ((p.rows - 1) * strides[0] + side) * ((p.width - 1) * strides[-1] + side)
             return _cdiv(cout, p.channels) * max(1.0, window / (p.rows * p.width *
                                                                int(np.prod(strides))))
-        if isinstance(p, Tile | Sgemm | ConvGemm):
+        if isinstance(p, ConvGemm):
+            p = p.tile
+        if isinstance(p, Tile | Sgemm):
             return float(taps * _cdiv(cout // group, p.bm))
         if isinstance(p, Gemv):
             return 1.0
