@@ -123,6 +123,14 @@ class DeviceModel:
     # ``gemv-packed`` (`cpu_gemv.py`): its time as a fraction of the ``direct`` gemv
     # block's estimate for the same product (0: not offered)
     packed_gemv_rate: float = 0.0
+    # whether fusion may give a row kernel its input as a second output (`fusion.
+    # structure.stored_row_input`: a pre-LN residual sum stored by its LayerNorm)
+    stored_row_inputs: bool = False
+    # whether fusion prices an elementwise operator between a pointwise block and a
+    # MatMul/Conv epilogue (`fusion.epilogues.left_to_anchor`)
+    anchor_epilogues_priced: bool = False
+    # whether fusion tries each Split as Slices its readers fuse (`fusion.splits`)
+    split_as_slices: bool = False
 
 
 DEVICES = {
@@ -142,7 +150,9 @@ DEVICES = {
                                    "depthwise": 0.05, "row": 0.6, "window": 0.01,
                                    "winograd": 0.1, VARIANT_SGEMM: 0.355,
                                    VARIANT_CONV_GEMM: 0.341},
-                       reuse_full=8.0, slice_cost=0.0, launch_us=4.0, prologue_gflops=12_750.0),
+                       reuse_full=8.0, slice_cost=0.0, launch_us=4.0, prologue_gflops=12_750.0,
+                       stored_row_inputs=True, anchor_epilogues_priced=True,
+                       split_as_slices=True),
 }
 
 TILES = (
@@ -763,7 +773,10 @@ def fusion_cost(device: DeviceModel) -> CostModel:
                      bytes_per_us=device.bandwidth_gbs * 1e3 * device.efficiency["row"],
                      flops_per_us=device.prologue_gflops * 1e3,
                      prologue_reuse=lambda view, anchor: prologue_reuse(device, view, anchor),
-                     recompute_evals_per_us=device.recompute_gevals * 1e3 or None)
+                     recompute_evals_per_us=device.recompute_gevals * 1e3 or None,
+                     stored_row_inputs=device.stored_row_inputs,
+                     anchor_epilogues_priced=device.anchor_epilogues_priced,
+                     split_as_slices=device.split_as_slices)
 
 
 def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float | None:
