@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python3 benchmarks/cpu.py [--models resnet50,mobilenet_v3_small,bert_tiny]
                                            [--rounds 20] [--hot 8]
+                                           [--threads auto|workers|caller]
 
 The issue's CPU target: within 2× of onnxruntime on ResNet-50, MobileNetV3 and BERT-tiny.
 The models:
@@ -28,12 +29,18 @@ cache of 128 (`measure` says why). dnnr's kernels alone are the sum
 of every launch's OpenCL profiling-event time (`CompiledModel.time_launches`, minimum over ``--rounds // 4`` repetitions of the
 median of 3), and the ``--hot`` slowest launches are listed by kind and operators.
 The largest difference between dnnr's outputs and onnxruntime's is printed beside.
+
+Each dnnr run goes to PoCL's worker pool or its calling thread, as the runtime chooses
+(`cpu_threads`: the faster of the two lately); ``caller`` counts the timed runs on the
+calling thread, and ``--threads workers`` / ``caller`` forces one for every run (the
+median wall times printed beside show the waiting that choice avoids under load).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -84,19 +91,25 @@ def _pocl_cores() -> int:
     """Threads PoCL's pthread device runs (its compute units)."""
     import pyopencl as cl
 
+    from egraph_compiler.backends.opencl.cpu_threads import expose_caller_device
+
+    expose_caller_device()  # as the runtime does, before PoCL's first platform query
     for platform in cl.get_platforms():
         if "portable" in platform.name.lower() or "pocl" in platform.name.lower():
-            return int(platform.get_devices()[0].max_compute_units)
+            # the worker pool's, not the calling-thread device's one (`cpu_threads`)
+            return max(int(d.max_compute_units) for d in platform.get_devices())
     return os.cpu_count() or 1
 
 
-def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
+def measure(name: str, rounds: int, hot: int, work: Path, threads: str = "auto"
+            ) -> dict[str, Any]:
     import onnxruntime as ort
 
     from egraph_compiler import pipeline
     from egraph_compiler.backends.opencl import KernelParams
     from egraph_compiler.backends.opencl.bench import _bind_dims, _inputs, _static_graph
     from egraph_compiler.backends.opencl.build import build_artefact
+    from egraph_compiler.backends.opencl.cpu_threads import CALLER
     from egraph_compiler.backends.opencl.planning import execution_plan
     from egraph_compiler.backends.opencl.runtime import CompiledModel
 
@@ -136,7 +149,10 @@ def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
     # fusion-off models alternating (MobileNetV3: 64 + 122 launches) reloaded the other's
     # functions every run: that was the "process CPU 2-3× wall" of earlier sessions, and
     # fusion-off runs of 13-33 ms against 4-4.4 ms of kernels
+    for model in (compiled, unfused):  # `cpu_threads`: the runtime's choice unless forced
+        model.threads.fixed = None if threads == "auto" else threads
     ours_s, ort_s, ours_cpu, ort_cpu, off_s = [], [], [], [], []
+    compiled.threads.counts.clear()
     for _ in range(rounds):
         t0 = time.perf_counter()
         compiled.run(feeds)
@@ -152,6 +168,7 @@ def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
         c2 = time.process_time()
         ours_cpu.append(c1 - c0)
         ort_cpu.append(c2 - c1)
+    caller_runs = compiled.threads.counts.get(CALLER, 0)
     per_launch = None
     for _ in range(max(rounds // 4, 1)):
         times = compiled.time_launches()
@@ -159,6 +176,7 @@ def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
                                                       zip(per_launch, times, strict=True)]
     assert per_launch is not None
     unfused.run(feeds)  # its work-group functions loaded back
+    unfused.threads.counts.clear()
     for _ in range(rounds):  # beside onnxruntime as the fused model was, for a like load
         t0 = time.perf_counter()
         unfused.run(feeds)
@@ -177,10 +195,13 @@ def measure(name: str, rounds: int, hot: int, work: Path) -> dict[str, Any]:
     scale = max(float(np.max(np.abs(v))) for v in ort_out.values() if v.size)
     return {"model": name, "launches": len(launches), "compile_s": compile_s,
             "ours_ms": min(ours_s) * 1e3, "ort_ms": min(ort_s) * 1e3,
+            "ours_median_ms": statistics.median(ours_s) * 1e3,
+            "ort_median_ms": statistics.median(ort_s) * 1e3,
             "kernels_ms": sum(per_launch) * 1e3, "ours_cpu_ms": min(ours_cpu) * 1e3,
             "ort_cpu_ms": min(ort_cpu) * 1e3, "error": error / max(scale, 1e-30),
             "off_ms": min(off_s) * 1e3, "off_kernels_ms": sum(off_launch) * 1e3,
             "off_launches": len(unfused.plan["launches"]),
+            "caller_runs": caller_runs, "off_caller_runs": unfused.threads.counts.get(CALLER, 0),
             "operators": artefact.operators,
             "hot": [(s * 1e3, launch["kind"], "+".join(launch["ops"]), launch.get("variant", ""))
                     for s, launch in ranked[:hot]]}
@@ -191,11 +212,14 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--hot", type=int, default=8)
+    parser.add_argument("--threads", choices=("auto", "workers", "caller"), default="auto",
+                        help="PoCL's worker pool or calling thread for every run (default: "
+                             "the runtime's choice, `cpu_threads`)")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="dnnr-cpu-") as tmp:
         for name in args.models.split(","):
-            result = measure(name, args.rounds, args.hot, Path(tmp))
+            result = measure(name, args.rounds, args.hot, Path(tmp), args.threads)
             rows.append(result)
             print(f"{name}: {result['operators']} operators, {result['launches']} launches, "
                   f"compiled in {result['compile_s']:.0f} s, max |dnnr - ort| / max |ort| = "
@@ -205,18 +229,23 @@ def main() -> None:
     print(f"\nPoCL threads {_pocl_cores()} = onnxruntime intra-op threads; min of "
           f"{args.rounds} alternating runs, ms")
     print(f"{'model':20s} {'dnnr e2e':>9s} {'kernels':>9s} {'ort':>9s} {'e2e/ort':>8s} "
-          f"{'kern/ort':>8s} {'dnnr CPU':>9s} {'ort CPU':>9s} {'CPU/CPU':>8s}")
+          f"{'kern/ort':>8s} {'dnnr CPU':>9s} {'ort CPU':>9s} {'CPU/CPU':>8s} {'caller':>6s}")
     for r in rows:
         print(f"{r['model']:20s} {r['ours_ms']:9.2f} {r['kernels_ms']:9.2f} {r['ort_ms']:9.2f} "
               f"{r['ours_ms'] / r['ort_ms']:8.2f} {r['kernels_ms'] / r['ort_ms']:8.2f} "
               f"{r['ours_cpu_ms']:9.2f} {r['ort_cpu_ms']:9.2f} "
-              f"{r['ours_cpu_ms'] / r['ort_cpu_ms']:8.2f}")
+              f"{r['ours_cpu_ms'] / r['ort_cpu_ms']:8.2f} {r['caller_runs']:6d}")
+    print(f"caller: of the {2 * args.rounds} timed runs, those on PoCL's calling thread "
+          f"rather than its worker pool (`cpu_threads`); medians of the wall times, ms:")
+    for r in rows:
+        print(f"  {r['model']:20s} dnnr {r['ours_median_ms']:7.2f}  ort "
+              f"{r['ort_median_ms']:7.2f}")
     print(f"\nfusion off (rounds of its own), ms\n{'model':20s} {'launches':>8s} {'off e2e':>9s} "
-          f"{'off kern':>9s} {'fused/off e2e':>13s} {'kernels':>8s}")
+          f"{'off kern':>9s} {'fused/off e2e':>13s} {'kernels':>8s} {'caller':>6s}")
     for r in rows:
         print(f"{r['model']:20s} {r['off_launches']:8d} {r['off_ms']:9.2f} "
               f"{r['off_kernels_ms']:9.2f} {r['ours_ms'] / r['off_ms']:13.2f} "
-              f"{r['kernels_ms'] / r['off_kernels_ms']:8.2f}")
+              f"{r['kernels_ms'] / r['off_kernels_ms']:8.2f} {r['off_caller_runs']:6d}")
 
 
 if __name__ == "__main__":

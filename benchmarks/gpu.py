@@ -4,6 +4,7 @@ Two steps, because the GPU machine has torch but not dnnr's compiler dependencie
 
     PYTHONPATH=. python3 benchmarks/gpu.py prepare DIR      # here (CPU): export, compile
     python3 benchmarks/gpu.py run DIR --device NVIDIA       # there: time and compare
+    python3 benchmarks/gpu.py table LOG [LOG ...]           # one table from several runs
 
 ``prepare`` builds each torchvision model with weights drawn by `seeded_weights` (NumPy,
 seed 0 — the same function gives the same weights on both machines, whatever torch's own
@@ -21,7 +22,11 @@ non-finite ones counted apart) — with ``prepare --synthetic`` dnnr's weights a
 torch's, so the GPU's output is compared with the same artefact's run on PoCL at
 prepare (same weights), and PoCL's with the real weights against torch there; then
 each conv/matmul kernel's achieved GFLOP/s and GB/s against the card's FP32 and memory
-peaks (from its clocks). Medians of ``--repeats`` runs after warm-up.
+peaks (from its clocks). Medians of ``--repeats`` runs after warm-up. The table marks
+per row issue #13's targets (fused kernels ≤ torch.compile, ≤ 2× the CUDA graph, ≤
+fusion-off) and lists the three longest fused kernels of every row that misses one;
+``table`` rebuilds it from the JSON rows of several `run` logs (one device call cannot
+time every model with torch.compile).
 """
 
 from __future__ import annotations
@@ -111,6 +116,9 @@ TRANSFORMERS: dict[str, tuple[str, str, dict[str, Any], str, str, int]] = {
 # float constants of at least this many elements travel as a seed, not as values, with
 # ``prepare --synthetic`` (timing does not depend on the values; see `_pool_weights`)
 SYNTHETIC_MIN_ELEMENTS = 4096
+# the longest fused kernels `run` records per row (the table lists them for rows that
+# miss a target)
+TOP_KERNELS = 3
 # models whose fused artefact is also built with every anchor option forced in turn
 # (`run` then prints, per conv/matmul, the fastest option beside the cost model's)
 SWEEP: tuple[str, ...] = tuple(os.environ.get("DNNR_GPU_SWEEP", "").split(",")) if \
@@ -569,15 +577,30 @@ def _torch_times(name: str, feeds: dict[str, np.ndarray], repeats: int, compile_
             for _ in range(3):
                 _torch_call(model, name, static_in)
         torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            _torch_call(model, name, static_in)
-        times["cuda_graph"] = _median_ms(graph.replay, repeats, sync)
+        try:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                _torch_call(model, name, static_in)
+            times["cuda_graph"] = _median_ms(graph.replay, repeats, sync)
+        except Exception as error:  # noqa: BLE001 - one model's failure is a cell
+            times["cuda_graph_failed"] = f"{type(error).__name__}: {str(error)[:160]}"
+            print(f"{name}: CUDA graph capture failed: {times['cuda_graph_failed']}",
+                  flush=True)
         if compile_too:
-            compiled = torch.compile(model)
-            _torch_call(compiled, name, xt)
-            times["compile"] = _median_ms(lambda: _torch_call(compiled, name, xt), repeats,
-                                          sync)
+            # a fresh dynamo state and static shapes per model and batch: the table runs
+            # many models in one process, and dynamo would otherwise mark the batch
+            # dimension dynamic at the second batch of the same forward code
+            torch._dynamo.reset()
+            try:
+                compiled = torch.compile(model, dynamic=False)
+                start = time.perf_counter()
+                _torch_call(compiled, name, xt)
+                times["compile_s"] = time.perf_counter() - start
+                times["compile"] = _median_ms(lambda: _torch_call(compiled, name, xt),
+                                              repeats, sync)
+            except Exception as error:  # noqa: BLE001 - one model's failure is a cell
+                times["compile_failed"] = f"{type(error).__name__}: {str(error)[:160]}"
+                print(f"{name}: torch.compile failed: {times['compile_failed']}", flush=True)
     return times, reference
 
 
@@ -623,12 +646,18 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
                     for s, launch in zip(seconds, compiled.plan["launches"], strict=True):
                         total, first = by_block.get(int(launch["block"]), (0.0, launch))
                         by_block[int(launch["block"])] = (total + s, first)
+                    timed = []
                     for block_id, (s, launch) in by_block.items():
                         info = blocks[str(block_id)]
                         passes = sum(1 for other in compiled.plan["launches"]
                                      if int(other["block"]) == block_id)
                         what = f"{'+'.join(launch['ops'])[:30]}" + \
                             (f" ({passes} launches)" if passes > 1 else "")
+                        timed.append({"block": block_id, "ops": what,
+                                      "variant": launch.get("variant") or launch["kind"],
+                                      "ms": s * 1e3,
+                                      "fp32_pct": 100 * info["flops"] / s / 1e9 / peak_gflops,
+                                      "hbm_pct": 100 * info["bytes"] / s / 1e9 / peak_gbs})
                         if not info["flops"] and info["bytes"] >= (1 << 20):
                             memory_shares.append((info["bytes"] / s / 1e9 / peak_gbs, s,
                                                   info["bytes"]))
@@ -647,6 +676,7 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
                                 f"{info['bytes'] / s / 1e9:9.0f}"
                                 f"{100 * info['bytes'] / s / 1e9 / peak_gbs:6.1f}%")
                     result["anchor_share"] = anchor_ms / max(result["fused_kernels_ms"], 1e-9)
+                    result["top_kernels"] = sorted(timed, key=lambda k: -k["ms"])[:TOP_KERNELS]
                 del compiled
         if (target / "sweep").exists():
             _sweep(target, pool, device, feeds, repeats, peak_gflops)
@@ -665,19 +695,9 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
                 result.update({"vs": "torch", **compare(dnnr_out, reference)})
         rows.append(result)
         print(json.dumps(result), flush=True)
-    print(f"\n{card}, median of {repeats}; dnnr kernels = sum of OpenCL profiling events; "
-          f"PyTorch TF32 {'on' if os.environ.get('DNNR_TORCH_TF32') == '1' else 'off'}")
-    print("| model (batch) | dnnr fused kernels ms | fused without sgemm | dnnr fused end-to-end ms | fusion-off "
-          "kernels ms | PyTorch eager ms | eager in a CUDA graph ms | torch.compile ms | "
-          "conv/matmul share | max rel err |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['model']} ({r['batch']}) | {r['fused_kernels_ms']:.2f} | "
-              f"{r.get('fused_base_kernels_ms', float('nan')):.2f} | "
-              f"{r['fused_e2e_ms']:.2f} | {r['unfused_kernels_ms']:.2f} | "
-              f"{r.get('eager', float('nan')):.2f} | "
-              f"{r.get('cuda_graph', float('nan')):.2f} | {r.get('compile', float('nan')):.2f} | "
-              f"{100 * r['anchor_share']:.0f} % | {_error_cell(r)} |")
+    print()
+    for line in table_lines(rows, f"{card}, median of {repeats}"):
+        print(line)
     print("\nconv/matmul blocks (fused; a block's launches summed): ms, GFLOP/s (the "
           "direct conv's/matmul's FLOPs, whatever the algorithm), % of FP32 peak, GB/s, "
           "% of memory peak")
@@ -702,6 +722,83 @@ def run(out: Path, device: str, repeats: int, only: str | None, compile_too: boo
               f"{100 * np.average(shares, weights=seconds):.0f}; at 60 % or more: "
               f"{int((shares >= 0.6).sum())} kernels, "
               f"{100 * seconds[shares >= 0.6].sum() / seconds.sum():.0f} % of their time")
+
+
+def _cell(row: dict[str, Any], key: str) -> str:
+    """A time in ms, or why there is none (a torch step that failed on the card)."""
+    if f"{key}_failed" in row:
+        return f"failed ({row[f'{key}_failed'].split(':')[0]})"
+    value = row.get(key)
+    return "–" if value is None or value != value else f"{value:.2f}"
+
+
+def targets(row: dict[str, Any]) -> dict[str, bool | None]:
+    """Issue #13's three GPU targets for one row, on dnnr's fused kernel time: ≤
+    torch.compile, ≤ 2× eager in a CUDA graph, ≤ fusion-off; None where the torch time
+    the target needs is missing (not timed, or failed)."""
+    fused = row["fused_kernels_ms"]
+
+    def at_most(key: str, factor: float = 1.0) -> bool | None:
+        other = row.get(key)
+        return None if other is None or other != other else fused <= factor * other
+
+    return {"<= compile": at_most("compile"), "<= 2x graph": at_most("cuda_graph", 2.0),
+            "<= fusion-off": at_most("unfused_kernels_ms")}
+
+
+def table_lines(rows: list[dict[str, Any]], title: str) -> list[str]:
+    """The markdown table of `run`'s rows with the targets held per row, then the three
+    longest fused kernels of every row that misses one (ms, % of the card's FP32 and
+    memory peaks)."""
+    tf32 = "on" if os.environ.get("DNNR_TORCH_TF32") == "1" else "off"
+    names = list(targets(rows[0])) if rows else []
+    lines = [f"{title}; dnnr kernels = sum of OpenCL profiling events; PyTorch TF32 {tf32}",
+             "| model (batch) | dnnr fused kernels ms | fused without sgemm | dnnr fused "
+             "end-to-end ms | fusion-off kernels ms | PyTorch eager ms | eager in a CUDA graph "
+             "ms | torch.compile ms | conv/matmul share | max rel err | "
+             + " | ".join(names) + " |",
+             "|---" * (10 + len(names)) + "|"]
+    misses = []
+    for r in sorted(rows, key=lambda r: (r["model"], r["batch"])):
+        held = targets(r)
+        marks = ["–" if ok is None else ("yes" if ok else "**no**") for ok in held.values()]
+        lines.append(
+            f"| {r['model']} ({r['batch']}) | {r['fused_kernels_ms']:.2f} | "
+            f"{_cell(r, 'fused_base_kernels_ms')} | {r['fused_e2e_ms']:.2f} | "
+            f"{r['unfused_kernels_ms']:.2f} | {_cell(r, 'eager')} | {_cell(r, 'cuda_graph')} | "
+            f"{_cell(r, 'compile')} | {100 * r['anchor_share']:.0f} % | {_error_cell(r)} | "
+            + " | ".join(marks) + " |")
+        if False in held.values():
+            misses.append(r)
+    held_counts = {name: sum(1 for r in rows if targets(r)[name]) for name in names}
+    lines.append(f"rows {len(rows)}; targets held: " + ", ".join(
+        f"{name} {count}" for name, count in held_counts.items()))
+    for r in misses:
+        missed = ", ".join(name for name, ok in targets(r).items() if ok is False)
+        lines.append(f"{r['model']} ({r['batch']}) misses {missed}; longest fused kernels:")
+        for k in r.get("top_kernels", []):
+            lines.append(f"    {k['ms']:7.3f} ms  {k['ops'][:44]:<46}{k['variant'][:40]:<42}"
+                         f"{k['fp32_pct']:5.1f} % FP32  {k['hbm_pct']:5.1f} % HBM")
+    return lines
+
+
+def table_from_logs(logs: list[Path]) -> list[str]:
+    """`table_lines` over the rows `run` printed into ``logs`` (one JSON object a line),
+    a later log's row replacing an earlier one of the same model and batch; every log
+    must name the same card (rows of different cards are not one table)."""
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    cards = set()
+    for log in logs:
+        for line in log.read_text().splitlines():
+            if line.startswith("card: "):
+                cards.add(line.removeprefix("card: ").split(";")[0])
+            elif line.startswith('{"model"'):
+                row = json.loads(line)
+                rows[(row["model"], int(row["batch"]))] = row
+    if len(cards) != 1:
+        raise SystemExit(f"error: the logs name {len(cards)} cards ({', '.join(sorted(cards))}); "
+                         "a table needs rows from one card")
+    return table_lines(list(rows.values()), f"{cards.pop()}, rows from {len(logs)} log(s)")
 
 
 def _error_cell(result: dict[str, Any]) -> str:
@@ -763,8 +860,9 @@ def _sweep(target: Path, pool: Path, device: str, feeds: dict[str, np.ndarray], 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=["prepare", "run"])
-    parser.add_argument("dir")
+    parser.add_argument("step", choices=["prepare", "run", "table"])
+    parser.add_argument("dir", nargs="+", help="prepare/run: the artefact directory; "
+                        "table: the logs of `run` to merge into one table")
     parser.add_argument("--device", default="NVIDIA", help="OpenCL device name substring")
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--only", help="model names, comma-separated")
@@ -774,10 +872,15 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     parser.add_argument("--no-torch", action="store_true", help="time dnnr only")
     args = parser.parse_args()
+    if args.step == "table":
+        print("\n".join(table_from_logs([Path(d) for d in args.dir])))
+        return
+    if len(args.dir) != 1:
+        parser.error(f"{args.step} takes one directory")
     if args.step == "prepare":
-        prepare(Path(args.dir), args.only, args.synthetic)
+        prepare(Path(args.dir[0]), args.only, args.synthetic)
     else:
-        run(Path(args.dir), args.device, args.repeats, args.only, not args.no_compile,
+        run(Path(args.dir[0]), args.device, args.repeats, args.only, not args.no_compile,
             not args.no_torch)
 
 

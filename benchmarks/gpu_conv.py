@@ -17,12 +17,8 @@ profiling events.
 
 from __future__ import annotations
 
-import argparse
 import json
-import re
-import statistics
 import sys
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -62,6 +58,14 @@ EXTRA = ((128, 32, 16, 8, 4, 4), (128, 32, 16, 8, 4, 8), (64, 32, 16, 4, 4, 8),
          (128, 32, 16, 8, 4, 9), (128, 32, 16, 8, 4, 10), (128, 32, 16, 8, 4, 15),
          (128, 32, 16, 8, 4, 18), (128, 32, 16, 8, 4, 24), (64, 64, 16, 8, 8, 18),
          (128, 32, 32, 8, 4, 6), (128, 32, 32, 8, 4, 9), (64, 32, 16, 4, 4, 12))
+# Tried and not kept (session 11): K groups summed by each C tile's last work-group to
+# finish (a fence and an atomic counter per tile after the partials, no second launch,
+# the same bits over 200 runs): on an H200 slower than the second launch on every K-group
+# tile of the six stride-2 convs, by 2-27 µs, growing with the work-groups (ResNet-18's
+# 256 -> 512: 0.062 against 0.048 ms at 128 × 32 with 12 groups; ResNet-18 b8 1.05 ->
+# 1.07-1.08 ms, ResNet-50 3.04 -> 3.09 ms). Logs: .gpu/conv14/logs/{1,2}. Split per
+# launch (logs/3, medians of 50): 128 × 32 with 12 groups is 0.0419 ms of conv (33.2 % of
+# peak alone) + 0.0050 of sum launch (10 MB: at the H200's copy bound for that size).
 
 
 def model(cin: int, cout: int, side: int, stride: int):  # noqa: ANN201 - onnx
@@ -142,7 +146,8 @@ def prepare(out: Path, only: str | None) -> None:
         variants = {"old": replace(params, conv_gemm=False), "model": params}
         from egraph_compiler.backends.opencl.conv_gemm import ConvGemm
 
-        extra = tuple(ConvGemm(*sizes) for sizes in EXTRA if ConvGemm(*sizes) not in cost.CONV_GEMMS)
+        extra = tuple(ConvGemm(Sgemm(*sizes)) for sizes in EXTRA
+                      if ConvGemm(Sgemm(*sizes)) not in cost.CONV_GEMMS)
         for shape in (*cost.CONV_GEMMS, *extra):
             variants[shape.describe().replace(" ", "_")] = replace(
                 params, anchor_variant="conv-gemm", anchor_conv_gemm=shape)
@@ -160,71 +165,22 @@ def prepare(out: Path, only: str | None) -> None:
 
 
 def run(out: Path, device: str, repeats: int) -> None:
-    from benchmarks.gpu import _peaks
-    from egraph_compiler.backends.opencl.runtime import CompiledModel
+    from benchmarks.gpu_micro import summary, time_options
 
-    card, peak_gflops, _ = _peaks()
-    print(f"card: {card}; FP32 peak {peak_gflops / 1e3:.1f} TFLOP/s (nvidia-smi max clocks)")
-    print(f"{'shape':<20}{'option':<52}{'ms':>8}{'GFLOP/s':>10}{'% peak':>8}{'rel diff':>10}")
-    summary = []
-    for shape_dir in sorted(p for p in out.iterdir() if (p / "meta.json").exists()):
-        meta = json.loads((shape_dir / "meta.json").read_text())
-        flops = meta["flops"]
-        rng = np.random.default_rng(0)
-        reference = None
-        rows: dict[str, float] = {}
-        labels = {}
-        for label in ["old", "model", *sorted(p.name for p in shape_dir.iterdir()
-                                             if p.is_dir() and p.name not in ("old", "model"))]:
-            with tempfile.TemporaryDirectory() as tmp:
-                try:
-                    compiled = CompiledModel(_unseed_weights(shape_dir / label, Path(tmp) / "a"), device)
-                except Exception as error:  # a kernel the driver refuses: say so, go on
-                    print(f"{shape_dir.name:<20}{label:<52} failed: {str(error)[:200]}", flush=True)
-                    continue
-                if reference is None:
-                    feeds = {"x": rng.standard_normal(compiled.plan["tensors"]["x"]["shape"])
-                             .astype(np.float32)}
-                result = compiled.run(feeds)["y"]
-                seconds = [sum(compiled.time_launches(1)) for _ in range(repeats)]
-                ms = statistics.median(seconds) * 1e3
-                if reference is None:
-                    reference = result
-                diff = float(np.max(np.abs(result - reference)) /
-                             max(float(np.max(np.abs(reference))), 1e-30))
-                variant = compiled.plan["launches"][0]["variant"]
-                rows[label] = ms
-                labels[label] = variant
-                shown = label if label not in ("old", "model") else f"{label}: {variant}"
-                print(f"{shape_dir.name:<20}{shown:<52}{ms:8.3f}{flops / ms / 1e6:10.0f}"
-                      f"{100 * flops / ms / 1e6 / peak_gflops:7.1f}%{diff:10.1e}", flush=True)
-                del compiled
-        best = min((k for k in rows if k not in ("old", "model")), key=rows.get)
-        summary.append((shape_dir.name, rows["old"], labels["old"], rows["model"], labels["model"],
-                        best, rows[best], flops))
-    print(f"\n{card}: old (the GPU class's pick before conv-gemm) vs new (its pick now) vs the "
-          "fastest forced option; ms and % of FP32 peak")
-    print("| shape | old | ms | % | new | ms | % | fastest | ms | % |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, old, old_v, new, new_v, best, best_ms, flops in summary:
-        def pct(ms: float, flops: int = flops) -> float:
-            return 100 * flops / ms / 1e6 / peak_gflops
-
-        print(f"| {name} | {old_v} | {old:.3f} | {pct(old):.1f} | {new_v} | {new:.3f} | "
-              f"{pct(new):.1f} | {best} | {best_ms:.3f} | {pct(best_ms):.1f} |")
+    card, peak_gflops, results = time_options(
+        out, device, repeats, lambda artefact, tmp: _unseed_weights(artefact, tmp / "a"))
+    summary(card, peak_gflops, results, "old (the GPU class's pick before conv-gemm) vs new "
+            "(its pick now) vs the fastest forced option")
 
 
 def fit(log: Path) -> None:
     """Replay the cost model's picks against a ``run`` log (no GPU needed): per shape its
     pick (``old``'s time where it keeps an earlier option) and the fastest forced option."""
+    from benchmarks.gpu_micro import read_log, replay
     from egraph_compiler.backends.opencl import cost
 
-    measured: dict[str, dict[str, float]] = {}
-    for line in log.read_text().splitlines():
-        found = re.match(r"(\S+)\s+(old|conv-gemm_\S+|sgemm_\S+)(?::.*?)?\s+([\d.]+)\s+\d+\s", line)
-        if found and found.group(1) in SHAPES:
-            measured.setdefault(found.group(1), {})[found.group(2)] = float(found.group(3))
-    totals = [0.0, 0.0, 0.0]
+    measured = read_log(log, SHAPES, r"conv-gemm_\S+|sgemm_\S+")
+    picks = {}
     for name, (cin, cout, side, stride) in SHAPES.items():
         if name not in measured:
             continue
@@ -234,32 +190,11 @@ def fit(log: Path) -> None:
                                         True, None, window_taps=9, width=out_side,
                                         winograd=stride == 1, stride=stride, conv_gemm=True,
                                         epilogue_ops=1))
-        label = pick.params.describe().replace(" ", "_") if pick.variant == "conv-gemm" else "old"
-        times = measured[name]
-        best = min(v for key, v in times.items() if key != "old")
-        chosen = times.get(label, float("nan"))
-        for i, value in enumerate((chosen, best, times["old"])):
-            totals[i] += value
-        print(f"{name:<20} pick {label:<44}{chosen:8.3f}  fastest {best:.3f}  old {times['old']:.3f}"
-              f"{'  MISS' if chosen > 1.05 * best else ''}")
-    print(f"sum of picks {totals[0]:.3f} ms, of the fastest {totals[1]:.3f}, of old {totals[2]:.3f}")
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=["prepare", "run", "fit"])
-    parser.add_argument("dir")
-    parser.add_argument("--device", default="NVIDIA")
-    parser.add_argument("--repeats", type=int, default=30)
-    parser.add_argument("--only", help="shape names, comma-separated")
-    args = parser.parse_args()
-    if args.step == "fit":  # DIR: a `run` log
-        fit(Path(args.dir))
-    elif args.step == "prepare":
-        prepare(Path(args.dir), args.only)
-    else:
-        run(Path(args.dir), args.device, args.repeats)
+        picks[name] = pick.params.describe().replace(" ", "_") if pick.variant == "conv-gemm" else "old"
+    replay(measured, picks, "the GPU class's pick before conv-gemm")
 
 
 if __name__ == "__main__":
-    main()
+    from benchmarks.gpu_micro import main
+
+    main(__doc__, prepare, run, fit, repeats=30)

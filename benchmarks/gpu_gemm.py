@@ -16,11 +16,8 @@ largest value). Times: the median of ``--repeats`` runs, OpenCL profiling events
 
 from __future__ import annotations
 
-import argparse
 import json
-import statistics
 import sys
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -116,12 +113,6 @@ def model(batch: int, m: int, n: int, k: int, epilogue: str, transposed: bool,  
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def feeds_for(plan: dict, seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {name: rng.standard_normal(plan["tensors"][name]["shape"]).astype(np.float32)
-            for name in plan["inputs"]}
-
-
 def prepare(out: Path, only: str | None) -> None:
     from egraph_compiler.backends.opencl import KernelParams, build, cost
     from egraph_compiler.fusion import plan_fusion
@@ -147,46 +138,11 @@ def prepare(out: Path, only: str | None) -> None:
 
 
 def run(out: Path, device: str, repeats: int) -> None:
-    from benchmarks.gpu import _peaks
-    from egraph_compiler.backends.opencl.runtime import CompiledModel
+    from benchmarks.gpu_micro import summary, time_options
 
-    card, peak_gflops, _ = _peaks()
-    print(f"card: {card}; FP32 peak {peak_gflops / 1e3:.1f} TFLOP/s (nvidia-smi max clocks)")
-    print(f"{'shape':<20}{'option':<36}{'ms':>8}{'GFLOP/s':>10}{'% peak':>8}{'rel diff':>10}")
-    summary = []
-    for shape_dir in sorted(p for p in out.iterdir() if (p / "meta.json").exists()):
-        flops = json.loads((shape_dir / "meta.json").read_text())["flops"]
-        reference = None
-        rows = {}
-        for label in ["old", "model", *sorted(p.name for p in shape_dir.iterdir()
-                                             if p.is_dir() and p.name not in ("old", "model"))]:
-            with tempfile.TemporaryDirectory():
-                compiled = CompiledModel(shape_dir / label, device)
-                feeds = feeds_for(compiled.plan, 0)
-                result = compiled.run(feeds)["y"]
-                seconds = [sum(compiled.time_launches(1)) for _ in range(repeats)]
-                ms = statistics.median(seconds) * 1e3
-                if reference is None:
-                    reference = result
-                diff = float(np.max(np.abs(result - reference)) / max(float(np.max(np.abs(reference))), 1e-30))
-                variant = compiled.plan["launches"][0]["variant"]
-                rows[label] = ms
-                print(f"{shape_dir.name:<22}{(label if label != 'model' else 'model: ' + variant):<40}"
-                      f"{ms:8.3f}{flops / ms / 1e6:10.0f}{100 * flops / ms / 1e6 / peak_gflops:7.1f}%"
-                      f"{diff:10.1e}", flush=True)
-                del compiled
-        best = min((k for k in rows if k not in ("old", "model")), key=rows.get)
-        summary.append((shape_dir.name, rows["old"], rows["model"], best, rows[best], flops))
-    print(f"\n{card}: old (tiled, the model's pick) vs new (the model's pick with sgemm) vs the "
-          "fastest sgemm; ms and % of FP32 peak")
-    print("| shape | old ms | old % | new ms | new % | fastest sgemm | ms | % |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, old, new, best, best_ms, flops in summary:
-        def pct(ms: float, flops: int = flops) -> float:
-            return 100 * flops / ms / 1e6 / peak_gflops
-
-        print(f"| {name} | {old:.3f} | {pct(old):.1f} | {new:.3f} | {pct(new):.1f} | {best} | "
-              f"{best_ms:.3f} | {pct(best_ms):.1f} |")
+    card, peak_gflops, results = time_options(out, device, repeats)
+    summary(card, peak_gflops, results, "old (tiled, the model's pick) vs new (the model's pick "
+            "with sgemm) vs the fastest sgemm")
 
 
 # epilogue operators per shape's epilogue (`model`): bias + torch's Gelu; bias + residual
@@ -197,45 +153,21 @@ def fit(log: Path) -> None:
     """Replay the cost model's picks against a ``run`` log's measured times (the fit
     check of `cost._sgemm_options`): per shape, its pick (``old``'s time where it picks
     ``tiled``) and the fastest ``sgemm``; no GPU needed."""
-    import re
-
+    from benchmarks.gpu_micro import read_log, replay
     from egraph_compiler.backends.opencl import cost
 
-    measured: dict[str, dict[str, float]] = {}
-    for line in log.read_text().splitlines():
-        found = re.match(r"(\S+?)\s*(old|sgemm_\S+)\s+([\d.]+)\s", line)  # names may fill the column
-        if found and found.group(1) in SHAPES:
-            measured.setdefault(found.group(1), {})[found.group(2)] = float(found.group(3))
-    totals = [0.0, 0.0, 0.0]
+    measured = read_log(log, SHAPES, r"sgemm_\S+")
+    picks = {}
     for name, (batch, m, n, k, epilogue, _) in SHAPES.items():
         if name not in measured:
             continue
         pick = cost.choose(cost.options(cost.DEVICES["gpu"], m, n, k, batch, batch * m * n // 16,
                                         True, None, sgemm=True, epilogue_ops=EPILOGUE_OPS[epilogue]))
-        label = pick.params.describe().replace(" ", "_") if pick.variant == "sgemm" else "old"
-        times = measured[name]
-        best = min(v for key, v in times.items() if key != "old")
-        for i, value in enumerate((times[label], best, times["old"])):
-            totals[i] += value
-        print(f"{name:<20} pick {label:<42}{times[label]:8.3f}  fastest {best:.3f}"
-              f"{'  MISS' if times[label] > 1.05 * best else ''}")
-    print(f"sum of picks {totals[0]:.3f} ms, of the fastest {totals[1]:.3f}, of old (tiled) {totals[2]:.3f}")
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=["prepare", "run", "fit"])
-    parser.add_argument("dir")
-    parser.add_argument("--device", default="NVIDIA")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--only", help="shape names, comma-separated")
-    args = parser.parse_args()
-    if args.step == "fit":  # DIR: a `run` log
-        fit(Path(args.dir))
-        return
-    (prepare if args.step == "prepare" else lambda d, o: run(d, args.device, args.repeats))(
-        Path(args.dir), args.only)
+        picks[name] = pick.params.describe().replace(" ", "_") if pick.variant == "sgemm" else "old"
+    replay(measured, picks, "tiled")
 
 
 if __name__ == "__main__":
-    main()
+    from benchmarks.gpu_micro import main
+
+    main(__doc__, prepare, run, fit, repeats=20)

@@ -7,7 +7,9 @@ constraint check, profile database or cost model for yellow cases), merges
 reductions over the same rows into one row-group block (`structure`), and picks
 the dimension order of intermediates that reductions read (`layout`). Each
 `Block` knows its mapping type, member nodes, anchor, kernel kind and the index
-map of every value it stores. ``tables`` is a `FusionTables` (or a dsl
+map of every value it stores. A backend's cost model may also let a row kernel store
+its input (a pre-LN residual sum), leave broadcast consumers to a MatMul's epilogue
+(`epilogues`) and split a Split into Slices its readers fuse (`splits`). ``tables`` is a `FusionTables` (or a dsl
 `RuleSet`, read through `FusionTables.from_ruleset`; None: the shipped rule
 library's tables, `FusionTables.shipped`); ``fuse=False`` gives one
 block per operator (the "OurB" baseline).

@@ -19,10 +19,12 @@ import numpy as np
 
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.blocks import Block, Decision, FusionPlan
+from egraph_compiler.fusion.epilogues import left_to_anchor, stored_verdict
 from egraph_compiler.fusion.layout import LayoutChoice, select_layouts
 from egraph_compiler.fusion.profile_db import CostModel, ProfileDb, profile_key
 from egraph_compiler.fusion.projections import merge_projections
 from egraph_compiler.fusion.recompute import broadcast_verdict, merged_recompute
+from egraph_compiler.fusion.splits import split_as_slices
 from egraph_compiler.fusion.structure import ROW_REDUCE_OPS, BlockStructure, analyse
 from egraph_compiler.fusion.tables import (
     BREAK,
@@ -126,9 +128,15 @@ class _Planner:
         if verdict == BREAK or result is None:
             self.decisions.append(Decision(block_id, label, BREAK, f"{first} then {second}"))
             return False
-        shape = analyse(self.view, frozenset(block | {candidate}), self.block_of)
+        shape = self.structure(frozenset(block | {candidate}), self.block_of)
         if isinstance(shape, str):
             self.decisions.append(Decision(block_id, label, "constraint", shape))
+            return False
+        left = left_to_anchor(self.view, self.cost, candidate, via, block, self.block_of) \
+            if shape.anchor is None and edge[1] == candidate else None
+        if left is not None:  # a successor the MatMul/Conv's epilogue computes cheaper
+            # (not a "profile" verdict: `dnnr tune` measures those pairs by key)
+            self.decisions.append(Decision(block_id, label, "constraint", left))
             return False
         if verdict == FUSE and self.cost.prologue_reuse is not None and \
                 self.prologue_of(block, candidate, shape):
@@ -149,6 +157,15 @@ class _Planner:
         block.add(candidate)
         block_type[0] = result
         return True
+
+    def structure(self, members: frozenset[int], others: dict[int, int]) -> BlockStructure | str:
+        """`structure.analyse`, and whether this backend stores a row input here
+        (`fusion.epilogues`): a block the planner may form, or the reason not."""
+        shape = analyse(self.view, members, others)
+        if isinstance(shape, str):
+            return shape
+        refused = stored_verdict(self.view, self.cost, shape, members, self.block_of)
+        return refused if refused is not None else shape
 
     def prologue_of(self, block: set[int], candidate: int, shape: BlockStructure) -> list[int]:
         """The prologue operators this step fuses into an anchor: the candidate when it
@@ -261,7 +278,7 @@ class _Planner:
         self.units = find_units(self.view)
         for unit in self.units:
             block_id = len(blocks)
-            shape = analyse(self.view, unit.nodes, self.block_of)
+            shape = self.structure(unit.nodes, self.block_of)
             if not unit.nodes <= unfused or isinstance(shape, str):
                 reason = shape if isinstance(shape, str) else "overlaps a block"
                 self.decisions.append(Decision(block_id, f"unit {unit.kind}", "constraint",
@@ -299,7 +316,7 @@ class _Planner:
                 j = readers.pop()
                 union = frozenset(blocks[i] | blocks[j])
                 others = {n: (k if k not in (i, j) else -1) for n, k in owner.items()}
-                shape = analyse(self.view, union, others)
+                shape = self.structure(union, others)
                 if isinstance(shape, str) or not self.recompute_pays(block, shape, outputs):
                     continue
                 ops = "+".join(self.view.nodes[n].op for n in sorted(block))
@@ -419,6 +436,11 @@ def plan_blocks(graph: Graph, tables: FusionTables, profile_db: ProfileDb | None
     plan = _plan(graph, [], tables, profile_db, cost, fuse, layouts)
     if not fuse:
         return plan
+    sliced = split_as_slices(graph) if cost is not None and cost.split_as_slices else graph
+    if sliced is not graph:  # kept where its pieces fuse into their readers (`fusion.splits`)
+        candidate = _plan(sliced, [], tables, profile_db, cost, fuse, layouts)
+        if candidate.kernel_count < plan.kernel_count:
+            graph, plan = sliced, candidate
     # horizontal fusion of projections sharing an input (`fusion.projections`), kept
     # where it pays: fewer kernel launches than the plan without it
     merged_graph, merged = merge_projections(graph)

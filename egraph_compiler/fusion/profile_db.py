@@ -107,6 +107,14 @@ class CostModel:
     # operand per element (`fusion.recompute`); a backend that gives it has every such
     # step priced (None: Table 3.3's green verdict stands)
     recompute_evals_per_us: float | None = None
+    # a backend whose row kernels store their input as a second output where it is
+    # needed outside (`structure.stored_row_input`); False: such a block never forms
+    stored_row_inputs: bool = False
+    # whether a pointwise block leaves an elementwise successor to the MatMul/Conv
+    # epilogue that moves fewer bytes (`fusion.epilogues.left_to_anchor`)
+    anchor_epilogues_priced: bool = False
+    # whether the planner also tries every Split as one Slice per piece (`fusion.splits`)
+    split_as_slices: bool = False
 
     def fuse_is_profitable(self, intermediate_bytes: int, op_flops: float,
                            reuse: float) -> bool:

@@ -56,6 +56,9 @@ class BlockStructure:
     outputs: tuple[str, ...]
     iteration_shape: tuple[int, ...]
     forward: dict[str, tuple[ix.IExpr, ...]]  # spine value -> index in iteration vars
+    # prologue values the kernel also stores (`stored_row_input`): a row kernel's input
+    # needed outside the block, written where the kernel reads each element once
+    stored: tuple[str, ...] = ()
 
 
 def iteration_vars(shape: tuple[int, ...], prefix: str = "i") -> tuple[ix.IExpr, ...]:
@@ -241,10 +244,14 @@ def _anchored(view: GraphView, ordered: list[int], anchor: int, inputs: list[str
         spine.append(n)
     prologue = [n for n in ordered if n != anchor and n not in spine]
     spine_values = set(forward)
+    kind = anchor_kind(view.nodes[anchor].op)
+    stored = []
     for v in outputs:
         if v not in spine_values:
-            return "a prologue value is needed outside the block"
-    kind = anchor_kind(view.nodes[anchor].op)
+            if not stored_row_input(view, anchor, kind, v):
+                return "a prologue value is needed outside the block"
+            stored.append(v)
+            forward[v] = forward[anchor_value]  # same shape: the element the kernel normalises
     if kind in ("conv", "matmul", "pool"):
         reused = [n for n in prologue if role_of(view.nodes[n].op) == "elementwise"]
         if len(reused) > MAX_REUSED_PROLOGUE_OPS:
@@ -256,4 +263,18 @@ def _anchored(view: GraphView, ordered: list[int], anchor: int, inputs: list[str
     if view.dtype(anchor_value) not in ("float32",) and kind not in ("reduce", "indexed"):
         return "anchors are generated for float32 only"
     return BlockStructure(anchor, kind, tuple(spine), tuple(prologue), tuple(inputs),
-                          tuple(outputs), space, forward)
+                          tuple(outputs), space, forward, tuple(stored))
+
+
+def stored_row_input(view: GraphView, anchor: int, kind: str, value: str) -> bool:
+    """Whether a row kernel (``rownorm``: LayerNorm, Softmax, …) can store ``value``, a
+    prologue value also needed outside its block: only the anchor's own input, computed
+    in the block (a residual sum ``h = h + f(x)`` that feeds a pre-LN LayerNorm and the
+    next residual), of the anchor output's shape and float32. The kernel visits each
+    element once when it writes the normalised output and stores the sum there too; the
+    sum's other consumers read the stored tensor like any block output. Whether a
+    planner forms such a block is its (and its backend's) choice."""
+    node = view.nodes[anchor]
+    return kind == "rownorm" and value == node.inputs[0] and \
+        view.shape(value) == view.shape(node.outputs[0]) and view.dtype(value) == "float32" \
+        and value in view.producer_index

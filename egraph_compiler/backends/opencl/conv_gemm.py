@@ -44,8 +44,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from egraph_compiler.backends.opencl import gemm
+from egraph_compiler.backends.opencl.conv_store import conv_store
 from egraph_compiler.backends.opencl.emit import Scope
 from egraph_compiler.backends.opencl.gemm import Operand
+from egraph_compiler.backends.opencl.sgemm import VARIANT as SGEMM
 from egraph_compiler.backends.opencl.sgemm import KRange, Sgemm, schedule, store_elements
 from egraph_compiler.fusion import index as ix
 
@@ -57,20 +59,11 @@ VARIANT = "conv-gemm"
 
 @dataclass(frozen=True)
 class ConvGemm:
-    """``conv-gemm`` parameters: `sgemm.Sgemm`'s C tile ``bm × bn``, K step ``bk``,
-    ``tm × tn`` register block and K ranges across work-groups ``groups`` (split-K for
-    the late layers' few C tiles: partials through scratch, `gemm.sum_partials`)."""
+    """``conv-gemm`` parameters: the `sgemm.Sgemm` tile its schedule runs (C tile, K
+    step, register block, and K ranges across work-groups ``groups``: split-K for the
+    late layers' few C tiles, partials through scratch, `gemm.sum_partials`)."""
 
-    bm: int
-    bn: int
-    bk: int
-    tm: int
-    tn: int
-    groups: int = 1
-
-    @property
-    def tile(self) -> Sgemm:
-        return Sgemm(self.bm, self.bn, self.bk, self.tm, self.tn, self.groups)
+    tile: Sgemm
 
     @property
     def work_group(self) -> int:
@@ -78,11 +71,10 @@ class ConvGemm:
 
     def valid(self) -> bool:
         # the gather shares one column setup among a work-item's slots
-        return self.tile.valid() and self.work_group % self.bn == 0
+        return self.tile.valid() and self.work_group % self.tile.bn == 0
 
     def describe(self) -> str:
-        return f"{VARIANT} {self.bm}x{self.bn}x{self.bk} per-item {self.tm}x{self.tn}" + \
-            (f" k-groups {self.groups}" if self.groups > 1 else "")
+        return VARIANT + self.tile.describe().removeprefix(SGEMM)
 
 
 def applies(gen: _Gen, geo: gemm.ConvGeometry) -> bool:
@@ -119,35 +111,14 @@ def conv_gemm(gen: _Gen, geo: gemm.ConvGeometry, params: ConvGemm) -> Kernel | N
 
     weights = Operand(cout, False, w_setup, w_load, k_size,
                       (w_read, lambda co, k: (k, co)))
-    store = _store(gen, geo)
-    if params.groups == 1:
+    store = conv_store(gen, geo, None)
+    if params.tile.groups == 1:
         return _kernel(gen, geo, params.tile, weights, store)
-    gen.use_scratch(params.groups * cout * geo.columns)
+    gen.use_scratch(params.tile.groups * cout * geo.columns)
     columns = Operand(geo.columns, False, w_setup, w_load, k_size)  # its rows only
     problem = gemm.Problem((1,), k_size, weights, columns, store)
-    return gemm.sum_partials(gen, problem, params.groups,
+    return gemm.sum_partials(gen, problem, params.tile.groups,
                              _kernel(gen, geo, params.tile, weights, store))
-
-
-def _store(gen: _Gen, geo: gemm.ConvGeometry) -> Callable[[Scope, str, str, str], None]:
-    """The epilogue of output element (co = m, column n), as `gemm.conv_problem` stores it."""
-    node = gen.anchor()
-    bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
-    cout, out_sp = geo.out_shape[1], geo.out_shape[2:]
-
-    def store(scope: Scope, m: str, n: str, value: str) -> None:
-        scope.emit(f"const int co = {m};")
-        scope.emit(f"int c = {n};")
-        for d in reversed(range(geo.spatial)):
-            scope.emit(f"const int o{d} = c % {out_sp[d]}; c /= {out_sp[d]};")
-        scope.emit("const int nb = c;")
-        if bias is not None:
-            value = f"({value} + {gen.em.value(scope, bias, (gen.ivar('co', cout),))})"
-        gen.declare_iteration(scope, (gen.ivar("nb", geo.out_shape[0]), gen.ivar("co", cout),
-                                      *(gen.ivar(f"o{d}", out_sp[d]) for d in range(geo.spatial))))
-        gen.epilogue(scope, value)
-
-    return store
 
 
 class _Gather:

@@ -123,6 +123,14 @@ class DeviceModel:
     # ``gemv-packed`` (`cpu_gemv.py`): its time as a fraction of the ``direct`` gemv
     # block's estimate for the same product (0: not offered)
     packed_gemv_rate: float = 0.0
+    # whether fusion may give a row kernel its input as a second output (`fusion.
+    # structure.stored_row_input`: a pre-LN residual sum stored by its LayerNorm)
+    stored_row_inputs: bool = False
+    # whether fusion prices an elementwise operator between a pointwise block and a
+    # MatMul/Conv epilogue (`fusion.epilogues.left_to_anchor`)
+    anchor_epilogues_priced: bool = False
+    # whether fusion tries each Split as Slices its readers fuse (`fusion.splits`)
+    split_as_slices: bool = False
 
 
 DEVICES = {
@@ -142,7 +150,9 @@ DEVICES = {
                                    "depthwise": 0.05, "row": 0.6, "window": 0.01,
                                    "winograd": 0.1, VARIANT_SGEMM: 0.355,
                                    VARIANT_CONV_GEMM: 0.341},
-                       reuse_full=8.0, slice_cost=0.0, launch_us=4.0, prologue_gflops=12_750.0),
+                       reuse_full=8.0, slice_cost=0.0, launch_us=4.0, prologue_gflops=12_750.0,
+                       stored_row_inputs=True, anchor_epilogues_priced=True,
+                       split_as_slices=True),
 }
 
 TILES = (
@@ -470,19 +480,20 @@ CONV_GEMM_SPLIT_RATE = 1.56
 # multiply-adds per gathered pair hide the gather's index arithmetic
 CONV_GEMM_8X8_RATE = 1.2
 # the implicit-GEMM conv's tiles (`conv_gemm.ConvGemm`): C tile, K step, block, K groups
-CONV_GEMMS = (ConvGemm(128, 128, 8, 8, 8), ConvGemm(128, 64, 16, 8, 8), ConvGemm(64, 128, 16, 8, 8),
-              ConvGemm(128, 64, 16, 8, 4), ConvGemm(64, 128, 16, 4, 8), ConvGemm(64, 64, 16, 8, 8),
-              ConvGemm(64, 64, 16, 4, 4), ConvGemm(32, 64, 16, 4, 4), ConvGemm(64, 32, 16, 4, 4),
-              ConvGemm(32, 32, 16, 4, 4),
-              ConvGemm(64, 64, 16, 4, 4, 2), ConvGemm(64, 64, 16, 4, 4, 4), ConvGemm(64, 64, 16, 4, 4, 8),
-              ConvGemm(128, 64, 16, 8, 4, 2), ConvGemm(128, 64, 16, 8, 4, 4), ConvGemm(128, 64, 16, 8, 4, 8),
-              ConvGemm(64, 64, 16, 8, 8, 2), ConvGemm(64, 64, 16, 8, 8, 4), ConvGemm(64, 64, 16, 8, 8, 8),
-              ConvGemm(64, 128, 16, 8, 8, 2), ConvGemm(64, 128, 16, 8, 8, 4),
-              ConvGemm(128, 64, 32, 8, 4, 4),
-              # the 7² and 14² outputs (N = 392 / 1568 at batch 8): narrow tiles, more K groups
-              ConvGemm(128, 32, 16, 8, 4, 8), ConvGemm(128, 32, 16, 8, 4, 12),
-              ConvGemm(64, 64, 16, 8, 8, 12), ConvGemm(64, 64, 16, 8, 8, 16),
-              ConvGemm(64, 128, 16, 8, 8, 8))
+CONV_GEMMS = tuple(ConvGemm(Sgemm(*sizes)) for sizes in (
+    (128, 128, 8, 8, 8), (128, 64, 16, 8, 8), (64, 128, 16, 8, 8),
+    (128, 64, 16, 8, 4), (64, 128, 16, 4, 8), (64, 64, 16, 8, 8),
+    (64, 64, 16, 4, 4), (32, 64, 16, 4, 4), (64, 32, 16, 4, 4),
+    (32, 32, 16, 4, 4),
+    (64, 64, 16, 4, 4, 2), (64, 64, 16, 4, 4, 4), (64, 64, 16, 4, 4, 8),
+    (128, 64, 16, 8, 4, 2), (128, 64, 16, 8, 4, 4), (128, 64, 16, 8, 4, 8),
+    (64, 64, 16, 8, 8, 2), (64, 64, 16, 8, 8, 4), (64, 64, 16, 8, 8, 8),
+    (64, 128, 16, 8, 8, 2), (64, 128, 16, 8, 8, 4),
+    (128, 64, 32, 8, 4, 4),
+    # the 7² and 14² outputs (N = 392 / 1568 at batch 8): narrow tiles, more K groups
+    (128, 32, 16, 8, 4, 8), (128, 32, 16, 8, 4, 12),
+    (64, 64, 16, 8, 8, 12), (64, 64, 16, 8, 8, 16),
+    (64, 128, 16, 8, 8, 8)))
 
 
 def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
@@ -762,7 +773,10 @@ def fusion_cost(device: DeviceModel) -> CostModel:
                      bytes_per_us=device.bandwidth_gbs * 1e3 * device.efficiency["row"],
                      flops_per_us=device.prologue_gflops * 1e3,
                      prologue_reuse=lambda view, anchor: prologue_reuse(device, view, anchor),
-                     recompute_evals_per_us=device.recompute_gevals * 1e3 or None)
+                     recompute_evals_per_us=device.recompute_gevals * 1e3 or None,
+                     stored_row_inputs=device.stored_row_inputs,
+                     anchor_epilogues_priced=device.anchor_epilogues_priced,
+                     split_as_slices=device.split_as_slices)
 
 
 def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float | None:
@@ -805,7 +819,9 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
             window = ((p.rows - 1) * strides[0] + side) * ((p.width - 1) * strides[-1] + side)
             return _cdiv(cout, p.channels) * max(1.0, window / (p.rows * p.width *
                                                                int(np.prod(strides))))
-        if isinstance(p, Tile | Sgemm | ConvGemm):
+        if isinstance(p, ConvGemm):
+            p = p.tile
+        if isinstance(p, Tile | Sgemm):
             return float(taps * _cdiv(cout // group, p.bm))
         if isinstance(p, Gemv):
             return 1.0

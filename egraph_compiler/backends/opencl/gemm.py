@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from egraph_compiler.backends.opencl import spelling as sp
+from egraph_compiler.backends.opencl.conv_store import conv_store
 from egraph_compiler.backends.opencl.emit import Scope
 from egraph_compiler.fusion import index as ix
 
@@ -484,7 +485,6 @@ def conv_problem(gen: _Gen, geo: ConvGeometry) -> tuple[Problem, dict[str, int]]
     """The Conv anchor as an implicit GEMM (see the module docstring)."""
     node = gen.anchor()
     x_name, w_name = node.inputs[0], node.inputs[1]
-    bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
     cout, cout_g, cin_g = geo.out_shape[1], geo.cout_g, geo.cin_g
     k_size = cin_g * geo.taps
     spatial = geo.spatial
@@ -544,25 +544,13 @@ def conv_problem(gen: _Gen, geo: ConvGeometry) -> tuple[Problem, dict[str, int]]
         value = gen.em.value(scope, x_name, (n_var, channel, *positions))
         return f"(({' && '.join(conds)}) ? {value} : 0.0f)" if conds else value
 
-    def store(scope: Scope, m: str, n: str, value: str) -> None:
-        scope.emit(f"const int co = b0 * {cout_g} + {m};")
-        scope.emit(f"int c = {n};")
-        for d in reversed(range(spatial)):
-            scope.emit(f"const int o{d} = c % {out_sp[d]}; c /= {out_sp[d]};")
-        scope.emit("const int nb = c;")
-        if bias is not None:
-            value = f"({value} + {gen.em.value(scope, bias, (gen.ivar('co', cout),))})"
-        gen.declare_iteration(scope, (gen.ivar("nb", geo.out_shape[0]), gen.ivar("co", cout),
-                                      *(gen.ivar(f"o{d}", out_sp[d]) for d in range(spatial))))
-        gen.epilogue(scope, value)
-
     # the relaid weights [Cin/g, k…, Cout] read at (co, k): a view along the rows
     w_view = (w_read, lambda co, k: (*ix.delinearize(k, (cin_g, *geo.kernel)), co)) \
         if w_read is not None else None
     a = Operand(cout_g, w_read is None, w_setup, w_load, k_size, w_view)
     b = Operand(geo.columns, False, x_setup, x_load)
     sizes = {"m": cout_g, "n": geo.columns, "k": k_size, "batch": geo.group}
-    return Problem(batch, k_size, a, b, store), sizes
+    return Problem(batch, k_size, a, b, conv_store(gen, geo, f"b0 * {cout_g}")), sizes
 
 
 def _window_checks(position: str, geo: ConvGeometry, d: int, always: bool = False) -> list[str]:

@@ -326,6 +326,9 @@ class _Gen:
         # epilogue stores 4 lanes at once
         self.iteration: dict[str, ix.IExpr] = {}
         self.stored: dict[str, str] | None = None
+        # a row kernel's input element where it normalises it: what it stores of the
+        # block's stored row input (`structure.stored_row_input`), read once
+        self.row_input: str | None = None
 
     # -- several launches per block -------------------------------------------------------
     def use_scratch(self, elements: int) -> None:
@@ -444,6 +447,9 @@ class _Gen:
             out = spine_node.outputs[0]
             var = self.em.node_value(scope, spine_node, out, self.shape.forward[out])
             self.em.pinned[out] = var
+        for value in self.shape.stored:  # the row input, also needed outside the block
+            self.em.pinned[value] = self.row_input if self.row_input is not None else \
+                self.em.value(scope, value, self.shape.forward[value])
         if self.stored is not None:  # the caller stores them (`sgemm`'s vector epilogue)
             self.stored.update({value: self.em.pinned[value] for value in self.stores})
             return
@@ -1335,7 +1341,8 @@ class _Gen:
         groups = 1 if serial else self.row_groups(rows, length)[0]
         if groups > 1:
             return self._split_rownorm(node, rows, length, groups, x_name, x_shape, full(r_idx))
-        if not serial and node.op == "LayerNormalization" and self.params.strided_rows:
+        if not serial and node.op == "LayerNormalization" and self.params.strided_rows and \
+                not self.shape.stored:  # the pixel form stores only the normalised rows
             kernel = pixel_form.pixel_rownorm(
                 self, node, rows, length, x_name, x_shape, full(r_idx),
                 lambda body, x: self._scale_shift(body, node, full(r_idx), x_shape, x))
@@ -1378,6 +1385,7 @@ class _Gen:
         else:
             value = f"(dnnr_exp({x} - center) * inv_total)"
         self.declare_iteration(body, index)
+        self.row_input = x
         self.epilogue(body, value)
         s.nest(loop, body)
         return self.finish(s, rows if serial else rows * local, local)
@@ -1444,6 +1452,7 @@ class _Gen:
             else:
                 value = "(dnnr_exp(xs[j] - center) * inv_total)"
             self.declare_iteration(body, index)
+            self.row_input = "xs[j]"
             self.epilogue(body, value)
 
         each(normalise)
@@ -1477,6 +1486,7 @@ class _Gen:
             else:
                 value = f"(dnnr_exp({x} - center) * scale)"
             self.declare_iteration(body, index)
+            self.row_input = x
             self.epilogue(body, value)
 
         return row_split.split_rownorm(

@@ -8,7 +8,8 @@ ConvNeXt-T's stage-1 LayerNorms ran at 7–16 % of the H200's bandwidth.
 
 Here a work-group takes ``P`` consecutive rows (`KernelParams.strided_rows`, halved
 for long rows until a lane keeps at most `MAX_REGISTERS` elements, and for few rows
-until there are `MIN_GROUPS` work-groups; fewer keep one work-group per row) and its
+until there are `TARGET_GROUPS` work-groups; below `MIN_GROUPS` one work-group per
+row is kept) and its
 ``P × L`` lanes are ``lane = pixel + P · part``: the ``P`` lanes of a warp read one
 element of ``P`` adjacent rows (one coalesced access), and each keeps its row's
 elements ``part, part + L, …`` in registers. The two row statistics (mean, then the
@@ -48,6 +49,12 @@ MIN_PIXELS = 8  # rows per work-group at least (one 32-byte sector of each eleme
 # work-group per row with 98 work-groups or more, the same with 49, slower with 25
 # (batch 1, 28² × 192: 0.007 → 0.010 ms)
 MIN_GROUPS = 96
+# work-groups wanted: fewer rows per work-group (down to `MIN_PIXELS`) until there are
+# this many, about 4 per compute unit of a 132-SM H200. ConvNeXt-T's b8 downsampling
+# LayerNorm (6,272 rows of 192) ran at 21 % of the H200's bandwidth as 196 work-groups
+# of 32 rows (1.5 per SM), 32 % as 784 of 8; its stage-1 LayerNorms (25,088 rows of
+# 96) ran slower as 3,136 work-groups of 8 than as 784 of 32 (37 against 44–50 %)
+TARGET_GROUPS = 512
 MAX_REGISTERS = 32  # row elements a lane keeps (beyond it the form is not offered)
 LOCAL_FLOATS = 12 * 1024  # the transposed tile's budget (48 KiB of local memory)
 
@@ -164,7 +171,7 @@ def pixel_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     # work-groups), down to a sector's worth of rows (8 floats: each access still
     # fills the sectors it touches)
     while (-(-length // (LANES // pixels)) > MAX_REGISTERS or
-           -(-rows // pixels) < MIN_GROUPS) and pixels > MIN_PIXELS:
+           -(-rows // pixels) < TARGET_GROUPS) and pixels > MIN_PIXELS:
         pixels //= 2
     if -(-rows // pixels) < MIN_GROUPS:
         return None

@@ -70,17 +70,33 @@ def strided_accumulate(s: Scope, var: str, reducer: tuple[str, str, str], start:
         body.emit(f"{var} = {step.format(var, element(body))};")
         s.nest(f"for (int r = {start}; r < ({end}); r += {stride})", body)
         return
+    unrolled_accumulate(
+        s, var, (init, combine), unroll,
+        f"for (int r0 = {start}; r0 < ({end}); r0 += {unroll} * {stride})",
+        lambda u: f"r0 + {u} * {stride}", f"({end})",
+        lambda inner, acc: inner.emit(f"{acc} = {step.format(acc, element(inner))};"))
+
+
+def unrolled_accumulate(s: Scope, var: str, reducer: tuple[str, str], unroll: int,
+                        loop: str, first: Callable[[int], str], end: str,
+                        accumulate: Callable[[Scope, str], None]) -> None:
+    """The loop of ``unroll`` independent partials ``var0, var1, …`` (``reducer`` = (init,
+    combine)) under header ``loop`` over ``r0``: partial ``u`` takes element
+    ``r = first(u)`` while ``r < end`` (``accumulate(scope, partial)`` folds it in), and
+    the partials are combined into ``var`` after it. Shared by the scalar
+    (`strided_accumulate`) and float4 (`vector_forms.vector_accumulate`) reductions."""
+    init, combine = reducer
     for u in range(unroll):
         s.emit(f"float {var}{u} = {init};")
     body = Scope(s)
     for u in range(unroll):
         one = Scope(body)
-        one.emit(f"const int r = r0 + {u} * {stride};")
+        one.emit(f"const int r = {first(u)};")
         inner = Scope(one)
-        inner.emit(f"{var}{u} = {step.format(f'{var}{u}', element(inner))};")
-        one.nest(f"if (r < ({end}))", inner)
+        accumulate(inner, f"{var}{u}")
+        one.nest(f"if (r < {end})", inner)
         body.nest("", one)
-    s.nest(f"for (int r0 = {start}; r0 < ({end}); r0 += {unroll} * {stride})", body)
+    s.nest(loop, body)
     s.emit(f"float {var} = {var}0;")
     for u in range(1, unroll):
         s.emit(f"{var} = {combine.format(var, f'{var}{u}')};")

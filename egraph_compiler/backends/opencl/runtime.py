@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,14 @@ import numpy as np
 
 from egraph_compiler.backends.opencl import dimpoly
 from egraph_compiler.backends.opencl.build import PLAN_VERSION
+from egraph_compiler.backends.opencl.cpu_threads import (
+    CALLER,
+    WORKERS,
+    ThreadChoice,
+    both_fit,
+    expose_caller_device,
+    is_caller_device,
+)
 from egraph_compiler.backends.opencl.images import image_mode
 from egraph_compiler.ir.errors import DnnrError
 
@@ -34,10 +43,13 @@ def plan_version(out_dir: str | Path) -> object:
 def _device(device: str | None):  # noqa: ANN202 - pyopencl has no stubs
     import pyopencl as cl
 
+    expose_caller_device()  # before PoCL's first platform query (`cpu_threads`)
     platforms = cl.get_platforms()
     if not platforms:
         raise OpenClError("no OpenCL platform found (pip install pocl-binary-distribution)")
-    devices = [(p, d) for p in platforms for d in p.get_devices()]
+    # PoCL's calling-thread device last: a name matching both means its worker pool
+    devices = sorted(((p, d) for p in platforms for d in p.get_devices()),
+                     key=lambda pd: is_caller_device(pd[1].name))
     if device is not None:
         for p, d in devices:
             if device.lower() in d.name.lower() or device.lower() in p.name.lower():
@@ -48,6 +60,14 @@ def _device(device: str | None):  # noqa: ANN202 - pyopencl has no stubs
         if "portable" in p.name.lower() or "pocl" in p.name.lower():
             return d
     return devices[0][1]
+
+
+def _caller_device(device):  # noqa: ANN001, ANN202 - pyopencl has no stubs
+    """PoCL's calling-thread device on ``device``'s platform, when ``device`` is its
+    worker pool (`cpu_threads`); else None."""
+    if not device.name.lower().startswith("pthread-"):
+        return None
+    return next((d for d in device.platform.get_devices() if is_caller_device(d.name)), None)
 
 
 @dataclass(frozen=True)
@@ -102,13 +122,23 @@ class CompiledModel:
             self.device = self.context.devices[0]
         else:
             self.device = _device(device)
-            self.context = cl.Context([self.device])
+            # `run` picks PoCL's worker pool or the calling thread per run (`cpu_threads`);
+            # a symbolic artefact rebinds its launches per shape and keeps the pool
+            distinct = {(la["kernel"], la["local"]) for la in self.plan.get("launches", ())}
+            self.caller_device = None if self.symbolic or not both_fit(len(distinct)) else \
+                _caller_device(self.device)
+            self.context = cl.Context([self.device] + [self.caller_device] * (
+                self.caller_device is not None))
             # `run`'s queue has profiling off (PoCL timestamps every command: ResNet-50's
             # run took 7 % longer); `time_launches` reads each kernel's device time from
             # its event on a profiling queue of its own
-            self.queue = cl.CommandQueue(self.context)
+            self.queue = cl.CommandQueue(self.context, self.device)
+        if shared is not None:
+            self.caller_device = None
+        self.threads = ThreadChoice()
+        self._caller: tuple[Any, list] | None = None  # its queue and launches, once built
         self.profiling_queue = cl.CommandQueue(
-            self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+            self.context, self.device, properties=cl.command_queue_properties.PROFILING_ENABLE)
         # pyopencl caches built binaries keyed by source, so a rebuilt artefact with
         # unchanged kernels does not pay PoCL's compile time again
         # image2d_t tensors (images.py): on when the device supports them, else buffers
@@ -116,8 +146,9 @@ class CompiledModel:
         activation_images = self.plan.get("activation_images", {})
         self.images_on, self.images_note = image_mode(self.device, {**image_tensors, **activation_images},
                                                       images)
+        self.source = source
         self.program = cl.Program(self.context, source).build(
-            options=["-D", "DNNR_IMAGES"] if self.images_on else [])
+            options=["-D", "DNNR_IMAGES"] if self.images_on else [], devices=[self.device])
         names = json.loads((out / "weights.json").read_text())
         weights = np.load(out / "weights.npz")
         mf = cl.mem_flags
@@ -176,31 +207,53 @@ class CompiledModel:
         self.out = out
         self._shape_session: Any = None
         self._kernels: dict[tuple[int, int], Any] = {}  # (version, launch) -> cl.Kernel
+        self.launches = self._bind_launches(self.program, self.device)
+
+    def _bind_launches(self, program, device) -> list:  # noqa: ANN001 - pyopencl
+        """One kernel object per launch of ``program`` (built for ``device``), its
+        arguments bound once, here."""
+        import pyopencl as cl
+
+        launches = []
         for launch in self.plan.get("launches", ()):
-            # one kernel object per launch: its arguments are bound once, here
-            kernel = cl.Kernel(self.program, launch["kernel"])
-            self._check_work_group(kernel, launch)
+            kernel = cl.Kernel(program, launch["kernel"])
+            self._check_work_group(kernel, launch, device)
             args = []
             for arg in launch["args"]:
                 buffer, offset = self.buffers[arg]
                 args += [buffer, np.uint64(offset)]  # the kernel's `ulong NAME_off`
             args += [np.int32(size) for size in launch["sizes"]]  # hoisted literals
             kernel.set_args(*args)
-            self.launches.append((kernel, (launch["global"],), (launch["local"],)))
+            launches.append((kernel, (launch["global"],), (launch["local"],)))
+        return launches
 
-    def _check_work_group(self, kernel, launch: dict) -> None:  # noqa: ANN001 - pyopencl
+    def _caller_launches(self) -> tuple[Any, list]:
+        """The calling-thread device's queue and launches, built the first time
+        `ThreadChoice` picks it."""
+        if self._caller is None:
+            import pyopencl as cl
+
+            program = cl.Program(self.context, self.source).build(
+                options=["-D", "DNNR_IMAGES"] if self.images_on else [],
+                devices=[self.caller_device])
+            self._caller = (cl.CommandQueue(self.context, self.caller_device),
+                            self._bind_launches(program, self.caller_device))
+        return self._caller
+
+    def _check_work_group(self, kernel, launch: dict, device=None) -> None:  # noqa: ANN001 - pyopencl
         """A launch the device cannot run is an error here, not a crash in the driver.
         The local size is compiled in (``reqd_work_group_size``), so it cannot be clamped."""
         import pyopencl as cl
 
+        device = device or self.device
         local, global_size = int(launch["local"]), int(launch["global"])
-        limit = min(self.device.max_work_group_size,
+        limit = min(device.max_work_group_size,
                     kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE,
-                                               self.device))
+                                               device))
         if local > limit or global_size % local:
             raise OpenClError(
                 f"kernel {launch['kernel']} (block {launch['block']}) needs work-groups of "
-                f"{local} over {global_size} work-items; {self.device.name} allows at most "
+                f"{local} over {global_size} work-items; {device.name} allows at most "
                 f"{limit} per group for it and the global size must be a multiple: rebuild "
                 f"the artefact with a smaller work group")
 
@@ -236,10 +289,15 @@ class CompiledModel:
         return [la["kernel"] for la in self.plan["launches"]]
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run on host arrays; on PoCL each run goes to the worker pool or the calling
+        thread, whichever `ThreadChoice` finds faster lately (`cpu_threads`)."""
         import pyopencl as cl
 
         tensors = self.plan["tensors"]
-        self._launch(inputs)
+        mode = self.threads.next() if self.caller_device is not None else WORKERS
+        queue, launches = self._caller_launches() if mode == CALLER else (self.queue, None)
+        start = time.perf_counter()
+        self._launch(inputs, queue, launches)
         results = {}
         for name in self.plan["outputs"]:
             info = tensors[name]
@@ -253,16 +311,20 @@ class CompiledModel:
             array = np.empty(shape, dtype=info["dtype"])
             if array.size:
                 buffer, offset = self.buffers[name]
-                cl.enqueue_copy(self.queue, array, buffer, src_offset=offset * array.itemsize)
+                cl.enqueue_copy(queue, array, buffer, src_offset=offset * array.itemsize)
             results[name] = array
-        self.queue.finish()
+        queue.finish()
+        self.threads.record(mode, time.perf_counter() - start)
         return results
 
-    def _launch(self, inputs: Mapping[str, Tensor]) -> None:
+    def _launch(self, inputs: Mapping[str, Tensor], queue=None,  # noqa: ANN001 - pyopencl
+                launches: list | None = None) -> None:
         """Copy ``inputs`` in (host arrays, or device tensors buffer to buffer) and
-        enqueue every launch."""
+        enqueue every launch, on ``queue`` (`run`'s queue unless given) with
+        ``launches`` bound for its device."""
         import pyopencl as cl
 
+        queue = queue or self.queue
         tensors = self.plan["tensors"]
         if self.symbolic:
             self._bind_shape(inputs)
@@ -276,7 +338,7 @@ class CompiledModel:
                     raise OpenClError(f"input '{name}' is {given.dtype}{list(given.shape)} on the "
                                       f"device, the artefact was compiled for {info['dtype']}{info['shape']}")
                 if given.nbytes:
-                    cl.enqueue_copy(self.queue, self.buffers[name][0], given.buffer,
+                    cl.enqueue_copy(queue, self.buffers[name][0], given.buffer,
                                     byte_count=given.nbytes, src_offset=given.offset * given.dtype.itemsize,
                                     dst_offset=self.buffers[name][1] * given.dtype.itemsize)
                 continue
@@ -286,9 +348,9 @@ class CompiledModel:
                 raise OpenClError(f"input '{name}' has shape {list(array.shape)}, the artefact "
                                   f"was compiled for {info['shape']}")
             if array.size:
-                cl.enqueue_copy(self.queue, self.buffers[name][0], array)
-        for kernel, global_size, local_size in self.launches:
-            self._enqueue(kernel, global_size, local_size)
+                cl.enqueue_copy(queue, self.buffers[name][0], array)
+        for kernel, global_size, local_size in launches or self.launches:
+            self._enqueue(kernel, global_size, local_size, queue)
 
     def run_device(self, inputs: Mapping[str, Tensor]) -> dict[str, Tensor]:
         """Run on ``inputs`` (host arrays or device tensors of the shared context) and

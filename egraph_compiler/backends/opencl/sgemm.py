@@ -658,7 +658,8 @@ def _lane_reads(reads: list[tuple[_Leaf, str]], lane: int) -> dict[str, str]:
 # -- the epilogue on runs of 4 columns ----------------------------------------------------
 
 LANE = "nv"  # the column of a lane's epilogue: the run's first (``n``) plus the lane
-VECTOR_EPILOGUE_MAX_K = 1024  # see `vector_epilogue`: measured faster at K 64-768, slower at 3072
+# see `vector_epilogue`: measured faster at K 64-768, slower at 3072 (a register over 128)
+VECTOR_EPILOGUE_MAX_K = 1024
 
 
 @contextmanager
@@ -719,7 +720,18 @@ def vector_epilogue(gen: _Gen, problem: Problem) -> _VectorEpilogue | None:
     over a K of at most `VECTOR_EPILOGUE_MAX_K`. Where it only stores, or reads a bias
     row, the scalar loop was as fast or faster (0.098 vs 0.101 ms, QKV 0.339 vs 0.347),
     and the K = 3072 GEMMs ran 5 % slower with it, with or without a residual read
-    (0.437 → 0.459 ms; the cause — the K loop's code, not the stores — not found)."""
+    (0.437 → 0.459 ms; session 11: GPT-2's FFN2 with its residual 0.447 → 0.467 ms).
+    The cause is occupancy: NVIDIA's ptxas (sm_90, the driver's PTX) gives the 128×64
+    8×8 kernel (128 work-items) 129 registers with the vector epilogue, 128 with the
+    scalar one, no spills either way. Registers go in steps of 8 per work-item: 136 ×
+    128 leaves room for 3 work-groups in an SM's 65,536 instead of 4 (derived, not
+    measured), and a K loop of 3072 (384 steps) is where fewer warps show; a K of 768
+    spends relatively longer in the epilogue, which the vector form shortens. GPT-2's
+    output projection (a Transpose prologue, bias and residual) takes 141 registers with
+    either epilogue, 0.123 ms against BERT's plain one's 0.114 (its registers not
+    dumped): the same cliff is the likely cause there. Lifting the gate
+    needs a register cap (``-cl-nv-maxrregcount`` is per program) or an epilogue one
+    register lighter; neither is done."""
     n_size = problem.b.rows
     if not isinstance(n_size, int) or n_size % VECTOR or problem.k > VECTOR_EPILOGUE_MAX_K or \
             any(gen.view.dtype(value) != "float32" for value in gen.stores):

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from egraph_compiler.backends.opencl import sgemm
 from egraph_compiler.backends.opencl import spelling as sp
 from egraph_compiler.backends.opencl.emit import Scope
+from egraph_compiler.backends.opencl.rows import unrolled_accumulate
 from egraph_compiler.fusion import index as ix
 from egraph_compiler.fusion.index_merge import merge_splits
 
@@ -150,24 +151,18 @@ def vector_accumulate(gen: _Gen, s: Scope, var: str, reducer: tuple[str, str, st
     if leaves is None:
         return False
     init, step, combine = reducer
-    for u in range(unroll):
-        s.emit(f"float {var}{u} = {init};")
-    body = Scope(s)
-    for u in range(unroll):
-        one = Scope(body)
-        one.emit(f"const int r = r0 + {u * WIDTH} * WG;")
-        inner = Scope(one)
+
+    def accumulate(inner: Scope, partial: str) -> None:
+        """One float4 of the row into ``partial``, lane by lane."""
         lanes = load_lanes(gen, inner, leaves)
         for lane in range(WIDTH):
             walk, scope = lanes(lane), Scope(inner)
             x = walk.value(scope, name, index)
-            scope.emit(f"{var}{u} = {step.format(f'{var}{u}', x)};")
+            scope.emit(f"{partial} = {step.format(partial, x)};")
             inner.nest("", scope)
             gen.em.counter = walk.counter
-        one.nest(f"if (r < {length})", inner)
-        body.nest("", one)
-    s.nest(f"for (int r0 = lid * {WIDTH}; r0 < {length}; r0 += {unroll * WIDTH} * WG)", body)
-    s.emit(f"float {var} = {var}0;")
-    for u in range(1, unroll):
-        s.emit(f"{var} = {combine.format(var, f'{var}{u}')};")
+    unrolled_accumulate(
+        s, var, (init, combine), unroll,
+        f"for (int r0 = lid * {WIDTH}; r0 < {length}; r0 += {unroll * WIDTH} * WG)",
+        lambda u: f"r0 + {u * WIDTH} * WG", f"{length}", accumulate)
     return True

@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from egraph_compiler.backends.opencl import KernelParams, build, cost, load
 from egraph_compiler.backends.opencl.conv_gemm import VARIANT, ConvGemm
+from egraph_compiler.backends.opencl.sgemm import Sgemm
 from egraph_compiler.fusion import plan_fusion
 from egraph_compiler.plan import plan_memory
 from tests.backends.opencl.helpers import static_graph
@@ -56,16 +57,16 @@ def _conv(n: int, cin: int, size: tuple[int, int], cout: int, stride: int,
 CASES = {
     # stride 2, K steps inside one tap (Cin 16), ragged M (20 of 32) and N, float4 weights
     "stride2-per-tap-ragged": (_conv(2, 16, (11, 9), 20, 2, (1, 1, 1, 1), "relu"),
-                               ConvGemm(32, 32, 16, 4, 4)),
+                               ConvGemm(Sgemm(32, 32, 16, 4, 4))),
     # ragged channels (5, 13): every slot splits its own k, ragged K, scalar weights
     "stride1-ragged-channels": (_conv(2, 5, (9, 7), 13, 1, (1, 1, 1, 1), "residual"),
-                                ConvGemm(32, 64, 16, 4, 4)),
+                                ConvGemm(Sgemm(32, 64, 16, 4, 4))),
     # asymmetric padding, dilation 2, 8×8 blocks over a ragged 64×64 tile
     "stride2-asym-pad-dilated": (_conv(3, 32, (13, 12), 40, 2, (0, 1, 2, 0), "relu", 2),
-                                 ConvGemm(64, 64, 16, 8, 8)),
+                                 ConvGemm(Sgemm(64, 64, 16, 8, 8))),
     # split-K across 3 work-groups (the last one short), residual epilogue in the sum launch
     "stride2-kgroups-residual": (_conv(2, 32, (8, 8), 36, 2, (1, 1, 1, 1), "residual"),
-                                 ConvGemm(32, 32, 16, 4, 4, 3)),
+                                 ConvGemm(Sgemm(32, 32, 16, 4, 4, 3))),
 }
 
 
@@ -81,7 +82,7 @@ def test_conv_gemm_matches_onnxruntime(case: str, tmp_path: Path) -> None:
     launches = compiled.plan["launches"]
     assert len({launch["block"] for launch in launches}) == 1, "prologue and epilogue fuse"
     assert launches[0]["variant"] == shape.describe()
-    assert len(launches) == (2 if shape.groups > 1 else 1)
+    assert len(launches) == (2 if shape.tile.groups > 1 else 1)
     assert_close(compiled.run(feeds), run_ort(model, feeds), rtol=1e-4, atol=1e-5)
     source = (tmp_path / "kernels.cl").read_text()
     # weights re-laid out [KH][KW][Cin][Cout]: float4 loads along Cout where it is whole runs of 4
@@ -89,7 +90,7 @@ def test_conv_gemm_matches_onnxruntime(case: str, tmp_path: Path) -> None:
     assert ("__global const float4" in source) == (shape_out % 4 == 0), cout
     # K steps inside one tap: no per-element division of k
     cin = model.graph.input[0].type.tensor_type.shape.dim[1].dim_value
-    assert ("kc / " in source) == (cin % shape.bk != 0)
+    assert ("kc / " in source) == (cin % shape.tile.bk != 0)
 
 
 def test_every_listed_conv_gemm_is_valid() -> None:

@@ -68,16 +68,20 @@ def _build_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray], tmp_path: P
 
 
 @pytest.mark.parametrize(("channels", "back", "scaled", "spatial", "form"), [
-    (24, False, False, (41, 39), "32 transposed"), (20, False, True, (41, 39), "32 transposed"),
-    (20, True, True, (41, 39), "32 direct"), (300, False, False, (41, 39), "16 transposed"),
+    (24, False, False, (127, 65), "32 transposed"), (20, True, True, (127, 65), "32 direct"),
+    (20, False, True, (41, 39), "8 transposed"), (20, True, True, (41, 39), "8 direct"),
+    (300, False, False, (127, 65), "16 transposed"),
     (24, False, False, (20, 20), "8 transposed"), (24, True, False, (5, 7), "")])
 def test_pixel_rows_layernorm_matches_onnxruntime(channels: int, back: bool, scaled: bool,
                                                   spatial: tuple[int, int], form: str,
                                                   tmp_path: Path) -> None:
-    """3,198 pixels (100 work-groups of 32, the last ragged); 20 channels over 8 parts
-    per pixel leave a ragged last register; 300 channels take 16 pixels per work-group
-    (19 registers a lane, not 38); 800 pixels take 8 per work-group (100 work-groups,
-    `pixel_rows.MIN_GROUPS`); 70 pixels keep a work-group per row."""
+    """16,510 pixels: 516 work-groups of 32 (`pixel_rows.TARGET_GROUPS`), the last
+    ragged; 20 channels over 8 parts per pixel leave a ragged last register; 300
+    channels take 16 pixels per work-group (19 registers a lane, not 38); 3,198 pixels
+    take 8 per work-group (400 work-groups: fewer rows per group until there are
+    `TARGET_GROUPS` or a group has 8), the last ragged; 800 pixels take 8 (100
+    work-groups, at least `pixel_rows.MIN_GROUPS`); 70 pixels keep a work-group per
+    row."""
     model = _channel_layernorm(channels, back, scaled, spatial)
     feeds = {"x": np.random.default_rng(5).standard_normal([2, channels, *spatial])
              .astype(np.float32) * 3 + 1}
@@ -251,7 +255,7 @@ def test_pixel_rows_stage_nhwc_operands_matches_onnxruntime(stage: bool, tmp_pat
     """ConvNeXt's downsampling LayerNorm: an NHWC branch added to an NCHW map, then
     LayerNorm over the channels back to NCHW. The NHWC operand is read once per
     element, 24 floats apart along the pixels: staged through local memory
-    (`pixel_rows._stage`; 3,198 pixels, the last work-group's rows ragged) or not."""
+    (`pixel_rows._stage`; 3,198 pixels in work-groups of 8, the last ragged) or not."""
     from dataclasses import replace
 
     rng = np.random.default_rng(11)
@@ -269,6 +273,6 @@ def test_pixel_rows_stage_nhwc_operands_matches_onnxruntime(stage: bool, tmp_pat
     feeds = {"x": rng.standard_normal([2, channels, *spatial]).astype(np.float32),
              "h": rng.standard_normal([2, *spatial, channels]).astype(np.float32)}
     launches, got = _build_run(model, feeds, tmp_path, replace(GPU, strided_rows_stage=stage))
-    assert [launch["variant"] for launch in launches] == ["pixel-rows 32 direct"]
+    assert [launch["variant"] for launch in launches] == ["pixel-rows 8 direct"]
     assert ("stage0" in (tmp_path / "kernels.cl").read_text()) == stage
     assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-5)
