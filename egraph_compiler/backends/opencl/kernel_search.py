@@ -125,7 +125,8 @@ def features(option: cost.Option) -> np.ndarray:
         knobs = [p.bm, p.bn, p.bk, p.tm, p.tn, 2 if p.contiguous else 1, p.slices, p.groups,
                  2 if p.batched else 1]
     elif isinstance(p, Sgemm | ConvGemm):  # a GEMM's tile, float4 reads: the tiled columns, K groups
-        knobs = [p.bm, p.bn, p.bk, p.tm, p.tn, 2, 1, p.groups]
+        t = p.tile if isinstance(p, ConvGemm) else p
+        knobs = [t.bm, t.bn, t.bk, t.tm, t.tn, 2, 1, t.groups]
     else:
         knobs = []
     knobs = (knobs + [1] * 16)[:16]
@@ -608,8 +609,9 @@ def option_to_json(option: cost.Option) -> dict[str, object]:
     if isinstance(p, LanesConv | VecConv):
         return {"variant": option.variant, "channels": p.channels, "pixels": p.pixels}
     if isinstance(p, Sgemm | ConvGemm):
-        return {"variant": option.variant, "bm": p.bm, "bn": p.bn, "bk": p.bk, "tm": p.tm,
-                "tn": p.tn, "groups": p.groups}
+        t = p.tile if isinstance(p, ConvGemm) else p
+        return {"variant": option.variant, "bm": t.bm, "bn": t.bn, "bk": t.bk, "tm": t.tm,
+                "tn": t.tn, "groups": t.groups}
     return {"variant": option.variant}
 
 
@@ -652,8 +654,8 @@ def option_from_json(data: dict[str, Any], where: str) -> cost.Option:
                                 "(sgemm.Sgemm.valid)")
             return cost.Option(SGEMM, shape, 0.0)
         if variant == CONV_GEMM:
-            conv = ConvGemm(int(data["bm"]), int(data["bn"]), int(data["bk"]), int(data["tm"]),
-                            int(data["tn"]), int(data["groups"]))
+            conv = ConvGemm(Sgemm(int(data["bm"]), int(data["bn"]), int(data["bk"]),
+                                  int(data["tm"]), int(data["tn"]), int(data["groups"])))
             if not conv.valid():
                 raise DnnrError(f"{where}: {conv.describe()} does not map its loads "
                                 "(conv_gemm.ConvGemm.valid)")
