@@ -151,23 +151,17 @@ UNSIGNED_KERNEL = """__kernel void k(__global int* restrict out0, ulong out0_off
 """
 
 
-def test_nonnegative_dividends_take_the_unsigned_product() -> None:
-    """A dividend of work-item ids, sizes, literals, ``+ * / %`` (and names only ever
-    assigned such) is divided unsigned; one with a ``-`` anywhere, or a name one
-    assignment of which has one, keeps the signed form; both exact on PoCL."""
+def _run_unsigned_kernel(rewritten: str, used: list[str],
+                         sizes_list: list[tuple[int, int, int, int]]) -> None:
+    """Runs the rewritten `UNSIGNED_KERNEL` on PoCL at each (s0, s1, s2, s3) and compares
+    every output with C's truncating division computed in int64."""
     import pyopencl as cl
 
-    rewritten, used = magicdiv.rewrite(UNSIGNED_KERNEL)
-    assert used == ["s0", "s1"]
-    assert "DNNR_UDIV(r, s0_m, s0_s) + DNNR_UREM(r, s1, s1_m, s1_s)" in rewritten
-    assert "r = DNNR_UDIV(r, s1_m, s1_s);" in rewritten
-    assert "DNNR_DIV((r - 7), s0_m, s0_s)" in rewritten and "DNNR_REM(c, s0," in rewritten
     context = cl.Context([next(d for p in cl.get_platforms() for d in p.get_devices())])
     queue = cl.CommandQueue(context)
     kernel = cl.Kernel(cl.Program(context, rewritten).build(), "k")
     items = 4096
-    for s0, s1, s2, s3 in [(1, 1, 1, 0), (3, 7, 5, 11), (641, 2**16 + 1, 2**19 - 1, 12345),
-                           (INT_MAX, 2**30 + 3, 524287, 2**31 - 2**19 * 4096 + 2**19 - 2)]:
+    for s0, s1, s2, s3 in sizes_list:
         dst = cl.Buffer(context, cl.mem_flags.WRITE_ONLY, 16 * items)
         sizes = {"s0": s0, "s1": s1}
         magic = [np.int32(magicdiv.magic_argument(sizes[s], p)) for s in used for p in "ms"]
@@ -188,12 +182,26 @@ def test_nonnegative_dividends_take_the_unsigned_product() -> None:
         assert np.array_equal(got, want.astype(np.int32)), (s0, s1, s2, s3)
 
 
+def test_nonnegative_dividends_take_the_unsigned_product() -> None:
+    """A dividend of work-item ids, sizes, literals, ``+ * / %`` (and names only ever
+    assigned such) is divided unsigned; one with a ``-`` anywhere, or a name one
+    assignment of which has one, keeps the signed form; both exact on PoCL."""
+
+    rewritten, used = magicdiv.rewrite(UNSIGNED_KERNEL)
+    assert used == ["s0", "s1"]
+    assert "DNNR_UDIV(r, s0_m, s0_s) + DNNR_UREM(r, s1, s1_m, s1_s)" in rewritten
+    assert "r = DNNR_UDIV(r, s1_m, s1_s);" in rewritten
+    assert "DNNR_DIV((r - 7), s0_m, s0_s)" in rewritten and "DNNR_REM(c, s0," in rewritten
+    _run_unsigned_kernel(rewritten, used, [(1, 1, 1, 0), (3, 7, 5, 11),
+                                           (641, 2**16 + 1, 2**19 - 1, 12345),
+                                           (INT_MAX, 2**30 + 3, 524287, 2**31 - 2**19 * 4096 + 2**19 - 2)])
+
+
 def test_power_of_two_divisors_shift_and_mask_nonnegative_dividends() -> None:
     """A size `rewrite` is told is a power of two at every shape of its version divides a
     non-negative dividend by a shift (its magic ``s``, ``log2 d``) and reduces it by a
     mask; a dividend that may be negative keeps the signed magic product; exact on
     PoCL at d = 1, 2, 2^16 and 2^30."""
-    import pyopencl as cl
 
     rewritten, used = magicdiv.rewrite(UNSIGNED_KERNEL, frozenset({"s0", "s1"}))
     assert used == ["s0", "s1"]  # the same magic arguments as without the powers
@@ -202,26 +210,5 @@ def test_power_of_two_divisors_shift_and_mask_nonnegative_dividends() -> None:
     assert "DNNR_DIV((r - 7), s0_m, s0_s)" in rewritten and "DNNR_REM(c, s0," in rewritten
     only_s1, _ = magicdiv.rewrite(UNSIGNED_KERNEL, frozenset({"s1"}))
     assert "DNNR_UDIV(r, s0_m, s0_s) + DNNR_P2REM(r, s1)" in only_s1
-    context = cl.Context([next(d for p in cl.get_platforms() for d in p.get_devices())])
-    queue = cl.CommandQueue(context)
-    kernel = cl.Kernel(cl.Program(context, rewritten).build(), "k")
-    items = 4096
-    for s0, s1, s2, s3 in [(1, 1, 1, 0), (2, 16, 5, 11), (2**16, 8, 2**19 - 1, 12345),
-                           (2**30, 2**30, 524287, 2**31 - 2**19 * 4096 + 2**19 - 2)]:
-        dst = cl.Buffer(context, cl.mem_flags.WRITE_ONLY, 16 * items)
-        sizes = {"s0": s0, "s1": s1}
-        magic = [np.int32(magicdiv.magic_argument(sizes[s], p)) for s in used for p in "ms"]
-        kernel(queue, (items,), None, dst, np.uint64(0), *map(np.int32, (s0, s1, s2, s3)), *magic)
-        got = np.empty((items, 4), np.int32)
-        cl.enqueue_copy(queue, got, dst)
-        gid = np.arange(items, dtype=np.int64)
-        r = gid * s2 + s3
-
-        def div(a: np.ndarray, d: int) -> np.ndarray:
-            return np.sign(a) * (np.abs(a) // d)  # C truncation
-
-        q = div(r, s1)
-        c = gid - 3
-        want = np.stack([div(r, s0) + r - div(r, s1) * s1, q, div(q - 7, s0),
-                         c - div(c, s0) * s0], axis=1)
-        assert np.array_equal(got, want.astype(np.int32)), (s0, s1, s2, s3)
+    _run_unsigned_kernel(rewritten, used, [(1, 1, 1, 0), (2, 16, 5, 11), (2**16, 8, 2**19 - 1, 12345),
+                                           (2**30, 2**30, 524287, 2**31 - 2**19 * 4096 + 2**19 - 2)])

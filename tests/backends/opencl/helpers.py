@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 
+from egraph_compiler.backends.opencl import build, load
+from egraph_compiler.fusion import plan_fusion
 from egraph_compiler.ir import Graph, TensorType, load_onnx, to_onnx
+from egraph_compiler.plan import plan_memory
 
 
 def with_static_inputs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> onnx.ModelProto:
@@ -42,3 +47,19 @@ def infer_types(graph: Graph) -> Graph:
 
 def static_graph(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> Graph:
     return infer_types(load_onnx(with_static_inputs(model, feeds)))
+
+
+def build_one_anchor_block(model: onnx.ModelProto, params: Any, out: Path
+                           ) -> tuple[Any, dict[str, np.ndarray], list[dict[str, Any]]]:
+    """``model`` fused, planned and built into ``out`` with ``params`` on random inputs
+    (seed 3); asserts every launch belongs to one block (prologue and epilogue fused into
+    the anchor). Returns the loaded artefact, its feeds and its launches."""
+    rng = np.random.default_rng(3)
+    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
+             .astype(np.float32) for i in model.graph.input}
+    build(plan_memory(plan_fusion(static_graph(model, feeds))), out, params)
+    compiled = load(out)
+    launches = compiled.plan["launches"]
+    assert len({launch["block"] for launch in launches}) == 1, \
+        "prologue and epilogue fuse into the anchor"
+    return compiled, feeds, launches

@@ -16,7 +16,7 @@ from egraph_compiler.backends.opencl.conv_gemm import VARIANT, ConvGemm
 from egraph_compiler.backends.opencl.sgemm import Sgemm
 from egraph_compiler.fusion import plan_fusion
 from egraph_compiler.plan import plan_memory
-from tests.backends.opencl.helpers import static_graph
+from tests.backends.opencl.helpers import build_one_anchor_block, static_graph
 from tests.modelzoo import assert_close, run_ort
 
 
@@ -74,13 +74,7 @@ CASES = {
 def test_conv_gemm_matches_onnxruntime(case: str, tmp_path: Path) -> None:
     model, shape = CASES[case]
     params = KernelParams(anchor_variant=VARIANT, anchor_conv_gemm=shape)
-    rng = np.random.default_rng(3)
-    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
-             .astype(np.float32) for i in model.graph.input}
-    build(plan_memory(plan_fusion(static_graph(model, feeds))), tmp_path, params)
-    compiled = load(tmp_path)
-    launches = compiled.plan["launches"]
-    assert len({launch["block"] for launch in launches}) == 1, "prologue and epilogue fuse"
+    compiled, feeds, launches = build_one_anchor_block(model, params, tmp_path)
     assert launches[0]["variant"] == shape.describe()
     assert len(launches) == (2 if shape.tile.groups > 1 else 1)
     assert_close(compiled.run(feeds), run_ort(model, feeds), rtol=1e-4, atol=1e-5)

@@ -21,7 +21,7 @@ from egraph_compiler.backends.opencl.spelling import multiply_add
 from egraph_compiler.fusion import plan_fusion
 from egraph_compiler.ir import DnnrError
 from egraph_compiler.plan import plan_memory
-from tests.backends.opencl.helpers import static_graph
+from tests.backends.opencl.helpers import build_one_anchor_block, static_graph
 from tests.modelzoo import assert_close, run_ort
 
 VARIANTS = {
@@ -120,14 +120,7 @@ def _matmuls() -> dict[str, onnx.ModelProto]:
 
 
 def _check(model: onnx.ModelProto, params: KernelParams, tmp_path: Path) -> list[str]:
-    rng = np.random.default_rng(3)
-    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
-             .astype(np.float32) for i in model.graph.input}
-    build(plan_memory(plan_fusion(static_graph(model, feeds))), tmp_path, params)
-    compiled = load(tmp_path)
-    launches = compiled.plan["launches"]
-    assert len({launch["block"] for launch in launches}) == 1, \
-        "prologue and epilogue fuse into the anchor"
+    compiled, feeds, launches = build_one_anchor_block(model, params, tmp_path)
     groups = params.anchor_tile.groups if params.anchor_variant == "tiled" and \
         params.anchor_tile else params.anchor_sgemm.groups if params.anchor_sgemm else 1
     assert len(launches) == (2 if groups > 1 else 1), "split-K across groups: a second launch"
