@@ -19,6 +19,7 @@ Expressions are immutable and hash-consed by value; `render` prints C.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import gcd
 
@@ -372,6 +373,19 @@ def strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 # ----------------------------------------------------------------- rendering
+
+
+def substitute(expr: IExpr, replace: Callable[[IVar], IExpr]) -> IExpr:
+    """``expr`` with every variable ``v`` replaced by ``replace(v)``, simplified again."""
+    if isinstance(expr, int) or isinstance(expr, IOpaque):
+        return expr
+    if isinstance(expr, IVar):
+        return replace(expr)
+    if isinstance(expr, IDiv):
+        return floordiv(substitute(expr.num, replace), expr.den)
+    if isinstance(expr, IMod):
+        return mod(substitute(expr.num, replace), expr.den)
+    return add(expr.const, *(mul(substitute(atom, replace), coeff) for atom, coeff in expr.terms))
 
 
 def free_vars(expr: IExpr) -> frozenset[str]:

@@ -83,13 +83,4 @@ def substitute(expr: ix.IExpr, values: Mapping[str, ix.IExpr]) -> ix.IExpr:
     """``expr`` with each variable named in ``values`` replaced by its expression (a
     kernel's iteration variables ``i0, i1, …`` by the work-item index they were bound
     from, so that `merge_splits` sees the splits)."""
-    if isinstance(expr, int) or isinstance(expr, ix.IOpaque):
-        return expr
-    if isinstance(expr, ix.IVar):
-        return values.get(expr.name, expr)
-    if isinstance(expr, ix.IDiv):
-        return ix.floordiv(substitute(expr.num, values), expr.den)
-    if isinstance(expr, ix.IMod):
-        return ix.mod(substitute(expr.num, values), expr.den)
-    return ix.add(expr.const, *(ix.mul(substitute(atom, values), coeff)
-                                for atom, coeff in expr.terms))
+    return ix.substitute(expr, lambda v: values.get(v.name, v))

@@ -220,7 +220,7 @@ def _classified(reads: dict[str, tuple[str, ix.IExpr, str]], var: str,
     leaves = []
     for key, (param, offset, dtype) in reads.items():
         if where:
-            offset = _substitute(offset, lambda v: where.get(v.name, v))
+            offset = ix.substitute(offset, lambda v: where.get(v.name, v))
         kind = _classify(offset, var)
         if kind is None or (kind[0] == "inc" and kind[1:] != (1, True)):
             return None
@@ -615,25 +615,9 @@ class _Loader:
                 s.emit(f"*(__local float4*)&{target}[{tag}_kk][{tag}_rr] = {tag}_v;")
 
 
-def _substitute(expr: ix.IExpr, replace: Callable[[ix.IVar], ix.IExpr]) -> ix.IExpr:
-    """``expr`` with every variable ``v`` replaced by ``replace(v)`` (simplified again)."""
-    if isinstance(expr, int):
-        return expr
-    if isinstance(expr, ix.IVar):
-        return replace(expr)
-    if isinstance(expr, ix.IOpaque):
-        return expr
-    if isinstance(expr, ix.IDiv):
-        return ix.floordiv(_substitute(expr.num, replace), expr.den)
-    if isinstance(expr, ix.IMod):
-        return ix.mod(_substitute(expr.num, replace), expr.den)
-    return ix.add(expr.const, *(ix.mul(_substitute(atom, replace), coeff)
-                                for atom, coeff in expr.terms))
-
-
 def _renamed(expr: ix.IExpr, names: dict[str, str]) -> ix.IExpr:
     """``expr`` with the probe's variables renamed to the kernel's (their ranges kept)."""
-    return _substitute(expr, lambda v: ix.IVar(names[v.name], v.lo, v.hi) if v.name in names else v)
+    return ix.substitute(expr, lambda v: ix.IVar(names[v.name], v.lo, v.hi) if v.name in names else v)
 
 
 def _load_leaves(gen: _Gen, body: Scope, leaves: list[_Leaf], stem: str) -> list[tuple[_Leaf, str]]:
@@ -751,7 +735,7 @@ def vector_epilogue(gen: _Gen, problem: Problem) -> _VectorEpilogue | None:
     leaves = _classified(probe.reads, LANE, where)
     if leaves is None or not any(leaf.vector and "m" in ix.free_vars(leaf.offset) for leaf in leaves):
         return None
-    stores = {value: _substitute(gen.store_index(value, gen.shape.forward[value]),
+    stores = {value: ix.substitute(gen.store_index(value, gen.shape.forward[value]),
                                  lambda v: where.get(v.name, v)) for value in gen.stores}
     offsets = [leaf.offset for leaf in leaves] + list(stores.values())
     if any(not ix.free_vars(offset) <= known for offset in offsets) or \
