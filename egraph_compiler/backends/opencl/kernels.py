@@ -565,10 +565,12 @@ class _Gen:
         return self.finish(scope, total, self.params.work_group)
 
     # -- anchor options -----------------------------------------------------------------
-    def pick(self, sizes: dict[str, int], direct_items: int, tiled_ok: bool,
-             gemv_side: str | None, depthwise_ok: bool = False,
-             window_taps: int = 0) -> cost.Option:
-        """The anchor's option: forced by `KernelParams`, else the cost model's choice."""
+    def priced_options(self, sizes: dict[str, int], direct_items: int, tiled_ok: bool,
+                       gemv_side: str | None, depthwise_ok: bool, window_taps: int
+                       ) -> tuple[str, list[cost.Option], cost.Option | None]:
+        """The anchor's shape class (`cost.shape_key`), every option `cost.options` prices
+        for it, and `dnnr tune`'s stored option for the class where it applies to this
+        member (else None)."""
         p = self.params
         winograd_ok = self.winograd_ok()
         candidates = cost.options(cost.DEVICES[p.device], sizes["m"], sizes["n"], sizes["k"],
@@ -579,13 +581,22 @@ class _Gen:
                                   sgemm=_sgemm_offered(p, self.block.kind),
                                   conv_gemm=self.conv_gemm_ok(),
                                   epilogue_ops=self.epilogue_ops())
-        self.shape_key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
-        tuned = dict(p.tuned).get(self.shape_key)
+        key = cost.shape_key(self.anchor().op, sizes, tiled_ok, gemv_side)
+        tuned = dict(p.tuned).get(key)
         if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
                                       (tuned.variant != "window" or window_taps > 0) and
                                       (tuned.variant != "winograd" or winograd_ok) and
                                       (tuned.variant != cg.VARIANT or self.conv_gemm_ok())):
             tuned = None  # a class member the stored option does not apply to
+        return key, candidates, tuned
+
+    def pick(self, sizes: dict[str, int], direct_items: int, tiled_ok: bool,
+             gemv_side: str | None, depthwise_ok: bool = False,
+             window_taps: int = 0) -> cost.Option:
+        """The anchor's option: forced by `KernelParams`, else the cost model's choice."""
+        p = self.params
+        self.shape_key, candidates, tuned = self.priced_options(
+            sizes, direct_items, tiled_ok, gemv_side, depthwise_ok, window_taps)
         if self.block.implementation and p.anchor_variant is None:
             # the `select` stage's choice among `anchor_options` (by its label)
             pool = candidates + ([tuned] if tuned is not None else [])
@@ -598,7 +609,7 @@ class _Gen:
             option = cost.Option("depthwise", p.anchor_depthwise, 0.0)
         elif p.anchor_variant == "window" and p.anchor_window is not None and window_taps:
             option = cost.Option("window", p.anchor_window, 0.0)
-        elif p.anchor_variant == "winograd" and p.anchor_winograd is not None and winograd_ok:
+        elif p.anchor_variant == "winograd" and p.anchor_winograd is not None and self.winograd_ok():
             option = cost.Option("winograd", p.anchor_winograd, 0.0)
         elif p.anchor_variant == SGEMM and p.anchor_sgemm is not None and tiled_ok:
             if not p.anchor_sgemm.valid():
@@ -1695,23 +1706,7 @@ def anchor_options(view: GraphView, block: Block, params: KernelParams
     (`KernelParams.anchor_variant`) leaves one option: the one `pick` generates."""
     gen = _Gen(view, block, params)
     shape = gen.anchor_shape()
-    sizes, direct_items, tiled_ok, gemv_side, depthwise_ok, window_taps = shape
-    key = cost.shape_key(gen.anchor().op, sizes, tiled_ok, gemv_side)
-    winograd_ok = gen.winograd_ok()
-    candidates = cost.options(cost.DEVICES[params.device], sizes["m"], sizes["n"], sizes["k"],
-                              sizes["batch"], direct_items, tiled_ok, gemv_side,
-                              depthwise=depthwise_ok, window_taps=window_taps,
-                              width=sizes.get("width", 0), winograd=winograd_ok,
-                              stride=sizes.get("stride", 1),
-                              sgemm=_sgemm_offered(params, block.kind),
-                              conv_gemm=gen.conv_gemm_ok(),
-                              epilogue_ops=gen.epilogue_ops())
-    tuned = dict(params.tuned).get(key)
-    if tuned is not None and not ((tuned.variant != "depthwise" or depthwise_ok) and
-                                  (tuned.variant != "window" or window_taps > 0) and
-                                  (tuned.variant != "winograd" or winograd_ok) and
-                                  (tuned.variant != cg.VARIANT or gen.conv_gemm_ok())):
-        tuned = None
+    key, candidates, tuned = gen.priced_options(*shape)
     if params.anchor_variant is not None:
         return key, [gen.pick(*shape)]
     direct = min((o.estimate_us for o in candidates if o.variant == "direct"), default=None)
