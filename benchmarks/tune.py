@@ -207,11 +207,13 @@ class ClassRun:
 
 
 def run_classes(found: list[Anchor], measures: list[Measure], budget: int, seeds: list[int],
-                knobs: Knobs, transfer: str) -> list[ClassRun]:
+                knobs: Knobs, transfer: str, random_from_default: bool = False
+                ) -> list[ClassRun]:
     """Chameleon and random search with each seed on every class. ``transfer``:
     ``none``; ``order`` (a class's search starts from Chameleon's measurements on the
     classes before it, as `search_model` does); ``others`` (from every other class, for
-    replays: each class in turn is the one searched last)."""
+    replays: each class in turn is the one searched last). ``random_from_default``:
+    random search measures the compiler's default first, as Chameleon does."""
     runs = [ClassRun(a.key, len(a.space), [], []) for a in found]
     for seed in seeds:
         alone = [chameleon_search(a.space, a.default, m, budget, seed, knobs)
@@ -225,7 +227,9 @@ def run_classes(found: list[Anchor], measures: list[Measure], budget: int, seeds
             if transfer == "order":
                 history += observations(cham)
             runs[k].chameleon.append(cham)
-            runs[k].random.append(random_search(anchor.space, measure, budget, seed))
+            runs[k].random.append(random_search(
+                anchor.space, measure, budget, seed,
+                anchor.default if random_from_default else None))
     return runs
 
 
@@ -341,43 +345,19 @@ GRID = {"length": (1.5, 2.5), "noise": (0.05, 0.3), "trend_ridge": (1.0, 4.0, 16
 
 
 def fit(found: list[Anchor], measures: list[Measure], budget: int, seeds: list[int],
-        transfer: str, score: str = "median") -> Knobs:
-    """The knob setting of `GRID` with the highest ``score`` on these classes/seeds:
-    ``median`` ratio, or ``share`` of runs at >= 3x (session 11's choice)."""
+        transfer: str) -> Knobs:
+    """The knob setting of `GRID` with the highest median ratio on these classes/seeds."""
     best: tuple[float, Knobs] = (-1.0, Knobs())
     names = list(GRID)
     for values in itertools.product(*GRID.values()):
         knobs = Knobs(**dict(zip(names, values, strict=True)))  # type: ignore[arg-type]
         runs = run_classes(found, measures, budget, seeds, knobs, transfer)
-        ratios = [r for run in runs for r in run.ratios()]
-        value = statistics.median(ratios) if score == "median" else \
-            float(np.mean([r >= 3.0 for r in ratios]))
-        if value > best[0]:
-            best = (value, knobs)
+        score = statistics.median([r for run in runs for r in run.ratios()])
+        if score > best[0]:
+            best = (score, knobs)
     print(f"fitted on {', '.join(a.key for a in found)} (seeds {seeds[0]}..{seeds[-1]}): "
-          f"{score} {best[0]:.2f} with {best[1]}", flush=True)
+          f"median {best[0]:.2f}x with {best[1]}")
     return best[1]
-
-
-def leave_one_class_out(found: list[Anchor], measures: list[Measure], budget: int,
-                        fit_seeds: list[int], seeds: list[int], score: str) -> list[float]:
-    """Each class in turn held out: the knobs `fit` chooses on the others (no transfer),
-    scored on it with ``seeds``: the cross-validated estimate of choosing knobs this way.
-    Returns every held-out run's ratio."""
-    held_out: list[float] = []
-    for k, anchor in enumerate(found):
-        rest = [j for j in range(len(found)) if j != k]
-        knobs = fit([found[j] for j in rest], [measures[j] for j in rest], budget, fit_seeds,
-                    "none", score)
-        ratios = run_classes([anchor], [measures[k]], budget, seeds, knobs, "none")[0].ratios()
-        held_out += ratios
-        print(f"held out {anchor.key}: median {statistics.median(ratios):.2f}x, "
-              f"{np.mean([r >= 3.0 for r in ratios]):.2f} of runs >= 3x "
-              f"(today's knobs: {statistics.median(run_classes([anchor], [measures[k]], budget, seeds, Knobs(), 'none')[0].ratios()):.2f}x)",
-              flush=True)
-    print(f"cross-validated: median {statistics.median(held_out):.2f}x, "
-          f"{np.mean([r >= 3.0 for r in held_out]):.2f} of runs >= 3x")
-    return held_out
 
 
 def prebuild(anchor: Anchor, params: KernelParams, device: str | None, jobs: int) -> None:
@@ -426,11 +406,9 @@ def main() -> int:
                         help="--replay: fit the knobs on the classes whose key contains KEY "
                              "(seeds 1000.., --fit-seeds of them) and report on the others")
     parser.add_argument("--fit-seeds", type=int, default=30)
-    parser.add_argument("--loco", action="store_true",
-                        help="--replay: leave one class out: fit the knobs on the others "
-                             "(random-search seeds 5000.., --fit-seeds of them), score on it")
-    parser.add_argument("--score", choices=("median", "share"), default="median",
-                        help="--fit/--loco: what the fit maximises")
+    parser.add_argument("--random-from-default", action="store_true",
+                        help="--replay: random search measures the compiler's default first, "
+                             "as Chameleon does (what the search adds beyond the default)")
     parser.add_argument("--convert-gpu-gemm", nargs=3, metavar=("LOG", "DIR", "OUT"),
                         help="write gpu_gemm.py run's LOG (artefacts in DIR) as a replay "
                              "space OUT")
@@ -459,15 +437,11 @@ def main() -> int:
             if args.fit is not None:
                 fitted = [k for k, a in enumerate(found) if args.fit in a.key]
                 knobs = fit([found[k] for k in fitted], [measures[k] for k in fitted],
-                            args.budget, list(range(1000, 1000 + args.fit_seeds)), args.transfer,
-                            args.score)
+                            args.budget, list(range(1000, 1000 + args.fit_seeds)), args.transfer)
                 found = [a for k, a in enumerate(found) if k not in fitted]
                 measures = [m for k, m in enumerate(measures) if k not in fitted]
-            if args.loco:
-                leave_one_class_out(found, measures, args.budget,
-                                    list(range(5000, 5000 + args.fit_seeds)), seeds, args.score)
-                return 0
-            report(run_classes(found, measures, args.budget, seeds, knobs, args.transfer),
+            report(run_classes(found, measures, args.budget, seeds, knobs, args.transfer,
+                               args.random_from_default),
                    args.budget, "replayed")
             return 0
         found = [a for a in anchors(graph, params, Path(tmp) / "probe") if args.only in a.key]

@@ -170,9 +170,13 @@ Measure = Callable[[cost.Option], float]
 
 
 def random_search(space: tuple[cost.Option, ...], measure: Measure, budget: int,
-                  seed: int) -> Curve:
-    order = np.random.default_rng(seed).permutation(len(space))[:budget]
-    chosen = [space[int(k)] for k in order]
+                  seed: int, first: cost.Option | None = None) -> Curve:
+    """A uniform sample of ``space`` without replacement; ``first``: measured first (the
+    compiler's default, as Chameleon starts), the rest drawn from the other options —
+    the stricter baseline, which leaves Chameleon only what its search adds."""
+    rest = space if first is None else tuple(o for o in space if o != first)
+    order = np.random.default_rng(seed).permutation(len(rest))[:budget - (first is not None)]
+    chosen = [first] * (first is not None) + [rest[int(k)] for k in order]
     return Curve([measure(o) for o in chosen], chosen)
 
 
