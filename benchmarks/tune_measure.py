@@ -118,10 +118,9 @@ def _time_option(path: Path, key: str, device: str | None, repeats: int) -> floa
 
 def run(directory: Path, out: Path, device: str | None, repeats: int, jobs: int,
         deadline_s: float) -> None:
-    from benchmarks.gpu import _peaks
-
     start = time.perf_counter()
-    card = _peaks()[0]
+    context, _ = _shared(device)
+    card = str(context.devices[0].name).strip()  # type: ignore[attr-defined]
     print(f"card: {card}", flush=True)
     classes = sorted((p for p in directory.iterdir() if (p / "key.txt").exists()),
                      key=lambda p: int(p.name[1:]))
