@@ -227,9 +227,9 @@ class Knobs:
     # those four windows, >= 4.00x on all 50. Per class it is the analytic default that
     # wins most (random search that also starts from the default: 1.00x median); the
     # search loses to random on EfficientNet's 40->240 1x1 (0.59x: every pick keeps the
-    # vector reads the model prefers, the fastest tiles have none) and ties on ResNet-50's
-    # 256->64 1x1 (2.00x: the model prices the fastest 8x4 per-item blocks 2-4x too
-    # high, and the trend cannot learn a knob its measurements never vary).
+    # vector reads the model prefers, the fastest tiles have none) and reaches only 2.00x
+    # on ResNet-50's 256->64 1x1 (the model prices the fastest 8x4 and 8x2 per-item
+    # blocks 2.6-4.4x too high; the trend cannot learn a knob its picks never vary).
     length: float = 1.5
     noise: float = 0.3
     transfer_noise: float = 0.5
