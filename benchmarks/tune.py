@@ -148,16 +148,26 @@ SESSION12: dict[str, tuple[str, int, int, int, int, int | bool, int]] = {
     "effnet_b8_se": ("conv", 8, 240, 10, 1, 1, 1),
     "resnet50_b8_1x1": ("conv", 8, 256, 64, 56, 1, 1),
     "resnet50_b8_3x3": ("conv", 8, 256, 256, 14, 3, 1),
+    # the second call's six
+    "vit_b8_qkv": ("matmul", 1, 1576, 2304, 768, True, 0),
+    "gpt2_b1_context": ("matmul", 12, 512, 64, 512, False, 0),
+    "mobilenet_v2_b8_expand": ("conv", 8, 16, 96, 112, 1, 1),
+    "effnet_b8_se_expand": ("conv", 8, 10, 240, 1, 1, 1),
+    "resnet18_b1_3x3": ("conv", 1, 512, 512, 7, 3, 1),
+    "mobilenet_v3_b1_1x1": ("conv", 1, 96, 576, 7, 1, 1),
 }
 
 
 def session12_classes(only: str = "") -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """`SESSION12`'s classes (those whose name contains ``only``) as one graph of
-    independent nodes: GPT-2's batch-1 QKV and second FFN matmul (512 tokens), BERT's
-    batch-1 attention scores (12 heads), and at batch 8 ConvNeXt-T's 7×7 depthwise
-    (96 ch, 56²), EfficientNet-B0's 1×1 expand (40→240, 28²), project (672→112, 14²) and
-    squeeze-and-excitation reduce (240→10 on 1×1), ResNet-50's first 1×1 (256→64, 56²)
-    and a stage-3 3×3 (256 ch, 14²). Weights are constants, as in the models."""
+    """`SESSION12`'s classes (those whose name contains one of ``only``'s comma-separated
+    parts) as one graph of independent nodes: GPT-2's batch-1 QKV, second FFN and
+    context matmuls (512 tokens, 12 heads), BERT's batch-1 attention scores, ViT-B's QKV
+    at batch 8 (1576 tokens); at batch 8 ConvNeXt-T's 7×7 depthwise (96 ch, 56²),
+    EfficientNet-B0's 1×1 expand (40→240, 28²), project (672→112, 14²) and
+    squeeze-and-excitation reduce and expand (240↔10 on 1×1), ResNet-50's first 1×1
+    (256→64, 56²) and a stage-3 3×3 (256 ch, 14²), MobileNetV2's first expand (16→96,
+    112²); at batch 1 ResNet-18's last 3×3 (512 ch, 7²) and a MobileNetV3 1×1 (96→576,
+    7²). Weights are constants, as in the models."""
     rng = np.random.default_rng(12)
     inits, nodes, inputs, outputs, feeds = [], [], [], [], {}
 
@@ -172,7 +182,7 @@ def session12_classes(only: str = "") -> tuple[onnx.ModelProto, dict[str, np.nda
         return name
 
     for name, (kind, batch, a, b, c, d, group) in SESSION12.items():
-        if only not in name:
+        if only and not any(part in name for part in only.split(",")):
             continue
         if kind == "matmul":  # batch, m, n, k, constant B
             lead = (batch,) if batch > 1 else ()
