@@ -18,7 +18,7 @@ Replayed spaces: ``benchmarks/tune_spaces/h200_session{8,9}.json`` (five classes
 every option measured on an H200; the knobs were chosen on them),
 ``h200_gpu_gemm_session9.json`` (21 MatMul classes of `benchmarks/gpu_gemm.py`, every
 ``sgemm`` option; the ``sgemm`` cost model was fitted to these very times, so the prior
-is in-sample there), ``h100_session12.json`` (`SESSION12`'s nine classes, every option
+is in-sample there), ``h100_session12.json`` (`SESSION12`'s fifteen classes, every option
 measured on an H100 by `benchmarks/tune_measure.py`: the out-of-sample spaces) and
 ``h100_session89.json`` (session 8/9's five classes again, on that H100).
 ``--random-from-default``: random search measures the compiler's default first too, so

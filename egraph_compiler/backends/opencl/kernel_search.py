@@ -41,7 +41,7 @@ Random search measures a uniform sample (without replacement) of the same space 
 the same budget. Both share one measurement cache, so each option is compiled and
 timed once per session and the two curves compare like with like. Offline, on whole
 measured spaces (``benchmarks/tune.py --replay``), the knobs were fitted on one space
-and seed range and reported on another, then scored out of sample on nine classes they
+and seed range and reported on another, then scored out of sample on fifteen classes they
 were never fitted on (``benchmarks/tune_spaces/h100_session12.json``, `Knobs`).
 """
 
@@ -223,10 +223,11 @@ class Knobs:
     # 100-139 / 200-239 / 1000-1039: 4.00 / 3.55 / 3.80 / 3.67x. Left out by class, the
     # settings the other classes prefer leave the 1x1 class where session 10 left it.
     # Session 12, frozen and out of sample (`benchmarks/tune_spaces/h100_session12.json`:
-    # nine new classes, every option measured on an H100): 6.00 / 6.00 / 5.00 / 5.17x on
-    # those four windows, >= 4.00x on all 50. Per class it is the analytic default that
+    # fifteen new classes, every option measured on an H100): 4.50 / 4.50 / 4.00 / 4.00x
+    # on those four windows, >= 4.00x on all 50. Per class it is the analytic default that
     # wins most (random search that also starts from the default: 1.00x median); the
-    # search loses to random on EfficientNet's 40->240 1x1 (0.59x: every pick keeps the
+    # search loses to random on the 1x1 convs of small K (EfficientNet's 40->240 0.59x,
+    # MobileNetV2's 16->96 0.71x, SE's 10->240 1.17x; on the first, every pick keeps the
     # vector reads the model prefers, the fastest tiles have none) and reaches only 2.00x
     # on ResNet-50's 256->64 1x1 (the model prices the fastest 8x4 and 8x2 per-item
     # blocks 2.6-4.4x too high; the trend cannot learn a knob its picks never vary).
