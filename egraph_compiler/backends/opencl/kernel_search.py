@@ -113,7 +113,7 @@ def features(option: cost.Option) -> np.ndarray:
          for name in ("direct", "tiled", "gemv", "depthwise", "window", "winograd", SGEMM,
                       CONV_GEMM)]
     if isinstance(p, Tile):
-        knobs = [p.bm, p.bn, p.bk, p.tm, p.tn, 2 if p.contiguous else 1, p.slices]
+        knobs = [p.bm, p.bn, p.bk, p.tm, p.tn, 2 if p.contiguous else 1, p.slices, p.groups]
     elif isinstance(p, Gemv):
         knobs = [1, 1, 1, 1, 1, 1, 1, p.columns, p.slices]
     elif isinstance(p, cost.Direct):
@@ -525,6 +525,10 @@ def _space(key: str, op: str, params: KernelParams, tiles: tuple[Tile, ...],
         if default not in space:
             space.insert(0, default)
     space += [o for o in priced[1:]]
+    if all(o.variant != default.variant or o.params != default.params for o in space):
+        # the compiler's pick from outside the knob grid (a tile split over K groups,
+        # `cost.TILES`): the search's first measurement, so it must be in the space
+        space.append(default)
     return default, tuple(space)
 
 
@@ -605,9 +609,10 @@ def search_model(graph: Graph, budget: int, params: KernelParams, tables: Any = 
 
 def option_to_json(option: cost.Option) -> dict[str, object]:
     p = option.params
-    if isinstance(p, Tile):
+    if isinstance(p, Tile):  # K groups only where split (older spaces and databases)
         return {"variant": "tiled", "bm": p.bm, "bn": p.bn, "bk": p.bk, "tm": p.tm, "tn": p.tn,
-                "contiguous": p.contiguous, "slices": p.slices}
+                "contiguous": p.contiguous, "slices": p.slices,
+                **({"groups": p.groups} if p.groups > 1 else {})}
     if isinstance(p, Gemv):
         return {"variant": "gemv", "columns": p.columns, "slices": p.slices}
     if isinstance(p, cost.Direct):
@@ -634,7 +639,8 @@ def option_from_json(data: dict[str, Any], where: str) -> cost.Option:
         variant = data["variant"]
         if variant == "tiled":
             tile = Tile(int(data["bm"]), int(data["bn"]), int(data["bk"]), int(data["tm"]),
-                        int(data["tn"]), bool(data["contiguous"]), int(data["slices"]))
+                        int(data["tn"]), bool(data["contiguous"]), int(data["slices"]),
+                        int(data.get("groups", 1)))
             if not tile.valid():
                 raise DnnrError(f"{where}: tile {tile} does not map its loads (gemm.Tile.valid)")
             return cost.Option("tiled", tile, 0.0)

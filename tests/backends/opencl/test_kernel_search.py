@@ -404,3 +404,21 @@ def test_stride2_conv_space_holds_conv_gemm_and_compile_runs_a_tuned_one(
     expect = np.einsum("bihw,oi->bohw", c, numpy_helper.to_array(w1)[:, :, 0, 0])
     got = CompiledModel(tmp_path / "tuned").run({"x": x})["y"]
     np.testing.assert_allclose(got, expect, rtol=1e-4, atol=1e-3)
+
+
+def test_a_default_split_over_k_groups_is_in_the_space_and_stored_whole() -> None:
+    """ResNet-18's last 3x3 conv at batch 1 (M·N small, K 4608): the compiler picks a
+    tile split over K work-groups (`cost.TILES`), which the knob grid lacks. The space
+    holds it, Chameleon measures it first, and the database stores its K groups (before,
+    they were dropped: a stored split tile came back unsplit)."""
+    default, space = _space("Conv m512 n49 k4608 b1", "Conv", KernelParams.for_device("gpu"),
+                            tile_space(), 9, True, 7, False, conv_gemm=True)
+    assert isinstance(default.params, Tile) and default.params.groups > 1, default
+    assert default in space
+    first = chameleon_search(space, default, lambda o: 1.0 + o.estimate_us, 1, 0).options[0]
+    assert first == default
+    stored = option_to_json(default)
+    assert stored["groups"] == default.params.groups
+    assert option_from_json(json.loads(json.dumps(stored)), "db").params == default.params
+    unsplit = replace(default.params, groups=1)
+    assert "groups" not in option_to_json(cost.Option("tiled", unsplit, 0.0))  # older files
