@@ -223,7 +223,7 @@ class Knobs:
     # 100-139 / 200-239 / 1000-1039: 4.00 / 3.55 / 3.80 / 3.67x. Left out by class, the
     # settings the other classes prefer leave the 1x1 class where session 10 left it.
     # Session 12, frozen and out of sample (`benchmarks/tune_spaces/h100_session12.json`:
-    # fifteen new classes, every option measured on an H100): 4.50 / 4.50 / 4.00 / 4.00x
+    # fifteen new classes, every option measured on an H100): 5.00 / 5.00 / 4.00 / 4.00x
     # on those four windows, >= 4.00x on all 50. Per class it is the analytic default that
     # wins most (random search that also starts from the default: 1.00x median); the
     # search loses to random on the 1x1 convs of small K (EfficientNet's 40->240 0.59x,
