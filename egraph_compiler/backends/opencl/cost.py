@@ -179,6 +179,9 @@ SGEMMS = (Sgemm(128, 128, 8, 8, 8), Sgemm(128, 128, 16, 8, 8), Sgemm(128, 64, 16
           Sgemm(64, 32, 16, 4, 4), Sgemm(32, 32, 16, 4, 4),
           Sgemm(64, 64, 16, 4, 4, 2), Sgemm(64, 64, 16, 4, 4, 4), Sgemm(128, 64, 16, 8, 4, 2),
           Sgemm(128, 64, 16, 8, 4, 4), Sgemm(128, 64, 8, 8, 8), Sgemm(64, 128, 8, 8, 8))
+# a work-item's registers beyond its accumulators, operand values and prefetch slots
+# (indices, addresses), in `_sgemm_estimate`'s count of the work-groups an SM holds
+SGEMM_OTHER_REGISTERS = 24
 SGEMM_FULL_WARPS = 24  # warps an SM needs in flight to hide a work-group's first fetch and epilogue
 # warps an SM needs in flight for ``sgemm``'s K loop to run at its rate, by register
 # block (8 × 8: 64 independent multiply-adds per loaded pair, so fewer warps hide latency)
@@ -473,12 +476,18 @@ def _sgemm_options(device: DeviceModel, m: int, n: int, k: int, batch: int,
 # ``conv-gemm``'s K loop needs this many times `SGEMM_LOOP_WARPS` in flight (its window
 # gather's loads and index arithmetic; fitted, `_conv_gemm_options`)
 CONV_GEMM_WARPS = 1.5
-# and its K groups run 1.25× the rate the per-SM model gives them (split K measured
+# and its K groups run 1.56× the rate the per-SM model gives them (split K measured
 # faster than whole K even on grids the model counts as full: more warps per SM)
 CONV_GEMM_SPLIT_RATE = 1.56
 # and its 8 × 8 register blocks 1.2× (relative to sgemm's `SGEMM_BLOCK_RATE`): 64
 # multiply-adds per gathered pair hide the gather's index arithmetic
 CONV_GEMM_8X8_RATE = 1.2
+# and fewer registers than sgemm's beyond its accumulators, operands and prefetch slots
+# (`SGEMM_OTHER_REGISTERS`): fitted, not counted — with 24 an 8 × 4 work-group of 128 held
+# 5 per SM, and 128 × 32 with 8 K groups (784 work-groups on the 28² outputs, 5.9 per SM)
+# was priced a second round it did not run (H200: 0.041 / 0.068 ms where the picks
+# 64 × 128 ran 0.045 / 0.076); 0-16 give the same picks on every replayed log, 20 the old
+CONV_GEMM_OTHER_REGISTERS = 12
 # the implicit-GEMM conv's tiles (`conv_gemm.ConvGemm`): C tile, K step, block, K groups
 CONV_GEMMS = tuple(ConvGemm(Sgemm(*sizes)) for sizes in (
     (128, 128, 8, 8, 8), (128, 64, 16, 8, 8), (64, 128, 16, 8, 8),
@@ -501,7 +510,8 @@ def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
     """The ``conv-gemm`` options (`conv_gemm.py`): `sgemm`'s per-SM round model over
     `CONV_GEMMS` (the same schedule) at ``efficiency["conv-gemm"]``, its K loop needing
     `CONV_GEMM_WARPS` times sgemm's warps (the window gather's loads and index
-    arithmetic), K groups at `CONV_GEMM_SPLIT_RATE`, 8 × 8 blocks at `CONV_GEMM_8X8_RATE`.
+    arithmetic), K groups at `CONV_GEMM_SPLIT_RATE`, 8 × 8 blocks at `CONV_GEMM_8X8_RATE`,
+    the work-groups an SM holds counted with `CONV_GEMM_OTHER_REGISTERS`.
 
     Fitted (a grid search over the four) on an H200 to ResNet-18/50's 3×3 convs at batch
     8, 26 options each (`benchmarks/gpu_conv.py`, ``fit LOG`` replays it): over the six
@@ -511,8 +521,11 @@ def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
     (`SGEMM_SPLIT_MIN_K`) and the narrow / many-K-group tiles of a third sweep listed
     (the last five), the same four constants: 0.334 against 0.323 (ResNet-18's 7²-output
     conv 0.051 -> 0.047 ms on 128 × 32 with 12 K groups; ResNet-50's 28² one still picks
-    64 × 128 with 8 groups, 0.076, where 128 × 32 with 8 ran 0.067). On the stride-1 ones Winograd stays (not offered
-    beside it, `options`)."""
+    64 × 128 with 8 groups, 0.076, where 128 × 32 with 8 ran 0.067). Session 12: with
+    `CONV_GEMM_OTHER_REGISTERS` both 28² convs pick 128 × 32 with 8 groups; the replays
+    of conv14's logs (.gpu/conv14/logs/1/cv.log, 2/cv.log) 0.243 -> 0.231 and 0.169 ->
+    0.167 ms (fastest 0.230, 0.167), gemm4's 0.334 -> 0.323 (fastest 0.323), the others
+    unchanged. On the stride-1 ones Winograd stays (not offered beside it, `options`)."""
     per_sm = device.peak_gflops * 1e3 / device.compute_units * device.efficiency[VARIANT_CONV_GEMM]
     result = []
     for shape in CONV_GEMMS:
@@ -521,20 +534,22 @@ def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
             continue
         rate = per_sm * (CONV_GEMM_SPLIT_RATE if tile.groups > 1 else 1.0) * \
             (CONV_GEMM_8X8_RATE if (tile.tm, tile.tn) == (8, 8) else 1.0)
-        estimate = _sgemm_estimate(device, tile, m, n, k, 1, epilogue_ops, rate, CONV_GEMM_WARPS)
+        estimate = _sgemm_estimate(device, tile, m, n, k, 1, epilogue_ops, rate, CONV_GEMM_WARPS,
+                                   CONV_GEMM_OTHER_REGISTERS)
         if estimate is not None:
             result.append(Option(VARIANT_CONV_GEMM, shape, estimate))
     return result
 
 
 def _sgemm_estimate(device: DeviceModel, tile: Sgemm, m: int, n: int, k: int, batch: int,
-                    epilogue_ops: int, per_sm: float, warps: float = 1.0) -> float | None:
+                    epilogue_ops: int, per_sm: float, warps: float = 1.0,
+                    other_registers: int = SGEMM_OTHER_REGISTERS) -> float | None:
     """One tile's estimate in `_sgemm_options`' model (None: K groups it does not offer),
     its K loop needing ``warps`` times `SGEMM_LOOP_WARPS` in flight; ``per_sm``: an SM's
     rate before the register block's (`SGEMM_BLOCK_RATE`)."""
     threads = tile.work_group
     registers = _cdiv(tile.tm * tile.tn + tile.tm + tile.tn + (tile.bm + tile.bn) * tile.bk //
-                      threads + 24, 8) * 8
+                      threads + other_registers, 8) * 8
     resident = max(1, min(65536 // (threads * registers), 2048 // threads))
     groups = batch * _cdiv(m, tile.bm) * _cdiv(n, tile.bn)
     if tile.groups > 1 and (groups >= device.compute_units * resident // 2 or
