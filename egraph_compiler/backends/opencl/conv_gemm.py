@@ -55,6 +55,8 @@ if TYPE_CHECKING:
     from egraph_compiler.backends.opencl.kernels import Kernel, _Gen
 
 VARIANT = "conv-gemm"
+# elements per work-item of the split-K sum launch, where the partials are float4 runs
+SUM_LANES = VECTOR
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ def conv_gemm(gen: _Gen, geo: gemm.ConvGeometry, params: ConvGemm) -> Kernel | N
     problem = gemm.Problem((1,), k_size, weights, columns, store)
     return gemm.sum_partials(gen, problem, params.tile.groups,
                              _kernel(gen, geo, params.tile, weights, store),
-                             VECTOR if _vector_partials(geo) else 1)
+                             SUM_LANES if _vector_partials(geo) else 1)
 
 
 def _vector_partials(geo: gemm.ConvGeometry) -> bool:
