@@ -34,7 +34,8 @@ class Measured:
     variants: dict[str, str] = field(default_factory=dict)
 
     def fastest(self) -> str:
-        return min((k for k in self.ms if k not in (OLD, MODEL)), key=self.ms.get)
+        """The fastest forced option's label (``model`` where none was forced)."""
+        return min((k for k in self.ms if k not in (OLD, MODEL)), key=self.ms.get, default=MODEL)
 
 
 def feeds_for(plan: dict, seed: int) -> dict[str, np.ndarray]:

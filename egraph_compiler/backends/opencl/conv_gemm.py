@@ -21,7 +21,13 @@ through the window map rather than by dividing each element's ``k``:
 - then `sgemm`'s schedule: ``bm × bn`` C tiles of ``tm × tn`` register blocks read from
   local memory as ``float4``\\ s, double buffering (the next K tile fetched into
   registers while this one is multiplied; one barrier per step), no bounds checks on
-  whole tiles; the conv's epilogue (bias, Relu, a residual Add) runs in the store loop.
+  whole tiles; the conv's epilogue (bias, Relu, a residual Add) runs in the store loop;
+- with K groups, each stores its partial tile to scratch as ``float4`` runs of 4 columns
+  where the columns are whole runs (they were scalar stores: on an H100, session 12,
+  ResNet-18's 7²-output conv with its sum launch 0.048 -> 0.041 ms, 28.7 -> 34.0 % of
+  FP32 peak, ResNet-50's 0.075 -> 0.068; the other four stride-2 convs equal or faster;
+  the sum launch reading float4 runs too, 4 elements per work-item, was slower on all six:
+  .gpu/conv15/logs/2).
 
 ResNet's stride-2 3×3 convs at batch 8 ran at 22–25 % of an H200's FP32 peak as
 ``tiled`` (`gemm.py`: per-element tap division, small register blocks) and slower as an
@@ -55,8 +61,6 @@ if TYPE_CHECKING:
     from egraph_compiler.backends.opencl.kernels import Kernel, _Gen
 
 VARIANT = "conv-gemm"
-# elements per work-item of the split-K sum launch, where the partials are float4 runs
-SUM_LANES = VECTOR
 
 
 @dataclass(frozen=True)
@@ -120,14 +124,13 @@ def conv_gemm(gen: _Gen, geo: gemm.ConvGeometry, params: ConvGemm) -> Kernel | N
     columns = Operand(geo.columns, False, w_setup, w_load, k_size)  # its rows only
     problem = gemm.Problem((1,), k_size, weights, columns, store)
     return gemm.sum_partials(gen, problem, params.tile.groups,
-                             _kernel(gen, geo, params.tile, weights, store),
-                             SUM_LANES if _vector_partials(geo) else 1)
+                             _kernel(gen, geo, params.tile, weights, store))
 
 
 def _vector_partials(geo: gemm.ConvGeometry) -> bool:
-    """Whether K groups' partial tiles go through scratch as ``float4`` runs of columns
-    (stored by the conv launch, summed by the second): the columns are whole runs of 4,
-    so a work-item's run of 4 (`sgemm._runs`, aligned) stays inside one row of scratch."""
+    """Whether K groups store their partial tiles to scratch as ``float4`` runs of
+    columns: the columns are whole runs of 4, so a work-item's run of 4 (`sgemm._runs`,
+    aligned) stays inside one row of scratch."""
     return geo.columns % VECTOR == 0
 
 

@@ -294,18 +294,13 @@ def split_k(gen: _Gen, problem: Problem, tile: Tile) -> Kernel:
     return sum_partials(gen, problem, tile.groups, tiled(gen, problem, tile))
 
 
-def sum_partials(gen: _Gen, problem: Problem, k_groups: int, partial: Kernel,
-                 lanes: int = 1) -> Kernel:
+def sum_partials(gen: _Gen, problem: Problem, k_groups: int, partial: Kernel) -> Kernel:
     """``partial`` (K groups' partial tiles in scratch ``[kg][batch][m][n]``) followed by the
-    launch that sums them in a fixed order and runs the epilogue; ``lanes`` 4: each
-    work-item sums 4 consecutive elements as ``float4`` loads (the element count a
-    multiple of 4), then stores them one by one."""
+    launch that sums them in a fixed order and runs the epilogue."""
     m_size, n_size = problem.a.rows, problem.b.rows
     batch_total = math.prod(problem.batch)
     gen.next_kernel()
     total = batch_total * m_size * n_size
-    if lanes > 1:
-        return replace(partial, then=_sum_lanes(gen, problem, k_groups, total, lanes))
     s = Scope()
     s.emit("const int gid = get_global_id(0);")
     s.emit(f"if (gid >= {total}) return;")
@@ -318,28 +313,6 @@ def sum_partials(gen: _Gen, problem: Problem, k_groups: int, partial: Kernel,
            f"{gen.scratch_param}[kg * {total} + gid];")
     problem.store(s, "m", "n", "sum")
     return replace(partial, then=gen.finish(s, total, gen.params.work_group))
-
-
-def _sum_lanes(gen: _Gen, problem: Problem, k_groups: int, total: int, lanes: int) -> Kernel:
-    """`sum_partials`' launch with ``lanes`` consecutive elements per work-item."""
-    m_size, n_size = problem.a.rows, problem.b.rows
-    items = total // lanes
-    s = Scope()
-    s.emit("const int gid = get_global_id(0);")
-    s.emit(f"if (gid >= {items}) return;")
-    s.emit(f"float{lanes} sum = (float{lanes})(0.0f);")
-    # fixed order over the K groups: the result does not depend on scheduling
-    s.emit(f"for (int kg = 0; kg < {k_groups}; ++kg) sum += "
-           f"*(__global const float{lanes}*)&{gen.scratch_param}[kg * {total} + gid * {lanes}];")
-    for lane in range(lanes):
-        one = Scope(s)
-        one.emit(f"const int e = gid * {lanes} + {lane};")
-        one.emit(f"const int n = e % {n_size}; const int m = (e / {n_size}) % {m_size};")
-        one.emit(f"int g = e / {m_size * n_size};")
-        _bind_batch(one, "g", problem.batch)
-        problem.store(one, "m", "n", f"sum.s{lane}")
-        s.nest("", one)
-    return gen.finish(s, items, gen.params.work_group)
 
 
 def gemv(gen: _Gen, batch: tuple[int, ...], k_size: int, vector: Operand, matrix: Operand,

@@ -65,7 +65,7 @@ CASES = {
     "stride2-asym-pad-dilated": (_conv(3, 32, (13, 12), 40, 2, (0, 1, 2, 0), "relu", 2),
                                  ConvGemm(Sgemm(64, 64, 16, 8, 8))),
     # split-K across 3 work-groups (the last one short), residual epilogue in the sum launch;
-    # 32 columns: partials stored and summed as float4 runs, ragged M inside a run's row
+    # 32 columns: partials stored as float4 runs, ragged M inside a run's row
     "stride2-kgroups-residual": (_conv(2, 32, (8, 8), 36, 2, (1, 1, 1, 1), "residual"),
                                  ConvGemm(Sgemm(32, 32, 16, 4, 4, 3))),
     # split-K over 25 columns (not whole runs of 4): partials element by element
@@ -89,11 +89,10 @@ def test_conv_gemm_matches_onnxruntime(case: str, tmp_path: Path) -> None:
     # K steps inside one tap: no per-element division of k
     cin = model.graph.input[0].type.tensor_type.shape.dim[1].dim_value
     assert ("kc / " in source) == (cin % shape.tile.bk != 0)
-    # K groups over whole runs of 4 columns: float4 partial stores and sums
+    # K groups over whole runs of 4 columns: float4 partial stores
     dims = [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]
     runs = shape.tile.groups > 1 and dims[0] * dims[2] * dims[3] % 4 == 0
     assert ("*(__global float4*)&scr[" in source) == runs
-    assert ("float4 sum" in source) == runs
 
 
 def test_every_listed_conv_gemm_is_valid() -> None:
