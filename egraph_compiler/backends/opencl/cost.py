@@ -525,7 +525,11 @@ def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
     `CONV_GEMM_OTHER_REGISTERS` both 28² convs pick 128 × 32 with 8 groups; the replays
     of conv14's logs (.gpu/conv14/logs/1/cv.log, 2/cv.log) 0.243 -> 0.231 and 0.169 ->
     0.167 ms (fastest 0.230, 0.167), gemm4's 0.334 -> 0.323 (fastest 0.323), the others
-    unchanged. On the stride-1 ones Winograd stays (not offered beside it, `options`)."""
+    unchanged; on an H100 in-model (.gpu/conv15/logs/3) ResNet-18's 28² conv 0.045 ->
+    0.039-0.040 ms and ResNet-50's 0.077 -> 0.073-0.074 (with float4 partial stores,
+    `conv_gemm.py`). It also moves ConvNeXt-T's b8 stem (4×4 stride 4, K 48) from 128 × 64
+    8 × 8 to 32 × 64 4 × 4: 0.030 -> 0.025 ms in-model (logs/4). On the stride-1 ones
+    Winograd stays (not offered beside it, `options`)."""
     per_sm = device.peak_gflops * 1e3 / device.compute_units * device.efficiency[VARIANT_CONV_GEMM]
     result = []
     for shape in CONV_GEMMS:
