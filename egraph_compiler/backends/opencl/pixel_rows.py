@@ -57,6 +57,10 @@ MIN_GROUPS = 96
 TARGET_GROUPS = 512
 MAX_REGISTERS = 32  # row elements a lane keeps (beyond it the form is not offered)
 LOCAL_FLOATS = 12 * 1024  # the transposed tile's budget (48 KiB of local memory)
+# `packed_rownorm`: rows of at most this many lanes share a work-group. A compute unit
+# of an H100/H200 holds 32 work-groups: 32-lane rows filled half of its 2,048 lanes
+# (64-lane rows fill it, and 128-lane ones already run at 70-80 % of the bandwidth)
+PACKED_PARTS = 32
 
 _INT = re.compile(r"const int (\w+) = ([\w\s+\-*/%()]+);")
 _LOAD = re.compile(r"const \w+ (\w+) = (in\d+)\[([\w\s+\-*/%()]+)\];")
@@ -276,4 +280,92 @@ def pixel_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     else:
         out.lines.extend(write.lines)
     s.nest(f"for (int e = lid; e < {pixels * length}; e += {LANES})", out)
+    return gen.finish(s, -(-rows // pixels) * LANES, LANES)
+
+
+def packed_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
+                   index: tuple[ix.IExpr, ...], normalised: Callable[[Scope, str], str],
+                   parts: int) -> Kernel | None:
+    """The ``packed-rows`` kernel of LayerNormalization ``node`` over ``rows`` short
+    contiguous rows of ``length`` (``index``: its input's element at C variables ``o``,
+    ``r``), or None where it does not apply. ``parts``: the lanes a row takes (the
+    one-work-group-per-row form's work-group, `kernels._Gen._cached_rownorm`).
+
+    Short rows (SegFormer's 32–256 channels, a 256-wide transformer at batch 8) took a
+    work-group of 32 lanes each (`PACKED_PARTS`): a compute unit holds 32 work-groups,
+    so half its lanes were resident, and SegFormer's b8 stage-1 LayerNorms ran at
+    17–19 % of the H100's bandwidth (a copy of their size by the same clock: 45 %).
+    Here a `LANES` work-group takes ``LANES / parts`` rows, ``lane = part + parts · row``:
+    each row's ``parts`` lanes (a warp or more) read its elements ``part, part + parts,
+    …`` as the one-row form does, so every load and store stays coalesced along the
+    row; the row statistics are summed over the row's lanes by a tree in local memory.
+    Offered where every load that moves with the row and every store is contiguous
+    along it, and the packing leaves `MIN_GROUPS` work-groups."""
+    if parts > PACKED_PARTS or LANES % parts or rows < 2 or length < 2:
+        return None
+    pixels = LANES // parts
+    per_lane = -(-length // parts)
+    if -(-rows // pixels) < MIN_GROUPS or per_lane > MAX_REGISTERS:
+        return None
+    loads = _probe(gen, lambda scope: gen.em.value(scope, x_name, index))
+    if loads is None or any(d_o and d_r != 1 for _, d_o, d_r in loads):
+        return None
+
+    def epilogue(scope: Scope, value: str) -> None:
+        gen.declare_iteration(scope, index)
+        gen.epilogue(scope, value)
+
+    stores = _probe(gen, lambda scope: epilogue(scope, normalised(scope, "v")))
+    if stores is None or any(kind == "store" and d_r != 1 for kind, _, d_r in stores):
+        return None
+    eps = sp.literal(float(node.attr("epsilon", 1e-5)), "float32")
+    count = sp.literal(float(length), "float32")
+    gen.variant = f"packed-rows {pixels}x{parts}"
+    ragged_rows, ragged_row = rows % pixels != 0, length % parts != 0
+    s = Scope()
+    s.emit("const int lid = get_local_id(0);")
+    s.emit(f"const int part = lid % {parts}; const int pix = lid / {parts};")
+    s.emit(f"const int o = get_group_id(0) * {pixels} + pix;")
+    s.emit(f"__local float red[{LANES}];")
+    s.emit(f"float xs[{per_lane}];")
+
+    def each(emit: Callable[[Scope], None]) -> None:
+        """``emit`` for each of this lane's elements ``r`` of row ``o``."""
+        body = Scope(s)
+        body.emit(f"const int r = part + j * {parts};")
+        inner = Scope(body)
+        emit(inner)
+        checks = ([f"r < {length}"] if ragged_row else []) + \
+            ([f"o < {rows}"] if ragged_rows else [])
+        if checks:
+            body.nest(f"if ({' && '.join(checks)})", inner)
+        else:
+            body.lines.extend(inner.lines)
+        s.nest(UNROLL + f"for (int j = 0; j < {per_lane}; ++j)", body)
+
+    def row_sum(var: str) -> str:
+        """Sum ``var`` over the row's lanes (a tree over ``parts`` slots of ``red``);
+        return the C expression of the total (valid until ``red`` is written again)."""
+        s.emit(f"red[lid] = {var};")
+        s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
+        step = Scope(s)
+        step.emit("if (part < h) red[lid] += red[lid + h];")
+        step.emit("barrier(CLK_LOCAL_MEM_FENCE);")
+        s.nest(f"for (int h = {parts // 2}; h > 0; h >>= 1)", step)
+        return f"red[pix * {parts}]"
+
+    s.emit("float acc = 0.0f;")
+
+    def load(body: Scope) -> None:
+        body.emit(f"xs[j] = {gen.em.value(body, x_name, index)};")
+        body.emit("acc += xs[j];")
+
+    each(load)
+    s.emit(f"const float center = {row_sum('acc')} / {count};")
+    s.emit("barrier(CLK_LOCAL_MEM_FENCE);")  # every row has read its total
+    s.emit("float dev = 0.0f;")
+    each(lambda body: body.emit("dev += (xs[j] - center) * (xs[j] - center);"))
+    s.emit(f"const float scale = rsqrt({row_sum('dev')} / {count} + {eps});")
+    gen.row_input = "xs[j]"  # a stored row input (a residual sum) is in registers
+    each(lambda body: epilogue(body, normalised(body, "((xs[j] - center) * scale)")))
     return gen.finish(s, -(-rows // pixels) * LANES, LANES)

@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from egraph_compiler.backends.opencl import KernelParams, build, load
+from egraph_compiler.backends.opencl import KernelParams, build, cost, load
 from egraph_compiler.backends.opencl.gemm import Tile
 from egraph_compiler.backends.opencl.pixel_rows import access_strides
 from egraph_compiler.fusion import plan_fusion
@@ -275,4 +275,42 @@ def test_pixel_rows_stage_nhwc_operands_matches_onnxruntime(stage: bool, tmp_pat
     launches, got = _build_run(model, feeds, tmp_path, replace(GPU, strided_rows_stage=stage))
     assert [launch["variant"] for launch in launches] == ["pixel-rows 8 direct"]
     assert ("stage0" in (tmp_path / "kernels.cl").read_text()) == stage
+    assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("rows", "length", "stored", "form"), [
+    (800, 32, True, "packed-rows 8x32"), (809, 20, False, "packed-rows 8x32"),
+    (812, 160, True, "packed-rows 8x32"), (400, 600, True, ""), (700, 32, False, "")])
+def test_packed_rows_layernorm_matches_onnxruntime(rows: int, length: int, stored: bool,
+                                                   form: str, tmp_path: Path) -> None:
+    """SegFormer's residual sum then LayerNorm over short contiguous rows: 8 rows of 32
+    lanes per work-group (`pixel_rows.packed_rownorm`), the last group ragged (809,
+    812 rows), a row ragged over its lanes (20 and 160 elements: 1 and 5 registers a
+    lane); with ``stored`` the sum is also written, from the registers. 600 elements
+    take 128 lanes, over `pixel_rows.PACKED_PARTS` (one work-group per row); 700 rows
+    would be 88 work-groups, under `pixel_rows.MIN_GROUPS`."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(7)
+    nodes = [helper.make_node("Add", ["x", "h"], ["a"]),
+             helper.make_node("LayerNormalization", ["a", "g", "b"], ["n"], axis=-1),
+             # the residual sum read again after the row (SegFormer's next residual)
+             helper.make_node("MatMul", ["n", "w"], ["m"]),
+             helper.make_node("Add", ["m" if stored else "n", "a"], ["y"])]
+    model = _model(nodes, {"x": [rows, length], "h": [rows, length]}, {"y": [rows, length]},
+                   {"g": rng.uniform(0.5, 1.5, length).astype(np.float32),
+                    "b": rng.standard_normal(length).astype(np.float32),
+                    "w": rng.standard_normal([length, length]).astype(np.float32) / length})
+    feeds = {k: (rng.standard_normal([rows, length]) * 3 + 1).astype(np.float32)
+             for k in ("x", "h")}
+    graph = plan_memory(plan_fusion(static_graph(model, feeds),
+                                    cost=cost.fusion_cost(cost.DEVICES["gpu"])))
+    build(graph, tmp_path, replace(GPU, packed_rows=True))
+    compiled = load(tmp_path)
+    launches, got = compiled.plan["launches"], compiled.run(feeds)
+    rownorm = [launch for launch in launches if "LayerNormalization" in launch["ops"]]
+    # the residual sum fused in front of the row, and stored by it where read again
+    assert [(launch["ops"][0], launch["variant"]) for launch in rownorm] == [("Add", form)]
+    source = (tmp_path / "kernels.cl").read_text().split(f"void {rownorm[0]['kernel']}(")[1]
+    assert ("out1[" in source.split("\n}\n")[0]) == stored
     assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-5)
