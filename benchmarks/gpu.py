@@ -793,6 +793,16 @@ def memory_summary(rows: list[dict[str, Any]], peak_gbs: float,
                 + (f"; at 60 % or more: {int((shares >= 0.6).sum())} kernels, "
                    f"{100 * seconds[shares >= 0.6].sum() / seconds.sum():.0f} % of their time"
                    if high is None and low == MEMORY_TARGET_BYTES else ""))
+        for label, transformer in (("  CNNs", False), ("  transformers", True)):
+            picked = [k for k in kernels if k["bytes"] >= MEMORY_TARGET_BYTES and
+                      (k["target"].rsplit("_b", 1)[0] in TRANSFORMERS) == transformer]
+            if picked:
+                seconds = sum(k["seconds"] for k in picked)
+                moved = sum(k["bytes"] for k in picked)
+                lines.append(f"{label:<18}{len(picked):>8}{1e3 * seconds:9.3f}"
+                             f"{100 * moved / seconds / 1e9 / peak_gbs:8.1f}{'':>20}   "
+                             + " / ".join(_copy_share(copies, c, picked, peak_gbs)
+                                          for c in COPY_CLOCKS))
         lines.append(f"kernels moving {MEMORY_TARGET_BYTES / 1e6:g} MB or more, batch {batch}: "
                      "MB, ms, ours %, copy % (" + " / ".join(COPY_CLOCKS) + ")")
         for k in sorted((k for k in kernels if k["bytes"] >= MEMORY_TARGET_BYTES),

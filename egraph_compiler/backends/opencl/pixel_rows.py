@@ -311,16 +311,34 @@ def packed_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     if loads is None or any(d_o and d_r != 1 for _, d_o, d_r in loads):
         return None
 
-    def epilogue(scope: Scope, value: str) -> None:
-        gen.declare_iteration(scope, index)
-        gen.epilogue(scope, value)
+    every_store = dict(gen.stores)
 
-    stores = _probe(gen, lambda scope: epilogue(scope, normalised(scope, "v")))
-    if stores is None or any(kind == "store" and d_r != 1 for kind, _, d_r in stores):
+    def epilogue(scope: Scope, value: str, outputs: dict[str, str] = every_store) -> None:
+        """The block's epilogue storing only ``outputs`` (value: its output argument)."""
+        gen.declare_iteration(scope, index)
+        gen.stores = outputs
+        try:
+            gen.epilogue(scope, value)
+        finally:
+            gen.stores = every_store
+
+    found = _accesses(_lines(gen, lambda scope: epilogue(scope, normalised(scope, "v"))))
+    if found is None:
+        return None
+    # stores along the row are written from the registers; stores along the rows (an
+    # NCHW output: SegFormer's LayerNorm then a Transpose back) through a local tile,
+    # consecutive lanes on consecutive rows, as `pixel_rownorm`'s ``transposed`` form
+    # writes its rows' elements
+    strides = {param: (d_o, d_r) for kind, param, d_o, d_r, _ in found if kind == "store"}
+    along = {v: out for v, out in every_store.items() if strides.get(out, (0, 1))[1] == 1}
+    across = {v: out for v, out in every_store.items() if v not in along}
+    if any(strides[out][0] != 1 for out in across.values()) or \
+            any(v in across for v in gen.shape.stored) or \
+            (across and length * (pixels + 1) > LOCAL_FLOATS):
         return None
     eps = sp.literal(float(node.attr("epsilon", 1e-5)), "float32")
     count = sp.literal(float(length), "float32")
-    gen.variant = f"packed-rows {pixels}x{parts}"
+    gen.variant = f"packed-rows {pixels}x{parts}" + (" transposed" if across else "")
     ragged_rows, ragged_row = rows % pixels != 0, length % parts != 0
     s = Scope()
     s.emit("const int lid = get_local_id(0);")
@@ -367,5 +385,23 @@ def packed_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     each(lambda body: body.emit("dev += (xs[j] - center) * (xs[j] - center);"))
     s.emit(f"const float scale = rsqrt({row_sum('dev')} / {count} + {eps});")
     gen.row_input = "xs[j]"  # a stored row input (a residual sum) is in registers
-    each(lambda body: epilogue(body, normalised(body, "((xs[j] - center) * scale)")))
+    if along:
+        each(lambda body: epilogue(body, normalised(body, "((xs[j] - center) * scale)"),
+                                   along))
+    if not across:
+        return gen.finish(s, -(-rows // pixels) * LANES, LANES)
+    gen.row_input = None
+    s.emit(f"__local float tile[{length * (pixels + 1)}];")
+    each(lambda body: body.emit(f"tile[r * {pixels + 1} + pix] = (xs[j] - center) * scale;"))
+    s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
+    out = Scope(s)
+    out.emit(f"const int p = e % {pixels}; const int r = e / {pixels};")
+    out.emit(f"const int o = get_group_id(0) * {pixels} + p;")
+    write = Scope(out)
+    epilogue(write, normalised(write, f"tile[r * {pixels + 1} + p]"), across)
+    if ragged_rows:
+        out.nest(f"if (o < {rows})", write)
+    else:
+        out.lines.extend(write.lines)
+    s.nest(f"for (int e = lid; e < {pixels * length}; e += {LANES})", out)
     return gen.finish(s, -(-rows // pixels) * LANES, LANES)

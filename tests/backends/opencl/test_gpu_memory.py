@@ -314,3 +314,40 @@ def test_packed_rows_layernorm_matches_onnxruntime(rows: int, length: int, store
     source = (tmp_path / "kernels.cl").read_text().split(f"void {rownorm[0]['kernel']}(")[1]
     assert ("out1[" in source.split("\n}\n")[0]) == stored
     assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("pixels", "length", "stored"), [(400, 32, True), (403, 40, False)])
+def test_packed_rows_transposed_store_matches_onnxruntime(pixels: int, length: int,
+                                                          stored: bool, tmp_path: Path) -> None:
+    """SegFormer's block end: the residual sum, LayerNorm over the channels of an NHWC
+    map, then back to NCHW (a store along the rows: written through a local tile,
+    `pixel_rows.packed_rownorm`'s ``transposed`` form), the sum also written from the
+    registers where read again. 2 × 403 rows leave the last work-group ragged; 40
+    channels over 32 lanes a ragged register."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(9)
+    side = {400: (20, 20), 403: (31, 13)}[pixels]
+    nodes = [helper.make_node("Add", ["x", "h"], ["a"]),
+             helper.make_node("LayerNormalization", ["a", "g", "b"], ["n"], axis=-1),
+             helper.make_node("Reshape", ["n", "hw"], ["m"]),
+             helper.make_node("Transpose", ["m"], ["y"], perm=[0, 3, 1, 2]),
+             helper.make_node("Mul", ["a", "two"], ["z"])]
+    model = _model(nodes if stored else nodes[:4], {"x": [2, pixels, length],
+                                                    "h": [2, pixels, length]},
+                   {"y": [2, length, *side], **({"z": [2, pixels, length]} if stored else {})},
+                   {"g": rng.uniform(0.5, 1.5, length).astype(np.float32),
+                    "b": rng.standard_normal(length).astype(np.float32),
+                    "hw": np.array([2, *side, length], np.int64),
+                    "two": np.array(2.0, np.float32)})
+    feeds = {k: (rng.standard_normal([2, pixels, length]) * 3 + 1).astype(np.float32)
+             for k in ("x", "h")}
+    graph = plan_memory(plan_fusion(static_graph(model, feeds),
+                                    cost=cost.fusion_cost(cost.DEVICES["gpu"])))
+    build(graph, tmp_path, replace(GPU, packed_rows=True))
+    compiled = load(tmp_path)
+    launches, got = compiled.plan["launches"], compiled.run(feeds)
+    print([(launch["ops"], launch["variant"]) for launch in launches])
+    rownorm = [launch for launch in launches if "LayerNormalization" in launch["ops"]]
+    assert [launch["variant"] for launch in rownorm] == ["packed-rows 8x32 transposed"]
+    assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-5)
