@@ -61,6 +61,12 @@ LOCAL_FLOATS = 12 * 1024  # the transposed tile's budget (48 KiB of local memory
 # of an H100/H200 holds 32 work-groups: 32-lane rows filled half of its 2,048 lanes
 # (64-lane rows fill it, and 128-lane ones already run at 70-80 % of the bandwidth)
 PACKED_PARTS = 32
+# ... and only with this many rows at least. On the H100 (b8, OpenCL events) packing
+# took SegFormer's 25,088-row LayerNorms 0.063 → 0.032 ms (three kernels) and its
+# 6,272-row ones 0.033 → 0.022, b1's 3,136-row ones 0.028 → 0.023; ViT's 1,576 rows
+# of 256 and SegFormer's 1,568 of 160 ran about as fast either way, and BERT's, GPT-2's
+# and BART's 1,024 rows of 256 slower (eight kernels 0.063 → 0.073 ms)
+PACKED_MIN_ROWS = 2048
 
 _INT = re.compile(r"const int (\w+) = ([\w\s+\-*/%()]+);")
 _LOAD = re.compile(r"const \w+ (\w+) = (in\d+)\[([\w\s+\-*/%()]+)\];")
@@ -299,13 +305,14 @@ def packed_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     each row's ``parts`` lanes (a warp or more) read its elements ``part, part + parts,
     …`` as the one-row form does, so every load and store stays coalesced along the
     row; the row statistics are summed over the row's lanes by a tree in local memory.
-    Offered where every load that moves with the row and every store is contiguous
-    along it, and the packing leaves `MIN_GROUPS` work-groups."""
-    if parts > PACKED_PARTS or LANES % parts or rows < 2 or length < 2:
+    Offered for `PACKED_MIN_ROWS` rows or more where every load that moves with the
+    row is contiguous along it, and every store either that (written from the
+    registers) or along the rows (through a local tile)."""
+    if parts > PACKED_PARTS or LANES % parts or rows < PACKED_MIN_ROWS or length < 2:
         return None
     pixels = LANES // parts
     per_lane = -(-length // parts)
-    if -(-rows // pixels) < MIN_GROUPS or per_lane > MAX_REGISTERS:
+    if per_lane > MAX_REGISTERS:
         return None
     loads = _probe(gen, lambda scope: gen.em.value(scope, x_name, index))
     if loads is None or any(d_o and d_r != 1 for _, d_o, d_r in loads):

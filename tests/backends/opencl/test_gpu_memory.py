@@ -279,16 +279,16 @@ def test_pixel_rows_stage_nhwc_operands_matches_onnxruntime(stage: bool, tmp_pat
 
 
 @pytest.mark.parametrize(("rows", "length", "stored", "form"), [
-    (800, 32, True, "packed-rows 8x32"), (809, 20, False, "packed-rows 8x32"),
-    (812, 160, True, "packed-rows 8x32"), (400, 600, True, ""), (700, 32, False, "")])
+    (2048, 32, True, "packed-rows 8x32"), (2051, 20, False, "packed-rows 8x32"),
+    (2052, 160, True, "packed-rows 8x32"), (2048, 300, True, ""), (2040, 32, False, "")])
 def test_packed_rows_layernorm_matches_onnxruntime(rows: int, length: int, stored: bool,
                                                    form: str, tmp_path: Path) -> None:
     """SegFormer's residual sum then LayerNorm over short contiguous rows: 8 rows of 32
-    lanes per work-group (`pixel_rows.packed_rownorm`), the last group ragged (809,
-    812 rows), a row ragged over its lanes (20 and 160 elements: 1 and 5 registers a
-    lane); with ``stored`` the sum is also written, from the registers. 600 elements
-    take 128 lanes, over `pixel_rows.PACKED_PARTS` (one work-group per row); 700 rows
-    would be 88 work-groups, under `pixel_rows.MIN_GROUPS`."""
+    lanes per work-group (`pixel_rows.packed_rownorm`), the last group ragged (2,051,
+    2,052 rows), a row ragged over its lanes (20 and 160 elements: 1 and 5 registers a
+    lane); with ``stored`` the sum is also written, from the registers. 300 elements
+    take 64 lanes, over `pixel_rows.PACKED_PARTS` (one work-group per row); 2,040
+    rows are under `pixel_rows.PACKED_MIN_ROWS`."""
     from dataclasses import replace
 
     rng = np.random.default_rng(7)
@@ -316,18 +316,18 @@ def test_packed_rows_layernorm_matches_onnxruntime(rows: int, length: int, store
     assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize(("pixels", "length", "stored"), [(400, 32, True), (403, 40, False)])
+@pytest.mark.parametrize(("pixels", "length", "stored"), [(1024, 32, True), (1027, 40, False)])
 def test_packed_rows_transposed_store_matches_onnxruntime(pixels: int, length: int,
                                                           stored: bool, tmp_path: Path) -> None:
     """SegFormer's block end: the residual sum, LayerNorm over the channels of an NHWC
     map, then back to NCHW (a store along the rows: written through a local tile,
     `pixel_rows.packed_rownorm`'s ``transposed`` form), the sum also written from the
-    registers where read again. 2 × 403 rows leave the last work-group ragged; 40
+    registers where read again. 2 × 1,027 rows leave the last work-group ragged; 40
     channels over 32 lanes a ragged register."""
     from dataclasses import replace
 
     rng = np.random.default_rng(9)
-    side = {400: (20, 20), 403: (31, 13)}[pixels]
+    side = {1024: (32, 32), 1027: (79, 13)}[pixels]
     nodes = [helper.make_node("Add", ["x", "h"], ["a"]),
              helper.make_node("LayerNormalization", ["a", "g", "b"], ["n"], axis=-1),
              helper.make_node("Reshape", ["n", "hw"], ["m"]),
@@ -347,7 +347,6 @@ def test_packed_rows_transposed_store_matches_onnxruntime(pixels: int, length: i
     build(graph, tmp_path, replace(GPU, packed_rows=True))
     compiled = load(tmp_path)
     launches, got = compiled.plan["launches"], compiled.run(feeds)
-    print([(launch["ops"], launch["variant"]) for launch in launches])
     rownorm = [launch for launch in launches if "LayerNormalization" in launch["ops"]]
     assert [launch["variant"] for launch in rownorm] == ["packed-rows 8x32 transposed"]
     assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-5)
