@@ -28,6 +28,17 @@ per row issue #13's targets (fused kernels ≤ torch.compile, ≤ 2× the CUDA g
 fusion-off) and lists the three longest fused kernels of every row that misses one;
 ``table`` rebuilds it from the JSON rows of several `run` logs (one device call cannot
 time every model with torch.compile).
+
+``run`` also records every memory-bound (no conv/matmul) fused kernel of a row: its
+bytes and time. ``memory`` prints, from the logs of one card, issue #13's memory
+measure per batch: all those kernels of every model, per size band, as % of the
+memory peak time-weighted, beside a plain copy of the same sizes by the same clock
+(``--peer``: `gpu_peer.py opencl|cuda --sizes-from` logs), then the kernels moving
+12 MB or more one by one. NVIDIA H100 (3,352 GB/s), main's session-11 code, batch 8,
+all 15 models: the 39 kernels moving 12 MB or more run at 66.3 % time-weighted (28 of
+them, 73 % of their time, at 60 % or more; the CNNs' 14 at 67.7 %), a float4 copy of
+the same sizes (L2-cold, OpenCL events) at 68.8 %; under 12 MB the event's fixed cost
+rules (4–12 MB: 21.7 %, the copy 28.8 %; 1 MiB–4 MB: 8.7 %, the copy 15.1 %).
 """
 
 from __future__ import annotations
