@@ -40,6 +40,12 @@ Measured (NVIDIA H200, torch 2.11 + CUDA 13.0, session 11, `.gpu/mem4/logs/{1,2}
 - PyTorch eager's own kernels (CUPTI, inputs L2-warm) for dnnr's ≥ 12 MB CNN kernels:
   ConvNeXt LayerNorm2d 7.8–11.7 %, effnet GAP 46–62 %, SE scale 37–53 %, ResNet's
   MaxPool 24 % (see the session-11 report for the per-kernel table).
+
+NVIDIA H100 80GB HBM3 (3,352 GB/s; session 12, `.gpu/mem5/logs/1`), ``--sizes-from``
+the 39 memory-bound kernels of all 15 models at b8 moving 12 MB or more: the copy of
+their sizes runs time-weighted at 68.8 % (OpenCL events, L2-cold), 76.0 % (L2-warm),
+79.0 % (CUPTI, L2-cold); CUDA events around ``copy_`` of 50 MB or more read only
+34–39 % (not looked into). dnnr's kernels: 66.3 % by the OpenCL events.
 """
 
 from __future__ import annotations
