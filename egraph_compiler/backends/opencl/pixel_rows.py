@@ -168,6 +168,51 @@ def _lines(gen: _Gen, emit: Callable[[Scope], None]) -> list[str]:
     return scope.lines
 
 
+def _lane_elements(s: Scope, parts: int, per_lane: int, length: int, rows: int,
+                   pixels: int) -> Callable[[Callable[[Scope], None]], None]:
+    """``each(emit)``: ``emit`` in ``s`` for each of a lane's elements ``r = part +
+    j · parts`` (j < ``per_lane``) of its row ``o``, guarded where the row is ragged
+    over the parts or the last work-group's ``pixels`` rows over ``rows``."""
+    checks = ([f"r < {length}"] if length % parts else []) + \
+        ([f"o < {rows}"] if rows % pixels else [])
+
+    def each(emit: Callable[[Scope], None]) -> None:
+        body = Scope(s)
+        body.emit(f"const int r = part + j * {parts};")
+        inner = Scope(body)
+        emit(inner)
+        if checks:
+            body.nest(f"if ({' && '.join(checks)})", inner)
+        else:
+            body.lines.extend(inner.lines)
+        s.nest(UNROLL + f"for (int j = 0; j < {per_lane}; ++j)", body)
+    return each
+
+
+def _through_tile(s: Scope, each: Callable[[Callable[[Scope], None]], None], pixels: int,
+                  length: int, rows: int, rows_fastest: bool,
+                  write: Callable[[Scope, str], None]) -> None:
+    """Emit, in ``s``, the normalised values through a local ``[length][pixels + 1]``
+    tile (padded: no bank conflicts): each lane puts its elements in, then the
+    work-group calls ``write(scope, value)`` at every (row ``o``, element ``r``) with
+    consecutive lanes on consecutive rows (``rows_fastest``) or on consecutive
+    elements of a row."""
+    s.emit(f"__local float tile[{length * (pixels + 1)}];")
+    each(lambda body: body.emit(f"tile[r * {pixels + 1} + pix] = (xs[j] - center) * scale;"))
+    s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
+    out = Scope(s)
+    out.emit(f"const int p = e % {pixels}; const int r = e / {pixels};" if rows_fastest else
+             f"const int p = e / {length}; const int r = e % {length};")
+    out.emit(f"const int o = get_group_id(0) * {pixels} + p;")
+    inner = Scope(out)
+    write(inner, f"tile[r * {pixels + 1} + p]")
+    if rows % pixels:
+        out.nest(f"if (o < {rows})", inner)
+    else:
+        out.lines.extend(inner.lines)
+    s.nest(f"for (int e = lid; e < {pixels * length}; e += {LANES})", out)
+
+
 def pixel_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
                   x_shape: tuple[int, ...], index: tuple[ix.IExpr, ...],
                   normalised: Callable[[Scope, str], str]) -> Kernel | None:
@@ -217,7 +262,6 @@ def pixel_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     eps = sp.literal(float(node.attr("epsilon", 1e-5)), "float32")
     count = sp.literal(float(length), "float32")
     gen.variant = f"pixel-rows {pixels} {'transposed' if transposed else 'direct'}"
-    ragged_rows, ragged_row = rows % pixels != 0, length % parts != 0
     s = Scope()
     s.emit("const int lid = get_local_id(0);")
     s.emit(f"const int pix = lid % {pixels}; const int part = lid / {pixels};")
@@ -226,19 +270,7 @@ def pixel_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     s.emit(f"__local float stat[{2 * pixels}];")
     s.emit(f"float xs[{per_lane}];")
 
-    def each(emit: Callable[[Scope], None]) -> None:
-        """``emit`` for each of this lane's elements ``r`` of row ``o``."""
-        body = Scope(s)
-        body.emit(f"const int r = part + j * {parts};")
-        inner = Scope(body)
-        emit(inner)
-        checks = ([f"r < {length}"] if ragged_row else []) + \
-            ([f"o < {rows}"] if ragged_rows else [])
-        if checks:
-            body.nest(f"if ({' && '.join(checks)})", inner)
-        else:
-            body.lines.extend(inner.lines)
-        s.nest(UNROLL + f"for (int j = 0; j < {per_lane}; ++j)", body)
+    each = _lane_elements(s, parts, per_lane, length, rows, pixels)
 
     def row_sum(var: str, slot: int) -> None:
         """Sum ``var`` over the row's parts into ``stat[slot·P + pix]``."""
@@ -275,19 +307,8 @@ def pixel_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     if not transposed:
         each(lambda body: epilogue(body, normalised(body, "((xs[j] - center) * scale)")))
         return gen.finish(s, -(-rows // pixels) * LANES, LANES)
-    s.emit(f"__local float tile[{length * (pixels + 1)}];")
-    each(lambda body: body.emit(f"tile[r * {pixels + 1} + pix] = (xs[j] - center) * scale;"))
-    s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
-    out = Scope(s)
-    out.emit(f"const int p = e / {length}; const int r = e % {length};")
-    out.emit(f"const int o = get_group_id(0) * {pixels} + p;")
-    write = Scope(out)
-    epilogue(write, normalised(write, f"tile[r * {pixels + 1} + p]"))
-    if ragged_rows:
-        out.nest(f"if (o < {rows})", write)
-    else:
-        out.lines.extend(write.lines)
-    s.nest(f"for (int e = lid; e < {pixels * length}; e += {LANES})", out)
+    _through_tile(s, each, pixels, length, rows, False,
+                  lambda write, x: epilogue(write, normalised(write, x)))
     return gen.finish(s, -(-rows // pixels) * LANES, LANES)
 
 
@@ -310,12 +331,11 @@ def packed_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     Offered for `PACKED_MIN_ROWS` rows or more where every load that moves with the
     row is contiguous along it, and every store either that (written from the
     registers) or along the rows (through a local tile)."""
-    if parts > PACKED_PARTS or LANES % parts or rows < PACKED_MIN_ROWS or length < 2:
+    per_lane = -(-length // parts)
+    if parts > PACKED_PARTS or LANES % parts or rows < PACKED_MIN_ROWS or length < 2 or \
+            per_lane > MAX_REGISTERS:
         return None
     pixels = LANES // parts
-    per_lane = -(-length // parts)
-    if per_lane > MAX_REGISTERS:
-        return None
     loads = _probe(gen, lambda scope: gen.em.value(scope, x_name, index))
     if loads is None or any(d_o and d_r != 1 for _, d_o, d_r in loads):
         return None
@@ -348,7 +368,6 @@ def packed_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     eps = sp.literal(float(node.attr("epsilon", 1e-5)), "float32")
     count = sp.literal(float(length), "float32")
     gen.variant = f"packed-rows {pixels}x{parts}" + (" transposed" if across else "")
-    ragged_rows, ragged_row = rows % pixels != 0, length % parts != 0
     s = Scope()
     s.emit("const int lid = get_local_id(0);")
     s.emit(f"const int part = lid % {parts}; const int pix = lid / {parts};")
@@ -356,19 +375,7 @@ def packed_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     s.emit(f"__local float red[{LANES}];")
     s.emit(f"float xs[{per_lane}];")
 
-    def each(emit: Callable[[Scope], None]) -> None:
-        """``emit`` for each of this lane's elements ``r`` of row ``o``."""
-        body = Scope(s)
-        body.emit(f"const int r = part + j * {parts};")
-        inner = Scope(body)
-        emit(inner)
-        checks = ([f"r < {length}"] if ragged_row else []) + \
-            ([f"o < {rows}"] if ragged_rows else [])
-        if checks:
-            body.nest(f"if ({' && '.join(checks)})", inner)
-        else:
-            body.lines.extend(inner.lines)
-        s.nest(UNROLL + f"for (int j = 0; j < {per_lane}; ++j)", body)
+    each = _lane_elements(s, parts, per_lane, length, rows, pixels)
 
     def row_sum(var: str) -> str:
         """Sum ``var`` over the row's lanes (a tree over ``parts`` slots of ``red``);
@@ -400,17 +407,6 @@ def packed_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     if not across:
         return gen.finish(s, -(-rows // pixels) * LANES, LANES)
     gen.row_input = None
-    s.emit(f"__local float tile[{length * (pixels + 1)}];")
-    each(lambda body: body.emit(f"tile[r * {pixels + 1} + pix] = (xs[j] - center) * scale;"))
-    s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
-    out = Scope(s)
-    out.emit(f"const int p = e % {pixels}; const int r = e / {pixels};")
-    out.emit(f"const int o = get_group_id(0) * {pixels} + p;")
-    write = Scope(out)
-    epilogue(write, normalised(write, f"tile[r * {pixels + 1} + p]"), across)
-    if ragged_rows:
-        out.nest(f"if (o < {rows})", write)
-    else:
-        out.lines.extend(write.lines)
-    s.nest(f"for (int e = lid; e < {pixels * length}; e += {LANES})", out)
+    _through_tile(s, each, pixels, length, rows, True,
+                  lambda write, x: epilogue(write, normalised(write, x), across))
     return gen.finish(s, -(-rows // pixels) * LANES, LANES)

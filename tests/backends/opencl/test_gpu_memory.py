@@ -61,8 +61,13 @@ def _channel_layernorm(channels: int, back_to_nchw: bool, scaled: bool = False,
 
 
 def _build_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray], tmp_path: Path,
-               params: KernelParams = GPU) -> tuple[list[dict], dict[str, np.ndarray]]:
-    build(plan_memory(plan_fusion(static_graph(model, feeds))), tmp_path, params)
+               params: KernelParams = GPU, gpu_fusion: bool = False
+               ) -> tuple[list[dict], dict[str, np.ndarray]]:
+    """Launches and outputs of ``model`` built with ``params``; ``gpu_fusion``: fused
+    as the GPU class's cost model fuses (a row input stored by its row kernel)."""
+    fusion_cost = cost.fusion_cost(cost.DEVICES["gpu"]) if gpu_fusion else None
+    build(plan_memory(plan_fusion(static_graph(model, feeds), cost=fusion_cost)), tmp_path,
+          params)
     compiled = load(tmp_path)
     return compiled.plan["launches"], compiled.run(feeds)
 
@@ -303,11 +308,8 @@ def test_packed_rows_layernorm_matches_onnxruntime(rows: int, length: int, store
                     "w": rng.standard_normal([length, length]).astype(np.float32) / length})
     feeds = {k: (rng.standard_normal([rows, length]) * 3 + 1).astype(np.float32)
              for k in ("x", "h")}
-    graph = plan_memory(plan_fusion(static_graph(model, feeds),
-                                    cost=cost.fusion_cost(cost.DEVICES["gpu"])))
-    build(graph, tmp_path, replace(GPU, packed_rows=True))
-    compiled = load(tmp_path)
-    launches, got = compiled.plan["launches"], compiled.run(feeds)
+    launches, got = _build_run(model, feeds, tmp_path, replace(GPU, packed_rows=True),
+                               gpu_fusion=True)
     rownorm = [launch for launch in launches if "LayerNormalization" in launch["ops"]]
     # the residual sum fused in front of the row, and stored by it where read again
     assert [(launch["ops"][0], launch["variant"]) for launch in rownorm] == [("Add", form)]
@@ -342,11 +344,8 @@ def test_packed_rows_transposed_store_matches_onnxruntime(pixels: int, length: i
                     "two": np.array(2.0, np.float32)})
     feeds = {k: (rng.standard_normal([2, pixels, length]) * 3 + 1).astype(np.float32)
              for k in ("x", "h")}
-    graph = plan_memory(plan_fusion(static_graph(model, feeds),
-                                    cost=cost.fusion_cost(cost.DEVICES["gpu"])))
-    build(graph, tmp_path, replace(GPU, packed_rows=True))
-    compiled = load(tmp_path)
-    launches, got = compiled.plan["launches"], compiled.run(feeds)
+    launches, got = _build_run(model, feeds, tmp_path, replace(GPU, packed_rows=True),
+                               gpu_fusion=True)
     rownorm = [launch for launch in launches if "LayerNormalization" in launch["ops"]]
     assert [launch["variant"] for launch in rownorm] == ["packed-rows 8x32 transposed"]
     assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-5)
