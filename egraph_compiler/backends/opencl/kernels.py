@@ -168,6 +168,10 @@ class KernelParams:
     # ... its operands read contiguously along the row (NHWC) staged through local
     # memory by coalesced loads (`pixel_rows._stage`)
     strided_rows_stage: bool = False
+    # rownorm (LayerNorm) over short contiguous rows: several rows per work-group of
+    # `pixel_rows.LANES`, each row's lanes as `row_cache` sizes them
+    # (`pixel_rows.packed_rownorm`); False keeps one work-group per row
+    packed_rows: bool = False
     # a ``tiled`` conv of stride at least this (3×3 and larger, one group) as an
     # explicit im2col to scratch then the tiled GEMM (`im2col.py`); 0: never. Its
     # tile: `im2col_tile`, else `im2col.pick_tile`'s
@@ -222,6 +226,7 @@ class KernelParams:
                                 pointwise_vectors=_env_int("DNNR_GPU_POINTWISE_VECTORS", 2),
                                 strided_rows=_env_int("DNNR_GPU_STRIDED_ROWS", 32),
                                 strided_rows_stage=bool(_env_int("DNNR_GPU_ROWS_STAGE", 1)),
+                                packed_rows=bool(_env_int("DNNR_GPU_PACKED_ROWS", 1)),
                                 im2col_min_stride=_env_int("DNNR_GPU_IM2COL_STRIDE", 0),
                                 conv_gemm=_env_int("DNNR_GPU_CONV_GEMM", 1) == 1,
                                 reduce_unroll=_env_int("DNNR_GPU_REDUCE_UNROLL", 4),
@@ -1359,6 +1364,14 @@ class _Gen:
                 lambda body, x: self._scale_shift(body, node, full(r_idx), x_shape, x))
             if kernel is not None:
                 return kernel
+        if not serial and node.op == "LayerNormalization" and self.params.packed_rows and \
+                self.params.row_cache > 0:
+            kernel = pixel_form.packed_rownorm(
+                self, node, rows, length, x_name, full(r_idx),
+                lambda body, x: self._scale_shift(body, node, full(r_idx), x_shape, x),
+                self._row_lanes(length))
+            if kernel is not None:
+                return kernel
         if not serial and self.params.row_cache > 0:
             return self._cached_rownorm(node, rows, length, x_name, x_shape, full(r_idx))
         s = Scope()
@@ -1408,8 +1421,7 @@ class _Gen:
         (prologue included) for the first reduction; the second reduction and the
         normalised outputs use the registers. `KernelParams.row_cache` sets ROWC."""
         layer_norm = node.op in ("LayerNormalization", "InstanceNormalization")
-        lanes = -(-length // self.params.row_cache)
-        local = min(self.params.reduce_work_group, max(32, 1 << bit_length(max(lanes - 1, 1))))
+        local = self._row_lanes(length)
         per_lane = -(-length // local)
         self.defines += [f"WG {local}", f"ROWC {per_lane}"]
         ragged = length % local != 0
@@ -1468,6 +1480,12 @@ class _Gen:
 
         each(normalise)
         return self.finish(s, rows * local, local)
+
+    def _row_lanes(self, length: int) -> int:
+        """The lanes of a row kept in registers: about `KernelParams.row_cache` elements
+        each, 32 at least (`_cached_rownorm`, `pixel_rows.packed_rownorm`)."""
+        lanes = -(-length // self.params.row_cache)
+        return min(self.params.reduce_work_group, max(32, 1 << bit_length(max(lanes - 1, 1))))
 
     def _scale_shift(self, body: Scope, node: Node, index: tuple[ix.IExpr, ...],
                      x_shape: tuple[int, ...], normalised: str) -> str:
