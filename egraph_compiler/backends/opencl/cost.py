@@ -60,6 +60,9 @@ import numpy as np
 
 from egraph_compiler.backends.opencl.conv_gemm import VARIANT as VARIANT_CONV_GEMM
 from egraph_compiler.backends.opencl.conv_gemm import ConvGemm
+from egraph_compiler.backends.opencl.cpu_channels import CHANNEL_CONVS, ChannelConv
+from egraph_compiler.backends.opencl.cpu_channels import LANES as CHANNEL_LANES
+from egraph_compiler.backends.opencl.cpu_channels import VARIANT as VARIANT_CHANNEL_CONV
 from egraph_compiler.backends.opencl.cpu_conv import CHUNK_MADS, LANES_CONVS, LanesConv
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as VARIANT_LANES_CONV
 from egraph_compiler.backends.opencl.cpu_gemv import PACKED_GEMVS, PackedGemv
@@ -229,7 +232,7 @@ class Option:
 
     variant: str
     params: Tile | Gemv | Direct | Depthwise | RowSplit | Window | Winograd | LanesConv | \
-        VecConv | Sgemm | ConvGemm | PackedGemv | None
+        VecConv | ChannelConv | Sgemm | ConvGemm | PackedGemv | None
     estimate_us: float
 
     def describe(self) -> str:
@@ -258,7 +261,7 @@ class Option:
                 (f" k-groups {p.groups}" if p.groups > 1 else "")
         if isinstance(self.params, RowSplit):
             return f"row-split {self.params.groups}"
-        if isinstance(self.params, LanesConv | VecConv | ConvGemm):
+        if isinstance(self.params, LanesConv | VecConv | ChannelConv | ConvGemm):
             return self.params.describe()
         return self.variant
 
@@ -389,6 +392,8 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                                                             (0.5 + 0.5 * lanes) * fill)))
     if window_taps and "conv-lanes" in eff:
         result += _lanes_conv_options(device, flops, m, n, k, window_taps)
+    if window_taps == 1 and batch == 1:
+        result += _channel_conv_options(device, m, n, k)
     if depthwise:
         # a work-item's block reuses each loaded window element for
         # rows·width·taps / window multiply-adds (a square kernel, stride 1 assumed)
@@ -610,6 +615,31 @@ def _lanes_conv_options(device: DeviceModel, flops: float, m: int, n: int, k: in
     return result
 
 
+def _channel_conv_options(device: DeviceModel, m: int, n: int, k: int) -> list[Option]:
+    """``conv-channels`` (`cpu_channels.py`) for a 1×1 conv (``m`` output channels,
+    ``n`` = N·OH·OW pixels, ``k`` input channels), on a device with ``vec_conv_us``,
+    at `DeviceModel.vec_conv_us`'s rates: per work-item its 16-lane multiply-adds (two
+    8-lane ones each), its loaded input elements and its outputs, each stored lane by
+    lane (the per-element output cost, as ``conv-vec``'s k×k form pays it). The
+    padded channels of a ragged last block count as work."""
+    if not device.vec_conv_us:
+        return []
+    fma_us, element_us, output_us = device.vec_conv_us
+    result = []
+    for shape in CHANNEL_CONVS:
+        channels = min(shape.channels, _cdiv(m, CHANNEL_LANES) * CHANNEL_LANES)
+        pixels = min(shape.pixels, n)
+        if (channels, pixels) != (shape.channels, shape.pixels) and \
+                ChannelConv(channels, pixels) in CHANNEL_CONVS:
+            continue  # the same kernel as a block listed
+        vectors = channels // CHANNEL_LANES
+        items = _cdiv(m, channels) * _cdiv(n, pixels)
+        estimate = items * (k * vectors * pixels * 2 * fma_us + k * pixels * element_us +
+                            channels * pixels * output_us)
+        result.append(Option(VARIANT_CHANNEL_CONV, ChannelConv(channels, pixels), estimate))
+    return result
+
+
 def _vec_conv_options(device: DeviceModel, m: int, n: int, k: int, taps: int, width: int,
                       stride: int) -> list[Option]:
     """``conv-vec`` (`cpu_window.py`) for a dense conv of ``taps`` > 1 (a square window,
@@ -809,6 +839,8 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
                               # `conv_gemm.applies`, where Winograd is not offered
                               conv_gemm=window_taps > 1 and strides[-1] > 1))
         p = best.params
+        if isinstance(p, ChannelConv):  # once per channel block
+            return float(_cdiv(cout, p.channels))
         if isinstance(p, VecConv):  # once per channel block and window row segment
             side = max(1, round(taps ** 0.5))
             span = (p.pixels - 1) * strides[-1] + side

@@ -67,6 +67,7 @@ from egraph_compiler.backends.opencl import blocked as nchwc
 from egraph_compiler.backends.opencl import conv_gemm as cg
 from egraph_compiler.backends.opencl import (
     cost,
+    cpu_channels,
     cpu_conv,
     cpu_gemv,
     gemm,
@@ -718,6 +719,11 @@ class _Gen:
             if kernel is not None:
                 return kernel
             self.variant = "direct"  # where it does not apply: the kernel generated
+        if option.variant == cpu_channels.VARIANT:  # CPU devices only (`cost.options`)
+            kernel = cpu_channels.conv_channels(self, geo, option.params)  # type: ignore[arg-type]
+            if kernel is not None:
+                return kernel
+            self.variant = "direct"
         if option.variant == vec_conv.VARIANT:  # CPU devices only (`cost.options`)
             kernel = vec_conv.conv_vec(self, geo, option.params)  # type: ignore[arg-type]
             if kernel is not None:
