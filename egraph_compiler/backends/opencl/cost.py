@@ -123,6 +123,9 @@ class DeviceModel:
     # element loaded or placed in a tap's vector, per output element's epilogue
     # (empty: not offered)
     vec_conv_us: tuple[float, ...] = ()
+    # ``conv-channels`` (`cpu_channels.py`), µs per 8-lane vector multiply-add, per
+    # input element loaded (and broadcast), per output element stored (empty: not offered)
+    channel_conv_us: tuple[float, ...] = ()
     # ``gemv-packed`` (`cpu_gemv.py`): its time as a fraction of the ``direct`` gemv
     # block's estimate for the same product (0: not offered)
     packed_gemv_rate: float = 0.0
@@ -146,6 +149,7 @@ DEVICES = {
                        depthwise_reuse_full=6.0, launch_us=30.0, prologue_gflops=300.0,
                        recompute_gevals=2.0,
                        direct_tap_penalty=25.0, vec_conv_us=(8.6e-5, 1.04e-4, 8.4e-4),
+                       channel_conv_us=(7.0e-5, 1.0e-4, 2.5e-4),
                        packed_gemv_rate=0.8),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
                        items_per_unit=1024, groups_per_unit=4,
@@ -617,14 +621,18 @@ def _lanes_conv_options(device: DeviceModel, flops: float, m: int, n: int, k: in
 
 def _channel_conv_options(device: DeviceModel, m: int, n: int, k: int) -> list[Option]:
     """``conv-channels`` (`cpu_channels.py`) for a 1×1 conv (``m`` output channels,
-    ``n`` = N·OH·OW pixels, ``k`` input channels), on a device with ``vec_conv_us``,
-    at `DeviceModel.vec_conv_us`'s rates: per work-item its 16-lane multiply-adds (two
-    8-lane ones each), its loaded input elements and its outputs, each stored lane by
-    lane (the per-element output cost, as ``conv-vec``'s k×k form pays it). The
-    padded channels of a ragged last block count as work."""
-    if not device.vec_conv_us:
+    ``n`` = N·OH·OW pixels, ``k`` input channels), on a device with ``channel_conv_us``:
+    per work-item its 16-lane multiply-adds (two 8-lane ones each), its loaded input
+    elements and its outputs (stored lane by lane), the padded channels of a ragged
+    last block counted as work. The three rates were fitted (a grid, least total time
+    of the picks) to 25 1×1 convs measured on PoCL's calling thread here with every
+    option of each (MobileNetV3-small's, ResNet-50's at an eighth of the width, stride 1
+    and 2, 7×7 to 56×56): the picks sum to 0.784 ms where the fastest sum to 0.782 and
+    the picks without this option to 1.022. It won on 7×7 and 14×14 maps and on
+    stride-2 ones; ``conv-vec`` kept 28×28 and 56×56 maps at stride 1."""
+    if not device.channel_conv_us:
         return []
-    fma_us, element_us, output_us = device.vec_conv_us
+    fma_us, element_us, output_us = device.channel_conv_us
     result = []
     for shape in CHANNEL_CONVS:
         channels = min(shape.channels, _cdiv(m, CHANNEL_LANES) * CHANNEL_LANES)
