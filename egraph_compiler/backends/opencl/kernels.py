@@ -70,6 +70,7 @@ from egraph_compiler.backends.opencl import (
     cpu_channels,
     cpu_conv,
     cpu_gemv,
+    cpu_reduce,
     gemm,
     images,
     ops_extra,
@@ -1141,6 +1142,10 @@ class _Gen:
 
         init, step, final = _REDUCERS["Max" if op == "GlobalMaxPool" else
                                       "Mean" if op == "GlobalAveragePool" else op.replace("Reduce", "")]
+        if op in cpu_reduce.SUMS:  # CPU class: rows on vectors (`cpu_reduce`)
+            kernel = cpu_reduce.row_sum(self, x_name, tuple(axes), final)
+            if kernel is not None:
+                return kernel
         out_idx = tuple(self.ivar(f"i{k}", size) for k, size in enumerate(out_shape))
         # many short rows (a CPU's GlobalAveragePool over 7×7): a work-item per row, as
         # the row kernels do (`serial_rows`) — a work-group per row costs PoCL a barrier
