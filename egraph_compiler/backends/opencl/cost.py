@@ -19,6 +19,8 @@ them; `choose` takes the cheapest by this model today):
   consecutive output pixels (`cpu_conv.py`), where PoCL vectorises the work-group;
 - ``conv-vec`` (CPU class only): a k×k conv whose work-item holds explicit vectors of
   consecutive output pixels, weights packed per channel block (`cpu_window.py`);
+- ``conv-channels`` (CPU class only): a 1×1 conv as a GEMM whose vectors are 16
+  consecutive output channels, a pixel's input broadcast (`cpu_channels.py`);
 - ``gemv-packed`` (CPU class only): a one-row product whose work-items each stream
   their own packed block of the constant weights (`cpu_gemv.py`);
 - ``depthwise``: a 2-D depthwise conv's ``rows × width`` output block per work-item

@@ -20,10 +20,12 @@ whose addresses are a plane apart, so it is written lane by lane; the epilogue r
 the vector where `cpu_epilogue` applies (lanes along the channels), else once per
 element.
 
-Measured on PoCL here (calling-thread device, idle machine), MobileNetV3-small's 7×7
-1×1 convs: 576 → 96 0.033-0.037 ms (direct 0.104-0.109 with its prologue), 96 → 576
-with HardSwish 0.052-0.057 (direct 0.080-0.089); on 14×14 maps ``conv-vec`` stayed
-faster (40 → 240: 0.054 against 0.048). `cost._channel_conv_options` prices it.
+Measured on PoCL's calling thread here (load 1-3), every option of 25 1×1 convs
+(`cost._channel_conv_options` has the fit): MobileNetV3-small's 7×7 ones 0.028-0.058 ms
+against direct's 0.054-0.101, its 14×14 ones 0.021-0.058 against conv-vec's
+0.022-0.075, ResNet-50's (an eighth of the width) 7×7 ones 0.010-0.021 against direct's
+0.023-0.046 and its stride-2 ones 0.034-0.044 against conv-vec's 0.044-0.062; on 28×28
+and 56×56 maps at stride 1 conv-vec stayed faster (0.013-0.070 against 0.017-0.11).
 """
 
 from __future__ import annotations
