@@ -25,7 +25,7 @@ Measured on PoCL's calling thread here (load 1-3), every option of 25 1×1 convs
 against direct's 0.054-0.101, its 14×14 ones 0.021-0.058 against conv-vec's
 0.022-0.075, ResNet-50's (an eighth of the width) 7×7 ones 0.010-0.021 against direct's
 0.023-0.046 and its stride-2 ones 0.034-0.044 against conv-vec's 0.044-0.062; on 28×28
-and 56×56 maps at stride 1 conv-vec stayed faster (0.013-0.070 against 0.017-0.11).
+and 56×56 maps at stride 1 conv-vec stayed faster (0.013-0.070 against 0.016-0.21).
 """
 
 from __future__ import annotations
