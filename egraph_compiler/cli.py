@@ -291,8 +291,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     def optimize(graph):  # type: ignore[no-untyped-def]
         return pipeline.optimize(graph, rules)[0]
 
-    result = bench(args.model, repeats=args.repeats, dims=bindings,
-                   optimize=optimize, tables=rules, device=args.device)
+    from egraph_compiler.backends.opencl import KernelParams
+
+    result = bench(args.model, repeats=args.repeats, dims=bindings, optimize=optimize,
+                   tables=rules, device=args.device,
+                   params=KernelParams.for_device(args.opencl_kernels))
     print(result.table())
     return 0
 
@@ -434,6 +437,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rules", action="append", metavar="FILE_OR_DIR", help=RULES_HELP)
     p.add_argument("--bind", action="append", default=[], metavar="NAME=INT", help=BIND_HELP)
     p.add_argument("--device", help=DEVICE_HELP)
+    p.add_argument("--opencl-kernels", choices=["cpu", "gpu"], default="cpu",
+                   help="device class whose kernel parameters both compiles use (as compile's)")
     p.set_defaults(func=cmd_bench)
     return parser
 

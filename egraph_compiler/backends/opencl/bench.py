@@ -1,6 +1,7 @@
 """``dnnr bench``: ours (fused) vs fusion off ("OurB") vs onnxruntime CPU, on PoCL.
 
-`bench(model_path, repeats)` compiles the model twice (fusion on and off), runs
+`bench(model_path, repeats)` compiles the model twice (fusion on and off, with the
+kernel parameters `dnnr compile --target opencl` uses for the same device class), runs
 each ``repeats`` times after one warm-up run (which pays PoCL's lazy kernel
 compilation), and times onnxruntime CPU with ``ORT_ENABLE_ALL``. It also counts
 kernels launched and onnxruntime's optimised node count, and reports the arena
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from egraph_compiler.backends.opencl.build import build_artefact
+from egraph_compiler.backends.opencl.kernels import KernelParams
 from egraph_compiler.backends.opencl.planning import execution_plan
 from egraph_compiler.backends.opencl.runtime import CompiledModel
 from egraph_compiler.ir import Graph, load_onnx
@@ -160,13 +162,17 @@ def _onnxruntime(model_path: str | Path, feeds: dict[str, np.ndarray], repeats: 
 
 def bench(model_path: str | Path, repeats: int = 10, dims: dict[str, int] | None = None,
           seed: int = 0, optimize: Callable[[Graph], Graph] | None = None,
-          tables: object = None, device: str | None = None) -> BenchResult:
+          tables: object = None, device: str | None = None,
+          params: KernelParams | None = None) -> BenchResult:
     """Time one ONNX model three ways (see the module docstring).
 
     ``optimize`` is the graph optimiser to run first (the CLI passes the e-graph
     pipeline with the rule library; ``None`` benchmarks the imported graph) and
-    ``tables`` the fusion tables (a dsl `RuleSet` or `FusionTables`).
+    ``tables`` the fusion tables (a dsl `RuleSet` or `FusionTables`). ``params``: the
+    kernel parameters both compiles use, by default the ``cpu`` class's (PoCL), as
+    `dnnr compile --target opencl` builds them.
     """
+    params = params or KernelParams.for_device("cpu")
     name = Path(model_path).stem
     with tempfile.TemporaryDirectory(prefix="dnnr-bench-") as tmp:
         work = Path(tmp)
@@ -179,8 +185,8 @@ def bench(model_path: str | Path, repeats: int = 10, dims: dict[str, int] | None
         hottest: tuple[tuple[float, str, str], ...] = ()
         kernels_ms = 0.0
         for label, fuse in (("ours", True), ("unfused", False)):
-            plan, selection = execution_plan(graph, tables, fuse=fuse)
-            artefact = build_artefact(plan, work / label, selection=selection)
+            plan, selection = execution_plan(graph, tables, fuse=fuse, params=params)
+            artefact = build_artefact(plan, work / label, params, selection=selection)
             compiled = CompiledModel(work / label, device)
             outputs: dict[str, np.ndarray] = {}
             seconds = _time(lambda c=compiled, o=outputs: o.update(c.run(feeds)), repeats)

@@ -50,6 +50,11 @@ def is_caller_device(name: str) -> bool:
     return name.lower().startswith("basic-")
 
 
+def is_worker_pool_device(name: str) -> bool:
+    """Whether ``name`` is PoCL's worker-pool device (see `is_caller_device`)."""
+    return name.lower().startswith("pthread-")
+
+
 @dataclass
 class ThreadChoice:
     """Picks ``WORKERS`` or ``CALLER`` for each run from the wall times `record`ed.

@@ -20,6 +20,7 @@ from egraph_compiler.backends.opencl.cpu_threads import (
     both_fit,
     expose_caller_device,
     is_caller_device,
+    is_worker_pool_device,
 )
 from egraph_compiler.backends.opencl.images import image_mode
 from egraph_compiler.ir.errors import DnnrError
@@ -65,7 +66,7 @@ def _device(device: str | None):  # noqa: ANN202 - pyopencl has no stubs
 def _caller_device(device):  # noqa: ANN001, ANN202 - pyopencl has no stubs
     """PoCL's calling-thread device on ``device``'s platform, when ``device`` is its
     worker pool (`cpu_threads`); else None."""
-    if not device.name.lower().startswith("pthread-"):
+    if not is_worker_pool_device(device.name):
         return None
     return next((d for d in device.platform.get_devices() if is_caller_device(d.name)), None)
 
@@ -148,7 +149,7 @@ class CompiledModel:
                                                       images)
         self.source = source
         self.program = cl.Program(self.context, source).build(
-            options=["-D", "DNNR_IMAGES"] if self.images_on else [], devices=[self.device])
+            options=self._build_options(), devices=[self.device])
         names = json.loads((out / "weights.json").read_text())
         weights = np.load(out / "weights.npz")
         mf = cl.mem_flags
@@ -227,6 +228,10 @@ class CompiledModel:
             launches.append((kernel, (launch["global"],), (launch["local"],)))
         return launches
 
+    def _build_options(self) -> list[str]:
+        """The program's build options, the same on every device that runs it."""
+        return ["-D", "DNNR_IMAGES"] if self.images_on else []
+
     def _caller_launches(self) -> tuple[Any, list]:
         """The calling-thread device's queue and launches, built the first time
         `ThreadChoice` picks it."""
@@ -234,8 +239,7 @@ class CompiledModel:
             import pyopencl as cl
 
             program = cl.Program(self.context, self.source).build(
-                options=["-D", "DNNR_IMAGES"] if self.images_on else [],
-                devices=[self.caller_device])
+                options=self._build_options(), devices=[self.caller_device])
             self._caller = (cl.CommandQueue(self.context, self.caller_device),
                             self._bind_launches(program, self.caller_device))
         return self._caller
