@@ -19,6 +19,8 @@ them; `choose` takes the cheapest by this model today):
   consecutive output pixels (`cpu_conv.py`), where PoCL vectorises the work-group;
 - ``conv-vec`` (CPU class only): a k×k conv whose work-item holds explicit vectors of
   consecutive output pixels, weights packed per channel block (`cpu_window.py`);
+- ``conv-channels`` (CPU class only): a 1×1 conv as a GEMM whose vectors are 16
+  consecutive output channels, a pixel's input broadcast (`cpu_channels.py`);
 - ``gemv-packed`` (CPU class only): a one-row product whose work-items each stream
   their own packed block of the constant weights (`cpu_gemv.py`);
 - ``depthwise``: a 2-D depthwise conv's ``rows × width`` output block per work-item
@@ -60,6 +62,9 @@ import numpy as np
 
 from egraph_compiler.backends.opencl.conv_gemm import VARIANT as VARIANT_CONV_GEMM
 from egraph_compiler.backends.opencl.conv_gemm import ConvGemm
+from egraph_compiler.backends.opencl.cpu_channels import CHANNEL_CONVS, ChannelConv
+from egraph_compiler.backends.opencl.cpu_channels import LANES as CHANNEL_LANES
+from egraph_compiler.backends.opencl.cpu_channels import VARIANT as VARIANT_CHANNEL_CONV
 from egraph_compiler.backends.opencl.cpu_conv import CHUNK_MADS, LANES_CONVS, LanesConv
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as VARIANT_LANES_CONV
 from egraph_compiler.backends.opencl.cpu_gemv import PACKED_GEMVS, PackedGemv
@@ -120,6 +125,9 @@ class DeviceModel:
     # element loaded or placed in a tap's vector, per output element's epilogue
     # (empty: not offered)
     vec_conv_us: tuple[float, ...] = ()
+    # ``conv-channels`` (`cpu_channels.py`), µs per 8-lane vector multiply-add, per
+    # input element loaded (and broadcast), per output element stored (empty: not offered)
+    channel_conv_us: tuple[float, ...] = ()
     # ``gemv-packed`` (`cpu_gemv.py`): its time as a fraction of the ``direct`` gemv
     # block's estimate for the same product (0: not offered)
     packed_gemv_rate: float = 0.0
@@ -143,6 +151,7 @@ DEVICES = {
                        depthwise_reuse_full=6.0, launch_us=30.0, prologue_gflops=300.0,
                        recompute_gevals=2.0,
                        direct_tap_penalty=25.0, vec_conv_us=(8.6e-5, 1.04e-4, 8.4e-4),
+                       channel_conv_us=(7.0e-5, 1.0e-4, 2.5e-4),
                        packed_gemv_rate=0.8),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
                        items_per_unit=1024, groups_per_unit=4,
@@ -232,7 +241,7 @@ class Option:
 
     variant: str
     params: Tile | Gemv | Direct | Depthwise | RowSplit | Window | Winograd | LanesConv | \
-        VecConv | Sgemm | ConvGemm | PackedGemv | None
+        VecConv | ChannelConv | Sgemm | ConvGemm | PackedGemv | None
     estimate_us: float
 
     def describe(self) -> str:
@@ -261,7 +270,7 @@ class Option:
                 (f" k-groups {p.groups}" if p.groups > 1 else "")
         if isinstance(self.params, RowSplit):
             return f"row-split {self.params.groups}"
-        if isinstance(self.params, LanesConv | VecConv | ConvGemm):
+        if isinstance(self.params, LanesConv | VecConv | ChannelConv | ConvGemm):
             return self.params.describe()
         return self.variant
 
@@ -392,6 +401,8 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                                                             (0.5 + 0.5 * lanes) * fill)))
     if window_taps and "conv-lanes" in eff:
         result += _lanes_conv_options(device, flops, m, n, k, window_taps)
+    if window_taps == 1 and batch == 1:
+        result += _channel_conv_options(device, m, n, k)
     if depthwise:
         # a work-item's block reuses each loaded window element for
         # rows·width·taps / window multiply-adds (a square kernel, stride 1 assumed)
@@ -629,6 +640,35 @@ def _lanes_conv_options(device: DeviceModel, flops: float, m: int, n: int, k: in
     return result
 
 
+def _channel_conv_options(device: DeviceModel, m: int, n: int, k: int) -> list[Option]:
+    """``conv-channels`` (`cpu_channels.py`) for a 1×1 conv (``m`` output channels,
+    ``n`` = N·OH·OW pixels, ``k`` input channels), on a device with ``channel_conv_us``:
+    per work-item its 16-lane multiply-adds (two 8-lane ones each), its loaded input
+    elements and its outputs (stored lane by lane), the padded channels of a ragged
+    last block counted as work. The three rates were fitted (a grid, least total time
+    of the picks) to 25 1×1 convs measured on PoCL's calling thread here with every
+    option of each (MobileNetV3-small's, ResNet-50's at an eighth of the width, stride 1
+    and 2, 7×7 to 56×56): the picks sum to 0.784 ms where the fastest sum to 0.782 and
+    the picks without this option to 1.022. It won on 7×7 and 14×14 maps and on
+    stride-2 ones; ``conv-vec`` kept 28×28 and 56×56 maps at stride 1."""
+    if not device.channel_conv_us:
+        return []
+    fma_us, element_us, output_us = device.channel_conv_us
+    result = []
+    for shape in CHANNEL_CONVS:
+        channels = min(shape.channels, _cdiv(m, CHANNEL_LANES) * CHANNEL_LANES)
+        pixels = min(shape.pixels, n)
+        if (channels, pixels) != (shape.channels, shape.pixels) and \
+                ChannelConv(channels, pixels) in CHANNEL_CONVS:
+            continue  # the same kernel as a block listed
+        vectors = channels // CHANNEL_LANES
+        items = _cdiv(m, channels) * _cdiv(n, pixels)
+        estimate = items * (k * vectors * pixels * 2 * fma_us + k * pixels * element_us +
+                            channels * pixels * output_us)
+        result.append(Option(VARIANT_CHANNEL_CONV, ChannelConv(channels, pixels), estimate))
+    return result
+
+
 def _vec_conv_options(device: DeviceModel, m: int, n: int, k: int, taps: int, width: int,
                       stride: int) -> list[Option]:
     """``conv-vec`` (`cpu_window.py`) for a dense conv of ``taps`` > 1 (a square window,
@@ -828,6 +868,8 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
                               # `conv_gemm.applies`, where Winograd is not offered
                               conv_gemm=window_taps > 1 and strides[-1] > 1))
         p = best.params
+        if isinstance(p, ChannelConv):  # once per channel block
+            return float(_cdiv(cout, p.channels))
         if isinstance(p, VecConv):  # once per channel block and window row segment
             side = max(1, round(taps ** 0.5))
             span = (p.pixels - 1) * strides[-1] + side

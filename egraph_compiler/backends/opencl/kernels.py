@@ -67,8 +67,10 @@ from egraph_compiler.backends.opencl import blocked as nchwc
 from egraph_compiler.backends.opencl import conv_gemm as cg
 from egraph_compiler.backends.opencl import (
     cost,
+    cpu_channels,
     cpu_conv,
     cpu_gemv,
+    cpu_reduce,
     gemm,
     images,
     ops_extra,
@@ -723,6 +725,11 @@ class _Gen:
             if kernel is not None:
                 return kernel
             self.variant = "direct"  # where it does not apply: the kernel generated
+        if option.variant == cpu_channels.VARIANT:  # CPU devices only (`cost.options`)
+            kernel = cpu_channels.conv_channels(self, geo, option.params)  # type: ignore[arg-type]
+            if kernel is not None:
+                return kernel
+            self.variant = "direct"
         if option.variant == vec_conv.VARIANT:  # CPU devices only (`cost.options`)
             kernel = vec_conv.conv_vec(self, geo, option.params)  # type: ignore[arg-type]
             if kernel is not None:
@@ -1140,6 +1147,10 @@ class _Gen:
 
         init, step, final = _REDUCERS["Max" if op == "GlobalMaxPool" else
                                       "Mean" if op == "GlobalAveragePool" else op.replace("Reduce", "")]
+        if op in cpu_reduce.SUMS:  # CPU class: rows on vectors (`cpu_reduce`)
+            kernel = cpu_reduce.row_sum(self, x_name, tuple(axes), final)
+            if kernel is not None:
+                return kernel
         out_idx = tuple(self.ivar(f"i{k}", size) for k, size in enumerate(out_shape))
         # many short rows (a CPU's GlobalAveragePool over 7×7): a work-item per row, as
         # the row kernels do (`serial_rows`) — a work-group per row costs PoCL a barrier
