@@ -2,7 +2,7 @@
 stride 1 and 2, each with its bias and Relu in the store, every ``conv-gemm`` option
 forced beside the options the GPU class picked before it, GFLOP/s against the card's peak.
 
-    PYTHONPATH=. python3 benchmarks/gpu_conv.py prepare DIR   # here: one artefact per option
+    PYTHONPATH=. python3 benchmarks/gpu_conv.py prepare DIR [--options RE]  # one artefact per option
     python3 benchmarks/gpu_conv.py run DIR                     # on the GPU machine
     PYTHONPATH=. python3 benchmarks/gpu_conv.py fit LOG       # the cost model's picks vs a run log
 
@@ -18,6 +18,7 @@ profiling events.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -57,7 +58,13 @@ EXTRA = ((128, 32, 16, 8, 4, 4), (128, 32, 16, 8, 4, 8), (64, 32, 16, 4, 4, 8),
          # (28.9 %) where 12 ran 0.046 (29.9 %) in the same call, so none is priced
          (128, 32, 16, 8, 4, 9), (128, 32, 16, 8, 4, 10), (128, 32, 16, 8, 4, 15),
          (128, 32, 16, 8, 4, 18), (128, 32, 16, 8, 4, 24), (64, 64, 16, 8, 8, 18),
-         (128, 32, 32, 8, 4, 6), (128, 32, 32, 8, 4, 9), (64, 32, 16, 4, 4, 12))
+         (128, 32, 32, 8, 4, 6), (128, 32, 32, 8, 4, 9), (64, 32, 16, 4, 4, 12),
+         # session 12, ResNet-18's 7² outputs again: 8 × 8 blocks over 128 rows (A read by
+         # fewer column tiles), 4 × 4 blocks over 256 work-items (twice the warps), 64 × 32
+         # 8 × 4 over 64 (smaller work-groups, less barrier coupling), K steps of 32
+         (128, 64, 16, 8, 8, 12), (128, 64, 16, 8, 8, 16), (128, 64, 32, 8, 8, 8),
+         (128, 32, 32, 4, 4, 8), (128, 32, 32, 4, 4, 12), (64, 32, 16, 8, 4, 8),
+         (64, 32, 16, 8, 4, 12), (128, 32, 32, 8, 4, 12), (64, 128, 16, 8, 8, 12))
 # Tried and not kept (session 11): K groups summed by each C tile's last work-group to
 # finish (a fence and an atomic counter per tile after the partials, no second launch,
 # the same bits over 200 runs): on an H200 slower than the second launch on every K-group
@@ -129,7 +136,7 @@ def _unseed_weights(artefact: Path, into: Path) -> Path:
     return into
 
 
-def prepare(out: Path, only: str | None) -> None:
+def prepare(out: Path, only: str | None, options: str | None = None) -> None:
     from egraph_compiler.backends.opencl import KernelParams, build, cost
     from egraph_compiler.backends.opencl.sgemm import Sgemm
     from egraph_compiler.fusion import plan_fusion
@@ -155,6 +162,8 @@ def prepare(out: Path, only: str | None) -> None:
             variants[tile.describe().replace(" ", "_")] = replace(
                 params, anchor_variant="sgemm", anchor_sgemm=tile)
         for label, chosen in variants.items():
+            if label not in ("old", "model") and options and not re.search(options, label):
+                continue
             target = out / name / label
             build(plan, target, chosen)
             _seed_weights(target, [cout, cin, 3, 3])

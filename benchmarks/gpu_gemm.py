@@ -17,6 +17,7 @@ largest value). Times: the median of ``--repeats`` runs, OpenCL profiling events
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -113,7 +114,7 @@ def model(batch: int, m: int, n: int, k: int, epilogue: str, transposed: bool,  
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def prepare(out: Path, only: str | None) -> None:
+def prepare(out: Path, only: str | None, options: str | None = None) -> None:
     from egraph_compiler.backends.opencl import KernelParams, build, cost
     from egraph_compiler.fusion import plan_fusion
     from egraph_compiler.plan import plan_memory
@@ -132,7 +133,8 @@ def prepare(out: Path, only: str | None) -> None:
             variants[tile.describe().replace(" ", "_")] = replace(
                 params, anchor_variant="sgemm", anchor_sgemm=tile)
         for label, chosen in variants.items():
-            build(plan, out / name / label, chosen)
+            if label in ("old", "model") or not options or re.search(options, label):
+                build(plan, out / name / label, chosen)
         (out / name / "meta.json").write_text(json.dumps({"flops": 2 * batch * m * n * k}))
         print(name, flush=True)
 

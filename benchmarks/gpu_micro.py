@@ -34,7 +34,8 @@ class Measured:
     variants: dict[str, str] = field(default_factory=dict)
 
     def fastest(self) -> str:
-        return min((k for k in self.ms if k not in (OLD, MODEL)), key=self.ms.get)
+        """The fastest forced option's label (``model`` where none was forced)."""
+        return min((k for k in self.ms if k not in (OLD, MODEL)), key=self.ms.get, default=MODEL)
 
 
 def feeds_for(plan: dict, seed: int) -> dict[str, np.ndarray]:
@@ -143,7 +144,7 @@ def replay(measured: dict[str, dict[str, float]], picks: dict[str, str], old: st
           f"{totals[2]:.3f}")
 
 
-def main(doc: str, prepare: Callable[[Path, str | None], None],
+def main(doc: str, prepare: Callable[[Path, str | None, str | None], None],
          run: Callable[[Path, str, int], None], fit: Callable[[Path], None], repeats: int) -> None:
     """A micro-benchmark's command line: ``prepare DIR`` here, ``run DIR`` on the GPU
     machine, ``fit LOG`` (a run's log) anywhere."""
@@ -153,10 +154,12 @@ def main(doc: str, prepare: Callable[[Path, str | None], None],
     parser.add_argument("--device", default="NVIDIA")
     parser.add_argument("--repeats", type=int, default=repeats)
     parser.add_argument("--only", help="shape names, comma-separated")
+    parser.add_argument("--options", help="prepare: only the forced options whose labels match "
+                        "this regular expression (old and model always)")
     args = parser.parse_args()
     if args.step == "fit":  # DIR: a `run` log
         fit(Path(args.dir))
     elif args.step == "prepare":
-        prepare(Path(args.dir), args.only)
+        prepare(Path(args.dir), args.only, args.options)
     else:
         run(Path(args.dir), args.device, args.repeats)

@@ -3,6 +3,9 @@ the sizes of the memory-bound CNN kernels, and what the OpenCL profiling events 
 
     python3 benchmarks/gpu_peer.py cuda      # on the GPU: PyTorch eager, CUDA timers
     python3 benchmarks/gpu_peer.py opencl    # on the GPU: the OpenCL event floor
+    python3 benchmarks/gpu_peer.py opencl|cuda --sizes-from GPU_LOG ...  # a plain copy
+        at the sizes of every memory-bound kernel of `gpu.py run` logs (batch 8), which
+        `gpu.py memory GPU_LOG ... --peer PEER_LOG ...` sets beside each size band
 
 ``cuda`` times, with PyTorch on CUDA (torch 2.x): a device-to-device copy, ``clone``
 and ``x + 0`` of 12.6 / 25.2 / 50.3 MB moved (the sizes of `gpu_memory.probe`; L2-warm,
@@ -37,6 +40,12 @@ Measured (NVIDIA H200, torch 2.11 + CUDA 13.0, session 11, `.gpu/mem4/logs/{1,2}
 - PyTorch eager's own kernels (CUPTI, inputs L2-warm) for dnnr's ≥ 12 MB CNN kernels:
   ConvNeXt LayerNorm2d 7.8–11.7 %, effnet GAP 46–62 %, SE scale 37–53 %, ResNet's
   MaxPool 24 % (see the session-11 report for the per-kernel table).
+
+NVIDIA H100 80GB HBM3 (3,352 GB/s; session 12, `.gpu/mem5/logs/1`), ``--sizes-from``
+the 39 memory-bound kernels of all 15 models at b8 moving 12 MB or more: the copy of
+their sizes runs time-weighted at 68.8 % (OpenCL events, L2-cold), 76.0 % (L2-warm),
+79.0 % (CUPTI, L2-cold); CUDA events around ``copy_`` of 50 MB or more read only
+34–39 % (not looked into). dnnr's kernels: 66.3 % by the OpenCL events.
 """
 
 from __future__ import annotations
@@ -61,6 +70,39 @@ BATCH = 50  # launches per back-to-back sample
 # and the same work in PyTorch eager: (label, bytes dnnr counts, build(torch) -> call).
 # The bytes are the kernel's reads and writes as dnnr's plan counts them, so a % here
 # and dnnr's are the same numerator over each one's time.
+
+
+SCRUB_BYTES = 256 << 20  # written between L2-cold repeats: over any card's L2
+
+
+def sizes_from(logs: list[Path], batch: int = 8, floor: int = 1 << 20) -> list[int]:
+    """The bytes moved by the memory-bound kernels of `gpu.py run` logs at ``batch``
+    moving ``floor`` or more, rounded up to whole work-groups of 256 float4 copies
+    (8 KiB read + 8 KiB written) and thinned to sizes 2 % apart (`gpu.py memory`
+    interpolates between them)."""
+    import json
+
+    from benchmarks.gpu import memory_kernels
+
+    rows = [json.loads(line) for log in logs for line in log.read_text().splitlines()
+            if line.startswith('{"model"')]
+    unit = 2 * 256 * 16
+    wanted = sorted({-(-k["bytes"] // unit) * unit for k in memory_kernels(rows, batch)
+                     if k["bytes"] >= floor})
+    if not wanted:
+        raise SystemExit(f"error: no memory-bound kernel at batch {batch} in {logs}")
+    kept = [wanted[0]]
+    for size in wanted[1:]:
+        if size > kept[-1] * 1.02 or size == wanted[-1]:
+            kept.append(size)
+    return kept
+
+
+def _copy_line(nbytes: int, clock: str, seconds: float) -> None:
+    """One copy time as `gpu.py memory --peer` reads it."""
+    import json
+
+    print(json.dumps({"copy_bytes": nbytes, "clock": clock, "s": seconds}), flush=True)
 
 
 def _peers(torch: Any, dev: str = "cuda") -> list[tuple[str, int, Callable[[], Callable[[], Any]]]]:
@@ -234,6 +276,28 @@ def _cuda_clocks(torch: Any, call: Callable[[], Any], repeats: int,
             kernel_us, per_call)
 
 
+def cuda_sizes(repeats: int, sizes: list[int]) -> None:
+    """An L2-cold device-to-device copy moving each of ``sizes`` bytes: CUDA events
+    around one launch and CUPTI's kernel time (medians)."""
+    import torch
+
+    from benchmarks.gpu import _peaks
+
+    card, _, peak = _peaks()
+    print(f"peer (CUDA copies at the kernels' sizes): {card}, memory peak {peak:.0f} GB/s; "
+          f"{len(sizes)} sizes, median of {repeats}", flush=True)
+    scrub_buffer = torch.empty(SCRUB_BYTES // 4, device="cuda")
+    for nbytes in sizes:
+        src = torch.randn(nbytes // 8, device="cuda")
+        dst = torch.empty_like(src)
+        events, _, cupti, _ = _cuda_clocks(torch, lambda s=src, d=dst: d.copy_(s), repeats,
+                                           lambda: scrub_buffer.fill_(1.0))
+        _copy_line(nbytes, "cuda_events_cold", events * 1e-6)
+        if cupti > 0:
+            _copy_line(nbytes, "cupti_cold", cupti * 1e-6)
+        del src, dst
+
+
 def cuda(repeats: int) -> None:
     """PyTorch eager on CUDA: copies, the CNN kernels' peers, an empty kernel."""
     import torch
@@ -288,10 +352,44 @@ __kernel void empty(__global float* out) {}
 __kernel void copy4(__global const float4* in, __global float4* out) {
   const int i = get_global_id(0); out[i] = in[i];
 }
+__kernel void fill4(__global float4* out) { out[get_global_id(0)] = (float4)(1.0f); }
 __kernel void copy4_grid(__global const float4* in, __global float4* out, const int n) {
   for (int i = get_global_id(0); i < n; i += get_global_size(0)) out[i] = in[i];
 }
 """
+
+
+def opencl_sizes(device: str, repeats: int, sizes: list[int]) -> None:
+    """A float4 copy (work-groups of 256) moving each of ``sizes`` bytes, timed as
+    `gpu.py` times dnnr's kernels (one OpenCL profiling event each, median): L2-cold (a
+    `SCRUB_BYTES` write before each) and L2-warm (repeated on the same buffers)."""
+    import pyopencl as cl
+
+    from benchmarks.gpu import _peaks
+    from egraph_compiler.backends.opencl.runtime import _device
+
+    card, _, peak = _peaks()
+    ctx = cl.Context([_device(device)])
+    queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    program = cl.Program(ctx, _CL_SOURCE).build()
+    copy4, fill = cl.Kernel(program, "copy4"), cl.Kernel(program, "fill4")
+    src = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(sizes) // 2)
+    dst = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(sizes) // 2)
+    scrub = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, SCRUB_BYTES)
+    cl.enqueue_fill_buffer(queue, src, np.float32(1), 0, max(sizes) // 2).wait()
+    print(f"peer (OpenCL copies at the kernels' sizes): {card}, memory peak {peak:.0f} GB/s; "
+          f"{len(sizes)} sizes, median of {repeats} profiling events", flush=True)
+    for nbytes in sizes:
+        for clock, cold in (("opencl_cold", True), ("opencl_warm", False)):
+            samples = []
+            for n in range(repeats + 3):
+                if cold:
+                    fill(queue, (SCRUB_BYTES // 16,), (256,), scrub)
+                event = copy4(queue, (nbytes // 32,), (256,), src, dst)
+                event.wait()
+                if n >= 3:
+                    samples.append((event.profile.end - event.profile.start) * 1e-9)
+            _copy_line(nbytes, clock, statistics.median(samples))
 
 
 def opencl(device: str, repeats: int) -> None:
@@ -367,8 +465,17 @@ def main() -> None:
     parser.add_argument("step", choices=["cuda", "opencl"])
     parser.add_argument("--device", default="NVIDIA", help="OpenCL device name substring")
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--sizes-from", nargs="+", type=Path, metavar="LOG",
+                        help="only a plain copy at the sizes of the memory-bound kernels of "
+                        "these `gpu.py run` logs (batch 8), for `gpu.py memory --peer`")
     args = parser.parse_args()
-    if args.step == "cuda":
+    if args.sizes_from:
+        sizes = sizes_from(args.sizes_from)
+        if args.step == "cuda":
+            cuda_sizes(args.repeats, sizes)
+        else:
+            opencl_sizes(args.device, args.repeats, sizes)
+    elif args.step == "cuda":
         cuda(args.repeats)
     else:
         opencl(args.device, args.repeats)

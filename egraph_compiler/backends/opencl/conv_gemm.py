@@ -21,7 +21,13 @@ through the window map rather than by dividing each element's ``k``:
 - then `sgemm`'s schedule: ``bm × bn`` C tiles of ``tm × tn`` register blocks read from
   local memory as ``float4``\\ s, double buffering (the next K tile fetched into
   registers while this one is multiplied; one barrier per step), no bounds checks on
-  whole tiles; the conv's epilogue (bias, Relu, a residual Add) runs in the store loop.
+  whole tiles; the conv's epilogue (bias, Relu, a residual Add) runs in the store loop;
+- with K groups, each stores its partial tile to scratch as ``float4`` runs of 4 columns
+  where the columns are whole runs (they were scalar stores: on an H100, session 12,
+  ResNet-18's 7²-output conv with its sum launch 0.048 -> 0.041 ms, 28.7 -> 34.0 % of
+  FP32 peak, ResNet-50's 0.075 -> 0.068; the other four stride-2 convs equal or faster;
+  the sum launch reading float4 runs too, 4 elements per work-item, was slower on all six:
+  .gpu/conv15/logs/2).
 
 ResNet's stride-2 3×3 convs at batch 8 ran at 22–25 % of an H200's FP32 peak as
 ``tiled`` (`gemm.py`: per-element tap division, small register blocks) and slower as an
@@ -48,7 +54,7 @@ from egraph_compiler.backends.opencl.conv_store import conv_store
 from egraph_compiler.backends.opencl.emit import Scope
 from egraph_compiler.backends.opencl.gemm import Operand
 from egraph_compiler.backends.opencl.sgemm import VARIANT as SGEMM
-from egraph_compiler.backends.opencl.sgemm import KRange, Sgemm, schedule, store_elements
+from egraph_compiler.backends.opencl.sgemm import VECTOR, KRange, Sgemm, schedule, store_elements
 from egraph_compiler.fusion import index as ix
 
 if TYPE_CHECKING:
@@ -119,6 +125,13 @@ def conv_gemm(gen: _Gen, geo: gemm.ConvGeometry, params: ConvGemm) -> Kernel | N
     problem = gemm.Problem((1,), k_size, weights, columns, store)
     return gemm.sum_partials(gen, problem, params.tile.groups,
                              _kernel(gen, geo, params.tile, weights, store))
+
+
+def _vector_partials(geo: gemm.ConvGeometry) -> bool:
+    """Whether K groups store their partial tiles to scratch as ``float4`` runs of
+    columns: the columns are whole runs of 4, so a work-item's run of 4 (`sgemm._runs`,
+    aligned) stays inside one row of scratch."""
+    return geo.columns % VECTOR == 0
 
 
 class _Gather:
@@ -243,5 +256,26 @@ def _kernel(gen: _Gen, geo: gemm.ConvGeometry, tile: Sgemm, weights: Operand,
         else:
             store(done, "m", "n", value)
 
-    store_elements(s, tile, rows_a, cols_b, m_size, n_size, store_element)
+    if split > 1 and _vector_partials(geo):
+        _store_partial_runs(s, gen.scratch_param, tile, rows_a, cols_b, m_size, n_size)
+    else:
+        store_elements(s, tile, rows_a, cols_b, m_size, n_size, store_element)
     return gen.finish(s, -(-m_size // tile.bm) * -(-n_size // tile.bn) * split * threads, threads)
+
+
+def _store_partial_runs(s: Scope, scratch: str, tile: Sgemm, rows_a: list[str], cols_b: list[str],
+                        m_size: int, n_size: int) -> None:
+    """A K group's partial tile to scratch ``[kg][m][n]`` a run of 4 columns at a time (a
+    ``float4`` store: N is whole runs, so a run starting inside N ends inside it)."""
+    checks = [c for c, ragged in ((f"m < {m_size}", m_size % tile.bm != 0),
+                                  (f"n < {n_size}", n_size % tile.bn != 0)) if ragged]
+    for i in range(tile.tm):
+        for run in range(tile.tn // VECTOR):
+            out = Scope(s)
+            out.emit(f"const int m = mt * {tile.bm} + {rows_a[i // VECTOR]} + {i % VECTOR};")
+            out.emit(f"const int n = nt * {tile.bn} + {cols_b[run]};")
+            values = ", ".join(f"c{i}_{run * VECTOR + lane}" for lane in range(VECTOR))
+            out.emit(f"{'if (' + ' && '.join(checks) + ') ' if checks else ''}"
+                     f"*(__global float4*)&{scratch}[(kg * {m_size} + m) * {n_size} + n] = "
+                     f"(float4)({values});")
+            s.nest("", out)

@@ -19,6 +19,8 @@ them; `choose` takes the cheapest by this model today):
   consecutive output pixels (`cpu_conv.py`), where PoCL vectorises the work-group;
 - ``conv-vec`` (CPU class only): a k×k conv whose work-item holds explicit vectors of
   consecutive output pixels, weights packed per channel block (`cpu_window.py`);
+- ``conv-channels`` (CPU class only): a 1×1 conv as a GEMM whose vectors are 16
+  consecutive output channels, a pixel's input broadcast (`cpu_channels.py`);
 - ``gemv-packed`` (CPU class only): a one-row product whose work-items each stream
   their own packed block of the constant weights (`cpu_gemv.py`);
 - ``depthwise``: a 2-D depthwise conv's ``rows × width`` output block per work-item
@@ -60,6 +62,9 @@ import numpy as np
 
 from egraph_compiler.backends.opencl.conv_gemm import VARIANT as VARIANT_CONV_GEMM
 from egraph_compiler.backends.opencl.conv_gemm import ConvGemm
+from egraph_compiler.backends.opencl.cpu_channels import CHANNEL_CONVS, ChannelConv
+from egraph_compiler.backends.opencl.cpu_channels import LANES as CHANNEL_LANES
+from egraph_compiler.backends.opencl.cpu_channels import VARIANT as VARIANT_CHANNEL_CONV
 from egraph_compiler.backends.opencl.cpu_conv import CHUNK_MADS, LANES_CONVS, LanesConv
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as VARIANT_LANES_CONV
 from egraph_compiler.backends.opencl.cpu_gemv import PACKED_GEMVS, PackedGemv
@@ -120,6 +125,9 @@ class DeviceModel:
     # element loaded or placed in a tap's vector, per output element's epilogue
     # (empty: not offered)
     vec_conv_us: tuple[float, ...] = ()
+    # ``conv-channels`` (`cpu_channels.py`), µs per 8-lane vector multiply-add, per
+    # input element loaded (and broadcast), per output element stored (empty: not offered)
+    channel_conv_us: tuple[float, ...] = ()
     # ``gemv-packed`` (`cpu_gemv.py`): its time as a fraction of the ``direct`` gemv
     # block's estimate for the same product (0: not offered)
     packed_gemv_rate: float = 0.0
@@ -143,6 +151,7 @@ DEVICES = {
                        depthwise_reuse_full=6.0, launch_us=30.0, prologue_gflops=300.0,
                        recompute_gevals=2.0,
                        direct_tap_penalty=25.0, vec_conv_us=(8.6e-5, 1.04e-4, 8.4e-4),
+                       channel_conv_us=(7.0e-5, 1.0e-4, 2.5e-4),
                        packed_gemv_rate=0.8),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
                        items_per_unit=1024, groups_per_unit=4,
@@ -179,6 +188,9 @@ SGEMMS = (Sgemm(128, 128, 8, 8, 8), Sgemm(128, 128, 16, 8, 8), Sgemm(128, 64, 16
           Sgemm(64, 32, 16, 4, 4), Sgemm(32, 32, 16, 4, 4),
           Sgemm(64, 64, 16, 4, 4, 2), Sgemm(64, 64, 16, 4, 4, 4), Sgemm(128, 64, 16, 8, 4, 2),
           Sgemm(128, 64, 16, 8, 4, 4), Sgemm(128, 64, 8, 8, 8), Sgemm(64, 128, 8, 8, 8))
+# a work-item's registers beyond its accumulators, operand values and prefetch slots
+# (indices, addresses), in `_sgemm_estimate`'s count of the work-groups an SM holds
+SGEMM_OTHER_REGISTERS = 24
 SGEMM_FULL_WARPS = 24  # warps an SM needs in flight to hide a work-group's first fetch and epilogue
 # warps an SM needs in flight for ``sgemm``'s K loop to run at its rate, by register
 # block (8 × 8: 64 independent multiply-adds per loaded pair, so fewer warps hide latency)
@@ -229,7 +241,7 @@ class Option:
 
     variant: str
     params: Tile | Gemv | Direct | Depthwise | RowSplit | Window | Winograd | LanesConv | \
-        VecConv | Sgemm | ConvGemm | PackedGemv | None
+        VecConv | ChannelConv | Sgemm | ConvGemm | PackedGemv | None
     estimate_us: float
 
     def describe(self) -> str:
@@ -258,7 +270,7 @@ class Option:
                 (f" k-groups {p.groups}" if p.groups > 1 else "")
         if isinstance(self.params, RowSplit):
             return f"row-split {self.params.groups}"
-        if isinstance(self.params, LanesConv | VecConv | ConvGemm):
+        if isinstance(self.params, LanesConv | VecConv | ChannelConv | ConvGemm):
             return self.params.describe()
         return self.variant
 
@@ -389,6 +401,8 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                                                             (0.5 + 0.5 * lanes) * fill)))
     if window_taps and "conv-lanes" in eff:
         result += _lanes_conv_options(device, flops, m, n, k, window_taps)
+    if window_taps == 1 and batch == 1:
+        result += _channel_conv_options(device, m, n, k)
     if depthwise:
         # a work-item's block reuses each loaded window element for
         # rows·width·taps / window multiply-adds (a square kernel, stride 1 assumed)
@@ -473,12 +487,18 @@ def _sgemm_options(device: DeviceModel, m: int, n: int, k: int, batch: int,
 # ``conv-gemm``'s K loop needs this many times `SGEMM_LOOP_WARPS` in flight (its window
 # gather's loads and index arithmetic; fitted, `_conv_gemm_options`)
 CONV_GEMM_WARPS = 1.5
-# and its K groups run 1.25× the rate the per-SM model gives them (split K measured
+# and its K groups run 1.56× the rate the per-SM model gives them (split K measured
 # faster than whole K even on grids the model counts as full: more warps per SM)
 CONV_GEMM_SPLIT_RATE = 1.56
 # and its 8 × 8 register blocks 1.2× (relative to sgemm's `SGEMM_BLOCK_RATE`): 64
 # multiply-adds per gathered pair hide the gather's index arithmetic
 CONV_GEMM_8X8_RATE = 1.2
+# and fewer registers than sgemm's beyond its accumulators, operands and prefetch slots
+# (`SGEMM_OTHER_REGISTERS`): fitted, not counted — with 24 an 8 × 4 work-group of 128 held
+# 5 per SM, and 128 × 32 with 8 K groups (784 work-groups on the 28² outputs, 5.9 per SM)
+# was priced a second round it did not run (H200: 0.041 / 0.068 ms where the picks
+# 64 × 128 ran 0.045 / 0.076); 0-16 give the same picks on every replayed log, 20 the old
+CONV_GEMM_OTHER_REGISTERS = 12
 # the implicit-GEMM conv's tiles (`conv_gemm.ConvGemm`): C tile, K step, block, K groups
 CONV_GEMMS = tuple(ConvGemm(Sgemm(*sizes)) for sizes in (
     (128, 128, 8, 8, 8), (128, 64, 16, 8, 8), (64, 128, 16, 8, 8),
@@ -501,7 +521,8 @@ def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
     """The ``conv-gemm`` options (`conv_gemm.py`): `sgemm`'s per-SM round model over
     `CONV_GEMMS` (the same schedule) at ``efficiency["conv-gemm"]``, its K loop needing
     `CONV_GEMM_WARPS` times sgemm's warps (the window gather's loads and index
-    arithmetic), K groups at `CONV_GEMM_SPLIT_RATE`, 8 × 8 blocks at `CONV_GEMM_8X8_RATE`.
+    arithmetic), K groups at `CONV_GEMM_SPLIT_RATE`, 8 × 8 blocks at `CONV_GEMM_8X8_RATE`,
+    the work-groups an SM holds counted with `CONV_GEMM_OTHER_REGISTERS`.
 
     Fitted (a grid search over the four) on an H200 to ResNet-18/50's 3×3 convs at batch
     8, 26 options each (`benchmarks/gpu_conv.py`, ``fit LOG`` replays it): over the six
@@ -511,8 +532,15 @@ def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
     (`SGEMM_SPLIT_MIN_K`) and the narrow / many-K-group tiles of a third sweep listed
     (the last five), the same four constants: 0.334 against 0.323 (ResNet-18's 7²-output
     conv 0.051 -> 0.047 ms on 128 × 32 with 12 K groups; ResNet-50's 28² one still picks
-    64 × 128 with 8 groups, 0.076, where 128 × 32 with 8 ran 0.067). On the stride-1 ones Winograd stays (not offered
-    beside it, `options`)."""
+    64 × 128 with 8 groups, 0.076, where 128 × 32 with 8 ran 0.067). Session 12: with
+    `CONV_GEMM_OTHER_REGISTERS` both 28² convs pick 128 × 32 with 8 groups; the replays
+    of conv14's logs (.gpu/conv14/logs/1/cv.log, 2/cv.log) 0.243 -> 0.231 and 0.169 ->
+    0.167 ms (fastest 0.230, 0.167), gemm4's 0.334 -> 0.323 (fastest 0.323), the others
+    unchanged; on an H100 in-model (.gpu/conv15/logs/3) ResNet-18's 28² conv 0.045 ->
+    0.039-0.040 ms and ResNet-50's 0.077 -> 0.073-0.074 (with float4 partial stores,
+    `conv_gemm.py`). It also moves ConvNeXt-T's b8 stem (4×4 stride 4, K 48) from 128 × 64
+    8 × 8 to 32 × 64 4 × 4: 0.030 -> 0.025 ms in-model (logs/4). On the stride-1 ones
+    Winograd stays (not offered beside it, `options`)."""
     per_sm = device.peak_gflops * 1e3 / device.compute_units * device.efficiency[VARIANT_CONV_GEMM]
     result = []
     for shape in CONV_GEMMS:
@@ -521,20 +549,22 @@ def _conv_gemm_options(device: DeviceModel, m: int, n: int, k: int,
             continue
         rate = per_sm * (CONV_GEMM_SPLIT_RATE if tile.groups > 1 else 1.0) * \
             (CONV_GEMM_8X8_RATE if (tile.tm, tile.tn) == (8, 8) else 1.0)
-        estimate = _sgemm_estimate(device, tile, m, n, k, 1, epilogue_ops, rate, CONV_GEMM_WARPS)
+        estimate = _sgemm_estimate(device, tile, m, n, k, 1, epilogue_ops, rate, CONV_GEMM_WARPS,
+                                   CONV_GEMM_OTHER_REGISTERS)
         if estimate is not None:
             result.append(Option(VARIANT_CONV_GEMM, shape, estimate))
     return result
 
 
 def _sgemm_estimate(device: DeviceModel, tile: Sgemm, m: int, n: int, k: int, batch: int,
-                    epilogue_ops: int, per_sm: float, warps: float = 1.0) -> float | None:
+                    epilogue_ops: int, per_sm: float, warps: float = 1.0,
+                    other_registers: int = SGEMM_OTHER_REGISTERS) -> float | None:
     """One tile's estimate in `_sgemm_options`' model (None: K groups it does not offer),
     its K loop needing ``warps`` times `SGEMM_LOOP_WARPS` in flight; ``per_sm``: an SM's
     rate before the register block's (`SGEMM_BLOCK_RATE`)."""
     threads = tile.work_group
     registers = _cdiv(tile.tm * tile.tn + tile.tm + tile.tn + (tile.bm + tile.bn) * tile.bk //
-                      threads + 24, 8) * 8
+                      threads + other_registers, 8) * 8
     resident = max(1, min(65536 // (threads * registers), 2048 // threads))
     groups = batch * _cdiv(m, tile.bm) * _cdiv(n, tile.bn)
     if tile.groups > 1 and (groups >= device.compute_units * resident // 2 or
@@ -607,6 +637,35 @@ def _lanes_conv_options(device: DeviceModel, flops: float, m: int, n: int, k: in
         estimate = padded / (peak * eff * reuse) + \
             groups * device.lanes_group_us / device.compute_units
         result.append(Option(VARIANT_LANES_CONV, LanesConv(channels, shape.pixels), estimate))
+    return result
+
+
+def _channel_conv_options(device: DeviceModel, m: int, n: int, k: int) -> list[Option]:
+    """``conv-channels`` (`cpu_channels.py`) for a 1×1 conv (``m`` output channels,
+    ``n`` = N·OH·OW pixels, ``k`` input channels), on a device with ``channel_conv_us``:
+    per work-item its 16-lane multiply-adds (two 8-lane ones each), its loaded input
+    elements and its outputs (stored lane by lane), the padded channels of a ragged
+    last block counted as work. The three rates were fitted (a grid, least total time
+    of the picks) to 25 1×1 convs measured on PoCL's calling thread here with every
+    option of each (MobileNetV3-small's, ResNet-50's at an eighth of the width, stride 1
+    and 2, 7×7 to 56×56): the picks sum to 0.784 ms where the fastest sum to 0.782 and
+    the picks without this option to 1.022. It won on 7×7 and 14×14 maps and on
+    stride-2 ones; ``conv-vec`` kept 28×28 and 56×56 maps at stride 1."""
+    if not device.channel_conv_us:
+        return []
+    fma_us, element_us, output_us = device.channel_conv_us
+    result = []
+    for shape in CHANNEL_CONVS:
+        channels = min(shape.channels, _cdiv(m, CHANNEL_LANES) * CHANNEL_LANES)
+        pixels = min(shape.pixels, n)
+        if (channels, pixels) != (shape.channels, shape.pixels) and \
+                ChannelConv(channels, pixels) in CHANNEL_CONVS:
+            continue  # the same kernel as a block listed
+        vectors = channels // CHANNEL_LANES
+        items = _cdiv(m, channels) * _cdiv(n, pixels)
+        estimate = items * (k * vectors * pixels * 2 * fma_us + k * pixels * element_us +
+                            channels * pixels * output_us)
+        result.append(Option(VARIANT_CHANNEL_CONV, ChannelConv(channels, pixels), estimate))
     return result
 
 
@@ -809,6 +868,8 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
                               # `conv_gemm.applies`, where Winograd is not offered
                               conv_gemm=window_taps > 1 and strides[-1] > 1))
         p = best.params
+        if isinstance(p, ChannelConv):  # once per channel block
+            return float(_cdiv(cout, p.channels))
         if isinstance(p, VecConv):  # once per channel block and window row segment
             side = max(1, round(taps ** 0.5))
             span = (p.pixels - 1) * strides[-1] + side

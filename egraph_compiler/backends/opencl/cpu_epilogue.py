@@ -1,7 +1,8 @@
 """A CPU kernel's epilogue computed on a whole vector of outputs at once.
 
-The CPU conv kernels (`cpu_window.py`'s ``conv-vec``, `cpu_pointwise.py`) hold each
-output channel's results as one ``floatN`` of consecutive output pixels, and emitted
+The CPU conv kernels (`cpu_window.py`'s ``conv-vec``) hold each output channel's
+results as one ``floatN`` of consecutive output pixels (`cpu_channels.py`'s
+``conv-channels``: one pixel's consecutive output channels, ``lane_dim`` 1), and emitted
 their fused epilogue once per element: ``N`` scalar copies of the same expression,
 which PoCL's LLVM left scalar. A Relu is a compare and a select per element, so it
 hardly mattered; MobileNetV3's HardSwish, ``x · max(0, min(1, x / 6 + 0.5))``, is a
@@ -40,12 +41,13 @@ _SCALAR_ONLY = frozenset({"Cast", "IsInf", "Where", "Mod", "BitShift"})
 LANE_NAMES = "0123456789abcdef"
 
 
-def applies(gen: _Gen) -> bool:
-    """The block's epilogue can run on vectors: every spine node is a float32
+def applies(gen: _Gen, lane_dim: int = 3) -> bool:
+    """The block's epilogue can run on vectors whose lanes run along iteration dim
+    ``lane_dim`` (3: an NCHW map's columns, 1: its channels): every spine node is a float32
     elementwise operator that `emit.ValueEmitter` spells without an index-changing
     handler and without a scalar-only helper (`spelling.SCALAR_HELPERS`: a trial
     emission says), and every operand it reads besides the chain is float32."""
-    if _gathered(gen) is None:
+    if _gathered(gen, lane_dim) is None:
         return False
     trial, pinned = Scope(), gen.em.pinned
     gen.em.vector = "float16"
@@ -85,6 +87,8 @@ def _gathered(gen: _Gen, lane_dim: int = 3) -> list[tuple[str, tuple[ix.IExpr, .
             if view.dtype(name) != "float32":
                 return None
             if node.op == "BatchNormalization" and k > 0:
+                if lane_dim == 1:
+                    return None  # its per-channel parameters differ across the lanes
                 continue  # per-channel parameters (`emit._operands`)
             index = ix.broadcast_index(forward[out], tuple(view.shape(out)),
                                        tuple(view.shape(name)))
@@ -97,16 +101,18 @@ def _gathered(gen: _Gen, lane_dim: int = 3) -> list[tuple[str, tuple[ix.IExpr, .
 
 
 def vector_epilogue(gen: _Gen, scope: Scope, value: str, vector: str,
-                    lane: Callable[[Scope, int], str | None]) -> dict[str, str]:
+                    lane: Callable[[Scope, int], str | None], lane_dim: int = 3
+                    ) -> dict[str, str]:
     """Emit the spine on ``value`` (a ``vector`` expression: the anchor's outputs of
     one channel, bias added) into ``scope``, where the iteration variables are
     declared; returns each stored value's vector variable. Call only where `applies`.
     An operand that differs across the lanes is gathered into a vector first, lane by
     lane: ``lane(scope, j)`` declares lane ``j``'s iteration variables in ``scope``
-    and returns the condition that the lane is inside the output (None: always)."""
+    and returns the condition that the lane is inside the output (None: always). The
+    lanes run along iteration dim ``lane_dim`` (as `applies`)."""
     node = gen.anchor()
     lanes = int(vector.removeprefix("float"))
-    for name, index in _gathered(gen) or ():
+    for name, index in _gathered(gen, lane_dim) or ():
         var = gen.em.fresh("g")
         scope.emit(f"{vector} {var} = ({vector})(0.0f);")
         for j in range(lanes):

@@ -60,6 +60,8 @@ from egraph_compiler.backends.opencl import cost
 from egraph_compiler.backends.opencl.build import build_artefact
 from egraph_compiler.backends.opencl.conv_gemm import VARIANT as CONV_GEMM
 from egraph_compiler.backends.opencl.conv_gemm import ConvGemm
+from egraph_compiler.backends.opencl.cpu_channels import VARIANT as CHANNEL_CONV
+from egraph_compiler.backends.opencl.cpu_channels import ChannelConv
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as LANES_CONV
 from egraph_compiler.backends.opencl.cpu_conv import LanesConv
 from egraph_compiler.backends.opencl.cpu_window import VARIANT as VEC_CONV
@@ -625,7 +627,7 @@ def option_to_json(option: cost.Option) -> dict[str, object]:
         return {"variant": "winograd", "bm": p.bm, "bn": p.bn, "bk": p.bk, "tm": p.tm,
                 "tn": p.tn, "groups": p.groups, "batched": p.batched,
                 "contiguous": p.contiguous, "slices": p.slices}
-    if isinstance(p, LanesConv | VecConv):
+    if isinstance(p, LanesConv | VecConv | ChannelConv):
         return {"variant": option.variant, "channels": p.channels, "pixels": p.pixels}
     if isinstance(p, Sgemm | ConvGemm):
         t = p.tile if isinstance(p, ConvGemm) else p
@@ -682,11 +684,17 @@ def option_from_json(data: dict[str, Any], where: str) -> cost.Option:
             return cost.Option(CONV_GEMM, conv, 0.0)
         if variant == VEC_CONV:
             return cost.Option(variant, VecConv(int(data["channels"]), int(data["pixels"])), 0.0)
+        if variant == CHANNEL_CONV:
+            shape = ChannelConv(int(data["channels"]), int(data["pixels"]))
+            if not shape.valid():
+                raise DnnrError(f"{where}: {shape.describe()} is not whole vectors of "
+                                "channels (cpu_channels.ChannelConv.valid)")
+            return cost.Option(variant, shape, 0.0)
     except (KeyError, TypeError, ValueError) as error:
         raise DnnrError(f"{where}: bad kernel option {data}: {error}") from None
     raise DnnrError(f"{where}: unknown kernel variant {data.get('variant')!r} "
                     f"(direct, tiled, gemv, depthwise, window, winograd, {SGEMM}, "
-                    f"{CONV_GEMM}, {LANES_CONV} or {VEC_CONV})")
+                    f"{CONV_GEMM}, {LANES_CONV}, {VEC_CONV} or {CHANNEL_CONV})")
 
 
 def record(db: ProfileDb, device_name: str, results: list[SearchResult]) -> ProfileDb:

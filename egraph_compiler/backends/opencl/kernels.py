@@ -67,8 +67,10 @@ from egraph_compiler.backends.opencl import blocked as nchwc
 from egraph_compiler.backends.opencl import conv_gemm as cg
 from egraph_compiler.backends.opencl import (
     cost,
+    cpu_channels,
     cpu_conv,
     cpu_gemv,
+    cpu_reduce,
     gemm,
     images,
     ops_extra,
@@ -168,6 +170,10 @@ class KernelParams:
     # ... its operands read contiguously along the row (NHWC) staged through local
     # memory by coalesced loads (`pixel_rows._stage`)
     strided_rows_stage: bool = False
+    # rownorm (LayerNorm) over short contiguous rows: several rows per work-group of
+    # `pixel_rows.LANES`, each row's lanes as `row_cache` sizes them
+    # (`pixel_rows.packed_rownorm`); False keeps one work-group per row
+    packed_rows: bool = False
     # a ``tiled`` conv of stride at least this (3×3 and larger, one group) as an
     # explicit im2col to scratch then the tiled GEMM (`im2col.py`); 0: never. Its
     # tile: `im2col_tile`, else `im2col.pick_tile`'s
@@ -222,6 +228,7 @@ class KernelParams:
                                 pointwise_vectors=_env_int("DNNR_GPU_POINTWISE_VECTORS", 2),
                                 strided_rows=_env_int("DNNR_GPU_STRIDED_ROWS", 32),
                                 strided_rows_stage=bool(_env_int("DNNR_GPU_ROWS_STAGE", 1)),
+                                packed_rows=bool(_env_int("DNNR_GPU_PACKED_ROWS", 1)),
                                 im2col_min_stride=_env_int("DNNR_GPU_IM2COL_STRIDE", 0),
                                 conv_gemm=_env_int("DNNR_GPU_CONV_GEMM", 1) == 1,
                                 reduce_unroll=_env_int("DNNR_GPU_REDUCE_UNROLL", 4),
@@ -718,6 +725,11 @@ class _Gen:
             if kernel is not None:
                 return kernel
             self.variant = "direct"  # where it does not apply: the kernel generated
+        if option.variant == cpu_channels.VARIANT:  # CPU devices only (`cost.options`)
+            kernel = cpu_channels.conv_channels(self, geo, option.params)  # type: ignore[arg-type]
+            if kernel is not None:
+                return kernel
+            self.variant = "direct"
         if option.variant == vec_conv.VARIANT:  # CPU devices only (`cost.options`)
             kernel = vec_conv.conv_vec(self, geo, option.params)  # type: ignore[arg-type]
             if kernel is not None:
@@ -1135,6 +1147,10 @@ class _Gen:
 
         init, step, final = _REDUCERS["Max" if op == "GlobalMaxPool" else
                                       "Mean" if op == "GlobalAveragePool" else op.replace("Reduce", "")]
+        if op in cpu_reduce.SUMS:  # CPU class: rows on vectors (`cpu_reduce`)
+            kernel = cpu_reduce.row_sum(self, x_name, tuple(axes), final)
+            if kernel is not None:
+                return kernel
         out_idx = tuple(self.ivar(f"i{k}", size) for k, size in enumerate(out_shape))
         # many short rows (a CPU's GlobalAveragePool over 7×7): a work-item per row, as
         # the row kernels do (`serial_rows`) — a work-group per row costs PoCL a barrier
@@ -1359,6 +1375,14 @@ class _Gen:
                 lambda body, x: self._scale_shift(body, node, full(r_idx), x_shape, x))
             if kernel is not None:
                 return kernel
+        if not serial and node.op == "LayerNormalization" and self.params.packed_rows and \
+                self.params.row_cache > 0:
+            kernel = pixel_form.packed_rownorm(
+                self, node, rows, length, x_name, full(r_idx),
+                lambda body, x: self._scale_shift(body, node, full(r_idx), x_shape, x),
+                self._row_lanes(length))
+            if kernel is not None:
+                return kernel
         if not serial and self.params.row_cache > 0:
             return self._cached_rownorm(node, rows, length, x_name, x_shape, full(r_idx))
         s = Scope()
@@ -1408,8 +1432,7 @@ class _Gen:
         (prologue included) for the first reduction; the second reduction and the
         normalised outputs use the registers. `KernelParams.row_cache` sets ROWC."""
         layer_norm = node.op in ("LayerNormalization", "InstanceNormalization")
-        lanes = -(-length // self.params.row_cache)
-        local = min(self.params.reduce_work_group, max(32, 1 << bit_length(max(lanes - 1, 1))))
+        local = self._row_lanes(length)
         per_lane = -(-length // local)
         self.defines += [f"WG {local}", f"ROWC {per_lane}"]
         ragged = length % local != 0
@@ -1468,6 +1491,12 @@ class _Gen:
 
         each(normalise)
         return self.finish(s, rows * local, local)
+
+    def _row_lanes(self, length: int) -> int:
+        """The lanes of a row kept in registers: about `KernelParams.row_cache` elements
+        each, 32 at least (`_cached_rownorm`, `pixel_rows.packed_rownorm`)."""
+        lanes = -(-length // self.params.row_cache)
+        return min(self.params.reduce_work_group, max(32, 1 << bit_length(max(lanes - 1, 1))))
 
     def _scale_shift(self, body: Scope, node: Node, index: tuple[ix.IExpr, ...],
                      x_shape: tuple[int, ...], normalised: str) -> str:

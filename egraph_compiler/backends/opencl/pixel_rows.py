@@ -57,6 +57,18 @@ MIN_GROUPS = 96
 TARGET_GROUPS = 512
 MAX_REGISTERS = 32  # row elements a lane keeps (beyond it the form is not offered)
 LOCAL_FLOATS = 12 * 1024  # the transposed tile's budget (48 KiB of local memory)
+# `packed_rownorm`: rows of at most this many lanes share a work-group. A compute unit
+# of an H100/H200 holds 32 work-groups: 32-lane rows filled half of its 2,048 lanes
+# (64-lane rows fill it, and 128-lane ones already run at 70-80 % of the bandwidth)
+PACKED_PARTS = 32
+# ... and only with this many rows at least. On the H100 (b8, OpenCL events) packing
+# took SegFormer's 25,088-row LayerNorms 0.063 → 0.032 ms (three kernels) and its
+# 6,272-row ones 0.033 → 0.022, b1's 3,136-row ones 0.028 → 0.023; ViT's 1,576 rows
+# of 256 and SegFormer's 1,568 of 160 ran about as fast either way, and BERT's, GPT-2's
+# and BART's 1,024 rows of 256 slower (eight kernels 0.063 → 0.073 ms). With this
+# floor SegFormer b8's fused kernels took 2.81 → 2.74 ms, b1's 1.22 → 1.18 (medians of
+# three runs each, old and new alternating)
+PACKED_MIN_ROWS = 2048
 
 _INT = re.compile(r"const int (\w+) = ([\w\s+\-*/%()]+);")
 _LOAD = re.compile(r"const \w+ (\w+) = (in\d+)\[([\w\s+\-*/%()]+)\];")
@@ -156,6 +168,51 @@ def _lines(gen: _Gen, emit: Callable[[Scope], None]) -> list[str]:
     return scope.lines
 
 
+def _lane_elements(s: Scope, parts: int, per_lane: int, length: int, rows: int,
+                   pixels: int) -> Callable[[Callable[[Scope], None]], None]:
+    """``each(emit)``: ``emit`` in ``s`` for each of a lane's elements ``r = part +
+    j · parts`` (j < ``per_lane``) of its row ``o``, guarded where the row is ragged
+    over the parts or the last work-group's ``pixels`` rows over ``rows``."""
+    checks = ([f"r < {length}"] if length % parts else []) + \
+        ([f"o < {rows}"] if rows % pixels else [])
+
+    def each(emit: Callable[[Scope], None]) -> None:
+        body = Scope(s)
+        body.emit(f"const int r = part + j * {parts};")
+        inner = Scope(body)
+        emit(inner)
+        if checks:
+            body.nest(f"if ({' && '.join(checks)})", inner)
+        else:
+            body.lines.extend(inner.lines)
+        s.nest(UNROLL + f"for (int j = 0; j < {per_lane}; ++j)", body)
+    return each
+
+
+def _through_tile(s: Scope, each: Callable[[Callable[[Scope], None]], None], pixels: int,
+                  length: int, rows: int, rows_fastest: bool,
+                  write: Callable[[Scope, str], None]) -> None:
+    """Emit, in ``s``, the normalised values through a local ``[length][pixels + 1]``
+    tile (padded: no bank conflicts): each lane puts its elements in, then the
+    work-group calls ``write(scope, value)`` at every (row ``o``, element ``r``) with
+    consecutive lanes on consecutive rows (``rows_fastest``) or on consecutive
+    elements of a row."""
+    s.emit(f"__local float tile[{length * (pixels + 1)}];")
+    each(lambda body: body.emit(f"tile[r * {pixels + 1} + pix] = (xs[j] - center) * scale;"))
+    s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
+    out = Scope(s)
+    out.emit(f"const int p = e % {pixels}; const int r = e / {pixels};" if rows_fastest else
+             f"const int p = e / {length}; const int r = e % {length};")
+    out.emit(f"const int o = get_group_id(0) * {pixels} + p;")
+    inner = Scope(out)
+    write(inner, f"tile[r * {pixels + 1} + p]")
+    if rows % pixels:
+        out.nest(f"if (o < {rows})", inner)
+    else:
+        out.lines.extend(inner.lines)
+    s.nest(f"for (int e = lid; e < {pixels * length}; e += {LANES})", out)
+
+
 def pixel_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
                   x_shape: tuple[int, ...], index: tuple[ix.IExpr, ...],
                   normalised: Callable[[Scope, str], str]) -> Kernel | None:
@@ -205,7 +262,6 @@ def pixel_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     eps = sp.literal(float(node.attr("epsilon", 1e-5)), "float32")
     count = sp.literal(float(length), "float32")
     gen.variant = f"pixel-rows {pixels} {'transposed' if transposed else 'direct'}"
-    ragged_rows, ragged_row = rows % pixels != 0, length % parts != 0
     s = Scope()
     s.emit("const int lid = get_local_id(0);")
     s.emit(f"const int pix = lid % {pixels}; const int part = lid / {pixels};")
@@ -214,19 +270,7 @@ def pixel_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     s.emit(f"__local float stat[{2 * pixels}];")
     s.emit(f"float xs[{per_lane}];")
 
-    def each(emit: Callable[[Scope], None]) -> None:
-        """``emit`` for each of this lane's elements ``r`` of row ``o``."""
-        body = Scope(s)
-        body.emit(f"const int r = part + j * {parts};")
-        inner = Scope(body)
-        emit(inner)
-        checks = ([f"r < {length}"] if ragged_row else []) + \
-            ([f"o < {rows}"] if ragged_rows else [])
-        if checks:
-            body.nest(f"if ({' && '.join(checks)})", inner)
-        else:
-            body.lines.extend(inner.lines)
-        s.nest(UNROLL + f"for (int j = 0; j < {per_lane}; ++j)", body)
+    each = _lane_elements(s, parts, per_lane, length, rows, pixels)
 
     def row_sum(var: str, slot: int) -> None:
         """Sum ``var`` over the row's parts into ``stat[slot·P + pix]``."""
@@ -263,17 +307,106 @@ def pixel_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
     if not transposed:
         each(lambda body: epilogue(body, normalised(body, "((xs[j] - center) * scale)")))
         return gen.finish(s, -(-rows // pixels) * LANES, LANES)
-    s.emit(f"__local float tile[{length * (pixels + 1)}];")
-    each(lambda body: body.emit(f"tile[r * {pixels + 1} + pix] = (xs[j] - center) * scale;"))
-    s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
-    out = Scope(s)
-    out.emit(f"const int p = e / {length}; const int r = e % {length};")
-    out.emit(f"const int o = get_group_id(0) * {pixels} + p;")
-    write = Scope(out)
-    epilogue(write, normalised(write, f"tile[r * {pixels + 1} + p]"))
-    if ragged_rows:
-        out.nest(f"if (o < {rows})", write)
-    else:
-        out.lines.extend(write.lines)
-    s.nest(f"for (int e = lid; e < {pixels * length}; e += {LANES})", out)
+    _through_tile(s, each, pixels, length, rows, False,
+                  lambda write, x: epilogue(write, normalised(write, x)))
+    return gen.finish(s, -(-rows // pixels) * LANES, LANES)
+
+
+def packed_rownorm(gen: _Gen, node: Node, rows: int, length: int, x_name: str,
+                   index: tuple[ix.IExpr, ...], normalised: Callable[[Scope, str], str],
+                   parts: int) -> Kernel | None:
+    """The ``packed-rows`` kernel of LayerNormalization ``node`` over ``rows`` short
+    contiguous rows of ``length`` (``index``: its input's element at C variables ``o``,
+    ``r``), or None where it does not apply. ``parts``: the lanes a row takes (the
+    one-work-group-per-row form's work-group, `kernels._Gen._cached_rownorm`).
+
+    Short rows (SegFormer's 32–256 channels, a 256-wide transformer at batch 8) took a
+    work-group of 32 lanes each (`PACKED_PARTS`): a compute unit holds 32 work-groups,
+    so half its lanes were resident, and SegFormer's b8 stage-1 LayerNorms ran at
+    17–19 % of the H100's bandwidth (a copy of their size by the same clock: 45 %).
+    Here a `LANES` work-group takes ``LANES / parts`` rows, ``lane = part + parts · row``:
+    each row's ``parts`` lanes (a warp or more) read its elements ``part, part + parts,
+    …`` as the one-row form does, so every load and store stays coalesced along the
+    row; the row statistics are summed over the row's lanes by a tree in local memory.
+    Offered for `PACKED_MIN_ROWS` rows or more where every load that moves with the
+    row is contiguous along it, and every store either that (written from the
+    registers) or along the rows (through a local tile)."""
+    per_lane = -(-length // parts)
+    if parts > PACKED_PARTS or LANES % parts or rows < PACKED_MIN_ROWS or length < 2 or \
+            per_lane > MAX_REGISTERS:
+        return None
+    pixels = LANES // parts
+    loads = _probe(gen, lambda scope: gen.em.value(scope, x_name, index))
+    if loads is None or any(d_o and d_r != 1 for _, d_o, d_r in loads):
+        return None
+
+    every_store = dict(gen.stores)
+
+    def epilogue(scope: Scope, value: str, outputs: dict[str, str] = every_store) -> None:
+        """The block's epilogue storing only ``outputs`` (value: its output argument)."""
+        gen.declare_iteration(scope, index)
+        gen.stores = outputs
+        try:
+            gen.epilogue(scope, value)
+        finally:
+            gen.stores = every_store
+
+    found = _accesses(_lines(gen, lambda scope: epilogue(scope, normalised(scope, "v"))))
+    if found is None:
+        return None
+    # stores along the row are written from the registers; stores along the rows (an
+    # NCHW output: SegFormer's LayerNorm then a Transpose back) through a local tile,
+    # consecutive lanes on consecutive rows, as `pixel_rownorm`'s ``transposed`` form
+    # writes its rows' elements
+    strides = {param: (d_o, d_r) for kind, param, d_o, d_r, _ in found if kind == "store"}
+    along = {v: out for v, out in every_store.items() if strides.get(out, (0, 1))[1] == 1}
+    across = {v: out for v, out in every_store.items() if v not in along}
+    if any(strides[out][0] != 1 for out in across.values()) or \
+            any(v in across for v in gen.shape.stored) or \
+            (across and length * (pixels + 1) > LOCAL_FLOATS):
+        return None
+    eps = sp.literal(float(node.attr("epsilon", 1e-5)), "float32")
+    count = sp.literal(float(length), "float32")
+    gen.variant = f"packed-rows {pixels}x{parts}" + (" transposed" if across else "")
+    s = Scope()
+    s.emit("const int lid = get_local_id(0);")
+    s.emit(f"const int part = lid % {parts}; const int pix = lid / {parts};")
+    s.emit(f"const int o = get_group_id(0) * {pixels} + pix;")
+    s.emit(f"__local float red[{LANES}];")
+    s.emit(f"float xs[{per_lane}];")
+
+    each = _lane_elements(s, parts, per_lane, length, rows, pixels)
+
+    def row_sum(var: str) -> str:
+        """Sum ``var`` over the row's lanes (a tree over ``parts`` slots of ``red``);
+        return the C expression of the total (valid until ``red`` is written again)."""
+        s.emit(f"red[lid] = {var};")
+        s.emit("barrier(CLK_LOCAL_MEM_FENCE);")
+        step = Scope(s)
+        step.emit("if (part < h) red[lid] += red[lid + h];")
+        step.emit("barrier(CLK_LOCAL_MEM_FENCE);")
+        s.nest(f"for (int h = {parts // 2}; h > 0; h >>= 1)", step)
+        return f"red[pix * {parts}]"
+
+    s.emit("float acc = 0.0f;")
+
+    def load(body: Scope) -> None:
+        body.emit(f"xs[j] = {gen.em.value(body, x_name, index)};")
+        body.emit("acc += xs[j];")
+
+    each(load)
+    s.emit(f"const float center = {row_sum('acc')} / {count};")
+    s.emit("barrier(CLK_LOCAL_MEM_FENCE);")  # every row has read its total
+    s.emit("float dev = 0.0f;")
+    each(lambda body: body.emit("dev += (xs[j] - center) * (xs[j] - center);"))
+    s.emit(f"const float scale = rsqrt({row_sum('dev')} / {count} + {eps});")
+    gen.row_input = "xs[j]"  # a stored row input (a residual sum) is in registers
+    if along:
+        each(lambda body: epilogue(body, normalised(body, "((xs[j] - center) * scale)"),
+                                   along))
+    if not across:
+        return gen.finish(s, -(-rows // pixels) * LANES, LANES)
+    gen.row_input = None
+    _through_tile(s, each, pixels, length, rows, True,
+                  lambda write, x: epilogue(write, normalised(write, x), across))
     return gen.finish(s, -(-rows // pixels) * LANES, LANES)

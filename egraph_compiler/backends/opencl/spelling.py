@@ -171,3 +171,13 @@ def helpers(text: str, device: str) -> list[str]:
 
 # function names a helper defines: scalar only, so no vector epilogue (`cpu_epilogue`) calls them
 SCALAR_HELPERS = ("dnnr_erf(",)
+
+# A float16 read from any float's address (4-byte aligned, as clang lowers it: one
+# unaligned vector load). PoCL's ``vload16`` reads lane by lane (a GlobalAveragePool
+# over 16 × 56² ran 0.0015 ms through this type, and ``vload16`` was as slow as scalar
+# code in `cpu_channels`' prototype); a ``float16*`` cast would claim 64-byte alignment
+UNALIGNED_FLOAT16 = "dnnr_float16u"
+UNALIGNED_FLOAT16_HELPER = (
+    "#ifndef DNNR_FLOAT16U\n#define DNNR_FLOAT16U\n"
+    f"typedef float {UNALIGNED_FLOAT16} __attribute__((ext_vector_type(16), aligned(4)));\n"
+    "#endif\n")

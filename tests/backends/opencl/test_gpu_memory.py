@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from egraph_compiler.backends.opencl import KernelParams, build, load
+from egraph_compiler.backends.opencl import KernelParams, build, cost, load
 from egraph_compiler.backends.opencl.gemm import Tile
 from egraph_compiler.backends.opencl.pixel_rows import access_strides
 from egraph_compiler.fusion import plan_fusion
@@ -61,8 +61,13 @@ def _channel_layernorm(channels: int, back_to_nchw: bool, scaled: bool = False,
 
 
 def _build_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray], tmp_path: Path,
-               params: KernelParams = GPU) -> tuple[list[dict], dict[str, np.ndarray]]:
-    build(plan_memory(plan_fusion(static_graph(model, feeds))), tmp_path, params)
+               params: KernelParams = GPU, gpu_fusion: bool = False
+               ) -> tuple[list[dict], dict[str, np.ndarray]]:
+    """Launches and outputs of ``model`` built with ``params``; ``gpu_fusion``: fused
+    as the GPU class's cost model fuses (a row input stored by its row kernel)."""
+    fusion_cost = cost.fusion_cost(cost.DEVICES["gpu"]) if gpu_fusion else None
+    build(plan_memory(plan_fusion(static_graph(model, feeds), cost=fusion_cost)), tmp_path,
+          params)
     compiled = load(tmp_path)
     return compiled.plan["launches"], compiled.run(feeds)
 
@@ -275,4 +280,72 @@ def test_pixel_rows_stage_nhwc_operands_matches_onnxruntime(stage: bool, tmp_pat
     launches, got = _build_run(model, feeds, tmp_path, replace(GPU, strided_rows_stage=stage))
     assert [launch["variant"] for launch in launches] == ["pixel-rows 8 direct"]
     assert ("stage0" in (tmp_path / "kernels.cl").read_text()) == stage
+    assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("rows", "length", "stored", "form"), [
+    (2048, 32, True, "packed-rows 8x32"), (2051, 20, False, "packed-rows 8x32"),
+    (2052, 160, True, "packed-rows 8x32"), (2048, 300, True, ""), (2040, 32, False, "")])
+def test_packed_rows_layernorm_matches_onnxruntime(rows: int, length: int, stored: bool,
+                                                   form: str, tmp_path: Path) -> None:
+    """SegFormer's residual sum then LayerNorm over short contiguous rows: 8 rows of 32
+    lanes per work-group (`pixel_rows.packed_rownorm`), the last group ragged (2,051,
+    2,052 rows), a row ragged over its lanes (20 and 160 elements: 1 and 5 registers a
+    lane); with ``stored`` the sum is also written, from the registers. 300 elements
+    take 64 lanes, over `pixel_rows.PACKED_PARTS` (one work-group per row); 2,040
+    rows are under `pixel_rows.PACKED_MIN_ROWS`."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(7)
+    nodes = [helper.make_node("Add", ["x", "h"], ["a"]),
+             helper.make_node("LayerNormalization", ["a", "g", "b"], ["n"], axis=-1),
+             # the residual sum read again after the row (SegFormer's next residual)
+             helper.make_node("MatMul", ["n", "w"], ["m"]),
+             helper.make_node("Add", ["m" if stored else "n", "a"], ["y"])]
+    model = _model(nodes, {"x": [rows, length], "h": [rows, length]}, {"y": [rows, length]},
+                   {"g": rng.uniform(0.5, 1.5, length).astype(np.float32),
+                    "b": rng.standard_normal(length).astype(np.float32),
+                    "w": rng.standard_normal([length, length]).astype(np.float32) / length})
+    feeds = {k: (rng.standard_normal([rows, length]) * 3 + 1).astype(np.float32)
+             for k in ("x", "h")}
+    launches, got = _build_run(model, feeds, tmp_path, replace(GPU, packed_rows=True),
+                               gpu_fusion=True)
+    rownorm = [launch for launch in launches if "LayerNormalization" in launch["ops"]]
+    # the residual sum fused in front of the row, and stored by it where read again
+    assert [(launch["ops"][0], launch["variant"]) for launch in rownorm] == [("Add", form)]
+    source = (tmp_path / "kernels.cl").read_text().split(f"void {rownorm[0]['kernel']}(")[1]
+    assert ("out1[" in source.split("\n}\n")[0]) == stored
+    assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("pixels", "length", "stored"), [(1024, 32, True), (1027, 40, False)])
+def test_packed_rows_transposed_store_matches_onnxruntime(pixels: int, length: int,
+                                                          stored: bool, tmp_path: Path) -> None:
+    """SegFormer's block end: the residual sum, LayerNorm over the channels of an NHWC
+    map, then back to NCHW (a store along the rows: written through a local tile,
+    `pixel_rows.packed_rownorm`'s ``transposed`` form), the sum also written from the
+    registers where read again. 2 × 1,027 rows leave the last work-group ragged; 40
+    channels over 32 lanes a ragged register."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(9)
+    side = {1024: (32, 32), 1027: (79, 13)}[pixels]
+    nodes = [helper.make_node("Add", ["x", "h"], ["a"]),
+             helper.make_node("LayerNormalization", ["a", "g", "b"], ["n"], axis=-1),
+             helper.make_node("Reshape", ["n", "hw"], ["m"]),
+             helper.make_node("Transpose", ["m"], ["y"], perm=[0, 3, 1, 2]),
+             helper.make_node("Mul", ["a", "two"], ["z"])]
+    model = _model(nodes if stored else nodes[:4], {"x": [2, pixels, length],
+                                                    "h": [2, pixels, length]},
+                   {"y": [2, length, *side], **({"z": [2, pixels, length]} if stored else {})},
+                   {"g": rng.uniform(0.5, 1.5, length).astype(np.float32),
+                    "b": rng.standard_normal(length).astype(np.float32),
+                    "hw": np.array([2, *side, length], np.int64),
+                    "two": np.array(2.0, np.float32)})
+    feeds = {k: (rng.standard_normal([2, pixels, length]) * 3 + 1).astype(np.float32)
+             for k in ("x", "h")}
+    launches, got = _build_run(model, feeds, tmp_path, replace(GPU, packed_rows=True),
+                               gpu_fusion=True)
+    rownorm = [launch for launch in launches if "LayerNormalization" in launch["ops"]]
+    assert [launch["variant"] for launch in rownorm] == ["packed-rows 8x32 transposed"]
     assert_close(got, run_ort(model, feeds), rtol=1e-4, atol=1e-5)
