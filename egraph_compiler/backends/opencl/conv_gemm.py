@@ -54,7 +54,14 @@ from egraph_compiler.backends.opencl.conv_store import conv_store
 from egraph_compiler.backends.opencl.emit import Scope
 from egraph_compiler.backends.opencl.gemm import Operand
 from egraph_compiler.backends.opencl.sgemm import VARIANT as SGEMM
-from egraph_compiler.backends.opencl.sgemm import VECTOR, KRange, Sgemm, schedule, store_elements
+from egraph_compiler.backends.opencl.sgemm import (
+    VECTOR,
+    KRange,
+    Sgemm,
+    schedule,
+    store_elements,
+    store_runs,
+)
 from egraph_compiler.fusion import index as ix
 
 if TYPE_CHECKING:
@@ -266,16 +273,10 @@ def _kernel(gen: _Gen, geo: gemm.ConvGeometry, tile: Sgemm, weights: Operand,
 def _store_partial_runs(s: Scope, scratch: str, tile: Sgemm, rows_a: list[str], cols_b: list[str],
                         m_size: int, n_size: int) -> None:
     """A K group's partial tile to scratch ``[kg][m][n]`` a run of 4 columns at a time (a
-    ``float4`` store: N is whole runs, so a run starting inside N ends inside it)."""
-    checks = [c for c, ragged in ((f"m < {m_size}", m_size % tile.bm != 0),
-                                  (f"n < {n_size}", n_size % tile.bn != 0)) if ragged]
-    for i in range(tile.tm):
-        for run in range(tile.tn // VECTOR):
-            out = Scope(s)
-            out.emit(f"const int m = mt * {tile.bm} + {rows_a[i // VECTOR]} + {i % VECTOR};")
-            out.emit(f"const int n = nt * {tile.bn} + {cols_b[run]};")
-            values = ", ".join(f"c{i}_{run * VECTOR + lane}" for lane in range(VECTOR))
-            out.emit(f"{'if (' + ' && '.join(checks) + ') ' if checks else ''}"
-                     f"*(__global float4*)&{scratch}[(kg * {m_size} + m) * {n_size} + n] = "
-                     f"(float4)({values});")
-            s.nest("", out)
+    ``float4`` store)."""
+    def emit_run(out: Scope, guard: str, values: list[str]) -> None:
+        out.emit(f"{'if (' + guard + ') ' if guard else ''}"
+                 f"*(__global float4*)&{scratch}[(kg * {m_size} + m) * {n_size} + n] = "
+                 f"(float4)({', '.join(values)});")
+
+    store_runs(s, tile, rows_a, cols_b, m_size, n_size, emit_run)

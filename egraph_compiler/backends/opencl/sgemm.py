@@ -466,18 +466,12 @@ def _kernel(gen: _Gen, problem: Problem, tile: Sgemm) -> Kernel:
         _k_range(tile, k_size), "SG")
     epilogue = vector_epilogue(gen, problem) if tile.groups == 1 else None
     if epilogue is not None:  # a run of 4 columns at once (N is whole runs: one check)
-        checks = [c for c, ragged in ((f"m < {m_size}", m_size % tile.bm != 0),
-                                      (f"n < {n_size}", n_size % tile.bn != 0)) if ragged]
-        for i in range(tile.tm):
-            for run in range(tile.tn // VECTOR):
-                out = Scope(s)
-                out.emit(f"const int m = mt * {tile.bm} + {_element(rows_a, i)};")
-                out.emit(f"const int n = nt * {tile.bn} + {cols_b[run]};")
-                done = Scope(out)
-                epilogue.emit(gen, problem, done, [f"c{i}_{run * VECTOR + lane}"
-                                                   for lane in range(VECTOR)])
-                out.nest(f"if ({' && '.join(checks)})" if checks else "", done)
-                s.nest("", out)
+        def emit_run(out: Scope, guard: str, values: list[str]) -> None:
+            done = Scope(out)
+            epilogue.emit(gen, problem, done, values)
+            out.nest(f"if ({guard})" if guard else "", done)
+
+        store_runs(s, tile, rows_a, cols_b, m_size, n_size, emit_run)
         return gen.finish(s, groups * threads, threads)
 
     def store(done: Scope, value: str) -> None:
@@ -494,6 +488,23 @@ def _kernel(gen: _Gen, problem: Problem, tile: Sgemm) -> Kernel:
 def _runs(per_item: int, extent: int, coord: str) -> list[str]:
     """The local-memory offsets of a work-item's runs of 4 (rows or columns)."""
     return [f"{coord} * 4 + {run * extent // (per_item // 4)}" for run in range(per_item // 4)]
+
+
+def store_runs(s: Scope, tile: Sgemm, rows_a: list[str], cols_b: list[str], m_size: int,
+               n_size: int, emit_run: Callable[[Scope, str, list[str]], None]) -> None:
+    """The work-item's tile a run of 4 columns at a time (N is whole runs, so a run that
+    starts inside N ends inside it): each run in its own scope declaring ``m`` and ``n``,
+    then ``emit_run(scope, guard, values)`` with the bounds check ("" when no edge is
+    ragged) and the run's 4 accumulators."""
+    checks = [c for c, ragged in ((f"m < {m_size}", m_size % tile.bm != 0),
+                                  (f"n < {n_size}", n_size % tile.bn != 0)) if ragged]
+    for i in range(tile.tm):
+        for run in range(tile.tn // VECTOR):
+            out = Scope(s)
+            out.emit(f"const int m = mt * {tile.bm} + {_element(rows_a, i)};")
+            out.emit(f"const int n = nt * {tile.bn} + {cols_b[run]};")
+            emit_run(out, " && ".join(checks), [f"c{i}_{run * VECTOR + lane}" for lane in range(VECTOR)])
+            s.nest("", out)
 
 
 def _element(runs: list[str], i: int) -> str:
