@@ -67,6 +67,7 @@ from egraph_compiler.backends.opencl.cpu_channels import LANES as CHANNEL_LANES
 from egraph_compiler.backends.opencl.cpu_channels import VARIANT as VARIANT_CHANNEL_CONV
 from egraph_compiler.backends.opencl.cpu_conv import CHUNK_MADS, LANES_CONVS, LanesConv
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as VARIANT_LANES_CONV
+from egraph_compiler.backends.opencl.cpu_depthwise import VecDepthwise
 from egraph_compiler.backends.opencl.cpu_gemv import PACKED_GEMVS, PackedGemv
 from egraph_compiler.backends.opencl.cpu_gemv import VARIANT as VARIANT_PACKED_GEMV
 from egraph_compiler.backends.opencl.cpu_window import POINTWISE_VECS, VEC_CONVS, VecConv
@@ -241,7 +242,7 @@ class Option:
 
     variant: str
     params: Tile | Gemv | Direct | Depthwise | RowSplit | Window | Winograd | LanesConv | \
-        VecConv | ChannelConv | Sgemm | ConvGemm | PackedGemv | None
+        VecConv | ChannelConv | VecDepthwise | Sgemm | ConvGemm | PackedGemv | None
     estimate_us: float
 
     def describe(self) -> str:
@@ -270,7 +271,7 @@ class Option:
                 (f" k-groups {p.groups}" if p.groups > 1 else "")
         if isinstance(self.params, RowSplit):
             return f"row-split {self.params.groups}"
-        if isinstance(self.params, LanesConv | VecConv | ChannelConv | ConvGemm):
+        if isinstance(self.params, LanesConv | VecConv | ChannelConv | VecDepthwise | ConvGemm):
             return self.params.describe()
         return self.variant
 

@@ -35,6 +35,7 @@ from egraph_compiler.fusion import index as ix
 
 if TYPE_CHECKING:
     from egraph_compiler.backends.opencl.kernels import _Gen
+    from egraph_compiler.ir.graph import Node
 
 # operators of the elementwise walk whose spelling is not vector C (or not float)
 _SCALAR_ONLY = frozenset({"Cast", "IsInf", "Where", "Mod", "BitShift"})
@@ -63,6 +64,15 @@ def applies(gen: _Gen, lane_dim: int = 3) -> bool:
     return not any(name in text for name in sp.SCALAR_HELPERS)
 
 
+def vector_node(gen: _Gen, node: Node) -> bool:
+    """``node`` is a float32 elementwise operator whose spelling reads the same on
+    vectors: no index-changing handler, not scalar-only, not bitwise."""
+    info = ops.current().get(node.op)
+    builtin = info.decl.builtin if info is not None else None
+    return not hasattr(gen.em, f"_op_{node.op}") and node.op not in _SCALAR_ONLY and \
+        builtin not in sp.BITWISE and gen.view.dtype(node.outputs[0]) == "float32"
+
+
 def _gathered(gen: _Gen, lane_dim: int = 3) -> list[tuple[str, tuple[ix.IExpr, ...]]] | None:
     """The operands besides the chain that differ across the lanes (those indexed
     with iteration dim ``lane_dim``, a residual Add's other input), each with the index
@@ -76,10 +86,7 @@ def _gathered(gen: _Gen, lane_dim: int = 3) -> list[tuple[str, tuple[ix.IExpr, .
     for n in gen.shape.spine:
         node = view.nodes[n]
         out = node.outputs[0]
-        info = ops.current().get(node.op)
-        builtin = info.decl.builtin if info is not None else None
-        if hasattr(gen.em, f"_op_{node.op}") or node.op in _SCALAR_ONLY or \
-                builtin in sp.BITWISE or view.dtype(out) != "float32":
+        if not vector_node(gen, node):
             return None
         for k, name in enumerate(node.inputs):
             if not name or name in forward:

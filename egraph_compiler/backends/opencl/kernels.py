@@ -69,6 +69,7 @@ from egraph_compiler.backends.opencl import (
     cost,
     cpu_channels,
     cpu_conv,
+    cpu_depthwise,
     cpu_gemv,
     cpu_reduce,
     gemm,
@@ -718,6 +719,14 @@ class _Gen:
                                  f"{list(channel_block)}")
             return kernel
         option = self.pick(*self.anchor_shape())
+        if option.variant == cpu_depthwise.VARIANT:  # CPU devices only (`cost.options`)
+            kernel = cpu_depthwise.depthwise_vec(self, geo, option.params)  # type: ignore[arg-type]
+            if kernel is not None:
+                return kernel
+            # where it does not apply (a prologue not computed lane by lane): the next best
+            _, candidates, _ = self.priced_options(*self.anchor_shape())
+            option = self._use(cost.choose([o for o in candidates
+                                            if o.variant != cpu_depthwise.VARIANT]))
         if option.variant == "depthwise":
             return dw.depthwise(self, geo, option.params)  # type: ignore[arg-type]
         if option.variant == cpu_conv.VARIANT:  # CPU devices only (`cost.options`)

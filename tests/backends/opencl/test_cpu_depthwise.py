@@ -1,0 +1,120 @@
+"""The CPU depthwise conv on explicit vectors along the output row (`cpu_depthwise.py`,
+``depthwise-vec``) on PoCL against onnxruntime: stride 2 and 1, padding on every side,
+ragged widths and row blocks (edge blocks at both ends of a row, and a row of one
+block), 5×5 windows, a channel multiplier, batch 2, a bias and a fused epilogue; and
+where it does not apply (a prologue evaluated per loaded element) the kernel it falls
+back to."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from egraph_compiler.backends.opencl import KernelParams, cost
+from egraph_compiler.backends.opencl.cpu_depthwise import VARIANT, VecDepthwise
+from tests.backends.opencl.test_cpu_conv import _run
+from tests.backends.opencl.test_gemm import _model
+
+
+def _depthwise(n: int, channels: int, size: tuple[int, int], k: int, stride: int, pad: int,
+               multiplier: int = 1, prologue: str = "") -> onnx.ModelProto:
+    """[prologue →] depthwise Conv (+bias) → HardSwish. ``prologue``: ``relu``;
+    ``batchnorm`` (BatchNormalization → Relu); ``residual`` (Add of a second input of
+    x's shape → Relu); ``row`` (Add of a [W] row: differs along a row)."""
+    rng = np.random.default_rng(channels * k + stride)
+    out = [(s + 2 * pad - k) // stride + 1 for s in size]
+    cout = channels * multiplier
+    constants = {"W": rng.standard_normal((cout, 1, k, k)).astype(np.float32),
+                 "B": rng.standard_normal(cout).astype(np.float32)}
+    inputs = {"x": [n, channels, *size]}
+    nodes = []
+    if prologue == "batchnorm":
+        nodes.append(helper.make_node("BatchNormalization", ["x", "s", "b", "mu", "var"],
+                                      ["xa"]))
+        constants.update({"s": rng.uniform(0.5, 1.5, channels).astype(np.float32),
+                          "b": rng.standard_normal(channels).astype(np.float32),
+                          "mu": rng.standard_normal(channels).astype(np.float32),
+                          "var": rng.uniform(0.5, 1.5, channels).astype(np.float32)})
+    elif prologue == "residual":
+        nodes.append(helper.make_node("Add", ["x", "x2"], ["xa"]))
+        inputs["x2"] = [n, channels, *size]
+    elif prologue == "row":
+        nodes.append(helper.make_node("Add", ["x", "bias_row"], ["xa"]))
+        constants["bias_row"] = rng.standard_normal(size[1]).astype(np.float32)
+    if prologue:
+        nodes.append(helper.make_node("Relu", ["xa" if prologue != "relu" else "x"], ["xr"]))
+    nodes += [helper.make_node("Conv", ["xr" if prologue else "x", "W", "B"], ["c"],
+                               kernel_shape=[k, k], strides=[stride] * 2, pads=[pad] * 4,
+                               group=channels),
+              helper.make_node("HardSwish", ["c"], ["y"])]
+    return _model(nodes, inputs, [n, cout, *out], constants)
+
+
+def _key(model: onnx.ModelProto) -> str:
+    x = model.graph.input[0].type.tensor_type.shape.dim
+    y = model.graph.output[0].type.tensor_type.shape.dim
+    w = next(i for i in model.graph.initializer if i.name == "W")
+    group = x[1].dim_value
+    columns = y[0].dim_value * y[2].dim_value * y[3].dim_value
+    return f"Conv m{w.dims[0] // group} n{columns} k{w.dims[2] * w.dims[3]} b{group} depthwise"
+
+
+def _forced(model: onnx.ModelProto, block: VecDepthwise) -> KernelParams:
+    return dataclasses.replace(KernelParams.for_device("cpu"),
+                               tuned=((_key(model), cost.Option(VARIANT, block, 0.0)),))
+
+
+# (model, block): a 37-wide row at stride 2 is 19 outputs, blocks of 8 leave 3 in the
+# last, whose loads would pass the row's end (its own branch) as the first block's
+# start before it; 17 rows in blocks of 4 leave one; a 16-wide map at stride 2 is one
+# block of 8 that is an edge at both ends
+CASES = {
+    "3x3-s2-ragged": (_depthwise(1, 5, (17, 37), 3, 2, 1), VecDepthwise(4, 8)),
+    "3x3-s2-one-block-batch2": (_depthwise(2, 3, (16, 16), 3, 2, 1), VecDepthwise(2, 8)),
+    "5x5-s2-multiplier": (_depthwise(1, 3, (29, 29), 5, 2, 2, multiplier=2),
+                          VecDepthwise(2, 8)),
+    "5x5-s2-pixels4": (_depthwise(1, 4, (14, 14), 5, 2, 2), VecDepthwise(1, 4)),
+    "3x3-s1": (_depthwise(1, 4, (11, 21), 3, 1, 1), VecDepthwise(3, 8)),
+    "3x3-s2-no-pad": (_depthwise(1, 6, (33, 40), 3, 2, 0), VecDepthwise(4, 8)),
+    # prologues computed on the loaded vectors: per-channel parameters broadcast, a
+    # second input of x's shape loaded as vectors beside it
+    "3x3-s2-relu": (_depthwise(1, 5, (17, 37), 3, 2, 1, prologue="relu"), VecDepthwise(4, 8)),
+    "5x5-s2-batchnorm": (_depthwise(1, 4, (28, 28), 5, 2, 2, prologue="batchnorm"),
+                         VecDepthwise(2, 8)),
+    "3x3-s2-residual": (_depthwise(2, 3, (20, 33), 3, 2, 1, prologue="residual"),
+                        VecDepthwise(2, 8)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_depthwise_vec_matches_onnxruntime(case: str, tmp_path: Path) -> None:
+    model, block = CASES[case]
+    launches = _run(model, _forced(model, block), tmp_path)
+    assert [la["variant"] for la in launches] == [block.describe()], \
+        "the epilogue fuses into one depthwise-vec launch"
+    source = (tmp_path / "kernels.cl").read_text()
+    assert len(re.findall(rf"float{block.pixels} acc\d+ = ", source)) == \
+        min(block.rows, model.graph.output[0].type.tensor_type.shape.dim[2].dim_value)
+    # the taps' inputs are whole-vector loads, never a vector built from scalar loads
+    assert re.search(r"\*\(__global const dnnr_float\d+u\*\)", source)
+
+
+def test_depthwise_vec_falls_back_where_the_prologue_differs_along_a_row(
+        tmp_path: Path) -> None:
+    """An Add of a per-column row before the conv differs across a loaded vector's
+    lanes in a way a row load does not give: the next-best option (the ``depthwise``
+    kernel) generates the block instead, still fused and checked against onnxruntime."""
+    model = _depthwise(1, 4, (17, 37), 3, 2, 1, prologue="row")
+    launches = _run(model, _forced(model, VecDepthwise(4, 8)), tmp_path)
+    assert len(launches) == 1 and launches[0]["variant"].startswith("depthwise ")
+
+
+def test_depthwise_vec_validity() -> None:
+    assert VecDepthwise(4, 8).valid() and VecDepthwise(1, 4).valid()
+    assert not VecDepthwise(4, 16).valid() and not VecDepthwise(0, 8).valid()
