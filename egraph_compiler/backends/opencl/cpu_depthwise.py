@@ -187,14 +187,15 @@ def depthwise_vec(gen: _Gen, geo: ConvGeometry, params: VecDepthwise) -> Kernel 
                     loaded = gen.em.value(row, x_name, index)
                 finally:
                     gen.em.vector = None
+                tap = gen.em.fresh("tap")
                 if vt is None:
-                    row.emit(f"const {vec} t{q1} = {loaded}{_lanes(pixels, s1)};")
+                    row.emit(f"const {vec} {tap} = {loaded}{_lanes(pixels, s1)};")
                 else:
                     parts = [f"{loaded}.s{LANE_NAMES[first + j * s1 - int(start)]}"
                              if 0 <= first + j * s1 < in_w else "0.0f" for j in range(pixels)]
-                    row.emit(f"const {vec} t{q1} = ({vec})({', '.join(parts)});")
+                    row.emit(f"const {vec} {tap} = ({vec})({', '.join(parts)});")
                 for e, q0 in users:
-                    row.emit(f"{acc[e]} += t{q1} * {weights[q0, q1]};")
+                    row.emit(f"{acc[e]} += {tap} * {weights[q0, q1]};")
             checks = (["h >= 0"] if geo.begin[0] > a else []) + \
                 ([f"h < {in_h}"] if (n_rt - 1) * rows * s0 - geo.begin[0] + a >= in_h else [])
             outer = Scope(scope)
