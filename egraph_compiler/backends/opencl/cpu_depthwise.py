@@ -17,14 +17,11 @@ picked (or zeroed, for the padding) at generation; the other blocks share the br
 whose load starts at the item's own column. Window rows outside the input (top and
 bottom padding) are skipped by a branch uniform over the item.
 
-Applies where the input is read as stored (no prologue fused into the block evaluates
-per loaded element: a vector load cannot carry the scalar prologue expressions of
-`emit`), at bound sizes, 2-D, rows wide enough for one load. The epilogue runs per
-element. Prototype on PoCL's calling thread here (loaded, /tmp/cpu7/p2.py, Relu on the
-loaded vectors, Relu epilogue): 72 × 56² 3×3 stride 2, 4 × 8 blocks 0.073-0.075 ms
-against 0.10 for the lanes-style ``pair`` prototype and 0.149 for its masked form; 16 ×
-112² 0.051; 96 × 28² 5×5 0.060. Not yet priced by `cost.options`: the in-model gain
-against the ``lanes`` form picked today was not measured in this session.
+Applies at bound sizes, 2-D, stride 1 or 2, rows wide enough for one load, where
+the conv's input is computed lane by lane from kernel inputs of its own shape
+(`row_inputs`): no prologue, or an elementwise one (Relu, BatchNorm, a residual Add),
+which runs on the loaded vectors (`emit.ValueEmitter.vector`). The epilogue runs once
+per output row on its vector where `cpu_epilogue` applies (HardSwish), else per element.
 """
 
 from __future__ import annotations
@@ -216,21 +213,43 @@ def depthwise_vec(gen: _Gen, geo: ConvGeometry, params: VecDepthwise) -> Kernel 
         block(inner, None)
         s.nest("else" if edges else "", inner)
     n_var = gen.ivar("n", batch)
+    oh_var, ow_var = gen.ivar("oh", out_h), gen.ivar("ow", out_w)
+    ragged = out_w % pixels != 0
     for e in range(rows):
-        for j in range(pixels):
-            fin = Scope(s)
-            fin.emit(f"const int oh = oh0 + {e}; const int ow = ow0 + {j};")
+        fin = Scope(s)
+        fin.emit(f"const int oh = oh0 + {e};")
+        if epilogue.applies(gen):  # once per row on its vector (`cpu_epilogue.py`)
+            def lane(scope: Scope, j: int) -> str | None:
+                scope.emit(f"const int ow = ow0 + {j};")
+                gen.declare_iteration(scope, (n_var, co_var, oh_var, ow_var))
+                return f"ow0 + {j} < {out_w}" if ragged else None
+
             done = Scope(fin)
-            value = f"{acc[e]}.s{LANE_NAMES[j]}"
+            done.emit("const int ow = ow0;")
+            value = acc[e]
             if bias is not None:
                 value = f"({value} + {gen.em.value(done, bias, (co_var,))})"
-            gen.declare_iteration(done, (n_var, co_var, gen.ivar("oh", out_h),
-                                         gen.ivar("ow", out_w)))
-            gen.epilogue(done, value)
-            guards = ([f"oh < {out_h}"] if out_h % rows else []) + \
-                ([f"ow < {out_w}"] if out_w % pixels else [])
-            fin.nest(f"if ({' && '.join(guards)})" if guards else "", done)
-            s.nest("", fin)
+            gen.declare_iteration(done, (n_var, co_var, oh_var, ow_var))
+            vectors = epilogue.vector_epilogue(gen, done, value, vec, lane)
+            for j in range(pixels):
+                store = Scope(done)
+                inside = lane(store, j)
+                epilogue.store_lane(gen, store, vectors, j)
+                done.nest(f"if ({inside})" if inside else "", store)
+            fin.nest("", done)
+        else:
+            for j in range(pixels):
+                one = Scope(fin)
+                one.emit(f"const int ow = ow0 + {j};")
+                done = Scope(one)
+                value = f"{acc[e]}.s{LANE_NAMES[j]}"
+                if bias is not None:
+                    value = f"({value} + {gen.em.value(done, bias, (co_var,))})"
+                gen.declare_iteration(done, (n_var, co_var, oh_var, ow_var))
+                gen.epilogue(done, value)
+                one.nest(f"if (ow < {out_w})" if ragged else "", done)
+                fin.nest("", one)
+        s.nest(f"if (oh0 + {e} < {out_h})" if out_h % rows else "", fin)
     return gen.finish(s, total, vec_group(total, gen.params.work_group))
 
 
