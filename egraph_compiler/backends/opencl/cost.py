@@ -67,7 +67,8 @@ from egraph_compiler.backends.opencl.cpu_channels import LANES as CHANNEL_LANES
 from egraph_compiler.backends.opencl.cpu_channels import VARIANT as VARIANT_CHANNEL_CONV
 from egraph_compiler.backends.opencl.cpu_conv import CHUNK_MADS, LANES_CONVS, LanesConv
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as VARIANT_LANES_CONV
-from egraph_compiler.backends.opencl.cpu_depthwise import VecDepthwise
+from egraph_compiler.backends.opencl.cpu_depthwise import VARIANT as VARIANT_VEC_DEPTHWISE
+from egraph_compiler.backends.opencl.cpu_depthwise import VecDepthwise, load_width
 from egraph_compiler.backends.opencl.cpu_gemv import PACKED_GEMVS, PackedGemv
 from egraph_compiler.backends.opencl.cpu_gemv import VARIANT as VARIANT_PACKED_GEMV
 from egraph_compiler.backends.opencl.cpu_window import POINTWISE_VECS, VEC_CONVS, VecConv
@@ -132,6 +133,9 @@ class DeviceModel:
     # ``gemv-packed`` (`cpu_gemv.py`): its time as a fraction of the ``direct`` gemv
     # block's estimate for the same product (0: not offered)
     packed_gemv_rate: float = 0.0
+    # ``depthwise-vec`` (`cpu_depthwise.py`): its time as a fraction of the best
+    # ``depthwise`` option's estimate for the same stride-2 conv (0: not offered)
+    vec_depthwise_rate: float = 0.0
     # whether fusion may give a row kernel its input as a second output (`fusion.
     # structure.stored_row_input`: a pre-LN residual sum stored by its LayerNorm)
     stored_row_inputs: bool = False
@@ -153,7 +157,7 @@ DEVICES = {
                        recompute_gevals=2.0,
                        direct_tap_penalty=25.0, vec_conv_us=(8.6e-5, 1.04e-4, 8.4e-4),
                        channel_conv_us=(7.0e-5, 1.0e-4, 2.5e-4),
-                       packed_gemv_rate=0.8),
+                       packed_gemv_rate=0.8, vec_depthwise_rate=0.7),
     "gpu": DeviceModel("gpu", compute_units=132, peak_gflops=51_000.0, bandwidth_gbs=2_000.0,
                        items_per_unit=1024, groups_per_unit=4,
                        efficiency={"direct": 0.03, "tiled": 0.25, "gemv": 0.6,
@@ -437,7 +441,32 @@ def options(device: DeviceModel, m: int, n: int, k: int, batch: int,
                 estimate = padded / (peak * eff["depthwise-lanes"]) + \
                     groups * device.lanes_group_us / device.compute_units
                 result.append(Option("depthwise", Depthwise(rows, 1, True), estimate))
+        if stride == 2 and device.vec_depthwise_rate:
+            result += _vec_depthwise_options(device, result, n, width)
     return result
+
+
+def _vec_depthwise_options(device: DeviceModel, depthwise: list[Option], n: int,
+                           width: int) -> list[Option]:
+    """``depthwise-vec`` (`cpu_depthwise.py`) for a stride-2 depthwise conv of ``n``
+    outputs a channel, ``width`` columns (0: square), on a device with
+    ``vec_depthwise_rate``: at that fraction of the best ``depthwise`` option's estimate.
+    Measured on PoCL's calling thread here, in MobileNetV3-small (`prof.py` of
+    /tmp/cpu6, load 1-2), against the ``lanes`` kernels the model picks there: 16 ×
+    112² → 56² 0.037 ms against 0.089, 72 × 56² → 28² 0.078 against 0.114, 96 × 28² →
+    14² (5×5) 0.055 against 0.064 (4 × 8 blocks; 2 × 8 ran 0.046 / 0.087 / 0.066). At
+    stride 1 it ran slower than the lanes kernels (88 × 28² 0.064 against 0.044, the
+    14² 5×5 ones 0.041-0.078 against 0.027-0.053): not offered there. One block: rows
+    of at least 8 columns 4 × 8, narrower ones 4 × 4 (a load of 16 columns at stride 2
+    needs an input row of 16)."""
+    best = min((o.estimate_us for o in depthwise if o.variant == "depthwise"), default=None)
+    columns = width or max(1, round(n ** 0.5))
+    if best is None:
+        return []
+    shape = VecDepthwise(4, 8) if columns >= 8 else VecDepthwise(4, 4)
+    if load_width(shape.pixels, 2) > 2 * columns:
+        return []
+    return [Option(VARIANT_VEC_DEPTHWISE, shape, best * device.vec_depthwise_rate)]
 
 
 # ``sgemm``'s rate by register block, relative to 8 × 8 (H200, the large BERT-base GEMMs
@@ -887,6 +916,10 @@ def prologue_reuse(device: DeviceModel, view: GraphView, anchor: int) -> float |
             return float(taps * _cdiv(cout // group, p.bm))
         if isinstance(p, Gemv):
             return 1.0
+        if isinstance(p, VecDepthwise):  # once per tap's load and window row covering it
+            side = max(1, round(taps ** 0.5))
+            rows = ((p.rows - 1) * strides[0] + side) / (p.rows * strides[0])
+            return side * load_width(p.pixels, strides[-1]) / (p.pixels * strides[-1]) * rows
         if isinstance(p, Depthwise):
             side = max(1, round(taps ** 0.5))
             stride = int(np.prod(strides))

@@ -64,6 +64,8 @@ from egraph_compiler.backends.opencl.cpu_channels import VARIANT as CHANNEL_CONV
 from egraph_compiler.backends.opencl.cpu_channels import ChannelConv
 from egraph_compiler.backends.opencl.cpu_conv import VARIANT as LANES_CONV
 from egraph_compiler.backends.opencl.cpu_conv import LanesConv
+from egraph_compiler.backends.opencl.cpu_depthwise import VARIANT as VEC_DEPTHWISE
+from egraph_compiler.backends.opencl.cpu_depthwise import VecDepthwise
 from egraph_compiler.backends.opencl.cpu_window import VARIANT as VEC_CONV
 from egraph_compiler.backends.opencl.cpu_window import VecConv
 from egraph_compiler.backends.opencl.depthwise import Depthwise
@@ -629,6 +631,8 @@ def option_to_json(option: cost.Option) -> dict[str, object]:
                 "contiguous": p.contiguous, "slices": p.slices}
     if isinstance(p, LanesConv | VecConv | ChannelConv):
         return {"variant": option.variant, "channels": p.channels, "pixels": p.pixels}
+    if isinstance(p, VecDepthwise):
+        return {"variant": option.variant, "rows": p.rows, "pixels": p.pixels}
     if isinstance(p, Sgemm | ConvGemm):
         t = p.tile if isinstance(p, ConvGemm) else p
         return {"variant": option.variant, "bm": t.bm, "bn": t.bn, "bk": t.bk, "tm": t.tm,
@@ -690,11 +694,17 @@ def option_from_json(data: dict[str, Any], where: str) -> cost.Option:
                 raise DnnrError(f"{where}: {shape.describe()} is not whole vectors of "
                                 "channels (cpu_channels.ChannelConv.valid)")
             return cost.Option(variant, shape, 0.0)
+        if variant == VEC_DEPTHWISE:
+            block = VecDepthwise(int(data["rows"]), int(data["pixels"]))
+            if not block.valid():
+                raise DnnrError(f"{where}: {block.describe()} is not a block it generates "
+                                "(cpu_depthwise.VecDepthwise.valid)")
+            return cost.Option(variant, block, 0.0)
     except (KeyError, TypeError, ValueError) as error:
         raise DnnrError(f"{where}: bad kernel option {data}: {error}") from None
     raise DnnrError(f"{where}: unknown kernel variant {data.get('variant')!r} "
                     f"(direct, tiled, gemv, depthwise, window, winograd, {SGEMM}, "
-                    f"{CONV_GEMM}, {LANES_CONV}, {VEC_CONV} or {CHANNEL_CONV})")
+                    f"{CONV_GEMM}, {LANES_CONV}, {VEC_CONV}, {CHANNEL_CONV} or {VEC_DEPTHWISE})")
 
 
 def record(db: ProfileDb, device_name: str, results: list[SearchResult]) -> ProfileDb:
