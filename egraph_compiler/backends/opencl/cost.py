@@ -452,18 +452,19 @@ def _vec_depthwise_options(device: DeviceModel, depthwise: list[Option], n: int,
     outputs a channel, ``width`` columns (0: square), on a device with
     ``vec_depthwise_rate``: at that fraction of the best ``depthwise`` option's estimate.
     Measured on PoCL's calling thread here, in MobileNetV3-small (`prof.py` of
-    /tmp/cpu6, load 1-2), against the ``lanes`` kernels the model picks there: 16 ×
-    112² → 56² 0.037 ms against 0.089, 72 × 56² → 28² 0.078 against 0.114, 96 × 28² →
-    14² (5×5) 0.055 against 0.064 (4 × 8 blocks; 2 × 8 ran 0.046 / 0.087 / 0.066). At
-    stride 1 it ran slower than the lanes kernels (88 × 28² 0.064 against 0.044, the
-    14² 5×5 ones 0.041-0.078 against 0.027-0.053): not offered there. One block: rows
-    of at least 8 columns 4 × 8, narrower ones 4 × 4 (a load of 16 columns at stride 2
-    needs an input row of 16)."""
+    /tmp/cpu6, load 1-3), against the ``lanes`` kernels the model picks there: 16 ×
+    112² → 56² 0.031 ms against 0.089, 72 × 56² → 28² 0.066 against 0.114, 96 × 28² →
+    14² (5×5) 0.046 against 0.064 (7 × 8 blocks; 4 × 8 ran 0.037 / 0.078 / 0.055, 2 × 8
+    0.046 / 0.087 / 0.066, 14 × 8 0.033 / 0.069 / 0.054), 576 × 14² → 7² (5×5, 7 × 4)
+    0.043 against 0.050. At stride 1 it ran slower than the lanes kernels (7 × 8: 88 ×
+    28² 0.048 against 0.044, the 14² 5×5 ones 0.033-0.063 against 0.027-0.053): not
+    offered there. One block: rows of at least 8 columns 7 × 8, narrower ones 7 × 4 (a
+    load of 16 columns at stride 2 needs an input row of 16)."""
     best = min((o.estimate_us for o in depthwise if o.variant == "depthwise"), default=None)
     columns = width or max(1, round(n ** 0.5))
     if best is None:
         return []
-    shape = VecDepthwise(4, 8) if columns >= 8 else VecDepthwise(4, 4)
+    shape = VecDepthwise(7, 8) if columns >= 8 else VecDepthwise(7, 4)
     if load_width(shape.pixels, 2) > 2 * columns:
         return []
     return [Option(VARIANT_VEC_DEPTHWISE, shape, best * device.vec_depthwise_rate)]
