@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from egraph_compiler.backends.opencl.kernels import Kernel, _Gen
 
 VARIANT = "depthwise-vec"
+POOL_VARIANT = "max-pool-vec"
 LANE_NAMES = "0123456789abcdef"
 
 
@@ -127,8 +128,30 @@ def depthwise_vec(gen: _Gen, geo: ConvGeometry, params: VecDepthwise) -> Kernel 
     if not applies(gen, geo, params):
         return None
     node = gen.anchor()
-    x_name, w_name = node.inputs[0], node.inputs[1]
     bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
+    return _row_vectors(gen, geo, params, node.inputs[1], bias)
+
+
+# MaxPool's block on CPU devices (`max_pool_vec`): ResNet-50's 3×3 stride-2 one
+POOL_BLOCK = VecDepthwise(7, 8)
+
+
+def max_pool_vec(gen: _Gen, geo: ConvGeometry) -> Kernel | None:
+    """A 2-D MaxPool at stride 2 on a CPU device as the same row vectors (its geometry
+    that of a depthwise conv, `geo.group` = channels): each tap's vector folded in by a
+    per-lane ``>`` select, as the scalar pool (`kernels._Gen._pool_tap`) does, padding
+    lanes -INFINITY. None where it does not apply (the caller keeps the scalar pool)."""
+    if geo.strides != (2, 2) or not applies(gen, geo, POOL_BLOCK):
+        return None
+    return _row_vectors(gen, geo, POOL_BLOCK, None, None)
+
+
+def _row_vectors(gen: _Gen, geo: ConvGeometry, params: VecDepthwise, w_name: str | None,
+                 bias: str | None) -> Kernel:
+    """The kernel of `depthwise_vec` (weights ``w_name``), or of `max_pool_vec` (None)."""
+    node = gen.anchor()
+    x_name = node.inputs[0]
+    pool = w_name is None
     batch, channels, out_h, out_w = geo.out_shape
     in_h, in_w = geo.x_shape[2:]
     (k0, k1), (s0, s1), (d0, d1) = geo.kernel, geo.strides, geo.dilations
@@ -157,11 +180,14 @@ def depthwise_vec(gen: _Gen, geo: ConvGeometry, params: VecDepthwise) -> Kernel 
                   ix.IVar("h", 0, in_h - 1))
     co_var = gen.ivar("co", channels)
     weights = {}
-    for q0 in range(k0):
-        for q1 in range(k1):
-            weights[q0, q1] = gen.em.value(s, w_name, (co_var, 0, q0, q1))
+    if w_name is not None:
+        for q0 in range(k0):
+            for q1 in range(k1):
+                weights[q0, q1] = gen.em.value(s, w_name, (co_var, 0, q0, q1))
     acc = [f"acc{e}" for e in range(rows)]
-    s.emit(" ".join(f"{vec} {a} = ({vec})(0.0f);" for a in acc))
+    # a pool's padding never wins a max: -INFINITY where a conv's is zero
+    outside = "-INFINITY" if pool else "0.0f"
+    s.emit(" ".join(f"{vec} {a} = ({vec})({outside});" for a in acc))
 
     def block(scope: Scope, vt: int | None) -> None:
         """Every window row of column block ``vt`` (None: the blocks inside the row)."""
@@ -194,10 +220,11 @@ def depthwise_vec(gen: _Gen, geo: ConvGeometry, params: VecDepthwise) -> Kernel 
                     row.emit(f"const {vec} {tap} = {loaded}{_lanes(pixels, s1)};")
                 else:
                     parts = [f"{loaded}.s{LANE_NAMES[first + j * s1 - int(start)]}"
-                             if 0 <= first + j * s1 < in_w else "0.0f" for j in range(pixels)]
+                             if 0 <= first + j * s1 < in_w else outside for j in range(pixels)]
                     row.emit(f"const {vec} {tap} = ({vec})({', '.join(parts)});")
                 for e, q0 in users:
-                    row.emit(f"{acc[e]} += {tap} * {weights[q0, q1]};")
+                    row.emit(f"{acc[e]} = {tap} > {acc[e]} ? {tap} : {acc[e]};" if pool else
+                             f"{acc[e]} += {tap} * {weights[q0, q1]};")
             checks = (["h >= 0"] if geo.begin[0] > a else []) + \
                 ([f"h < {in_h}"] if (n_rt - 1) * rows * s0 - geo.begin[0] + a >= in_h else [])
             outer = Scope(scope)

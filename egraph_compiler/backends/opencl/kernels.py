@@ -1025,6 +1025,13 @@ class _Gen:
         extra = node.outputs[1] if len(node.outputs) > 1 else ""
         if extra and (extra in self.view.consumer_indices or extra in self.view.graph_outputs):
             raise ModelError("MaxPool's Indices output is not supported by the OpenCL backend")
+        if node.op == "MaxPool" and len(x_shape) == 4 and not node.attr("ceil_mode", 0) and \
+                self.params.device == "cpu" and not self.params.shape_stable:
+            self.variant = cpu_depthwise.POOL_VARIANT
+            kernel = cpu_depthwise.max_pool_vec(self, self._pool_geometry(node, x_shape, out_shape))
+            if kernel is not None:  # stride 2, the input computed lane by lane
+                return kernel
+            self.variant = ""
         total = math.prod(out_shape)
         s = Scope()
         s.emit("const int gid = get_global_id(0);")
@@ -1038,6 +1045,16 @@ class _Gen:
             value = self._window(s, node, x_name, x_shape, out_shape, idx)
         self.epilogue(s, value)
         return self.finish(s, total, self.params.work_group)
+
+    def _pool_geometry(self, node: Node, x_shape: tuple[int, ...], out_shape: tuple[int, ...]
+                       ) -> gemm.ConvGeometry:
+        """A 2-D pool's window as a depthwise conv's geometry (a group per channel)."""
+        kernel = tuple(node.attr("kernel_shape"))  # type: ignore[arg-type]
+        strides = tuple(node.attr("strides") or (1, 1))  # type: ignore[arg-type]
+        dil = tuple(node.attr("dilations") or (1, 1))  # type: ignore[arg-type]
+        begin = _pads_begin(node, x_shape[2:], out_shape[2:], kernel, strides, dil)
+        return gemm.ConvGeometry(tuple(x_shape), tuple(out_shape), kernel, strides, dil, begin,
+                                 x_shape[1])
 
     def _window(self, s: Scope, node: Node, x_name: str, x_shape: tuple[int, ...],
                 out_shape: tuple[int, ...], idx: tuple[ix.IExpr, ...]) -> str:

@@ -17,7 +17,7 @@ import pytest
 from onnx import helper
 
 from egraph_compiler.backends.opencl import KernelParams, cost
-from egraph_compiler.backends.opencl.cpu_depthwise import VARIANT, VecDepthwise
+from egraph_compiler.backends.opencl.cpu_depthwise import POOL_VARIANT, VARIANT, VecDepthwise
 from tests.backends.opencl.test_cpu_conv import _run
 from tests.backends.opencl.test_gemm import _model
 
@@ -149,3 +149,30 @@ def test_depthwise_vec_option_round_trips_through_the_tuning_database() -> None:
     assert option_from_json(option_to_json(option), "db") == option
     with pytest.raises(DnnrError, match="cpu_depthwise.VecDepthwise.valid"):
         option_from_json({"variant": VARIANT, "rows": 4, "pixels": 16}, "db")
+
+
+def _max_pool(n: int, channels: int, size: tuple[int, int], k: int, pad: int
+              ) -> onnx.ModelProto:
+    """Relu → MaxPool k×k stride 2 (ResNet's stem pool at k 3, pad 1)."""
+    out = [(s + 2 * pad - k) // 2 + 1 for s in size]
+    nodes = [helper.make_node("Relu", ["x"], ["xr"]),
+             helper.make_node("MaxPool", ["xr"], ["y"], kernel_shape=[k, k], strides=[2, 2],
+                              pads=[pad] * 4)]
+    return _model(nodes, {"x": [n, channels, *size]}, [n, channels, *out], {})
+
+
+# a 37-wide row is 19 outputs (a ragged last block, edges at both ends), 23 rows in
+# blocks of 7 leave 5; 16 × 16 is one block of 8 columns; no padding at 3×3 and 2×2
+POOLS = {"3x3-pad1-ragged": _max_pool(1, 3, (23, 37), 3, 1),
+         "3x3-pad1-batch2": _max_pool(2, 2, (16, 16), 3, 1),
+         "2x2-no-pad": _max_pool(1, 4, (20, 34), 2, 0),
+         "3x3-no-pad": _max_pool(1, 2, (17, 33), 3, 0)}
+
+
+@pytest.mark.parametrize("case", sorted(POOLS))
+def test_max_pool_vec_matches_onnxruntime(case: str, tmp_path: Path) -> None:
+    """The stride-2 MaxPool on the same row vectors (`cpu_depthwise.max_pool_vec`), its
+    Relu prologue on the loaded vectors, the padding's lanes -INFINITY."""
+    launches = _run(POOLS[case], KernelParams.for_device("cpu"), tmp_path)
+    assert [la["variant"] for la in launches] == [POOL_VARIANT]
+    assert "-INFINITY" in (tmp_path / "kernels.cl").read_text()
