@@ -196,28 +196,36 @@ def _row_vectors(gen: _Gen, geo: ConvGeometry, params: VecDepthwise, w_name: str
             if not users:
                 continue
             row = Scope(scope)
+            loads: dict[str, str] = {}  # a load (its prologue applied) by its start
             for q1 in range(k1):
-                if vt is None:  # the load starts at the tap's first lane
-                    start = f"iw0 + {q1 * d1}"
+                offset = q1 * d1
+                if vt is None:
+                    # taps whose first lanes differ by less than the stride share a load
+                    # (at stride 2 a 3×3 row's three taps are two loads: .even, .odd of
+                    # the first, .even of the second)
+                    shift = offset % s1
+                    start = f"iw0 + {offset - shift}"
                 else:
-                    first = vt * pixels * s1 - geo.begin[1] + q1 * d1
+                    first = vt * pixels * s1 - geo.begin[1] + offset
                     start = str(min(max(first, 0), in_w - width))
-                # each row input's vector stands for the elements the prologue reads
-                # (the column variable is never spelled: the walk finds the load)
-                index = (*index_head, ix.IVar(f"col{q1}", 0, in_w - 1))
-                for name in rows_in:
-                    var = gen.em.fresh("l")
-                    row.emit(f"const {load} {var} = *(__global const {load}*)"
-                             f"({gen.em.params[name]} + plane + h * {in_w} + {start});")
-                    row.memo[(name, index)] = var
-                gen.em.vector = f"float{width}"
-                try:
-                    loaded = gen.em.value(row, x_name, index)
-                finally:
-                    gen.em.vector = None
+                if start not in loads:
+                    # each row input's vector stands for the elements the prologue
+                    # reads (the column variable is never spelled: the walk finds it)
+                    index = (*index_head, ix.IVar(f"col{len(loads)}", 0, in_w - 1))
+                    for name in rows_in:
+                        var = gen.em.fresh("l")
+                        row.emit(f"const {load} {var} = *(__global const {load}*)"
+                                 f"({gen.em.params[name]} + plane + h * {in_w} + {start});")
+                        row.memo[(name, index)] = var
+                    gen.em.vector = f"float{width}"
+                    try:
+                        loads[start] = gen.em.value(row, x_name, index)
+                    finally:
+                        gen.em.vector = None
+                loaded = loads[start]
                 tap = gen.em.fresh("tap")
                 if vt is None:
-                    row.emit(f"const {vec} {tap} = {loaded}{_lanes(pixels, s1)};")
+                    row.emit(f"const {vec} {tap} = {loaded}{_lanes(pixels, s1, shift)};")
                 else:
                     parts = [f"{loaded}.s{LANE_NAMES[first + j * s1 - int(start)]}"
                              if 0 <= first + j * s1 < in_w else outside for j in range(pixels)]
@@ -285,8 +293,9 @@ def _row_vectors(gen: _Gen, geo: ConvGeometry, params: VecDepthwise, w_name: str
     return gen.finish(s, total, vec_group(total, gen.params.work_group))
 
 
-def _lanes(pixels: int, stride: int) -> str:
-    """The swizzle taking every ``stride``-th lane of a load, ``pixels`` of them."""
-    if stride == 1:
-        return "" if load_width(pixels, 1) == pixels else ".s" + LANE_NAMES[:pixels]
-    return ".s" + "".join(LANE_NAMES[j * stride] for j in range(pixels))
+def _lanes(pixels: int, stride: int, shift: int = 0) -> str:
+    """The swizzle taking every ``stride``-th lane of a load from lane ``shift``,
+    ``pixels`` of them."""
+    if stride == 1 and shift == 0 and load_width(pixels, 1) == pixels:
+        return ""
+    return ".s" + "".join(LANE_NAMES[shift + j * stride] for j in range(pixels))
