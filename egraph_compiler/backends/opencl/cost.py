@@ -686,17 +686,22 @@ def _channel_conv_options(device: DeviceModel, m: int, n: int, k: int) -> list[O
         return []
     fma_us, element_us, output_us = device.channel_conv_us
     result = []
+    seen: set[ChannelConv] = set()
     for shape in CHANNEL_CONVS:
-        channels = min(shape.channels, _cdiv(m, CHANNEL_LANES) * CHANNEL_LANES)
-        pixels = min(shape.pixels, n)
-        if (channels, pixels) != (shape.channels, shape.pixels) and \
-                ChannelConv(channels, pixels) in CHANNEL_CONVS:
+        # the kernel clips its block to the channels and pixels there are
+        # (`cpu_channels.conv_channels`); the option keeps the listed block's label, so
+        # a symbolic build's pick at one shape is an option at every shape it serves
+        clipped = ChannelConv(min(shape.channels, _cdiv(m, CHANNEL_LANES) * CHANNEL_LANES),
+                              min(shape.pixels, n) if isinstance(n, int) else shape.pixels)
+        if clipped in seen or (clipped != shape and clipped in CHANNEL_CONVS):
             continue  # the same kernel as a block listed
+        seen.add(clipped)
+        channels, pixels = clipped.channels, clipped.pixels
         vectors = channels // CHANNEL_LANES
         items = _cdiv(m, channels) * _cdiv(n, pixels)
         estimate = items * (k * vectors * pixels * 2 * fma_us + k * pixels * element_us +
                             channels * pixels * output_us)
-        result.append(Option(VARIANT_CHANNEL_CONV, ChannelConv(channels, pixels), estimate))
+        result.append(Option(VARIANT_CHANNEL_CONV, shape, estimate))
     return result
 
 

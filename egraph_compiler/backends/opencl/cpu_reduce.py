@@ -32,12 +32,14 @@ SUMS = frozenset({"GlobalAveragePool", "ReduceMean", "ReduceSum"})
 
 
 def applies(gen: _Gen, x_name: str, axes: tuple[int, ...]) -> bool:
-    """A CPU-class bound sum over the trailing axes of a block input read as stored."""
+    """A CPU-class bound sum over the trailing axes of a block input read as stored
+    (not where `KernelParams.row_split` forces the split form)."""
     node = gen.anchor()
     shape = gen.view.shape(x_name)
     rank = len(shape)
     produced = {o for n in gen.block.nodes for o in gen.view.nodes[n].outputs}
     return gen.params.device == "cpu" and not gen.params.shape_stable and \
+        gen.params.row_split is None and \
         node.op in SUMS and axes == tuple(range(rank - len(axes), rank)) and \
         all(isinstance(d, int) for d in shape) and x_name in gen.em.params and \
         x_name not in produced and gen.em.layouts.get(x_name) is None and \
