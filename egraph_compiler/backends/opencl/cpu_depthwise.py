@@ -39,7 +39,7 @@ import numpy as np
 from egraph_compiler.backends.opencl import cpu_epilogue as epilogue
 from egraph_compiler.backends.opencl.cpu_window import vec_group
 from egraph_compiler.backends.opencl.depthwise import applies as depthwise_applies
-from egraph_compiler.backends.opencl.depthwise import cdiv
+from egraph_compiler.backends.opencl.depthwise import cdiv, symbolic
 from egraph_compiler.backends.opencl.emit import Scope
 from egraph_compiler.fusion import index as ix
 
@@ -78,7 +78,8 @@ def applies(gen: _Gen, geo: ConvGeometry, params: VecDepthwise) -> bool:
     whose input the block computes elementwise from inputs of its shape (`row_inputs`)."""
     sizes = (*geo.x_shape, *geo.out_shape)
     if not (gen.params.device == "cpu" and params.valid() and depthwise_applies(geo) and
-            all(isinstance(d, int) for d in sizes) and geo.strides[1] in (1, 2)):
+            all(isinstance(d, int) for d in sizes) and not symbolic(*sizes) and
+            geo.strides[1] in (1, 2)):
         return False
     width = load_width(params.pixels, geo.strides[1])
     return 0 < width <= geo.x_shape[3] and row_inputs(gen, gen.anchor().inputs[0]) is not None
