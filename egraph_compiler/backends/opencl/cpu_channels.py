@@ -159,13 +159,7 @@ def conv_channels(gen: _Gen, geo: ConvGeometry, params: ChannelConv) -> Kernel |
                     value = f"({value} + {bias_vector})"
                 done.emit("const int co = c0;")
                 gen.declare_iteration(done, (n_var, co_var, oh_var, ow_var))
-                stored = epilogue.vector_epilogue(gen, done, value, "float16", lane,
-                                                  lane_dim=1)
-                for k in range(LANES):
-                    store = Scope(done)
-                    inside = lane(store, k)
-                    epilogue.store_lane(gen, store, stored, k)
-                    done.nest(f"if ({inside})" if inside else "", store)
+                epilogue.store_vector(gen, done, value, "float16", lane, LANES, lane_dim=1)
                 fin.nest("", done)
             else:
                 done = fin

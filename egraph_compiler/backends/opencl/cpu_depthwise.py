@@ -271,12 +271,7 @@ def _row_vectors(gen: _Gen, geo: ConvGeometry, params: VecDepthwise, w_name: str
             if bias is not None:
                 value = f"({value} + {gen.em.value(done, bias, (co_var,))})"
             gen.declare_iteration(done, (n_var, co_var, oh_var, ow_var))
-            vectors = epilogue.vector_epilogue(gen, done, value, vec, lane)
-            for j in range(pixels):
-                store = Scope(done)
-                inside = lane(store, j)
-                epilogue.store_lane(gen, store, vectors, j)
-                done.nest(f"if ({inside})" if inside else "", store)
+            epilogue.store_vector(gen, done, value, vec, lane, pixels)
             fin.nest("", done)
         else:
             for j in range(pixels):

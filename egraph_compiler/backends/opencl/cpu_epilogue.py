@@ -141,6 +141,18 @@ def vector_epilogue(gen: _Gen, scope: Scope, value: str, vector: str,
     return {name: gen.em.pinned[name] for name in gen.stores}
 
 
+def store_vector(gen: _Gen, scope: Scope, value: str, vector: str,
+                 lane: Callable[[Scope, int], str | None], count: int, lane_dim: int = 3) -> None:
+    """`vector_epilogue` on ``value``, then its first ``count`` lanes stored one by
+    one, each inside the output (``lane``'s condition)."""
+    vectors = vector_epilogue(gen, scope, value, vector, lane, lane_dim)
+    for j in range(count):
+        store = Scope(scope)
+        inside = lane(store, j)
+        store_lane(gen, store, vectors, j)
+        scope.nest(f"if ({inside})" if inside else "", store)
+
+
 def store_lane(gen: _Gen, scope: Scope, vectors: dict[str, str], lane: int) -> None:
     """Write lane ``lane`` of each stored vector at its own address (the iteration
     variables of that lane declared in ``scope``)."""

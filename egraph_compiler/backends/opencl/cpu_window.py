@@ -195,12 +195,7 @@ def conv_vec(gen: _Gen, geo: ConvGeometry, params: VecConv) -> Kernel | None:
             if bias is not None:
                 value = f"({value} + {gen.em.value(done, bias, (co_var,))})"
             gen.declare_iteration(done, (n_var, co_var, oh_var, ow_var))
-            vectors = epilogue.vector_epilogue(gen, done, value, vec, lane)
-            for j in range(stored):
-                store = Scope(done)
-                inside = lane(store, j)
-                epilogue.store_lane(gen, store, vectors, j)
-                done.nest(f"if ({inside})" if inside else "", store)
+            epilogue.store_vector(gen, done, value, vec, lane, stored)
             fin.nest(f"if (co < {cout})" if cout % channels else "", done)
             s.nest("", fin)
         return gen.finish(s, total, vec_group(total, gen.params.work_group))
